@@ -1,0 +1,95 @@
+#include "common/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+namespace pdkv::config {
+namespace {
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void TearDown() override { unsetenv("PDKV_TEST_KNOB"); }
+  void set(const char* value) { setenv("PDKV_TEST_KNOB", value, 1); }
+};
+
+TEST_F(ConfigTest, UnsetUsesDefault) {
+  auto v = read_int("PDKV_TEST_KNOB", 4, 1, 64);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, 4);
+}
+
+TEST_F(ConfigTest, EmptyUsesDefault) {
+  set("");
+  EXPECT_EQ(read_int("PDKV_TEST_KNOB", 4, 1, 64).value(), 4);
+}
+
+TEST_F(ConfigTest, ParsesInRangeInteger) {
+  set("17");
+  EXPECT_EQ(read_int("PDKV_TEST_KNOB", 4, 1, 64).value(), 17);
+}
+
+TEST_F(ConfigTest, OutOfRangeIntegerNamesVariableAndRange) {
+  set("65");
+  auto v = read_int("PDKV_TEST_KNOB", 4, 1, 64);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(v.status().message().find("PDKV_TEST_KNOB=65"), std::string::npos);
+  EXPECT_NE(v.status().message().find("[1, 64]"), std::string::npos);
+}
+
+TEST_F(ConfigTest, GarbageIntegerRejected) {
+  for (const char* bad : {"12abc", "abc", "1.5", "99999999999999999999999"}) {
+    set(bad);
+    EXPECT_FALSE(read_int("PDKV_TEST_KNOB", 4, 1, 64).ok()) << bad;
+  }
+}
+
+TEST_F(ConfigTest, DoubleRangeChecked) {
+  set("2.5");
+  EXPECT_DOUBLE_EQ(read_double("PDKV_TEST_KNOB", 5.0, 0.1, 60).value(), 2.5);
+  set("0.01");
+  EXPECT_FALSE(read_double("PDKV_TEST_KNOB", 5.0, 0.1, 60).ok());
+  set("nan");
+  EXPECT_FALSE(read_double("PDKV_TEST_KNOB", 5.0, 0.1, 60).ok());
+}
+
+TEST_F(ConfigTest, BoolSpellings) {
+  for (const char* t : {"1", "true", "YES", "on"}) {
+    set(t);
+    EXPECT_TRUE(read_bool("PDKV_TEST_KNOB", false).value()) << t;
+  }
+  for (const char* f : {"0", "False", "no", "OFF"}) {
+    set(f);
+    EXPECT_FALSE(read_bool("PDKV_TEST_KNOB", true).value()) << f;
+  }
+  set("maybe");
+  EXPECT_FALSE(read_bool("PDKV_TEST_KNOB", true).ok());
+}
+
+TEST_F(ConfigTest, StringAllowedSet) {
+  set("shm");
+  EXPECT_EQ(read_string("PDKV_TEST_KNOB", "tcp", {"tcp", "shm", "ucx"}).value(), "shm");
+  set("rdma");
+  auto v = read_string("PDKV_TEST_KNOB", "tcp", {"tcp", "shm", "ucx"});
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("'ucx'"), std::string::npos);
+}
+
+TEST_F(ConfigTest, ReadingsAreRecordedOncePerName) {
+  set("3");
+  ASSERT_TRUE(read_int("PDKV_TEST_KNOB", 4, 1, 64).ok());
+  ASSERT_TRUE(read_int("PDKV_TEST_KNOB", 4, 1, 64).ok());
+  int count = 0;
+  for (const auto& r : knobs_read()) {
+    if (r.name == "PDKV_TEST_KNOB") {
+      ++count;
+      EXPECT_EQ(r.value, "3");
+      EXPECT_TRUE(r.from_environment);
+    }
+  }
+  EXPECT_EQ(count, 1);
+}
+
+}  // namespace
+}  // namespace pdkv::config

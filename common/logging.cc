@@ -1,0 +1,39 @@
+#include "common/logging.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace pdkv {
+namespace {
+
+spdlog::level::level_enum level_from_env() {
+  const char* raw = std::getenv("PDKV_LOG_LEVEL");
+  if (raw == nullptr || *raw == '\0') return spdlog::level::info;
+  auto level = spdlog::level::from_str(raw);
+  // from_str maps anything unknown to "off"; a typo must not silence every log.
+  if (level == spdlog::level::off && std::string(raw) != "off") {
+    std::fprintf(stderr, "pdkv: PDKV_LOG_LEVEL=%s is not a level; using info\n", raw);
+    return spdlog::level::info;
+  }
+  return level;
+}
+
+std::shared_ptr<spdlog::logger> make_logger() {
+  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  auto log = std::make_shared<spdlog::logger>("pdkv", std::move(sink));
+  log->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [pdkv %P:%t] [%^%l%$] %v");
+  log->set_level(level_from_env());
+  log->flush_on(spdlog::level::warn);
+  return log;
+}
+
+}  // namespace
+
+spdlog::logger& logger() {
+  static std::shared_ptr<spdlog::logger> instance = make_logger();
+  return *instance;
+}
+
+}  // namespace pdkv

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Configures and builds pdkv. Usage: scripts/build.sh [--sanitize=address|thread]
+#   default      -> build/        (gcc, RelWithDebInfo): the README build
+#   address      -> build-asan/   (clang-14, ASan + UBSan)
+#   thread       -> build-tsan/   (clang-14, TSan)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sanitize=""
+for arg in "$@"; do
+  case "$arg" in
+    --sanitize=address) sanitize=address ;;
+    --sanitize=thread) sanitize=thread ;;
+    *) echo "build.sh: unknown argument '$arg'" >&2; exit 2 ;;
+  esac
+done
+args=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+case "$sanitize" in
+  "") dir=build ;;
+  address) dir=build-asan ;;
+  thread) dir=build-tsan ;;
+esac
+if [[ -n "$sanitize" ]]; then
+  args+=(-DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DPDKV_SANITIZE="$sanitize")
+fi
+cmake -S . -B "$dir" "${args[@]}" >/dev/null
+cmake --build "$dir" -j"$(nproc)"
+echo "$dir"

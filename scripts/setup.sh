@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# README command (1): installs the Debian packages, builds pdkv and runs the main job.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+build/bin/pdkv bench engine --backend tcp --model llama3-8b --tokens 4096 --page 16
