@@ -1,0 +1,34 @@
+// The per-request ("room") state machine shared by prefill and decode.
+//
+// Values follow the engines' KVPoll (sglang): Failed 0, Bootstrapping 1,
+// WaitingForInput 2 (the reference's "Bootstrapped"), Transferring 3, Success 4.
+// Transitions are monotonic: a room only moves forward, Failed and Success are
+// terminal, and Failed wins over everything (a late Success cannot revive a failed room,
+// SPEC §5.1). merge_room_state() is the one place that rule lives.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace pdkv::kv {
+
+enum class RoomState : uint8_t {
+  kFailed = 0,
+  kBootstrapping = 1,
+  kWaitingForInput = 2,
+  kTransferring = 3,
+  kSuccess = 4,
+};
+
+inline bool is_terminal(RoomState s) { return s == RoomState::kFailed || s == RoomState::kSuccess; }
+
+// The state a room has after `incoming` is applied to `current`.
+inline RoomState merge_room_state(RoomState current, RoomState incoming) {
+  if (current == RoomState::kFailed || incoming == RoomState::kFailed) return RoomState::kFailed;
+  if (current == RoomState::kSuccess) return RoomState::kSuccess;
+  return incoming > current ? incoming : current;
+}
+
+std::string_view room_state_name(RoomState s);
+
+}  // namespace pdkv::kv

@@ -1,0 +1,78 @@
+// RoomStatusBoard: the state, failure reason and deadline of every room a manager
+// holds, with the update rule of room_state.h.
+//
+// Deadlines replace the reference's dead timeouts (SPEC §10 item 5): a room carries at
+// most one deadline at a time (bootstrap timeout until it is bootstrapped, then the
+// waiting timeout until it ends); expire_overdue() fails every room past its deadline
+// with the reason given when the deadline was set. The failure reason kept is the first
+// one: later failures are usually consequences of the first (a peer that died makes
+// every later send fail too), and the first is what an operator needs.
+//
+// Thread safety: every method may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/mutex.h"
+#include "kv/room_state.h"
+
+namespace pdkv::kv {
+
+struct RoomStatus {
+  RoomState state = RoomState::kBootstrapping;
+  std::string failure_reason;  // empty unless Failed
+};
+
+class RoomStatusBoard {
+ public:
+  RoomStatusBoard() = default;
+  RoomStatusBoard(const RoomStatusBoard&) = delete;
+  RoomStatusBoard& operator=(const RoomStatusBoard&) = delete;
+
+  // Adds `room` in Bootstrapping (or keeps an existing entry) and arms its deadline.
+  void open(uint64_t room, TimePoint deadline, std::string expiry_reason);
+
+  // Applies merge_room_state(); an unknown room is ignored (a late message for a room
+  // that already ended must not recreate it). Returns the resulting state, or nullopt
+  // for an unknown room.
+  std::optional<RoomState> advance(uint64_t room, RoomState state);
+
+  // Marks a known room Failed, keeping the first reason. Returns false if unknown.
+  bool fail(uint64_t room, const std::string& reason);
+
+  // Replaces the deadline of a room that is not terminal.
+  void set_deadline(uint64_t room, TimePoint deadline, std::string expiry_reason);
+
+  std::optional<RoomStatus> get(uint64_t room) const;
+
+  // Fails every non-terminal room whose deadline is before `now` and returns them.
+  std::vector<uint64_t> expire_overdue(TimePoint now);
+
+  // Earliest armed deadline, for a timer thread's sleep; nullopt if none.
+  std::optional<TimePoint> next_deadline() const;
+
+  void erase(uint64_t room);
+  size_t size() const;
+
+  // Blocks until the room's state differs from `seen`, the room disappears, or
+  // `deadline` passes. Returns the current status (nullopt if the room is gone).
+  std::optional<RoomStatus> wait_for_change(uint64_t room, RoomState seen, TimePoint deadline);
+
+ private:
+  struct Entry {
+    RoomStatus status;
+    std::optional<TimePoint> deadline;
+    std::string expiry_reason;
+  };
+
+  mutable Mutex mu_;
+  CondVar changed_;
+  std::unordered_map<uint64_t, Entry> rooms_ PDKV_GUARDED_BY(mu_);
+};
+
+}  // namespace pdkv::kv

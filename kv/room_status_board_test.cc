@@ -1,0 +1,106 @@
+#include "kv/room_status_board.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace pdkv::kv {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(RoomStatusBoardTest, UnknownRoomIsNotRecreatedByLateMessages) {
+  RoomStatusBoard board;
+  EXPECT_FALSE(board.advance(7, RoomState::kSuccess).has_value());
+  EXPECT_FALSE(board.fail(7, "late failure"));
+  EXPECT_EQ(board.size(), 0u);
+}
+
+TEST(RoomStatusBoardTest, AdvanceFollowsMergeRule) {
+  RoomStatusBoard board;
+  board.open(1, now() + milliseconds(10000), "bootstrap timeout");
+  EXPECT_EQ(*board.advance(1, RoomState::kWaitingForInput), RoomState::kWaitingForInput);
+  EXPECT_EQ(*board.advance(1, RoomState::kBootstrapping), RoomState::kWaitingForInput);
+  EXPECT_EQ(*board.advance(1, RoomState::kSuccess), RoomState::kSuccess);
+  EXPECT_TRUE(board.fail(1, "too late"));
+  EXPECT_EQ(board.get(1)->state, RoomState::kSuccess);
+}
+
+TEST(RoomStatusBoardTest, FirstFailureReasonIsKept) {
+  RoomStatusBoard board;
+  board.open(2, now() + milliseconds(10000), "x");
+  board.fail(2, "peer 10.0.0.1:5 died");
+  board.fail(2, "status send failed");
+  EXPECT_EQ(board.get(2)->failure_reason, "peer 10.0.0.1:5 died");
+  EXPECT_EQ(*board.advance(2, RoomState::kSuccess), RoomState::kFailed);
+}
+
+TEST(RoomStatusBoardTest, ExpireOverdueFailsWithDeadlineReason) {
+  RoomStatusBoard board;
+  TimePoint t0 = now();
+  board.open(3, t0 + milliseconds(100), "bootstrap timeout after 0.1 s");
+  board.open(4, t0 + milliseconds(500), "other");
+  EXPECT_TRUE(board.expire_overdue(t0 + milliseconds(50)).empty());
+  auto expired = board.expire_overdue(t0 + milliseconds(200));
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0], 3u);
+  EXPECT_EQ(board.get(3)->state, RoomState::kFailed);
+  EXPECT_EQ(board.get(3)->failure_reason, "bootstrap timeout after 0.1 s");
+  EXPECT_EQ(board.get(4)->state, RoomState::kBootstrapping);
+  EXPECT_EQ(*board.next_deadline(), t0 + milliseconds(500));
+}
+
+TEST(RoomStatusBoardTest, TerminalRoomsLoseTheirDeadline) {
+  RoomStatusBoard board;
+  TimePoint t0 = now();
+  board.open(5, t0 + milliseconds(100), "timeout");
+  board.advance(5, RoomState::kSuccess);
+  EXPECT_TRUE(board.expire_overdue(t0 + milliseconds(1000)).empty());
+  EXPECT_FALSE(board.next_deadline().has_value());
+  board.set_deadline(5, t0, "ignored for a terminal room");
+  EXPECT_FALSE(board.next_deadline().has_value());
+}
+
+TEST(RoomStatusBoardTest, SetDeadlineReplacesTheArmedOne) {
+  RoomStatusBoard board;
+  TimePoint t0 = now();
+  board.open(6, t0 + milliseconds(100), "bootstrap timeout");
+  board.set_deadline(6, t0 + milliseconds(900), "waiting timeout");
+  EXPECT_TRUE(board.expire_overdue(t0 + milliseconds(200)).empty());
+  ASSERT_EQ(board.expire_overdue(t0 + milliseconds(1000)).size(), 1u);
+  EXPECT_EQ(board.get(6)->failure_reason, "waiting timeout");
+}
+
+TEST(RoomStatusBoardTest, WaitForChangeWakesOnAdvanceAndTimesOut) {
+  RoomStatusBoard board;
+  board.open(8, now() + milliseconds(60000), "t");
+  std::thread t([&] {
+    std::this_thread::sleep_for(milliseconds(20));
+    board.advance(8, RoomState::kSuccess);
+  });
+  auto status = board.wait_for_change(8, RoomState::kBootstrapping, now() + milliseconds(10000));
+  t.join();
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(status->state, RoomState::kSuccess);
+
+  TimePoint before = now();
+  status = board.wait_for_change(8, RoomState::kSuccess, now() + milliseconds(50));
+  EXPECT_GE(now() - before, milliseconds(45));
+  EXPECT_EQ(status->state, RoomState::kSuccess);
+}
+
+TEST(RoomStatusBoardTest, EraseRemovesAndWakesWaiters) {
+  RoomStatusBoard board;
+  board.open(9, now() + milliseconds(60000), "t");
+  std::thread t([&] {
+    std::this_thread::sleep_for(milliseconds(20));
+    board.erase(9);
+  });
+  auto status = board.wait_for_change(9, RoomState::kBootstrapping, now() + milliseconds(10000));
+  t.join();
+  EXPECT_FALSE(status.has_value());
+  EXPECT_EQ(board.size(), 0u);
+}
+
+}  // namespace
+}  // namespace pdkv::kv
