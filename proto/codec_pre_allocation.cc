@@ -1,0 +1,124 @@
+// PreAllocation: decode -> prefill, the destination pages of one room.
+#include <fmt/format.h>
+
+#include "proto/codec_internal.h"
+
+namespace pdkv::proto {
+using namespace internal;  // NOLINT
+
+namespace {
+
+void put_fragment(std::string* b, const Fragment& f) {
+  put_u8(b, static_cast<uint8_t>(f.buffer_kind));
+  put_u32(b, f.buffer_index);
+  put_u32(b, f.src_rank);
+  put_u32(b, f.dst_rank);
+  put_u64(b, f.src_page_stride_bytes);
+  put_u64(b, f.dst_page_stride_bytes);
+  put_u64(b, f.src_byte_offset);
+  put_u64(b, f.dst_byte_offset);
+  put_u64(b, f.bytes_per_page);
+  // Fixed-size record: page_count is always 8 bytes, 0 when absent, so the record count
+  // check (count x kFragmentWireBytes) is exact.
+  put_bool(b, f.page_count.has_value());
+  put_u64(b, f.page_count.value_or(0));
+}
+
+Fragment read_fragment(WireReader& r) {
+  Fragment f;
+  f.buffer_kind = read_enum<BufferKind>(r, "fragments.buffer_kind", kMaxBufferKind);
+  f.buffer_index = r.u32("fragments.buffer_index");
+  f.src_rank = r.u32("fragments.src_rank");
+  f.dst_rank = r.u32("fragments.dst_rank");
+  f.src_page_stride_bytes = r.u64("fragments.src_page_stride_bytes");
+  f.dst_page_stride_bytes = r.u64("fragments.dst_page_stride_bytes");
+  f.src_byte_offset = r.u64("fragments.src_byte_offset");
+  f.dst_byte_offset = r.u64("fragments.dst_byte_offset");
+  f.bytes_per_page = r.u64("fragments.bytes_per_page");
+  bool has_count = r.boolean("fragments.page_count");
+  uint64_t count = r.u64("fragments.page_count");
+  if (has_count) {
+    f.page_count = count;
+  } else if (count != 0) {
+    r.fail("fragments.page_count", "absent but its value bytes are not 0");
+  }
+  if (r.ok() && f.bytes_per_page == 0) r.fail("fragments.bytes_per_page", "is 0");
+  return f;
+}
+
+}  // namespace
+
+Multipart encode(const PreAllocation& m) {
+  std::string b;
+  b.reserve(256 + 8 * (m.dst_kv_pages.size() + m.state_slots.size()) +
+            kFragmentWireBytes * m.fragments.size());
+  put_u64(&b, m.room);
+  put_identity(&b, m.decode);
+  put_u8(&b, static_cast<uint8_t>(m.kind));
+  put_array<int64_t>(&b, m.dst_kv_pages);
+  put_optional(&b, m.aux_index);
+  put_array<int64_t>(&b, m.state_slots);
+  put_u32(&b, m.required_dst_info_num);
+  put_u64(&b, m.decode_prefix_len);
+  put_bool(&b, m.dst_l1_5.has_value());
+  if (m.dst_l1_5) {
+    put_bool(&b, m.dst_l1_5->indices_are_local);
+    put_bool_array(&b, m.dst_l1_5->page_transfer_mask);
+    put_array<int64_t>(&b, m.dst_l1_5->page_local_indices);
+  }
+  put_u32(&b, static_cast<uint32_t>(m.fragments.size()));
+  for (const Fragment& f : m.fragments) put_fragment(&b, f);
+  return frame(MessageType::kPreAllocation, std::move(b));
+}
+
+Result<PreAllocation> decode_pre_allocation(FrameViews frames) {
+  PDKV_ASSIGN_OR_RETURN(std::string_view body, body_of(frames, MessageType::kPreAllocation));
+  WireReader r("PreAllocation", body);
+  PreAllocation m;
+  m.room = r.u64("room");
+  m.decode = read_identity(r);
+  m.kind = read_enum<PreAllocKind>(r, "kind", kMaxPreAllocKind);
+  m.dst_kv_pages = r.array<int64_t>("dst_kv_pages", kMaxPages);
+  m.aux_index = read_optional<int64_t>(r, "aux_index");
+  m.state_slots = r.array<int64_t>("state_slots", kMaxPages);
+  m.required_dst_info_num = r.u32("required_dst_info_num");
+  m.decode_prefix_len = r.u64("decode_prefix_len");
+  if (r.boolean("dst_l1_5")) {
+    PageOwnership o;
+    o.indices_are_local = r.boolean("dst_l1_5.indices_are_local");
+    o.page_transfer_mask = r.bool_array("dst_l1_5.page_transfer_mask", kMaxPages);
+    o.page_local_indices = r.array<int64_t>("dst_l1_5.page_local_indices", kMaxPages);
+    m.dst_l1_5 = std::move(o);
+  }
+  uint32_t fragments = r.count("fragments", kFragmentWireBytes, kMaxFragments);
+  m.fragments.reserve(fragments);
+  for (uint32_t i = 0; i < fragments && r.ok(); ++i) m.fragments.push_back(read_fragment(r));
+  if (!r.ok()) return r.finish();
+
+  // Semantic checks a prefill would otherwise have to repeat before indexing with these.
+  for (int64_t page : m.dst_kv_pages) {
+    if (page < 0) {
+      r.fail("dst_kv_pages", fmt::format("negative page index {}", page));
+      break;
+    }
+  }
+  if (m.aux_index && *m.aux_index < 0) r.fail("aux_index", "is negative");
+  if (m.required_dst_info_num == 0) r.fail("required_dst_info_num", "is 0");
+  if (m.kind != PreAllocKind::kTransfer &&
+      (!m.dst_kv_pages.empty() || !m.state_slots.empty() || !m.fragments.empty())) {
+    r.fail("kind", "a dummy or nothing-needed pre-allocation carries pages, slots or fragments");
+  }
+  if (m.dst_l1_5) {
+    size_t owned = 0;
+    for (bool b : m.dst_l1_5->page_transfer_mask) owned += b ? 1 : 0;
+    if (owned != m.dst_l1_5->page_local_indices.size()) {
+      r.fail("dst_l1_5.page_local_indices",
+             fmt::format("{} local indices for {} owned pages in the mask",
+                         m.dst_l1_5->page_local_indices.size(), owned));
+    }
+  }
+  PDKV_RETURN_IF_ERROR(r.finish());
+  return m;
+}
+
+}  // namespace pdkv::proto

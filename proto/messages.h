@@ -1,0 +1,198 @@
+// Control-plane messages between prefill and decode ranks, as typed structs.
+//
+// Every message travels as one ZeroMQ multipart message of exactly two frames:
+//   frame 0  header (wire.h): magic "PDKV", protocol version, message type, body length
+//   frame 1  body: the fields below in declaration order, encoded with proto/coding.h
+//            (fixed-width little-endian integers, u32-counted arrays and strings).
+// One body frame (rather than one frame per field, as the reference did) makes a message
+// a single sequential record: the decoder checks every count against the bytes left and
+// requires the body to be consumed exactly, so there is no positional optional frame and
+// no empty-versus-absent ambiguity (SPEC §12 item 5). Optional fields carry a presence
+// byte. Limits (kMax*) bound every string and array a peer can make us allocate.
+//
+// encode_* never fails. decode_* (codec.h) validates everything and returns kDataLoss.
+// Thread safety: plain value types.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace pdkv::proto {
+
+inline constexpr size_t kMaxEndpointBytes = 256;  // "tcp://[v6 addr]:port", session ids
+inline constexpr size_t kMaxReasonBytes = 4096;   // failure / abort reasons
+inline constexpr size_t kMaxBuffers = 1 << 16;    // KV / aux / state buffers per rank
+inline constexpr size_t kMaxLayers = 1 << 16;     // KV layers
+inline constexpr size_t kMaxBuffersPerLayer = 4;  // [K, V] or [latent]
+inline constexpr size_t kMaxPages = 1 << 24;      // pages (or slots) per request
+inline constexpr size_t kMaxFragments = 1 << 16;  // heterogeneous-TP fragments
+inline constexpr size_t kMaxSpecCandidates = 1 << 16;
+inline constexpr size_t kMaxDescriptorBytes = 1 << 20;  // opaque engine memory blob
+
+enum class Role : uint8_t { kPrefill = 0, kDecode = 1 };
+inline constexpr uint8_t kMaxRole = 1;
+
+// Who sent a message and where to answer it. One per rank process.
+struct RankIdentity {
+  Role role = Role::kDecode;
+  uint32_t engine_rank = 0;   // global rank in its instance
+  uint32_t attn_tp_rank = 0;  // rank inside its DP group
+  uint32_t attn_tp_size = 1;
+  uint32_t dp_rank = 0;
+  uint32_t dp_size = 1;
+  // Random per process start: a restarted rank at the same endpoint is a new peer.
+  uint64_t incarnation = 0;
+  std::string control_endpoint;  // its ZeroMQ PULL, "tcp://host:port": replies go here
+  std::string session_id;        // its transfer-engine endpoint (SPEC §0 "session id")
+  bool operator==(const RankIdentity&) const = default;
+};
+
+enum class PageLayout : uint8_t { kNHD = 0, kHND = 1 };
+inline constexpr uint8_t kMaxPageLayout = 1;
+
+// The layout a prefill must check against its own before writing (KV_API KVArgs).
+struct KvLayout {
+  uint32_t page_size = 1;  // tokens per page
+  uint32_t kv_head_num = 1;
+  uint32_t total_kv_head_num = 1;
+  uint32_t head_dim = 0;
+  uint32_t dtype_bytes = 0;
+  PageLayout page_layout = PageLayout::kNHD;
+  bool is_mla = false;
+  std::vector<std::vector<uint32_t>> layer_buffers;  // KV buffer indices of each KV layer
+  std::vector<int32_t> kv_layer_ids;                 // global layer id per KV layer
+  bool operator==(const KvLayout&) const = default;
+};
+
+// Base, total bytes and bytes per item (page or slot) of each buffer; equal lengths.
+struct BufferSet {
+  std::vector<uint64_t> ptrs;
+  std::vector<uint64_t> lens;
+  std::vector<uint64_t> item_lens;
+  bool operator==(const BufferSet&) const = default;
+};
+
+// decode -> prefill, once per route before any PreAllocation on the same socket
+// (SPEC §3.2, plus what §12 item 6 needs: lengths, so prefill can bounds-check writes).
+struct BufferRegistration {
+  RankIdentity decode;
+  KvLayout layout;
+  BufferSet kv;
+  BufferSet aux;
+  BufferSet state;
+  std::vector<int32_t> state_layer_ids;
+  bool enable_mla_l1_5_cache = false;  // decode holds a partial MLA cache (§6.7)
+  uint64_t decode_prefix_len = 0;      // tokens
+  std::string memory_descriptor;       // opaque engine blob (UCX rkeys), may be empty
+  bool operator==(const BufferRegistration&) const = default;
+};
+
+enum class BufferKind : uint8_t {
+  kTargetK = 0,
+  kTargetV = 1,
+  kDraftK = 2,
+  kDraftV = 3,
+  kMambaState = 4,
+};
+inline constexpr uint8_t kMaxBufferKind = 4;
+
+// One heterogeneous-TP fragment (SPEC §3.4), a fixed 62-byte record on the wire.
+struct Fragment {
+  BufferKind buffer_kind = BufferKind::kTargetK;
+  uint32_t buffer_index = 0;
+  uint32_t src_rank = 0;
+  uint32_t dst_rank = 0;
+  uint64_t src_page_stride_bytes = 0;
+  uint64_t dst_page_stride_bytes = 0;
+  uint64_t src_byte_offset = 0;
+  uint64_t dst_byte_offset = 0;
+  uint64_t bytes_per_page = 0;
+  std::optional<uint64_t> page_count;  // pages per run; none = all
+  bool operator==(const Fragment&) const = default;
+};
+inline constexpr size_t kFragmentWireBytes = 1 + 4 * 3 + 8 * 5 + 1 + 8;
+
+// Destination-side L1.5 partial ownership (SPEC §6.7), mask over the whole request.
+struct PageOwnership {
+  bool indices_are_local = false;
+  std::vector<bool> page_transfer_mask;
+  std::vector<int64_t> page_local_indices;
+  bool operator==(const PageOwnership&) const = default;
+};
+
+enum class PreAllocKind : uint8_t {
+  kTransfer = 0,       // write the pages below
+  kDummy = 1,          // counts toward required_dst_info_num; send no data to this rank
+  kNothingNeeded = 2,  // the room needs nothing from this prefill rank at all (§12 item 18)
+};
+inline constexpr uint8_t kMaxPreAllocKind = 2;
+
+// decode -> prefill, per room and target (SPEC §3.3).
+struct PreAllocation {
+  uint64_t room = 0;
+  RankIdentity decode;
+  PreAllocKind kind = PreAllocKind::kTransfer;
+  std::vector<int64_t> dst_kv_pages;  // after the decode prefix
+  std::optional<int64_t> aux_index;   // request-pool slot, when aux buffers exist
+  std::vector<int64_t> state_slots;
+  uint32_t required_dst_info_num = 1;  // decode ranks that pre-allocate this room here
+  uint64_t decode_prefix_len = 0;      // tokens, page-aligned
+  std::optional<PageOwnership> dst_l1_5;
+  std::vector<Fragment> fragments;  // empty = default blocks
+  bool operator==(const PreAllocation&) const = default;
+};
+
+enum class TransferState : uint8_t { kFailed = 0, kSuccess = 1 };
+inline constexpr uint8_t kMaxTransferState = 1;
+
+// prefill -> decode, final status of a room (SPEC §3.5), sent by each prefill rank.
+struct TransferStatus {
+  uint64_t room = 0;
+  TransferState state = TransferState::kFailed;
+  uint32_t prefill_engine_rank = 0;
+  uint32_t prefill_attn_tp_rank = 0;
+  int64_t bootstrap_token = -1;             // first output token, -1 = none
+  std::vector<int32_t> spec_candidate_ids;  // empty = none
+  std::optional<uint32_t> checksum_crc32c;  // of the bytes written, if computed
+  std::string failure_reason;               // empty on success
+  bool operator==(const TransferStatus&) const = default;
+};
+
+// Either direction: the sender gives up on the room.
+struct Abort {
+  uint64_t room = 0;
+  RankIdentity sender;
+  std::string reason;
+  bool operator==(const Abort&) const = default;
+};
+
+// prefill -> decode, answer to a BufferRegistration: a layout mismatch fails it with a
+// reason (KV_API "a mismatch fails registration with a clear error").
+struct RegistrationResult {
+  RankIdentity prefill;
+  uint64_t decode_incarnation = 0;  // which registration this answers
+  bool accepted = false;
+  std::string reason;
+  bool operator==(const RegistrationResult&) const = default;
+};
+
+// Per-rank liveness probe (KV_API: liveness is per prefill rank and per decode rank).
+// The receiver answers a Ping with a Pong carrying the same seq to ping.sender's endpoint.
+struct Ping {
+  RankIdentity sender;
+  uint64_t seq = 0;
+  bool operator==(const Ping&) const = default;
+};
+struct Pong {
+  RankIdentity sender;
+  uint64_t seq = 0;  // the Ping's
+  bool operator==(const Pong&) const = default;
+};
+
+using Message = std::variant<BufferRegistration, PreAllocation, TransferStatus, Abort,
+                             RegistrationResult, Ping, Pong>;
+
+}  // namespace pdkv::proto
