@@ -1,0 +1,167 @@
+#include "kv/kv_args.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+namespace pdkv::kv {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+Status check_buffer_set(const char* name, const std::vector<uint64_t>& ptrs,
+                        const std::vector<uint64_t>& lens, const std::vector<uint64_t>& items,
+                        bool items_required_nonzero) {
+  if (ptrs.size() != lens.size() || ptrs.size() != items.size()) {
+    return invalid_argument(std::string(name) + "_data_ptrs/_data_lens/_item_lens have lengths " +
+                            std::to_string(ptrs.size()) + "/" + std::to_string(lens.size()) + "/" +
+                            std::to_string(items.size()) + "; they must be equal");
+  }
+  for (size_t i = 0; i < ptrs.size(); ++i) {
+    if (ptrs[i] > std::numeric_limits<uint64_t>::max() - lens[i]) {
+      return invalid_argument(std::string(name) + " buffer " + std::to_string(i) +
+                              ": pointer + length overflows");
+    }
+    if (items_required_nonzero && items[i] == 0) {
+      return invalid_argument(std::string(name) + "_item_lens[" + std::to_string(i) +
+                              "] is 0; an item must have at least one byte");
+    }
+    if (items[i] > lens[i]) {
+      return invalid_argument(std::string(name) + " buffer " + std::to_string(i) +
+                              ": item length " + std::to_string(items[i]) +
+                              " exceeds buffer length " + std::to_string(lens[i]));
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+std::vector<int64_t> KvArgs::effective_kv_layer_ids() const {
+  if (!kv_layer_ids.empty()) return kv_layer_ids;
+  std::vector<int64_t> ids(layer_buffers.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
+  return ids;
+}
+
+int64_t KvArgs::layer_num() const {
+  int64_t top = -1;
+  for (int64_t id : kv_layer_ids) top = std::max(top, id);
+  for (int64_t id : state_layer_ids) top = std::max(top, id);
+  return top >= 0 ? top + 1 : static_cast<int64_t>(layer_buffers.size());
+}
+
+Status KvArgs::validate() const {
+  if (tp_size < 1) return invalid_argument("tp_size must be >= 1, got " + str(tp_size));
+  if (dp_size < 1) return invalid_argument("dp_size must be >= 1, got " + str(dp_size));
+  if (engine_rank < 0 || engine_rank >= world_size()) {
+    return invalid_argument("engine_rank " + str(engine_rank) +
+                            " outside [0, tp_size*dp_size=" + str(world_size()) + ")");
+  }
+  if (page_size < 1) return invalid_argument("page_size must be >= 1, got " + str(page_size));
+  PDKV_RETURN_IF_ERROR(check_buffer_set("kv", kv_data_ptrs, kv_data_lens, kv_item_lens, true));
+  PDKV_RETURN_IF_ERROR(check_buffer_set("aux", aux_data_ptrs, aux_data_lens, aux_item_lens, true));
+  PDKV_RETURN_IF_ERROR(
+      check_buffer_set("state", state_data_ptrs, state_data_lens, state_item_lens, true));
+  for (size_t l = 0; l < layer_buffers.size(); ++l) {
+    if (layer_buffers[l].empty()) {
+      return invalid_argument("layer_buffers[" + std::to_string(l) + "] is empty");
+    }
+    for (int64_t b : layer_buffers[l]) {
+      if (b < 0 || b >= static_cast<int64_t>(kv_data_ptrs.size())) {
+        return invalid_argument("layer_buffers[" + std::to_string(l) + "] names buffer " + str(b) +
+                                " but there are " + std::to_string(kv_data_ptrs.size()) +
+                                " KV buffers");
+      }
+    }
+  }
+  if (!kv_layer_ids.empty() && kv_layer_ids.size() != layer_buffers.size()) {
+    return invalid_argument("kv_layer_ids has " + std::to_string(kv_layer_ids.size()) +
+                            " entries but layer_buffers has " +
+                            std::to_string(layer_buffers.size()));
+  }
+  for (int64_t id : kv_layer_ids) {
+    if (id < 0) return invalid_argument("kv_layer_ids contains negative id " + str(id));
+  }
+  if (!state_layer_ids.empty() && state_layer_ids.size() != state_data_ptrs.size()) {
+    return invalid_argument("state_layer_ids has " + std::to_string(state_layer_ids.size()) +
+                            " entries but there are " + std::to_string(state_data_ptrs.size()) +
+                            " state buffers");
+  }
+  for (int64_t id : state_layer_ids) {
+    if (id < 0) return invalid_argument("state_layer_ids contains negative id " + str(id));
+  }
+  if (kv_head_num < 1 || total_kv_head_num < 1) {
+    return invalid_argument("kv_head_num and total_kv_head_num must be >= 1");
+  }
+  if (kv_head_num > total_kv_head_num) {
+    return invalid_argument("kv_head_num " + str(kv_head_num) + " exceeds total_kv_head_num " +
+                            str(total_kv_head_num));
+  }
+  if (head_dim < 0 || dtype_bytes < 0) {
+    return invalid_argument("head_dim and dtype_bytes must be >= 0");
+  }
+  if (is_mla && (kv_head_num != 1 || total_kv_head_num != 1)) {
+    return invalid_argument(
+        "MLA ranks hold one latent 'head': kv_head_num = total_kv_head_num = 1");
+  }
+  return Status();
+}
+
+proto::KvLayout KvArgs::layout() const {
+  proto::KvLayout out;
+  out.page_size = static_cast<uint32_t>(page_size);
+  out.kv_head_num = static_cast<uint32_t>(kv_head_num);
+  out.total_kv_head_num = static_cast<uint32_t>(total_kv_head_num);
+  out.head_dim = static_cast<uint32_t>(head_dim);
+  out.dtype_bytes = static_cast<uint32_t>(dtype_bytes);
+  out.page_layout = page_layout;
+  out.is_mla = is_mla;
+  out.layer_buffers.reserve(layer_buffers.size());
+  for (const auto& l : layer_buffers) {
+    out.layer_buffers.emplace_back(l.begin(), l.end());
+  }
+  out.kv_layer_ids.assign(kv_layer_ids.begin(), kv_layer_ids.end());
+  return out;
+}
+
+Status check_layout_compatible(const KvArgs& p, const proto::KvLayout& d) {
+  auto mismatch = [](const char* field, int64_t prefill, int64_t decode) {
+    return invalid_argument(std::string("layout mismatch: ") + field + " is " + str(prefill) +
+                            " on prefill but " + str(decode) + " on decode");
+  };
+  if (p.page_size != d.page_size) return mismatch("page_size", p.page_size, d.page_size);
+  if (p.page_layout != d.page_layout) {
+    return invalid_argument(
+        std::string("layout mismatch: page_layout is ") +
+        (p.page_layout == proto::PageLayout::kNHD ? "NHD" : "HND") + " on prefill but " +
+        (d.page_layout == proto::PageLayout::kNHD ? "NHD" : "HND") + " on decode");
+  }
+  if (p.is_mla != d.is_mla) return mismatch("is_mla", p.is_mla, d.is_mla);
+  if (p.layer_buffers.size() != d.layer_buffers.size()) {
+    return mismatch("KV layer count", static_cast<int64_t>(p.layer_buffers.size()),
+                    static_cast<int64_t>(d.layer_buffers.size()));
+  }
+  for (size_t l = 0; l < p.layer_buffers.size(); ++l) {
+    if (p.layer_buffers[l].size() != d.layer_buffers[l].size()) {
+      return invalid_argument("layout mismatch: KV layer " + std::to_string(l) + " has " +
+                              std::to_string(p.layer_buffers[l].size()) +
+                              " buffers on prefill but " +
+                              std::to_string(d.layer_buffers[l].size()) + " on decode");
+    }
+    for (size_t i = 0; i < p.layer_buffers[l].size(); ++i) {
+      if (p.layer_buffers[l][i] != static_cast<int64_t>(d.layer_buffers[l][i])) {
+        return invalid_argument("layout mismatch: layer_buffers[" + std::to_string(l) +
+                                "] order differs between prefill and decode");
+      }
+    }
+  }
+  if (p.head_dim != d.head_dim) return mismatch("head_dim", p.head_dim, d.head_dim);
+  if (p.dtype_bytes != d.dtype_bytes) return mismatch("dtype_bytes", p.dtype_bytes, d.dtype_bytes);
+  if (p.total_kv_head_num != d.total_kv_head_num) {
+    return mismatch("total_kv_head_num", p.total_kv_head_num, d.total_kv_head_num);
+  }
+  return Status();
+}
+
+}  // namespace pdkv::kv

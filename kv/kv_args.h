@@ -1,0 +1,67 @@
+// KvArgs: what one rank tells pdkv about its buffers and its place in the instance,
+// the C++ twin of the Python contract's KVArgs (../shared/KV_API.md).
+//
+// validate() checks everything a rank can get wrong about itself (equal list lengths,
+// buffer indices, address overflow, rank ranges) so that later failures are about the
+// peer, never about a malformed local description. Value type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/messages.h"
+
+namespace pdkv::kv {
+
+struct KvArgs {
+  int64_t engine_rank = 0;  // global rank in its instance
+  int64_t tp_size = 1;      // attention TP size per DP group
+  int64_t dp_size = 1;
+  int64_t page_size = 1;  // tokens per page
+
+  std::vector<uint64_t> kv_data_ptrs;
+  std::vector<uint64_t> kv_data_lens;
+  std::vector<uint64_t> kv_item_lens;               // bytes per page per buffer
+  std::vector<std::vector<int64_t>> layer_buffers;  // KV buffer indices of each KV layer
+  std::vector<int64_t> kv_layer_ids;                // empty = 0..layers-1
+
+  int64_t kv_head_num = 1;        // KV heads held by this rank (per buffer)
+  int64_t total_kv_head_num = 1;  // KV heads of the model
+  int64_t head_dim = 0;
+  int64_t dtype_bytes = 0;
+  proto::PageLayout page_layout = proto::PageLayout::kNHD;
+  bool is_mla = false;
+
+  std::vector<uint64_t> aux_data_ptrs;
+  std::vector<uint64_t> aux_data_lens;
+  std::vector<uint64_t> aux_item_lens;
+
+  std::vector<uint64_t> state_data_ptrs;
+  std::vector<uint64_t> state_data_lens;
+  std::vector<uint64_t> state_item_lens;
+  std::vector<int64_t> state_layer_ids;
+
+  int64_t world_size() const { return tp_size * dp_size; }
+  int64_t attn_tp_rank() const { return engine_rank % tp_size; }
+  int64_t dp_rank() const { return engine_rank / tp_size; }
+  // Global KV layer ids, defaulted (0..n-1) when kv_layer_ids is empty.
+  std::vector<int64_t> effective_kv_layer_ids() const;
+  // max(kv ids ∪ state ids) + 1, or the KV layer count if both are empty (SPEC §6.1).
+  int64_t layer_num() const;
+
+  // InvalidArgument naming the field for anything inconsistent.
+  Status validate() const;
+
+  // The layout a peer checks against its own (proto KvLayout).
+  proto::KvLayout layout() const;
+};
+
+// Checks that a decode's registered layout can receive from this prefill:
+// same page size and layout, same number of KV layers and buffers per layer, MLA on both
+// or neither, equal head_dim and dtype, the same model head count. InvalidArgument with
+// both values named on the first mismatch.
+Status check_layout_compatible(const KvArgs& prefill, const proto::KvLayout& decode);
+
+}  // namespace pdkv::kv

@@ -1,0 +1,104 @@
+#include "kv/kv_args.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+namespace pdkv::kv {
+namespace {
+
+KvArgs two_layer_mha() {
+  KvArgs a;
+  a.tp_size = 2;
+  a.engine_rank = 1;
+  a.page_size = 16;
+  a.kv_data_ptrs = {0x10000, 0x20000, 0x30000, 0x40000};
+  a.kv_data_lens = {0x8000, 0x8000, 0x8000, 0x8000};
+  a.kv_item_lens = {4096, 4096, 4096, 4096};
+  a.layer_buffers = {{0, 2}, {1, 3}};
+  a.kv_head_num = 4;
+  a.total_kv_head_num = 8;
+  a.head_dim = 32;
+  a.dtype_bytes = 2;
+  return a;
+}
+
+TEST(KvArgsTest, ValidArgsPass) { EXPECT_TRUE(two_layer_mha().validate().ok()); }
+
+TEST(KvArgsTest, RankDerivations) {
+  KvArgs a = two_layer_mha();
+  a.dp_size = 2;
+  a.engine_rank = 3;
+  EXPECT_EQ(a.attn_tp_rank(), 1);
+  EXPECT_EQ(a.dp_rank(), 1);
+  EXPECT_EQ(a.layer_num(), 2);
+  a.kv_layer_ids = {0, 5};
+  a.state_data_ptrs = {0x90000};
+  a.state_data_lens = {4096};
+  a.state_item_lens = {1024};
+  a.state_layer_ids = {7};
+  EXPECT_EQ(a.layer_num(), 8);
+}
+
+TEST(KvArgsTest, EachInconsistencyIsNamed) {
+  struct Case {
+    const char* expect;
+    void (*mutate)(KvArgs&);
+  };
+  const Case cases[] = {
+      {"engine_rank", [](KvArgs& a) { a.engine_rank = 2; }},
+      {"tp_size", [](KvArgs& a) { a.tp_size = 0; }},
+      {"page_size", [](KvArgs& a) { a.page_size = 0; }},
+      {"kv_data_ptrs", [](KvArgs& a) { a.kv_data_lens.pop_back(); }},
+      {"overflows", [](KvArgs& a) { a.kv_data_ptrs[0] = std::numeric_limits<uint64_t>::max(); }},
+      {"item length", [](KvArgs& a) { a.kv_item_lens[1] = 0x9000; }},
+      {"kv_item_lens[2] is 0", [](KvArgs& a) { a.kv_item_lens[2] = 0; }},
+      {"names buffer 9", [](KvArgs& a) { a.layer_buffers[1][0] = 9; }},
+      {"kv_layer_ids", [](KvArgs& a) { a.kv_layer_ids = {0}; }},
+      {"state_layer_ids", [](KvArgs& a) { a.state_layer_ids = {1}; }},
+      {"exceeds total_kv_head_num", [](KvArgs& a) { a.kv_head_num = 16; }},
+      {"MLA", [](KvArgs& a) { a.is_mla = true; }},
+  };
+  for (const Case& c : cases) {
+    KvArgs a = two_layer_mha();
+    c.mutate(a);
+    Status s = a.validate();
+    ASSERT_FALSE(s.ok()) << c.expect;
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find(c.expect), std::string::npos) << s.message();
+  }
+}
+
+TEST(KvArgsTest, CompatibleLayoutsAcrossTpSizes) {
+  KvArgs prefill = two_layer_mha();
+  KvArgs decode = two_layer_mha();
+  decode.tp_size = 4;
+  decode.engine_rank = 0;
+  decode.kv_head_num = 2;
+  EXPECT_TRUE(check_layout_compatible(prefill, decode.layout()).ok());
+}
+
+TEST(KvArgsTest, LayoutMismatchesAreRejectedWithBothValues) {
+  KvArgs prefill = two_layer_mha();
+  KvArgs decode = two_layer_mha();
+  decode.page_size = 32;
+  Status s = check_layout_compatible(prefill, decode.layout());
+  EXPECT_NE(s.message().find("page_size is 16 on prefill but 32 on decode"), std::string::npos);
+
+  decode = two_layer_mha();
+  decode.page_layout = proto::PageLayout::kHND;
+  EXPECT_NE(check_layout_compatible(prefill, decode.layout()).message().find("NHD on prefill"),
+            std::string::npos);
+
+  decode = two_layer_mha();
+  decode.layer_buffers = {{2, 0}, {1, 3}};
+  EXPECT_NE(check_layout_compatible(prefill, decode.layout()).message().find("order differs"),
+            std::string::npos);
+
+  decode = two_layer_mha();
+  decode.layer_buffers.pop_back();
+  EXPECT_FALSE(check_layout_compatible(prefill, decode.layout()).ok());
+}
+
+}  // namespace
+}  // namespace pdkv::kv

@@ -1,0 +1,45 @@
+#include "kv/manager_options.h"
+
+#include <cmath>
+
+#include "common/config.h"
+
+namespace pdkv::kv {
+namespace {
+
+std::chrono::milliseconds seconds_to_ms(double s) {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(s * 1000.0)));
+}
+
+}  // namespace
+
+Result<KvManagerOptions> KvManagerOptions::from_env() {
+  KvManagerOptions o;
+  PDKV_ASSIGN_OR_RETURN(double bootstrap_s,
+                        config::read_double("PDKV_BOOTSTRAP_TIMEOUT_S", 120.0, 0.1, 86400.0));
+  PDKV_ASSIGN_OR_RETURN(double waiting_s,
+                        config::read_double("PDKV_WAITING_TIMEOUT_S", 300.0, 0.1, 86400.0));
+  PDKV_ASSIGN_OR_RETURN(double metadata_s,
+                        config::read_double("PDKV_METADATA_TIMEOUT_S", 10.0, 0.01, 3600.0));
+  PDKV_ASSIGN_OR_RETURN(double heartbeat_s,
+                        config::read_double("PDKV_HEARTBEAT_INTERVAL_S", 0.5, 0.05, 60.0));
+  PDKV_ASSIGN_OR_RETURN(int64_t max_failures,
+                        config::read_int("PDKV_HEARTBEAT_MAX_FAILURES", 3, 1, 100));
+  PDKV_ASSIGN_OR_RETURN(double ttl_s,
+                        config::read_double("PDKV_FAILED_PEER_TTL_S", 30.0, 0.0, 3600.0));
+  PDKV_ASSIGN_OR_RETURN(int64_t queues, config::read_int("PDKV_TRANSFER_QUEUES", 4, 1, 64));
+  PDKV_ASSIGN_OR_RETURN(bool checksum, config::read_bool("PDKV_VERIFY_CHECKSUM", false));
+  PDKV_ASSIGN_OR_RETURN(std::string local_ip, config::read_string("PDKV_LOCAL_IP", ""));
+  o.bootstrap_timeout = seconds_to_ms(bootstrap_s);
+  o.waiting_timeout = seconds_to_ms(waiting_s);
+  o.metadata_timeout = seconds_to_ms(metadata_s);
+  o.heartbeat_interval = seconds_to_ms(heartbeat_s);
+  o.heartbeat_max_failures = static_cast<int>(max_failures);
+  o.failed_peer_ttl = seconds_to_ms(ttl_s);
+  o.transfer_queues = static_cast<int>(queues);
+  o.verify_checksum = checksum;
+  o.local_ip = std::move(local_ip);
+  return o;
+}
+
+}  // namespace pdkv::kv

@@ -1,0 +1,40 @@
+// KvManagerOptions: the timeouts, liveness and queue settings of a KV manager, read once
+// from PDKV_* variables (docs/CONFIG.md explains each default).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace pdkv::kv {
+
+struct KvManagerOptions {
+  // Sender/Receiver construction -> room bootstrapped (route resolved, pre-allocations in).
+  std::chrono::milliseconds bootstrap_timeout{120'000};
+  // Pre-allocation sent (decode) / bootstrapped (prefill) -> room ended.
+  std::chrono::milliseconds waiting_timeout{300'000};
+  // Longest wait of a finished transfer for the room's first token (wait mode only).
+  std::chrono::milliseconds metadata_timeout{10'000};
+  // Per-rank liveness probes and how many may go unanswered before the peer is dead.
+  std::chrono::milliseconds heartbeat_interval{500};
+  int heartbeat_max_failures = 3;
+  // How long a peer whose transfer failed is refused (0 = never refused).
+  std::chrono::milliseconds failed_peer_ttl{30'000};
+  // Transfer queues on a prefill, each served by one worker thread.
+  int transfer_queues = 4;
+  // crc32c of every written region sent with the status and checked by the decode.
+  bool verify_checksum = false;
+  // Address this rank advertises; empty = detected.
+  std::string local_ip;
+
+  static Result<KvManagerOptions> from_env();
+
+  // Longest time a dead peer goes unnoticed by the heartbeat.
+  std::chrono::milliseconds liveness_bound() const {
+    return heartbeat_interval * heartbeat_max_failures;
+  }
+};
+
+}  // namespace pdkv::kv
