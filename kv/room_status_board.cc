@@ -2,14 +2,19 @@
 
 namespace pdkv::kv {
 
-void RoomStatusBoard::open(uint64_t room, TimePoint deadline, std::string expiry_reason) {
+std::shared_ptr<const RoomHandle> RoomStatusBoard::open(uint64_t room, TimePoint deadline,
+                                                        std::string expiry_reason) {
   MutexLock lock(mu_);
   auto [it, inserted] = rooms_.try_emplace(room);
   if (!is_terminal(it->second.status.state)) {
     it->second.deadline = deadline;
     it->second.expiry_reason = std::move(expiry_reason);
   }
-  if (inserted) changed_.notify_all();
+  if (inserted) {
+    it->second.handle->set(it->second.status);
+    changed_.notify_all();
+  }
+  return it->second.handle;
 }
 
 std::optional<RoomState> RoomStatusBoard::advance(uint64_t room, RoomState state) {
@@ -20,6 +25,7 @@ std::optional<RoomState> RoomStatusBoard::advance(uint64_t room, RoomState state
   RoomState merged = merge_room_state(status.state, state);
   if (merged != status.state) {
     status.state = merged;
+    it->second.handle->set(status);
     if (is_terminal(merged)) it->second.deadline.reset();
     changed_.notify_all();
   }
@@ -35,6 +41,7 @@ bool RoomStatusBoard::fail(uint64_t room, const std::string& reason) {
   if (status.state != RoomState::kFailed) {
     status.state = RoomState::kFailed;
     status.failure_reason = reason;
+    it->second.handle->set(status);
     it->second.deadline.reset();
     changed_.notify_all();
   }
@@ -63,6 +70,7 @@ std::vector<uint64_t> RoomStatusBoard::expire_overdue(TimePoint now) {
     if (!entry.deadline || *entry.deadline > now || is_terminal(entry.status.state)) continue;
     entry.status.state = RoomState::kFailed;
     entry.status.failure_reason = entry.expiry_reason;
+    entry.handle->set(entry.status);
     entry.deadline.reset();
     expired.push_back(room);
   }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -28,6 +29,26 @@ struct RoomStatus {
   std::string failure_reason;  // empty unless Failed
 };
 
+// A room's status as its KVSender / KVReceiver sees it. The board writes through it on
+// every change, and it outlives the board's entry: once a room ended and left every
+// table, its handle still answers with the final state (poll() never goes backwards).
+class RoomHandle {
+ public:
+  RoomStatus status() const {
+    MutexLock lock(mu_);
+    return status_;
+  }
+
+ private:
+  friend class RoomStatusBoard;
+  void set(const RoomStatus& s) {
+    MutexLock lock(mu_);
+    status_ = s;
+  }
+  mutable Mutex mu_;
+  RoomStatus status_ PDKV_GUARDED_BY(mu_);
+};
+
 class RoomStatusBoard {
  public:
   RoomStatusBoard() = default;
@@ -35,7 +56,9 @@ class RoomStatusBoard {
   RoomStatusBoard& operator=(const RoomStatusBoard&) = delete;
 
   // Adds `room` in Bootstrapping (or keeps an existing entry) and arms its deadline.
-  void open(uint64_t room, TimePoint deadline, std::string expiry_reason);
+  // Returns the room's handle (the same one for every open of the same entry).
+  std::shared_ptr<const RoomHandle> open(uint64_t room, TimePoint deadline,
+                                         std::string expiry_reason);
 
   // Applies merge_room_state(); an unknown room is ignored (a late message for a room
   // that already ended must not recreate it). Returns the resulting state, or nullopt
@@ -66,6 +89,7 @@ class RoomStatusBoard {
  private:
   struct Entry {
     RoomStatus status;
+    std::shared_ptr<RoomHandle> handle = std::make_shared<RoomHandle>();
     std::optional<TimePoint> deadline;
     std::string expiry_reason;
   };

@@ -89,6 +89,17 @@ TEST(RoomStatusBoardTest, WaitForChangeWakesOnAdvanceAndTimesOut) {
   EXPECT_EQ(status->state, RoomState::kSuccess);
 }
 
+TEST(RoomStatusBoardTest, HandleKeepsFinalStateAfterErase) {
+  RoomStatusBoard board;
+  auto handle = board.open(10, now() + milliseconds(60000), "t");
+  EXPECT_EQ(handle->status().state, RoomState::kBootstrapping);
+  EXPECT_EQ(board.open(10, now() + milliseconds(60000), "t"), handle);
+  board.fail(10, "decode aborted");
+  board.erase(10);
+  EXPECT_EQ(handle->status().state, RoomState::kFailed);
+  EXPECT_EQ(handle->status().failure_reason, "decode aborted");
+}
+
 TEST(RoomStatusBoardTest, EraseRemovesAndWakesWaiters) {
   RoomStatusBoard board;
   board.open(9, now() + milliseconds(60000), "t");
