@@ -1,0 +1,159 @@
+#include "plan/block_writer.h"
+
+#include <algorithm>
+
+namespace pdkv::plan::internal {
+namespace {
+
+// r = a * b + c, false on uint64 overflow.
+inline bool mul_add(uint64_t a, uint64_t b, uint64_t c, uint64_t& r) {
+  uint64_t m;
+  if (__builtin_mul_overflow(a, b, &m)) return false;
+  return !__builtin_add_overflow(m, c, &r);
+}
+
+std::string where(const char* what, size_t index) {
+  return std::string(what) + " buffer " + std::to_string(index);
+}
+
+// Checks that [ptr + off, ptr + off + len) exists in uint64 and, if has_cap, that
+// off + len <= cap. `off` is first_page * stride + byte_offset of the run's last page.
+Status check_extent(uint64_t ptr, uint64_t off, uint64_t len, bool has_cap, uint64_t cap,
+                    const char* side, const char* what, size_t index) {
+  uint64_t end_off, end_addr;
+  if (__builtin_add_overflow(off, len, &end_off) ||
+      __builtin_add_overflow(ptr, end_off, &end_addr)) {
+    return out_of_range(where(what, index) + ": " + side + " address overflows uint64");
+  }
+  if (has_cap && end_off > cap) {
+    return out_of_range(where(what, index) + ": " + side + " block ends at byte " +
+                        std::to_string(end_off) + " past the buffer length " + std::to_string(cap));
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status check_table(std::span<const uint64_t> src_ptrs, std::span<const uint64_t> dst_ptrs,
+                   std::span<const uint64_t> item_lens, std::span<const uint64_t> src_lens,
+                   std::span<const uint64_t> dst_lens, const char* what) {
+  const size_t n = src_ptrs.size();
+  auto mismatch = [&](const char* name, size_t got) {
+    return invalid_argument(std::string(what) + " buffer count mismatch: " + name + " has " +
+                            std::to_string(got) + " entries, src_ptrs has " + std::to_string(n));
+  };
+  if (dst_ptrs.size() != n) return mismatch("dst_ptrs", dst_ptrs.size());
+  if (item_lens.size() != n) return mismatch("item_lens", item_lens.size());
+  if (!src_lens.empty() && src_lens.size() != n) return mismatch("src_lens", src_lens.size());
+  if (!dst_lens.empty() && dst_lens.size() != n) return mismatch("dst_lens", dst_lens.size());
+  return Status();
+}
+
+BufferSides sides_of(std::span<const uint64_t> src_ptrs, std::span<const uint64_t> dst_ptrs,
+                     std::span<const uint64_t> item_lens, std::span<const uint64_t> src_lens,
+                     std::span<const uint64_t> dst_lens, size_t index) {
+  BufferSides b;
+  b.src_ptr = src_ptrs[index];
+  b.dst_ptr = dst_ptrs[index];
+  b.item_len = item_lens[index];
+  b.has_src_len = !src_lens.empty();
+  b.has_dst_len = !dst_lens.empty();
+  if (b.has_src_len) b.src_len = src_lens[index];
+  if (b.has_dst_len) b.dst_len = dst_lens[index];
+  return b;
+}
+
+Status check_runs(std::span<const PageRun> runs) {
+  for (const PageRun& r : runs) {
+    if (r.src_first < 0 || r.dst_first < 0) {
+      return out_of_range("negative page index " +
+                          std::to_string(r.src_first < 0 ? r.src_first : r.dst_first));
+    }
+  }
+  return Status();
+}
+
+Status emit_default(const BufferSides& b, std::span<const PageRun> runs, BlockWriter& w,
+                    const char* what, size_t index) {
+  for (const PageRun& r : runs) {
+    const auto count = static_cast<uint64_t>(r.count);
+    uint64_t src_off, dst_off, len;
+    if (!mul_add(static_cast<uint64_t>(r.src_first), b.item_len, 0, src_off) ||
+        !mul_add(static_cast<uint64_t>(r.dst_first), b.item_len, 0, dst_off) ||
+        !mul_add(count, b.item_len, 0, len)) {
+      return out_of_range(where(what, index) + ": page offset overflows uint64");
+    }
+    PDKV_RETURN_IF_ERROR(
+        check_extent(b.src_ptr, src_off, len, b.has_src_len, b.src_len, "source", what, index));
+    PDKV_RETURN_IF_ERROR(check_extent(b.dst_ptr, dst_off, len, b.has_dst_len, b.dst_len,
+                                      "destination", what, index));
+    w.add(b.src_ptr + src_off, b.dst_ptr + dst_off, len);
+  }
+  return Status();
+}
+
+Status emit_fragment(const BufferSides& b, const Fragment& f, std::span<const PageRun> runs,
+                     BlockWriter& w, const char* what, size_t index) {
+  for (const PageRun& r : runs) {
+    uint64_t pages = static_cast<uint64_t>(r.count);
+    if (f.page_count) pages = std::min(pages, *f.page_count);
+    if (pages == 0) continue;
+    // The last page bounds every page of the run: offsets grow with the page index.
+    const uint64_t src_last = static_cast<uint64_t>(r.src_first) + pages - 1;
+    const uint64_t dst_last = static_cast<uint64_t>(r.dst_first) + pages - 1;
+    uint64_t src_off, dst_off;
+    if (!mul_add(src_last, f.src_page_stride_bytes, f.src_byte_offset, src_off) ||
+        !mul_add(dst_last, f.dst_page_stride_bytes, f.dst_byte_offset, dst_off)) {
+      return out_of_range(where(what, index) + ": fragment offset overflows uint64");
+    }
+    PDKV_RETURN_IF_ERROR(check_extent(b.src_ptr, src_off, f.bytes_per_page, b.has_src_len,
+                                      b.src_len, "source", what, index));
+    PDKV_RETURN_IF_ERROR(check_extent(b.dst_ptr, dst_off, f.bytes_per_page, b.has_dst_len,
+                                      b.dst_len, "destination", what, index));
+    uint64_t src = b.src_ptr + static_cast<uint64_t>(r.src_first) * f.src_page_stride_bytes +
+                   f.src_byte_offset;
+    uint64_t dst = b.dst_ptr + static_cast<uint64_t>(r.dst_first) * f.dst_page_stride_bytes +
+                   f.dst_byte_offset;
+    for (uint64_t k = 0; k < pages; ++k) {
+      w.add(src, dst, f.bytes_per_page);
+      src += f.src_page_stride_bytes;
+      dst += f.dst_page_stride_bytes;
+    }
+  }
+  return Status();
+}
+
+uint64_t fragment_block_bound(const Fragment& f, std::span<const PageRun> runs,
+                              uint64_t total_pages) {
+  if (!f.page_count) return total_pages;
+  uint64_t n = 0;
+  for (const PageRun& r : runs) n += std::min(static_cast<uint64_t>(r.count), *f.page_count);
+  return n;
+}
+
+Result<FragmentIndex> index_fragments(std::span<const Fragment> fragments, bool state,
+                                      size_t buffer_count) {
+  FragmentIndex idx;
+  idx.begin.assign(buffer_count + 1, 0);
+  for (const Fragment& f : fragments) {
+    if (is_state_kind(f.kind) != state) continue;
+    if (f.buffer_index < 0 || static_cast<uint64_t>(f.buffer_index) >= buffer_count) {
+      return out_of_range(std::string(state ? "state" : "kv") + " fragment buffer_index " +
+                          std::to_string(f.buffer_index) + " outside the " +
+                          std::to_string(buffer_count) + " buffers");
+    }
+    ++idx.begin[static_cast<size_t>(f.buffer_index) + 1];
+    ++idx.selected;
+  }
+  for (size_t b = 0; b < buffer_count; ++b) idx.begin[b + 1] += idx.begin[b];
+  idx.order.resize(idx.selected);
+  std::vector<uint32_t> fill(idx.begin.begin(), idx.begin.end() - 1);
+  for (size_t i = 0; i < fragments.size(); ++i) {
+    const Fragment& f = fragments[i];
+    if (is_state_kind(f.kind) != state) continue;
+    idx.order[fill[static_cast<size_t>(f.buffer_index)]++] = static_cast<uint32_t>(i);
+  }
+  return idx;
+}
+
+}  // namespace pdkv::plan::internal

@@ -1,0 +1,47 @@
+// Per-layer KV block lists (SPEC §6.3 default blocks, §6.4 fragment blocks).
+//
+// kv_blocks turns resolved page lists into (src_addr, dst_addr, length) writes for the
+// KV buffers of the KV layers [begin_layer, end_layer) (KV-layer indices, i.e. indices
+// into layer_buffers, not global layer ids). The byte mapping is the reference's
+// _layer_transfer_blocks; blocks are emitted in the reference's order (layer, buffer,
+// fragment, run, page) and a block that continues the previous one in both source and
+// destination is merged into it, so the list is the reference's list with consecutive
+// continuing blocks merged.
+//
+// Validation: equal buffer counts, buffer indices in range, begin/end within the layers,
+// page lists of equal length, no negative page, no uint64 overflow in address
+// arithmetic, and -- when the buffer lengths are given -- every block inside its source
+// and destination buffer. Any failure returns an error and no blocks.
+// Output: one vector, reserved once. Pure; safe to call concurrently.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "plan/types.h"
+
+namespace pdkv::plan {
+
+// Both sides' buffers, indexed by buffer index. item_lens are the prefill item lengths;
+// the reference uses them for both sides. Empty src_lens/dst_lens = not checked.
+struct BufferTable {
+  std::span<const uint64_t> src_ptrs;
+  std::span<const uint64_t> dst_ptrs;
+  std::span<const uint64_t> item_lens;
+  std::span<const uint64_t> src_lens;
+  std::span<const uint64_t> dst_lens;
+};
+
+// begin_layer >= end_layer gives no blocks (the reference's empty range); negative
+// bounds or end_layer > layer_buffers.size() are errors. Without fragments every buffer
+// copies each coalesced run as one block. With any fragment (even only state ones, as
+// in the reference) each buffer copies only its own non-state fragments, page by page.
+Result<std::vector<Block>> kv_blocks(const BufferTable& buffers,
+                                     std::span<const std::vector<int64_t>> layer_buffers,
+                                     std::span<const int64_t> src_pages,
+                                     std::span<const int64_t> dst_pages, int64_t begin_layer,
+                                     int64_t end_layer, std::span<const Fragment> fragments);
+
+}  // namespace pdkv::plan

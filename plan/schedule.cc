@@ -1,0 +1,28 @@
+#include "plan/schedule.h"
+
+#include <algorithm>
+#include <string>
+
+namespace pdkv::plan {
+
+Result<std::vector<LayerGroup>> layer_groups(int64_t layer_num, int64_t interval,
+                                             int64_t begin_cache_step) {
+  if (layer_num < 0) {
+    return invalid_argument("negative layer_num " + std::to_string(layer_num));
+  }
+  interval = std::max<int64_t>(interval, 1);
+  std::vector<LayerGroup> out;
+  out.reserve(static_cast<size_t>(layer_num / interval + 1));
+  for (int64_t begin = 0; begin < layer_num;) {
+    const int64_t end = layer_num - begin > interval ? begin + interval : layer_num;
+    int64_t step;
+    if (__builtin_add_overflow(begin_cache_step, end - 1, &step)) {
+      return out_of_range("begin_cache_step + layer overflows int64");
+    }
+    out.push_back(LayerGroup{begin, end, step});
+    begin = end;
+  }
+  return out;
+}
+
+}  // namespace pdkv::plan

@@ -1,0 +1,95 @@
+#include "plan/state_blocks.h"
+
+#include <limits>
+#include <string>
+
+#include "plan/block_writer.h"
+#include "plan/coalesce.h"
+
+namespace pdkv::plan {
+
+using internal::BlockWriter;
+
+Result<std::vector<Block>> state_blocks(const BufferTable& buffers, const StateSlots& slots,
+                                        std::span<const Fragment> fragments) {
+  std::vector<Block> out;
+  if (buffers.src_ptrs.empty() || buffers.dst_ptrs.empty() || !slots.src_slots ||
+      !slots.dst_slots) {
+    return out;
+  }
+  PDKV_RETURN_IF_ERROR(internal::check_table(buffers.src_ptrs, buffers.dst_ptrs, buffers.item_lens,
+                                             buffers.src_lens, buffers.dst_lens, "state"));
+  const size_t nbuf = buffers.src_ptrs.size();
+  const auto src = *slots.src_slots;
+  const auto dst = *slots.dst_slots;
+  const bool broadcast = src.size() == 1 && dst.size() > 1;
+  if (src.size() != dst.size() && !broadcast) {
+    return invalid_argument("state slot count mismatch: " + std::to_string(src.size()) +
+                            " source vs " + std::to_string(dst.size()) + " destination slots");
+  }
+
+  // Which state buffers take part (all of them without a layer range).
+  std::vector<uint8_t> selected(nbuf, 1);
+  if (slots.begin_layer || slots.end_layer) {
+    const int64_t begin = slots.begin_layer.value_or(0);
+    const int64_t end = slots.end_layer.value_or(std::numeric_limits<int64_t>::max());
+    const size_t ids = slots.state_layer_ids ? slots.state_layer_ids->size() : 0;
+    if (ids != nbuf) {
+      return invalid_argument("state_layer_ids has " + std::to_string(ids) + " ids for " +
+                              std::to_string(nbuf) + " state buffers");
+    }
+    size_t kept = 0;
+    for (size_t s = 0; s < nbuf; ++s) {
+      const int64_t id = (*slots.state_layer_ids)[s];
+      selected[s] = begin <= id && id < end;
+      kept += selected[s];
+    }
+    if (kept == 0) return out;
+  }
+
+  std::vector<int64_t> src_valid, dst_valid;
+  src_valid.reserve(dst.size());
+  dst_valid.reserve(dst.size());
+  for (size_t i = 0; i < dst.size(); ++i) {
+    const int64_t s = broadcast ? src[0] : src[i];
+    if (s >= 0 && dst[i] >= 0) {
+      src_valid.push_back(s);
+      dst_valid.push_back(dst[i]);
+    }
+  }
+  if (src_valid.empty()) return out;
+  std::vector<PageRun> runs;
+  PDKV_RETURN_IF_ERROR(coalesce_into(src_valid, dst_valid, runs));
+
+  PDKV_ASSIGN_OR_RETURN(auto idx, internal::index_fragments(fragments, true, nbuf));
+  const bool has_state_fragment_plan = idx.selected > 0;
+  uint64_t bound = 0;
+  for (size_t s = 0; s < nbuf; ++s) {
+    if (!selected[s]) continue;
+    if (!has_state_fragment_plan) {
+      bound += runs.size();
+      continue;
+    }
+    for (uint32_t k = idx.begin[s]; k < idx.begin[s + 1]; ++k) {
+      bound += internal::fragment_block_bound(fragments[idx.order[k]], runs, src_valid.size());
+    }
+  }
+  out.reserve(bound);
+  BlockWriter writer(out);
+  for (size_t s = 0; s < nbuf; ++s) {
+    if (!selected[s]) continue;
+    const auto sides = internal::sides_of(buffers.src_ptrs, buffers.dst_ptrs, buffers.item_lens,
+                                          buffers.src_lens, buffers.dst_lens, s);
+    if (!has_state_fragment_plan) {
+      PDKV_RETURN_IF_ERROR(internal::emit_default(sides, runs, writer, "state", s));
+      continue;
+    }
+    for (uint32_t k = idx.begin[s]; k < idx.begin[s + 1]; ++k) {
+      PDKV_RETURN_IF_ERROR(
+          internal::emit_fragment(sides, fragments[idx.order[k]], runs, writer, "state", s));
+    }
+  }
+  return out;
+}
+
+}  // namespace pdkv::plan
