@@ -1,0 +1,104 @@
+// Backend: the interface a transport implements to plug into the TransferEngine.
+//
+// Shaped after NIXL's backend engine (capabilities + connect/post/complete) but smaller.
+// The engine core owns memory registration, sessions, batch ids and waiting; a backend
+// only moves bytes: it listens, connects to peers, posts a list of writes to one peer and
+// reports, exactly once per post, whether the peer applied all of them.
+//
+// Contract every backend keeps:
+//  * Completion means applied: OK only after the peer wrote every byte into its memory
+//    and acknowledged it (never "left the local socket buffer").
+//  * The receiving side accepts a write only if [dst, dst+len) lies in memory registered
+//    in its MemoryRegistry (checked in software, or by hardware keys for RDMA). A part
+//    with one bad entry is rejected whole, before any of its bytes are written, with
+//    OutOfRange naming the entry (index in the posted list), its dst and length.
+//  * A dead or silent peer fails its posts within a bounded time (the backend's I/O
+//    timeout); the backend keeps serving every other peer.
+//
+// Threads: a backend owns its threads and names them in its own header. post() may be
+// called from many threads at once, for the same or different peers. The sink may be
+// called from any backend thread, and even before post() returns; it must not block.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "engine/engine_options.h"
+#include "engine/write_block.h"
+
+namespace pdkv::engine {
+
+class MemoryRegistry;
+
+struct BackendCapabilities {
+  std::string_view name;               // "tcp", "shm", "ucx"
+  bool cross_host = false;             // reaches peers on other machines
+  bool software_bounds_check = false;  // receiver checks dst against its MemoryRegistry
+  bool wants_memory_hooks = false;     // needs on_register/on_unregister (e.g. rkeys)
+};
+
+// Where a backend reports completions. Implemented by the engine core.
+class CompletionSink {
+ public:
+  // Called exactly once per successful post(), with the token given to post().
+  virtual void on_complete(uint64_t token, Status status) = 0;
+
+ protected:
+  ~CompletionSink() = default;
+};
+
+// What the engine lends a backend; every pointer outlives the backend.
+struct BackendContext {
+  const EngineOptions* options = nullptr;
+  MemoryRegistry* registry = nullptr;  // this process's registered memory (receiver side)
+  CompletionSink* sink = nullptr;
+};
+
+// A connection to one peer engine. Destroying it completes every post still in flight on
+// it with Aborted before the destructor returns.
+class BackendPeer {
+ public:
+  virtual ~BackendPeer() = default;
+  virtual const std::string& endpoint() const = 0;
+  // OK while usable; otherwise the error that broke it (posts then fail fast with it).
+  virtual Status health() const = 0;
+};
+
+class Backend {
+ public:
+  // Stops every thread; every post still in flight completes (Aborted) before return.
+  // The engine destroys all BackendPeers before the Backend.
+  virtual ~Backend() = default;
+
+  virtual BackendCapabilities capabilities() const = 0;
+
+  // Binds options.host:options.port and starts accepting; returns the endpoint
+  // "host:port" peers connect to. Called once, before anything else.
+  virtual Result<std::string> listen() = 0;
+
+  // Hooks run after the engine's registry accepted (before it drops) a region. A backend
+  // without capabilities().wants_memory_hooks returns OK.
+  virtual Status on_register_memory(uint64_t addr, uint64_t length) = 0;
+  virtual Status on_unregister_memory(uint64_t addr, uint64_t length) = 0;
+
+  // Connects to a peer engine's endpoint within options.connect_timeout_ms.
+  // Unavailable (naming the endpoint and the cause) if nothing answers.
+  virtual Result<std::unique_ptr<BackendPeer>> connect(const std::string& endpoint) = 0;
+
+  // Posts `blocks` (non-empty, every length > 0, each src+length and dst+length without
+  // overflow: the engine checks) to `peer`. The backend copies what it needs; `blocks`
+  // may die when post() returns, the memory it points to may not until completion.
+  // An error return means nothing was posted and the sink will not be called for
+  // `token`; OK means the sink will be called exactly once for it.
+  virtual Status post(BackendPeer& peer, std::span<const WriteBlock> blocks, uint64_t token) = 0;
+};
+
+// Creates the backend named by ctx.options->backend. InvalidArgument for an unknown name;
+// FailedPrecondition for a known backend not built into this binary.
+Result<std::unique_ptr<Backend>> make_backend(const BackendContext& ctx);
+
+}  // namespace pdkv::engine

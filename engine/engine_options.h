@@ -1,0 +1,56 @@
+// EngineOptions: every knob of the transfer engine, with its default visible here.
+//
+// `EngineOptions::from_env()` reads the PDKV_ENGINE_* and PDKV_TCP_* variables once
+// (common/config.h: range-checked, logged, documented in docs/CONFIG.md); tests and
+// benchmarks build the struct directly instead. Backend-specific settings live in their
+// own nested struct (TcpOptions; a later backend adds ShmOptions/UcxOptions beside it)
+// rather than in a union, so adding a backend never reshapes an existing field.
+//
+// Thread safety: a plain value type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace pdkv::engine {
+
+struct TcpOptions {
+  // Parallel TCP connections per peer session; a batch's bytes are spread over them.
+  // Default chosen by measurement on loopback (BENCHMARKS.md, "Engine: TCP backend").
+  int streams = 4;
+  // A stream with outstanding work that makes no progress (no byte sent or received) for
+  // this long fails its batches with DeadlineExceeded and is closed. Peer death (EOF/RST)
+  // is detected immediately, independent of this.
+  int io_timeout_ms = 5000;
+  // SO_SNDBUF/SO_RCVBUF; 0 leaves the kernel's autotuning on (setting them disables it).
+  int socket_buffer_bytes = 0;
+  // Batches below this many bytes travel on one stream (splitting them costs more
+  // syscalls than it gains); larger ones are split so every stream carries a share.
+  uint64_t min_split_bytes = 1 << 20;
+  // Largest entry table per frame. A receiver rejects larger declared counts before it
+  // allocates anything; a sender splits its parts to stay below.
+  uint32_t max_part_entries = 1 << 20;
+};
+
+struct EngineOptions {
+  // "tcp" (implemented), "shm", "ucx" (later backends; create() says so until then).
+  std::string backend = "tcp";
+  // Address the engine listens on and advertises in endpoint(). Peers on other hosts
+  // need a routable address here, not the loopback default.
+  std::string host = "127.0.0.1";
+  // 0 = an ephemeral port chosen by the kernel (see endpoint()).
+  int port = 0;
+  // open_session() gives up with Unavailable after this long.
+  int connect_timeout_ms = 3000;
+  TcpOptions tcp;
+
+  // Reads PDKV_ENGINE_BACKEND, PDKV_ENGINE_HOST, PDKV_ENGINE_PORT,
+  // PDKV_ENGINE_CONNECT_TIMEOUT_MS, PDKV_TCP_STREAMS, PDKV_TCP_IO_TIMEOUT_MS,
+  // PDKV_TCP_SOCKET_BUFFER_BYTES, PDKV_TCP_MIN_SPLIT_BYTES, PDKV_TCP_MAX_PART_ENTRIES.
+  // InvalidArgument naming the variable if one is malformed or out of range.
+  static Result<EngineOptions> from_env();
+};
+
+}  // namespace pdkv::engine

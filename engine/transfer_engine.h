@@ -1,0 +1,122 @@
+// TransferEngine: one-sided writes of local memory into a peer process's registered
+// memory, the same API for every backend (TCP now; shm and UCX plug in via backend.h).
+//
+// Shape (as Mooncake's TransferEngine and NIXL's agent, smaller): register memory once,
+// open a session to a peer endpoint, submit batches of WriteBlock {src, dst, length},
+// poll or wait for each batch, release it. transfer_sync() is the reference's blocking
+// call (SPEC §1.1): 0 on success, negative on failure, an empty batch is 0.
+//
+// Semantics:
+//  * A batch succeeds only after the peer wrote every byte into its memory and
+//    acknowledged it. The peer accepts a block only if [dst, dst+length) lies in memory
+//    it registered; otherwise the batch fails with OutOfRange naming the block (its index
+//    in the submitted list, dst and length) and no byte of that block's part is written.
+//  * A peer that dies fails its batches at once (EOF/reset); one that goes silent fails
+//    them after TcpOptions::io_timeout_ms (DeadlineExceeded). Other peers are unaffected.
+//  * A wait() that times out does NOT cancel the batch: the engine may still read the
+//    source and the peer may still write the destination, so keep both buffers alive
+//    (and registered) until a later poll()/wait() reports the batch finished.
+//  * Contents of the destination of a failed batch are unspecified, but only inside
+//    ranges the peer validated against its registered memory.
+//
+// Handles are values (index + generation): a stale or foreign SessionId/BatchId gives
+// NotFound, never undefined behaviour.
+//
+// Thread safety: every method may be called concurrently from any thread, on the same or
+// different sessions and batches. The engine owns its backend's threads (for TCP: an
+// acceptor, one thread per accepted stream and one per outgoing stream); none of them
+// ever runs user code.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "engine/engine_options.h"
+#include "engine/write_block.h"
+
+namespace pdkv::engine {
+
+struct SessionId {
+  uint32_t index = 0;
+  uint32_t generation = 0;  // 0 = never valid
+  bool operator==(const SessionId&) const = default;
+};
+
+struct BatchId {
+  uint32_t index = 0;
+  uint32_t generation = 0;  // 0 = never valid
+  bool operator==(const BatchId&) const = default;
+};
+
+// Progress is not an error: state and error are separate.
+enum class BatchState : uint8_t { kPending, kSucceeded, kFailed };
+
+struct BatchStatus {
+  BatchState state = BatchState::kPending;
+  Status error;  // set only when state == kFailed
+};
+
+class TransferEngine {
+ public:
+  // Creates the backend named in options and starts listening.
+  // InvalidArgument for a bad option or unknown backend; FailedPrecondition for a backend
+  // not built in; Unavailable if the address cannot be bound.
+  static Result<std::unique_ptr<TransferEngine>> create(const EngineOptions& options);
+
+  // Closes every session (their pending batches fail with Aborted) and stops all threads.
+  // REQUIRES: no other thread is inside a method of this engine.
+  ~TransferEngine();
+  TransferEngine(const TransferEngine&) = delete;
+  TransferEngine& operator=(const TransferEngine&) = delete;
+
+  // "host:port" peers pass to open_session().
+  const std::string& endpoint() const;
+  std::string_view backend_name() const;
+
+  // Makes [addr, addr+length) writable by peers. InvalidArgument for length 0 or an
+  // overflowing range; FailedPrecondition if it overlaps a registered region.
+  Status register_memory(uint64_t addr, uint64_t length);
+  // Removes the region starting at addr (NotFound otherwise). Writes that already passed
+  // validation into it finish first (bounded by the I/O timeout); later ones are rejected.
+  Status unregister_memory(uint64_t addr);
+
+  // Connects to a peer engine. Unavailable with the cause if it does not answer within
+  // options.connect_timeout_ms. Sessions are independent; several to one peer are fine.
+  Result<SessionId> open_session(const std::string& peer_endpoint);
+  // Fails the session's pending batches with Aborted and frees it. NotFound if stale.
+  Status close_session(SessionId session);
+
+  // Starts writing `blocks` to the session's peer and returns at once. The span may die
+  // on return; the source memory must stay alive and unchanged until the batch finishes.
+  // Zero-length blocks are skipped; an empty list gives a batch that already succeeded.
+  // Errors (nothing submitted): NotFound (stale session), InvalidArgument (a block whose
+  // src+length or dst+length overflows), Unavailable (the session's connection broke).
+  Result<BatchId> submit(SessionId session, std::span<const WriteBlock> blocks);
+  // Current state. NotFound for a stale or released id.
+  Result<BatchStatus> poll(BatchId batch) const;
+  // Blocks until the batch finishes or `timeout` passes; on timeout the state is kPending
+  // (see above: nothing is cancelled). NotFound for a stale or released id.
+  Result<BatchStatus> wait(BatchId batch, std::chrono::milliseconds timeout);
+  // Frees the id. A batch released while pending keeps running; its result is dropped.
+  Status release(BatchId batch);
+
+  // submit + wait until finished + release. Returns the batch's error, if any.
+  Status transfer(SessionId session, std::span<const WriteBlock> blocks);
+  // The reference's call: 0 on success, a negative value on failure (logged with cause).
+  int transfer_sync(SessionId session, std::span<const WriteBlock> blocks);
+  // Same, by endpoint: keeps one cached session per endpoint, reopened if it broke.
+  int transfer_sync(const std::string& peer_endpoint, std::span<const WriteBlock> blocks);
+
+  class Impl;
+
+ private:
+  explicit TransferEngine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pdkv::engine
