@@ -21,6 +21,8 @@ std::string len_text(size_t a, size_t b) {
 // out = values[mask] (numpy boolean indexing: lengths must match).
 Status masked(std::span<const int64_t> values, std::span<const uint8_t> mask, const char* what,
               std::vector<int64_t>& out) {
+  out.clear();
+  if (mask.empty()) return Status();  // numpy: an empty boolean index selects nothing
   if (values.size() != mask.size()) {
     return invalid_argument(std::string(what) + ": mask length does not match the pages " +
                             len_text(mask.size(), values.size()));
@@ -126,6 +128,9 @@ Result<ResolvedIndices> resolve_indices(std::span<const int64_t> src_pages,
   dmask = dmask.first(std::min(n, dmask.size()));
   dmap = dmap.first(dmask.size());
   if (smask.size() != dmask.size()) {
+    // numpy broadcasts a length-1 mask; with lengths {0, 1} the intersection is empty,
+    // any other difference fails (in broadcasting or in the boolean indexing after it).
+    if (smask.size() + dmask.size() == 1) return out;
     return invalid_argument("ON/ON: prefill and decode masks differ in length after truncation " +
                             len_text(smask.size(), dmask.size()));
   }
