@@ -1,0 +1,265 @@
+// Cross-process conformance tests for the one-sided backends (shm; ucx over tcp and over
+// shared-memory transports when built). The sender backend lives in this process, each
+// receiver in its own engine_backend_peer process; bytes are verified by hash, and the
+// receiver's region sits between canaries and PROT_NONE guard pages.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "engine/backends/shm/testing/backend_harness.h"
+#include "engine/backends/shm/testing/peer_process.h"
+
+namespace pdkv::engine::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+// "shm", or "ucx:<UCX transports>" (PDKV_UCX_TLS for both processes).
+std::string backend_of(const std::string& param) { return param.substr(0, param.find(':')); }
+
+class BackendConformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto colon = GetParam().find(':');
+    if (colon != std::string::npos) setenv("PDKV_UCX_TLS", GetParam().substr(colon + 1).c_str(), 1);
+    auto box = make_named_backend(backend_of(GetParam()));
+    ASSERT_TRUE(box.ok()) << box.status().to_string();
+    box_ = std::move(*box);
+  }
+  void TearDown() override {
+    peers_.clear();  // BackendPeers first, as the engine does
+    box_.reset();
+  }
+
+  BackendPeer& connect(const PeerProcess& p) {
+    auto peer = box_->backend->connect(p.endpoint());
+    EXPECT_TRUE(peer.ok()) << peer.status().to_string();
+    if (!peer.ok()) std::abort();
+    peers_.push_back(std::move(*peer));
+    return *peers_.back();
+  }
+
+  Status post_and_wait(BackendPeer& peer, const std::vector<WriteBlock>& blocks,
+                       milliseconds timeout = milliseconds(60000)) {
+    uint64_t token = next_token_++;
+    PDKV_RETURN_IF_ERROR(box_->backend->post(peer, blocks, token));
+    return box_->sink.wait(token, timeout);
+  }
+
+  std::unique_ptr<BackendBox> box_;
+  std::vector<std::unique_ptr<BackendPeer>> peers_;
+  std::atomic<uint64_t> next_token_{1};
+};
+
+// Random block sizes tiling a region, shuffled destinations; returns blocks whose
+// sources live in `src` and applies them to `model` (the expected region image).
+std::vector<WriteBlock> random_blocks(uint64_t seed, const std::vector<uint8_t>& src,
+                                      uint64_t dst_base, std::vector<uint8_t>* model) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<uint64_t, uint64_t>> slots;  // offset, length
+  for (uint64_t off = 0; off < model->size();) {
+    uint64_t len = 1 + rng() % ((rng() % 8 == 0) ? (4u << 20) : (64u << 10));
+    len = std::min<uint64_t>(len, model->size() - off);
+    slots.emplace_back(off, len);
+    off += len;
+  }
+  std::shuffle(slots.begin(), slots.end(), rng);
+  std::vector<WriteBlock> blocks;
+  blocks.reserve(slots.size());
+  uint64_t src_off = 0;
+  for (auto [off, len] : slots) {
+    if (rng() % 10 == 0 || src_off + len > src.size()) continue;  // leave some holes
+    blocks.push_back({reinterpret_cast<uint64_t>(src.data()) + src_off, dst_base + off, len});
+    std::copy_n(src.data() + src_off, len, model->data() + off);
+    src_off += len;
+  }
+  return blocks;
+}
+
+std::vector<uint8_t> random_bytes(uint64_t n, uint64_t seed) {
+  std::vector<uint8_t> v(n);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;  // xorshift64: fast enough for 1 GiB
+  for (uint64_t i = 0; i + 8 <= n; i += 8) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    std::memcpy(v.data() + i, &x, 8);
+  }
+  return v;
+}
+
+void expect_region(PeerProcess& p, const std::vector<uint8_t>& model) {
+  uint64_t h = 0;
+  bool canaries = false;
+  ASSERT_TRUE(p.hash(&h, &canaries));
+  EXPECT_TRUE(canaries) << "bytes written outside the registered region";
+  EXPECT_EQ(h, fnv64(model.data(), model.size())) << "destination bytes differ";
+}
+
+TEST_P(BackendConformance, RandomBlocksLandExactly) {
+  const uint64_t kRegion = 24u << 20;
+  PeerProcess p(backend_of(GetParam()), kRegion);
+  ASSERT_TRUE(p.ready()) << p.error();
+  BackendPeer& peer = connect(p);
+  std::vector<uint8_t> model(kRegion, 0);
+  auto src = random_bytes(kRegion, 7);
+  for (uint64_t round = 0; round < 3; ++round) {
+    auto blocks = random_blocks(100 + round, src, p.region_addr(), &model);
+    ASSERT_TRUE(post_and_wait(peer, blocks).ok());
+  }
+  expect_region(p, model);
+}
+
+TEST_P(BackendConformance, OutOfRangeEntryFailsWholeBatchAndWritesNothing) {
+  const uint64_t kRegion = 1u << 20;
+  PeerProcess p(backend_of(GetParam()), kRegion);
+  ASSERT_TRUE(p.ready()) << p.error();
+  BackendPeer& peer = connect(p);
+  auto src = random_bytes(1u << 16, 3);
+  uint64_t s = reinterpret_cast<uint64_t>(src.data());
+  uint64_t end = p.region_addr() + kRegion;
+  for (auto bad : {WriteBlock{s, end - 10, 11}, WriteBlock{s, p.region_addr() - 1, 2},
+                   WriteBlock{s, end, 1}, WriteBlock{s, 4096, 8}}) {
+    std::vector<WriteBlock> blocks{{s, p.region_addr(), 100},
+                                   {s, p.region_addr() + 200, 50},
+                                   {s, p.region_addr() + 4096, 4096},
+                                   bad};
+    Status st = post_and_wait(peer, blocks);
+    EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.to_string();
+    EXPECT_NE(st.message().find("block 3"), std::string::npos) << st.to_string();
+  }
+  expect_region(p, std::vector<uint8_t>(kRegion, 0));
+  // The session survives a rejected batch.
+  EXPECT_TRUE(post_and_wait(peer, {{s, p.region_addr(), 64}}).ok());
+}
+
+TEST_P(BackendConformance, UnregisteredRegionIsRevoked) {
+  PeerProcess p(backend_of(GetParam()), 1u << 20);
+  ASSERT_TRUE(p.ready()) << p.error();
+  BackendPeer& peer = connect(p);
+  auto src = random_bytes(4096, 5);
+  WriteBlock b{reinterpret_cast<uint64_t>(src.data()), p.region_addr(), 4096};
+  ASSERT_TRUE(post_and_wait(peer, {b}).ok());
+  ASSERT_EQ(p.command("UNREG"), "UNREG OK");
+  Status st = post_and_wait(peer, {b});
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.to_string();
+}
+
+TEST_P(BackendConformance, KilledReceiverFailsBatchInBoundedTimeOthersUnaffected) {
+  const uint64_t kRegion = 256u << 20;
+  PeerProcess victim(backend_of(GetParam()), kRegion);
+  PeerProcess other(backend_of(GetParam()), 1u << 20);
+  ASSERT_TRUE(victim.ready() && other.ready()) << victim.error() << other.error();
+  BackendPeer& vpeer = connect(victim);
+  BackendPeer& opeer = connect(other);
+  auto src = random_bytes(kRegion, 9);
+  std::vector<WriteBlock> blocks;
+  for (uint64_t off = 0; off < kRegion; off += 4096) {
+    blocks.push_back(
+        {reinterpret_cast<uint64_t>(src.data()) + off, victim.region_addr() + off, 4096});
+  }
+  // Many rounds, so the kill lands mid-batch however fast the copy is.
+  std::vector<uint64_t> tokens;
+  for (int i = 0; i < 20; ++i) {
+    tokens.push_back(next_token_++);
+    ASSERT_TRUE(box_->backend->post(vpeer, blocks, tokens.back()).ok());
+  }
+  std::this_thread::sleep_for(milliseconds(30));
+  auto killed_at = std::chrono::steady_clock::now();
+  victim.kill9();
+  Status last = box_->sink.wait(tokens.back(), milliseconds(15000));
+  auto took = std::chrono::steady_clock::now() - killed_at;
+  EXPECT_FALSE(last.ok());
+  EXPECT_NE(last.code(), StatusCode::kDeadlineExceeded) << "no completion: " << last.to_string();
+  EXPECT_LT(took, milliseconds(5000));
+  for (auto t : tokens) EXPECT_EQ(box_->sink.completions(t), 1);
+  EXPECT_FALSE(vpeer.health().ok());
+  EXPECT_TRUE(
+      post_and_wait(opeer, {{reinterpret_cast<uint64_t>(src.data()), other.region_addr(), 4096}})
+          .ok());
+}
+
+TEST_P(BackendConformance, ClosedPortIsUnavailableWithoutHang) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto peer = box_->backend->connect("127.0.0.1:1");
+  EXPECT_FALSE(peer.ok());
+  EXPECT_EQ(peer.status().code(), StatusCode::kUnavailable) << peer.status().to_string();
+  EXPECT_NE(peer.status().message().find("127.0.0.1:1"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(3000));
+}
+
+TEST_P(BackendConformance, LargeSingleEntry) {
+  const char* env = std::getenv("PDKV_TEST_LARGE_ENTRY_BYTES");
+  const uint64_t kBytes = env ? std::strtoull(env, nullptr, 10) : (1ull << 30);
+  PeerProcess p(backend_of(GetParam()), kBytes);
+  ASSERT_TRUE(p.ready()) << p.error();
+  BackendPeer& peer = connect(p);
+  auto src = random_bytes(kBytes, 11);
+  ASSERT_TRUE(post_and_wait(peer,
+                            {{reinterpret_cast<uint64_t>(src.data()), p.region_addr(), kBytes}},
+                            milliseconds(120000))
+                  .ok());
+  expect_region(p, src);
+}
+
+TEST_P(BackendConformance, ConcurrentPostsFromManyThreadsToTwoPeers) {
+  const uint64_t kRegion = 8u << 20;
+  PeerProcess a(backend_of(GetParam()), kRegion), b(backend_of(GetParam()), kRegion);
+  ASSERT_TRUE(a.ready() && b.ready());
+  BackendPeer* peers[2] = {&connect(a), &connect(b)};
+  PeerProcess* procs[2] = {&a, &b};
+  auto src = random_bytes(kRegion, 13);
+  const int kThreads = 4;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // Each thread owns a quarter of each region.
+      uint64_t quarter = kRegion / kThreads;
+      for (int round = 0; round < 5; ++round) {
+        for (int k = 0; k < 2; ++k) {
+          std::vector<WriteBlock> blocks;
+          for (uint64_t off = 0; off < quarter; off += 8192) {
+            uint64_t o = t * quarter + off;
+            blocks.push_back(
+                {reinterpret_cast<uint64_t>(src.data()) + o, procs[k]->region_addr() + o, 8192});
+          }
+          if (!post_and_wait(*peers[k], blocks).ok()) failures++;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  expect_region(a, src);
+  expect_region(b, src);
+}
+
+std::vector<std::string> backends_under_test() {
+  std::vector<std::string> v{"shm"};
+#ifdef PDKV_HAVE_UCX
+  v.push_back("ucx:tcp");
+  v.push_back("ucx:posix,sysv,cma,self");
+#endif
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, BackendConformance, ::testing::ValuesIn(backends_under_test()),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (auto& c : n)
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace pdkv::engine::testing

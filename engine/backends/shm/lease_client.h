@@ -1,0 +1,62 @@
+// LeaseClient: the sending side of the control channel (see lease_server.h for why).
+//
+// connect() performs the handshake; lease() asks the peer to validate one part's
+// destinations and returns the grant (or the peer's OutOfRange verdict naming the
+// entry); done() releases the lease and waits for the peer's acknowledgement, which is
+// what makes "completion means applied and acknowledged" hold for one-sided writers.
+//
+// Thread safety: one thread at a time (the owning peer's sender thread); shutdown() may
+// be called from any thread to wake it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/backends/shm/wire.h"
+
+namespace pdkv::engine::shm {
+
+struct PeerHello {
+  uint32_t pid = 0;
+  std::string host_identity;
+  int lease_ms = 0;
+  std::string extra;  // backend-specific (LeaseServerHooks::hello_extra)
+};
+
+struct Grant {
+  bool ok = false;
+  uint32_t bad_index = 0;  // index within the part when !ok
+  uint64_t first_bad = 0;
+  uint64_t regions_epoch = 0;
+  std::string message;
+};
+
+class LeaseClient {
+ public:
+  LeaseClient() = default;
+  LeaseClient(const LeaseClient&) = delete;
+  LeaseClient& operator=(const LeaseClient&) = delete;
+
+  // Unavailable if nothing answers within timeout_ms or the peer hangs up during the
+  // handshake; FailedPrecondition if it runs another backend.
+  Status connect(const std::string& endpoint, const std::string& backend_name, int timeout_ms);
+  const PeerHello& hello() const { return hello_; }
+
+  // `dst_ranges` holds (dst, length) pairs of the part. Waits for the grant until deadline.
+  Result<Grant> lease(uint64_t part_id, std::span<const uint64_t> dst_ranges, TimePoint deadline);
+  Status done(uint64_t part_id, TimePoint deadline);
+  // UCX only: fetches the peer's region table (kRegions payload).
+  Result<std::vector<uint8_t>> regions(TimePoint deadline);
+
+  void shutdown() { sock_.shutdown_both(); }
+
+ private:
+  Socket sock_;
+  PeerHello hello_;
+  std::vector<uint8_t> buf_;
+};
+
+}  // namespace pdkv::engine::shm

@@ -1,0 +1,98 @@
+// LeaseServer: the receiving side of the shm and UCX backends' control channel.
+//
+// Why leases: with CMA (and with UCX puts) the *sender* writes into this process's
+// memory, so the receiver cannot check each byte as the TCP backend does. Instead the
+// sender asks for a lease on every part before writing it: the part's destination ranges
+// travel here, are validated against the MemoryRegistry under a WritePin, and only then is
+// the lease granted. The pin is held until the sender reports the part done (kDone), the
+// connection drops (a dead process writes nothing more: the kernel closes its sockets only
+// after all its threads have left their system calls) or the lease runs out. So:
+//  * a part with one bad entry is refused before any byte of it is written (OutOfRange
+//    naming the entry, as the TCP receiver does);
+//  * MemoryRegistry::remove() (unregister_memory) waits for every granted lease that may
+//    still touch the region and later leases are refused: revocation is immediate for new
+//    parts and bounded by `lease_ms` for parts in flight.
+// The sender keeps its own deadline, started before it sent the request and therefore no
+// later than ours, and starts no write syscall after it; each syscall is bounded in size.
+// A lease is a promise of a cooperating pdkv peer, not a sandbox: CMA needs ptrace rights
+// over this process, and such a peer could write anywhere anyway. The check protects
+// against wrong addresses (bugs, stale page tables), which is what the contract is about.
+//
+// Threads: owns one acceptor thread and one thread per accepted connection. Connection
+// threads block only on their own socket (bounded by lease_ms while a lease is held).
+// Thread safety: listen() once, then nothing; the destructor stops and joins every thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/mutex.h"
+#include "common/status.h"
+#include "engine/backends/shm/wire.h"
+
+namespace pdkv::engine {
+class MemoryRegistry;
+}
+
+namespace pdkv::engine::shm {
+
+// Backend-specific parts of the handshake; implemented by the backend, called from
+// connection threads (so must be thread-safe).
+class LeaseServerHooks {
+ public:
+  // Extra bytes for kHelloAck (shm: CMA probe address; UCX: worker address).
+  virtual std::string hello_extra() = 0;
+  // Appends a kRegions payload; only UCX answers (others return FailedPrecondition).
+  virtual Status regions_payload(std::vector<uint8_t>* out) = 0;
+  // Changes whenever the region set (and thus the rkey table) changes.
+  virtual uint64_t regions_epoch() = 0;
+
+ protected:
+  ~LeaseServerHooks() = default;
+};
+
+struct LeaseServerOptions {
+  std::string backend_name;  // the sender must say the same in kHello
+  int lease_ms = 5000;       // a granted lease is held at most this long (plus slack)
+  int handshake_timeout_ms = 3000;
+};
+
+class LeaseServer {
+ public:
+  // `registry` and `hooks` are borrowed and must outlive the server.
+  LeaseServer(LeaseServerOptions options, MemoryRegistry* registry, LeaseServerHooks* hooks);
+  ~LeaseServer();
+  LeaseServer(const LeaseServer&) = delete;
+  LeaseServer& operator=(const LeaseServer&) = delete;
+
+  // Binds host:port and starts the acceptor; returns "host:port".
+  Result<std::string> listen(const std::string& host, int port);
+
+ private:
+  struct Conn {
+    Socket sock;
+    std::thread thread;
+    std::atomic<bool> finished{false};
+  };
+  void accept_loop();
+  void serve(Conn* conn);
+  Status handshake(Socket& sock);
+  Status handle_lease(Socket& sock, std::span<const uint8_t> payload);
+  void reap_finished_locked() PDKV_REQUIRES(conns_mu_);
+
+  const LeaseServerOptions options_;
+  MemoryRegistry* const registry_;
+  LeaseServerHooks* const hooks_;
+  Socket listener_;
+  std::string host_identity_;
+  std::atomic<bool> stopping_{false};
+  std::thread acceptor_;
+  Mutex conns_mu_;
+  std::vector<std::unique_ptr<Conn>> conns_ PDKV_GUARDED_BY(conns_mu_);
+};
+
+}  // namespace pdkv::engine::shm

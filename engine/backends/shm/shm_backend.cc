@@ -1,0 +1,157 @@
+#include "engine/backends/shm/shm_backend.h"
+
+#include <unistd.h>
+
+#include <thread>
+#include <vector>
+
+#include "common/config.h"
+#include "common/logging.h"
+#include "engine/backends/shm/cma_writer.h"
+#include "engine/backends/shm/lease_server.h"
+#include "engine/backends/shm/leased_peer.h"
+#include "engine/backends/shm/wire.h"
+
+namespace pdkv::engine::shm {
+
+Result<ShmOptions> ShmOptions::from_env() {
+  ShmOptions o;
+  PDKV_ASSIGN_OR_RETURN(int64_t threads,
+                        config::read_int("PDKV_SHM_COPY_THREADS", o.copy_threads, 1, 16));
+  PDKV_ASSIGN_OR_RETURN(int64_t part,
+                        config::read_int("PDKV_SHM_PART_BYTES", static_cast<int64_t>(o.part_bytes),
+                                         1 << 20, 1ll << 30));
+  PDKV_ASSIGN_OR_RETURN(int64_t timeout,
+                        config::read_int("PDKV_SHM_IO_TIMEOUT_MS", o.io_timeout_ms, 100, 600000));
+  o.copy_threads = static_cast<int>(threads);
+  o.part_bytes = static_cast<uint64_t>(part);
+  o.io_timeout_ms = static_cast<int>(timeout);
+  return o;
+}
+
+namespace {
+
+// Parts below this are copied by the sender thread alone: a helper thread costs more
+// than it saves.
+constexpr uint64_t kParallelCopyBytes = 4ull << 20;
+
+class ShmPeer final : public LeasedPeer {
+ public:
+  ShmPeer(std::string endpoint, CompletionSink* sink, const ShmOptions& options, pid_t pid)
+      : LeasedPeer(std::move(endpoint), sink,
+                   LeasedPeerOptions{options.part_bytes, 1u << 16, options.io_timeout_ms}),
+        pid_(pid),
+        copy_threads_(options.copy_threads) {}
+  ~ShmPeer() override { stop(); }
+
+ protected:
+  Status write_part(std::span<const Piece> pieces, const Grant&, TimePoint deadline) override {
+    uint64_t total = 0;
+    for (const auto& p : pieces) total += p.length;
+    size_t k = copy_threads_;
+    if (k <= 1 || total < kParallelCopyBytes || pieces.size() < 2) {
+      return cma_write(pid_, pieces, deadline);
+    }
+    // Split pieces into k runs of about equal bytes; run 0 stays on this thread.
+    std::vector<size_t> cuts{0};
+    uint64_t acc = 0;
+    for (size_t i = 0; i < pieces.size() && cuts.size() < k; ++i) {
+      acc += pieces[i].length;
+      if (acc >= total * cuts.size() / k) cuts.push_back(i + 1);
+    }
+    cuts.push_back(pieces.size());
+    std::vector<Status> results(cuts.size() - 1);
+    std::vector<std::thread> helpers;
+    for (size_t r = 1; r + 1 < cuts.size(); ++r) {
+      helpers.emplace_back([&, r] {
+        results[r] = cma_write(pid_, pieces.subspan(cuts[r], cuts[r + 1] - cuts[r]), deadline);
+      });
+    }
+    results[0] = cma_write(pid_, pieces.subspan(0, cuts[1]), deadline);
+    for (auto& t : helpers) t.join();
+    for (auto& s : results) {
+      if (!s.ok()) return s;
+    }
+    return Status();
+  }
+
+ private:
+  const pid_t pid_;
+  const size_t copy_threads_;
+};
+
+class ShmBackend final : public Backend, private LeaseServerHooks {
+ public:
+  ShmBackend(const BackendContext& ctx, const ShmOptions& options)
+      : ctx_(ctx),
+        options_(options),
+        server_(LeaseServerOptions{"shm", options.io_timeout_ms, ctx.options->connect_timeout_ms},
+                ctx.registry, this) {}
+
+  BackendCapabilities capabilities() const override {
+    BackendCapabilities c;
+    c.name = "shm";
+    c.cross_host = false;
+    c.software_bounds_check = true;
+    c.wants_memory_hooks = false;
+    return c;
+  }
+
+  Result<std::string> listen() override {
+    return server_.listen(ctx_.options->host, ctx_.options->port);
+  }
+
+  Status on_register_memory(uint64_t, uint64_t) override { return Status(); }
+  Status on_unregister_memory(uint64_t, uint64_t) override { return Status(); }
+
+  Result<std::unique_ptr<BackendPeer>> connect(const std::string& endpoint) override {
+    auto client = std::make_unique<LeaseClient>();
+    PDKV_RETURN_IF_ERROR(client->connect(endpoint, "shm", ctx_.options->connect_timeout_ms));
+    const PeerHello& hello = client->hello();
+    if (hello.host_identity != host_identity()) {
+      return failed_precondition(endpoint +
+                                 " runs on another host or pid namespace; the "
+                                 "shm backend only reaches engines on this machine");
+    }
+    Reader in(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(hello.extra.data()),
+                                       hello.extra.size()));
+    uint64_t probe_addr = 0;
+    PDKV_RETURN_IF_ERROR(in.u64(&probe_addr));
+    auto pid = static_cast<pid_t>(hello.pid);
+    PDKV_RETURN_IF_ERROR(
+        cma_probe(pid, probe_addr, static_cast<uint64_t>(::getpid())).with_context(endpoint));
+    auto peer = std::make_unique<ShmPeer>(endpoint, ctx_.sink, options_, pid);
+    peer->start(std::move(client));
+    return std::unique_ptr<BackendPeer>(std::move(peer));
+  }
+
+  Status post(BackendPeer& peer, std::span<const WriteBlock> blocks, uint64_t token) override {
+    return static_cast<ShmPeer&>(peer).post(blocks, token);
+  }
+
+ private:
+  std::string hello_extra() override {
+    std::vector<uint8_t> out;
+    Writer(out).u64(reinterpret_cast<uint64_t>(&probe_word_));
+    return std::string(out.begin(), out.end());
+  }
+  Status regions_payload(std::vector<uint8_t>*) override {
+    return failed_precondition("the shm backend has no region table to serve");
+  }
+  uint64_t regions_epoch() override { return 0; }
+
+  const BackendContext ctx_;
+  const ShmOptions options_;
+  // Written only by peers (the CMA permission probe), never read.
+  alignas(64) volatile uint64_t probe_word_ = 0;
+  LeaseServer server_;  // last: its threads call the hooks above
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_shm_backend(const BackendContext& ctx,
+                                                  const ShmOptions& options) {
+  return std::unique_ptr<Backend>(std::make_unique<ShmBackend>(ctx, options));
+}
+
+}  // namespace pdkv::engine::shm

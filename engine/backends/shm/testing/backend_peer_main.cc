@@ -1,0 +1,56 @@
+// engine_backend_peer: a receiving engine backend in its own process, for cross-process
+// tests. Usage: engine_backend_peer <backend> <region_bytes>
+// Prints "READY <endpoint> <region_addr> <region_bytes>" and then answers lines on stdin:
+//   HASH  -> "HASH <fnv64 of region> <canaries 1|0>"
+//   UNREG -> "UNREG <status>" (unregisters the region)
+//   EXIT  -> exits 0
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "engine/backends/shm/testing/backend_harness.h"
+
+using namespace pdkv::engine::testing;
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s <backend> <region_bytes>\n", argv[0]);
+    return 2;
+  }
+  auto box = make_named_backend(argv[1]);
+  if (!box.ok()) {
+    std::printf("ERROR %s\n", box.status().to_string().c_str());
+    return 1;
+  }
+  GuardedRegion region(std::strtoull(argv[2], nullptr, 10));
+  auto addr = reinterpret_cast<uint64_t>(region.data());
+  pdkv::Status st = (*box)->registry.add(addr, region.length());
+  if (st.ok()) st = (*box)->backend->on_register_memory(addr, region.length());
+  if (!st.ok()) {
+    std::printf("ERROR %s\n", st.to_string().c_str());
+    return 1;
+  }
+  std::printf("READY %s %llu %llu\n", (*box)->endpoint.c_str(),
+              static_cast<unsigned long long>(addr),
+              static_cast<unsigned long long>(region.length()));
+  std::fflush(stdout);
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line == "HASH") {
+      std::printf("HASH %llu %d\n",
+                  static_cast<unsigned long long>(fnv64(region.data(), region.length())),
+                  region.canaries_intact() ? 1 : 0);
+    } else if (line == "UNREG") {
+      // Registry first: remove() waits for granted leases, so the UCX hook unmaps only
+      // memory no put can still target.
+      pdkv::Status s = (*box)->registry.remove(addr);
+      if (s.ok()) s = (*box)->backend->on_unregister_memory(addr, region.length());
+      std::printf("UNREG %s\n", s.to_string().c_str());
+    } else if (line == "EXIT") {
+      break;
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}

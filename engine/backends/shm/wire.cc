@@ -1,0 +1,256 @@
+#include "engine/backends/shm/wire.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+namespace pdkv::engine::shm {
+namespace {
+
+std::string errno_text(int err) { return std::string(std::strerror(err)); }
+
+int remaining_ms(TimePoint deadline) {
+  auto left = std::chrono::duration_cast<Millis>(deadline - now()).count();
+  if (left < 0) return 0;
+  return left > 1000000 ? 1000000 : static_cast<int>(left) + 1;
+}
+
+Status set_nonblocking(int fd) {
+  int flags = fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    return internal_error("fcntl(O_NONBLOCK): " + errno_text(errno));
+  }
+  return Status();
+}
+
+// Waits until fd is ready for `events`; DeadlineExceeded when the deadline passes.
+Status wait_fd(int fd, short events, TimePoint deadline, const char* what) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int ms = remaining_ms(deadline);
+    if (ms == 0) return deadline_exceeded(std::string("control channel: timed out ") + what);
+    int r = ::poll(&p, 1, ms);
+    if (r > 0) return Status();
+    if (r < 0 && errno != EINTR) return internal_error("poll: " + errno_text(errno));
+  }
+}
+
+}  // namespace
+
+void Writer::u32(uint32_t v) {
+  for (int i = 0; i < 4; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void Writer::u64(uint64_t v) {
+  for (int i = 0; i < 8; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void Writer::bytes(std::string_view s) {
+  u32(static_cast<uint32_t>(s.size()));
+  out_.insert(out_.end(), s.begin(), s.end());
+}
+
+Status Reader::u8(uint8_t* v) {
+  if (remaining() < 1) return data_loss("control message truncated (u8)");
+  *v = in_[pos_++];
+  return Status();
+}
+Status Reader::u32(uint32_t* v) {
+  if (remaining() < 4) return data_loss("control message truncated (u32)");
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) r |= static_cast<uint32_t>(in_[pos_ + i]) << (8 * i);
+  pos_ += 4;
+  *v = r;
+  return Status();
+}
+Status Reader::u64(uint64_t* v) {
+  if (remaining() < 8) return data_loss("control message truncated (u64)");
+  uint64_t r = 0;
+  for (int i = 0; i < 8; ++i) r |= static_cast<uint64_t>(in_[pos_ + i]) << (8 * i);
+  pos_ += 8;
+  *v = r;
+  return Status();
+}
+Status Reader::bytes(std::string* v) {
+  uint32_t n = 0;
+  PDKV_RETURN_IF_ERROR(u32(&n));
+  if (remaining() < n) return data_loss("control message truncated (bytes)");
+  v->assign(reinterpret_cast<const char*>(in_.data() + pos_), n);
+  pos_ += n;
+  return Status();
+}
+
+Socket::~Socket() {
+  if (fd_ >= 0) ::close(fd_);
+}
+Socket& Socket::operator=(Socket&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.release();
+  }
+  return *this;
+}
+int Socket::release() {
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+void Socket::shutdown_both() {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
+Status Socket::write_all(const uint8_t* p, size_t n, TimePoint deadline) {
+  while (n > 0) {
+    ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
+    if (w > 0) {
+      p += w;
+      n -= static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      PDKV_RETURN_IF_ERROR(wait_fd(fd_, POLLOUT, deadline, "sending"));
+      continue;
+    }
+    return unavailable("control channel: peer closed (" + errno_text(errno) + ")");
+  }
+  return Status();
+}
+
+Status Socket::read_all(uint8_t* p, size_t n, TimePoint deadline) {
+  while (n > 0) {
+    ssize_t r = ::recv(fd_, p, n, 0);
+    if (r > 0) {
+      p += r;
+      n -= static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) return unavailable("control channel: peer closed the connection");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      PDKV_RETURN_IF_ERROR(wait_fd(fd_, POLLIN, deadline, "waiting for the peer"));
+      continue;
+    }
+    return unavailable("control channel: " + errno_text(errno));
+  }
+  return Status();
+}
+
+Status Socket::send_frame(MsgType type, std::span<const uint8_t> payload, TimePoint deadline) {
+  uint8_t header[kFrameHeaderBytes] = {kWireVersion, static_cast<uint8_t>(type), 0, 0};
+  auto n = static_cast<uint32_t>(payload.size());
+  for (int i = 0; i < 4; ++i) header[4 + i] = static_cast<uint8_t>(n >> (8 * i));
+  PDKV_RETURN_IF_ERROR(write_all(header, sizeof(header), deadline));
+  return write_all(payload.data(), payload.size(), deadline);
+}
+
+Status Socket::recv_frame(MsgType* type, std::vector<uint8_t>* payload, TimePoint deadline) {
+  uint8_t header[kFrameHeaderBytes];
+  PDKV_RETURN_IF_ERROR(read_all(header, sizeof(header), deadline));
+  uint32_t n = 0;
+  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(header[4 + i]) << (8 * i);
+  if (header[0] != kWireVersion || header[1] == 0 || header[1] > kMaxMsgType || header[2] != 0 ||
+      header[3] != 0 || n > kMaxPayloadBytes) {
+    return data_loss("control channel: malformed frame header (version " +
+                     std::to_string(header[0]) + ", type " + std::to_string(header[1]) + ", " +
+                     std::to_string(n) + " payload bytes)");
+  }
+  *type = static_cast<MsgType>(header[1]);
+  payload->resize(n);
+  return read_all(payload->data(), n, deadline);
+}
+
+Status split_endpoint(const std::string& endpoint, std::string* host, int* port) {
+  auto colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == endpoint.size()) {
+    return invalid_argument("endpoint '" + endpoint + "' is not host:port");
+  }
+  *host = endpoint.substr(0, colon);
+  char* end = nullptr;
+  long p = std::strtol(endpoint.c_str() + colon + 1, &end, 10);
+  if (*end != '\0' || p <= 0 || p > 65535) {
+    return invalid_argument("endpoint '" + endpoint + "' has a bad port");
+  }
+  *port = static_cast<int>(p);
+  return Status();
+}
+
+Result<Socket> connect_to(const std::string& endpoint, int timeout_ms) {
+  std::string host;
+  int port = 0;
+  PDKV_RETURN_IF_ERROR(split_endpoint(endpoint, &host, &port));
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int gai = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (gai != 0 || res == nullptr) {
+    return unavailable("cannot resolve '" + endpoint + "': " + gai_strerror(gai));
+  }
+  Socket sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!sock.valid()) {
+    freeaddrinfo(res);
+    return internal_error("socket: " + errno_text(errno));
+  }
+  PDKV_RETURN_IF_ERROR(set_nonblocking(sock.fd()));
+  int rc = ::connect(sock.fd(), res->ai_addr, res->ai_addrlen);
+  freeaddrinfo(res);
+  if (rc != 0 && errno != EINPROGRESS) {
+    return unavailable("connect to " + endpoint + ": " + errno_text(errno));
+  }
+  if (rc != 0) {
+    Status waited = wait_fd(sock.fd(), POLLOUT, now() + Millis(timeout_ms), "connecting");
+    if (!waited.ok()) {
+      return unavailable("connect to " + endpoint + ": no answer within " +
+                         std::to_string(timeout_ms) + " ms");
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    getsockopt(sock.fd(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) return unavailable("connect to " + endpoint + ": " + errno_text(err));
+  }
+  int one = 1;
+  setsockopt(sock.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return sock;
+}
+
+Result<Socket> listen_on(const std::string& host, int port, int* bound_port) {
+  Socket sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!sock.valid()) return internal_error("socket: " + errno_text(errno));
+  int one = 1;
+  setsockopt(sock.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return invalid_argument("listen host '" + host + "' is not an IPv4 address");
+  }
+  if (::bind(sock.fd(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return unavailable("bind " + host + ":" + std::to_string(port) + ": " + errno_text(errno));
+  }
+  if (::listen(sock.fd(), 128) != 0) return unavailable("listen: " + errno_text(errno));
+  socklen_t len = sizeof(addr);
+  getsockname(sock.fd(), reinterpret_cast<sockaddr*>(&addr), &len);
+  *bound_port = ntohs(addr.sin_port);
+  PDKV_RETURN_IF_ERROR(set_nonblocking(sock.fd()));
+  return sock;
+}
+
+std::string host_identity() {
+  std::string boot_id;
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::getline(in, boot_id);
+  struct stat st {};
+  if (::stat("/proc/self/ns/pid", &st) == 0) boot_id += "/" + std::to_string(st.st_ino);
+  return boot_id;
+}
+
+}  // namespace pdkv::engine::shm
