@@ -1,5 +1,7 @@
 #include "engine/backends/shm/lease_client.h"
 
+#include <poll.h>
+
 namespace pdkv::engine::shm {
 
 Status LeaseClient::connect(const std::string& endpoint, const std::string& backend_name,
@@ -71,6 +73,11 @@ Status LeaseClient::done(uint64_t part_id, TimePoint deadline) {
   PDKV_RETURN_IF_ERROR(in.u64(&id));
   if (type != MsgType::kDoneAck || id != part_id) return data_loss("expected a done ack");
   return Status();
+}
+
+bool LeaseClient::peer_closed() const {
+  pollfd p{sock_.fd(), POLLIN | POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 Result<std::vector<uint8_t>> LeaseClient::regions(TimePoint deadline) {

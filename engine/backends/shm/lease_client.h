@@ -51,6 +51,9 @@ class LeaseClient {
   // UCX only: fetches the peer's region table (kRegions payload).
   Result<std::vector<uint8_t>> regions(TimePoint deadline);
 
+  // True if the peer closed the connection or sent something unasked (it never speaks
+  // while we hold a lease, so anything readable then means it is gone). Does not block.
+  bool peer_closed() const;
   void shutdown() { sock_.shutdown_both(); }
 
  private:

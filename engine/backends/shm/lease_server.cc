@@ -75,7 +75,6 @@ void LeaseServer::serve(Conn* conn) {
   Socket& sock = conn->sock;
   Status st = handshake(sock);
   std::vector<uint8_t> payload;
-  std::vector<uint8_t> reply;
   while (st.ok() && !stopping_.load()) {
     MsgType type{};
     st = sock.recv_frame(&type, &payload, now() + kIdleWait);
@@ -83,11 +82,7 @@ void LeaseServer::serve(Conn* conn) {
     if (type == MsgType::kLease) {
       st = handle_lease(sock, payload);
     } else if (type == MsgType::kRegionsReq) {
-      reply.clear();
-      st = hooks_->regions_payload(&reply);
-      if (st.ok()) {
-        st = sock.send_frame(MsgType::kRegions, reply, now() + Millis(options_.lease_ms));
-      }
+      st = send_regions(sock);
     } else {
       st = data_loss("unexpected control message type " + std::to_string(static_cast<int>(type)));
     }
@@ -172,9 +167,18 @@ Status LeaseServer::handle_lease(Socket& sock, std::span<const uint8_t> payload)
       sock.send_frame(MsgType::kGrant, out, granted_at + Millis(options_.lease_ms)));
   // The sender's deadline started before ours; the slack covers one bounded syscall.
   auto expiry = granted_at + Millis(options_.lease_ms) + Millis(options_.lease_ms / 4 + 100);
+  hooks_->lease_activity(+1);
   MsgType type{};
   std::vector<uint8_t> done;
-  Status st = sock.recv_frame(&type, &done, expiry);
+  Status st;
+  for (;;) {
+    st = sock.recv_frame(&type, &done, expiry);
+    // A UCX sender whose rkey table is stale fetches the new one under the lease.
+    if (!st.ok() || type != MsgType::kRegionsReq) break;
+    st = send_regions(sock);
+    if (!st.ok()) break;
+  }
+  hooks_->lease_activity(-1);
   pin.reset();
   if (!st.ok()) {
     if (st.code() == StatusCode::kDeadlineExceeded) {
@@ -192,6 +196,12 @@ Status LeaseServer::handle_lease(Socket& sock, std::span<const uint8_t> payload)
   std::vector<uint8_t> ack;
   Writer(ack).u64(part_id);
   return sock.send_frame(MsgType::kDoneAck, ack, now() + Millis(options_.lease_ms));
+}
+
+Status LeaseServer::send_regions(Socket& sock) {
+  std::vector<uint8_t> reply;
+  PDKV_RETURN_IF_ERROR(hooks_->regions_payload(&reply));
+  return sock.send_frame(MsgType::kRegions, reply, now() + Millis(options_.lease_ms));
 }
 
 }  // namespace pdkv::engine::shm

@@ -50,6 +50,9 @@ class LeaseServerHooks {
   virtual Status regions_payload(std::vector<uint8_t>* out) = 0;
   // Changes whenever the region set (and thus the rkey table) changes.
   virtual uint64_t regions_epoch() = 0;
+  // A lease was granted (+1) or released (-1): UCX drives its worker hard while writes
+  // may arrive and sleeps otherwise.
+  virtual void lease_activity(int delta) {}
 
  protected:
   ~LeaseServerHooks() = default;
@@ -82,6 +85,7 @@ class LeaseServer {
   void serve(Conn* conn);
   Status handshake(Socket& sock);
   Status handle_lease(Socket& sock, std::span<const uint8_t> payload);
+  Status send_regions(Socket& sock);
   void reap_finished_locked() PDKV_REQUIRES(conns_mu_);
 
   const LeaseServerOptions options_;

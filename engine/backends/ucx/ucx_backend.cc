@@ -1,0 +1,199 @@
+#include "engine/backends/ucx/ucx_backend.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <optional>
+
+#include "common/config.h"
+#include "common/logging.h"
+#include "engine/backends/shm/lease_client.h"
+#include "engine/backends/shm/lease_server.h"
+#include "engine/backends/shm/wire.h"
+#include "engine/backends/ucx/ucx_peer.h"
+#include "engine/backends/ucx/ucx_worker.h"
+
+namespace pdkv::engine::ucx {
+
+Result<UcxOptions> UcxOptions::from_env() {
+  UcxOptions o;
+  PDKV_ASSIGN_OR_RETURN(o.tls, config::read_string("PDKV_UCX_TLS", o.tls));
+  PDKV_ASSIGN_OR_RETURN(
+      o.err_mode, config::read_string("PDKV_UCX_ERR_MODE", o.err_mode, {"auto", "peer", "none"}));
+  PDKV_ASSIGN_OR_RETURN(int64_t timeout,
+                        config::read_int("PDKV_UCX_IO_TIMEOUT_MS", o.io_timeout_ms, 100, 600000));
+  PDKV_ASSIGN_OR_RETURN(int64_t part,
+                        config::read_int("PDKV_UCX_PART_BYTES", static_cast<int64_t>(o.part_bytes),
+                                         1 << 20, 1ll << 30));
+  o.io_timeout_ms = static_cast<int>(timeout);
+  o.part_bytes = static_cast<uint64_t>(part);
+  return o;
+}
+
+namespace {
+
+// "auto": PEER error handling only when every allowed transport supports it (tcp, self);
+// asking for PEER with posix/sysv/cma makes UCX drop them without a word.
+bool use_peer_err_mode(const UcxOptions& o, const std::string& effective_tls) {
+  if (o.err_mode != "auto") return o.err_mode == "peer";
+  if (effective_tls.empty()) return false;
+  std::string rest = effective_tls;
+  for (const char* ok : {"tcp", "self", ","}) {
+    for (auto pos = rest.find(ok); pos != std::string::npos; pos = rest.find(ok)) {
+      rest.erase(pos, std::string(ok).size());
+    }
+  }
+  return rest.empty();
+}
+
+class UcxBackend final : public Backend, private shm::LeaseServerHooks {
+ public:
+  UcxBackend(const BackendContext& ctx, const UcxOptions& options,
+             std::unique_ptr<UcxWorker> worker, bool peer_err_mode)
+      : ctx_(ctx),
+        options_(options),
+        worker_(std::move(worker)),
+        peer_err_mode_(peer_err_mode),
+        server_(
+            std::in_place,
+            shm::LeaseServerOptions{"ucx", options.io_timeout_ms, ctx.options->connect_timeout_ms},
+            ctx.registry, static_cast<shm::LeaseServerHooks*>(this)) {}
+
+  ~UcxBackend() override {
+    server_.reset();  // its threads call our hooks
+    MutexLock lock(regions_mu_);
+    worker_->run_sync([&]() PDKV_NO_THREAD_SAFETY_ANALYSIS {
+      for (auto& [addr, r] : regions_) ucp_mem_unmap(worker_->ctx(), r.memh);
+    });
+    regions_.clear();
+  }
+
+  BackendCapabilities capabilities() const override {
+    BackendCapabilities c;
+    c.name = "ucx";
+    c.cross_host = true;
+    c.software_bounds_check = true;
+    c.wants_memory_hooks = true;
+    return c;
+  }
+
+  Result<std::string> listen() override {
+    return server_->listen(ctx_.options->host, ctx_.options->port);
+  }
+
+  Status on_register_memory(uint64_t addr, uint64_t length) override {
+    Region r{length, nullptr, {}};
+    Status result;
+    worker_->run_sync([&] {
+      ucp_mem_map_params_t p{};
+      p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+      p.address = reinterpret_cast<void*>(addr);
+      p.length = length;
+      ucs_status_t st = ucp_mem_map(worker_->ctx(), &p, &r.memh);
+      if (st != UCS_OK) {
+        result = unavailable(std::string("ucp_mem_map: ") + ucs_status_string(st));
+        return;
+      }
+      void* packed = nullptr;
+      size_t size = 0;
+      st = ucp_rkey_pack(worker_->ctx(), r.memh, &packed, &size);
+      if (st != UCS_OK) {
+        ucp_mem_unmap(worker_->ctx(), r.memh);
+        result = internal_error(std::string("ucp_rkey_pack: ") + ucs_status_string(st));
+        return;
+      }
+      r.rkey.assign(static_cast<const char*>(packed), size);
+      ucp_rkey_buffer_release(packed);
+    });
+    if (!result.ok()) return result;
+    MutexLock lock(regions_mu_);
+    regions_[addr] = std::move(r);
+    epoch_.fetch_add(1);
+    return Status();
+  }
+
+  Status on_unregister_memory(uint64_t addr, uint64_t) override {
+    Region r;
+    {
+      MutexLock lock(regions_mu_);
+      auto it = regions_.find(addr);
+      if (it == regions_.end())
+        return not_found("ucx: no mapped region at " + std::to_string(addr));
+      r = std::move(it->second);
+      regions_.erase(it);
+      epoch_.fetch_add(1);
+    }
+    worker_->run_sync([&] { ucp_mem_unmap(worker_->ctx(), r.memh); });
+    return Status();
+  }
+
+  Result<std::unique_ptr<BackendPeer>> connect(const std::string& endpoint) override {
+    auto client = std::make_unique<shm::LeaseClient>();
+    PDKV_RETURN_IF_ERROR(client->connect(endpoint, "ucx", ctx_.options->connect_timeout_ms));
+    std::string address = client->hello().extra;
+    auto peer = std::make_unique<UcxPeer>(
+        endpoint, ctx_.sink,
+        shm::LeasedPeerOptions{options_.part_bytes, 1u << 16, options_.io_timeout_ms},
+        worker_.get(), peer_err_mode_);
+    PDKV_RETURN_IF_ERROR(peer->create_endpoint(address));
+    peer->start(std::move(client));
+    return std::unique_ptr<BackendPeer>(std::move(peer));
+  }
+
+  Status post(BackendPeer& peer, std::span<const WriteBlock> blocks, uint64_t token) override {
+    return static_cast<UcxPeer&>(peer).post(blocks, token);
+  }
+
+ private:
+  struct Region {
+    uint64_t length = 0;
+    ucp_mem_h memh = nullptr;
+    std::string rkey;  // packed
+  };
+
+  std::string hello_extra() override { return worker_->address(); }
+
+  Status regions_payload(std::vector<uint8_t>* out) override {
+    MutexLock lock(regions_mu_);
+    shm::Writer w(*out);
+    w.u64(epoch_.load());
+    w.u32(static_cast<uint32_t>(regions_.size()));
+    for (const auto& [addr, r] : regions_) {
+      w.u64(addr);
+      w.u64(r.length);
+      w.bytes(r.rkey);
+    }
+    return Status();
+  }
+
+  uint64_t regions_epoch() override { return epoch_.load(); }
+  void lease_activity(int delta) override { worker_->add_busy(delta); }
+
+  const BackendContext ctx_;
+  const UcxOptions options_;
+  std::unique_ptr<UcxWorker> worker_;
+  const bool peer_err_mode_;
+  Mutex regions_mu_;
+  std::map<uint64_t, Region> regions_ PDKV_GUARDED_BY(regions_mu_);
+  std::atomic<uint64_t> epoch_{1};
+  std::optional<shm::LeaseServer> server_;  // emplaced in the constructor; reset first
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_ucx_backend(const BackendContext& ctx,
+                                                  const UcxOptions& options) {
+  std::string tls = options.tls;
+  if (tls.empty()) {
+    const char* env = std::getenv("UCX_TLS");
+    if (env != nullptr) tls = env;
+  }
+  PDKV_ASSIGN_OR_RETURN(auto worker, UcxWorker::create(tls));
+  bool peer_mode = use_peer_err_mode(options, tls);
+  PDKV_LOG_INFO("ucx: transports '{}', error handling {}", tls.empty() ? "(UCX default)" : tls,
+                peer_mode ? "PEER" : "NONE (failures detected on the control channel)");
+  return std::unique_ptr<Backend>(
+      std::make_unique<UcxBackend>(ctx, options, std::move(worker), peer_mode));
+}
+
+}  // namespace pdkv::engine::ucx

@@ -1,0 +1,65 @@
+// UcxBackend: one-sided writes as UCX puts (ucp_put_nbx) - the path to RDMA (rc/ud/dc),
+// cuda_ipc and NVLink on machines that have them; shared memory or tcp here.
+//
+// Control plane: the shm backend's lease channel (engine/backends/shm/lease_server.h) at
+// the engine endpoint. The handshake carries the receiver's UCP worker address (the
+// sender creates its endpoint from it); every part is leased, so the receiver validates
+// destinations against its MemoryRegistry (OutOfRange naming the entry) and unregister
+// waits for granted parts, exactly as for shm. Memory is registered with ucp_mem_map in
+// on_register_memory(); the region table with packed rkeys is served over the channel
+// and refreshed by the sender whenever a grant names a newer table epoch (so new or
+// removed regions are picked up on the next part). rkeys still restrict hardware RDMA to
+// registered memory; the software check is what names the entry and covers transports
+// that emulate puts in software (tcp, posix/sysv).
+//
+// Data plane: the sender's part = puts for every piece (split at region boundaries),
+// then ucp_ep_flush_nbx; flush completion is remote completion, then the lease is
+// released and the receiver acknowledges. Errors become batch failures with UCX's text:
+// unreachable (ucp_ep_create), rkey unpack failure, endpoint error (peer death, with
+// PEER error mode). A dead or silent peer is also caught by the control channel (EOF,
+// lease deadline): the endpoint is then force-closed, which completes the flush with
+// CANCELED, so a batch never hangs.
+//
+// Error-handling mode: UCX 1.13's posix/sysv/cma transports cannot do peer failure
+// handling, so an endpoint that asks for UCP_ERR_HANDLING_MODE_PEER silently drops them
+// and runs over tcp. err_mode "auto" therefore uses NONE unless only tcp is allowed; the
+// control channel provides failure detection either way.
+//
+// Never a silent slow path: each endpoint logs the transports its lanes use (from
+// ucp_ep_print_info) and warns when it ended up on tcp although shared memory or RDMA was
+// asked for (PDKV_UCX_TLS, else UCX_TLS).
+//
+// Other hardware: nothing here is transport-specific. On an RDMA host run the same tests
+// and benchmark with PDKV_UCX_TLS=rc,self (or ud / dc) and check the logged lanes;
+// cuda_ipc needs GPU memory registration (ucp_mem_map with a CUDA memory type), which the
+// engine does not expose yet, so those tests do not exist here rather than being skipped.
+//
+// Threads: one UcxWorker thread (all UCX calls), the LeaseServer's threads, one
+// LeasedPeer sender thread per session. Thread safety: as backend.h.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/backend.h"
+
+namespace pdkv::engine::ucx {
+
+struct UcxOptions {
+  // UCX transports (UCX_TLS syntax); empty = UCX_TLS from the environment or UCX's default.
+  std::string tls;
+  // "auto" (NONE unless only tcp/self are allowed), "peer" or "none".
+  std::string err_mode = "auto";
+  // Control-channel waits and the lease length.
+  int io_timeout_ms = 5000;
+  // Largest part (one lease, one flush).
+  uint64_t part_bytes = 64ull << 20;
+
+  // PDKV_UCX_TLS, PDKV_UCX_ERR_MODE, PDKV_UCX_IO_TIMEOUT_MS, PDKV_UCX_PART_BYTES.
+  static Result<UcxOptions> from_env();
+};
+
+Result<std::unique_ptr<Backend>> make_ucx_backend(const BackendContext& ctx,
+                                                  const UcxOptions& options);
+
+}  // namespace pdkv::engine::ucx

@@ -1,0 +1,69 @@
+// UcxPeer: one session's UCP endpoint, its unpacked rkeys and the part writer (see
+// ucx_backend.h for the protocol). ep_, rkeys and ep_error_ belong to the worker thread;
+// the LeasedPeer sender thread hands parts over and waits for their flush.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/mutex.h"
+#include "engine/backends/shm/leased_peer.h"
+#include "engine/backends/ucx/ucx_worker.h"
+
+namespace pdkv::engine::ucx {
+
+class UcxPeer final : public shm::LeasedPeer {
+ public:
+  // `worker` is borrowed and outlives the peer.
+  UcxPeer(std::string endpoint, CompletionSink* sink, shm::LeasedPeerOptions options,
+          UcxWorker* worker, bool peer_err_mode);
+  ~UcxPeer() override;
+
+  // Creates the endpoint to the receiver's worker address; Unavailable with UCX's text.
+  Status create_endpoint(const std::string& remote_address);
+  const std::string& transports() const { return transports_; }
+
+ protected:
+  Status write_part(std::span<const shm::Piece> pieces, const shm::Grant& grant,
+                    TimePoint lease_deadline) override;
+
+ private:
+  struct RemoteRegion {
+    uint64_t addr;
+    uint64_t length;
+    ucp_rkey_h rkey;
+  };
+  // One part handed to the worker thread. Shared: an outstanding flush request keeps its
+  // own reference, so a cancelled part never leaves UCX a dangling pointer.
+  struct PartOp {
+    std::span<const shm::Piece> pieces;
+    Mutex mu;
+    CondVar cv;
+    bool done PDKV_GUARDED_BY(mu) = false;
+    Status result PDKV_GUARDED_BY(mu);
+  };
+
+  Status refresh_rkeys(uint64_t epoch);
+  void issue(const std::shared_ptr<PartOp>& op);  // worker thread
+  static void finish(PartOp* op, Status status);  // any thread
+  static void on_flush(void* request, ucs_status_t status, void* user_data);
+  static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  void force_close(const std::string& reason);  // worker thread
+  void destroy_rkeys();                         // worker thread
+
+  UcxWorker* const worker_;
+  const bool peer_err_mode_;
+  std::string transports_;
+  uint64_t known_epoch_ = ~uint64_t{0};  // sender thread only
+
+  // Worker thread only:
+  ucp_ep_h ep_ = nullptr;
+  Status ep_error_;
+  std::vector<RemoteRegion> remote_;
+};
+
+}  // namespace pdkv::engine::ucx
