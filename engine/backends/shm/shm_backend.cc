@@ -154,4 +154,9 @@ Result<std::unique_ptr<Backend>> make_shm_backend(const BackendContext& ctx,
   return std::unique_ptr<Backend>(std::make_unique<ShmBackend>(ctx, options));
 }
 
+Result<std::unique_ptr<Backend>> make_shm_backend(const BackendContext& ctx) {
+  PDKV_ASSIGN_OR_RETURN(auto options, ShmOptions::from_env());
+  return make_shm_backend(ctx, options);
+}
+
 }  // namespace pdkv::engine::shm

@@ -49,5 +49,7 @@ struct ShmOptions {
 
 Result<std::unique_ptr<Backend>> make_shm_backend(const BackendContext& ctx,
                                                   const ShmOptions& options);
+// Same, with ShmOptions::from_env() (what the engine's backend factory calls).
+Result<std::unique_ptr<Backend>> make_shm_backend(const BackendContext& ctx);
 
 }  // namespace pdkv::engine::shm

@@ -196,4 +196,9 @@ Result<std::unique_ptr<Backend>> make_ucx_backend(const BackendContext& ctx,
       std::make_unique<UcxBackend>(ctx, options, std::move(worker), peer_mode));
 }
 
+Result<std::unique_ptr<Backend>> make_ucx_backend(const BackendContext& ctx) {
+  PDKV_ASSIGN_OR_RETURN(auto options, UcxOptions::from_env());
+  return make_ucx_backend(ctx, options);
+}
+
 }  // namespace pdkv::engine::ucx

@@ -61,5 +61,7 @@ struct UcxOptions {
 
 Result<std::unique_ptr<Backend>> make_ucx_backend(const BackendContext& ctx,
                                                   const UcxOptions& options);
+// Same, with UcxOptions::from_env() (what the engine's backend factory calls).
+Result<std::unique_ptr<Backend>> make_ucx_backend(const BackendContext& ctx);
 
 }  // namespace pdkv::engine::ucx
