@@ -1,0 +1,179 @@
+#include "bootstrap/client.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <charconv>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+namespace pdkv::bootstrap {
+
+using nlohmann::json;
+
+BootstrapClient::BootstrapClient(std::string host, int port, ClientOptions options)
+    : host_(std::move(host)), port_(port), options_(options) {}
+
+Result<BootstrapClient> BootstrapClient::from_address(std::string_view address,
+                                                      ClientOptions options) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return invalid_argument(fmt::format("bootstrap address '{}' is not host:port", address));
+  }
+  std::string_view host = address.substr(0, colon), port_text = address.substr(colon + 1);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  int port = 0;
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port <= 0 ||
+      port > 65535) {
+    return invalid_argument(fmt::format("bootstrap address '{}': bad port", address));
+  }
+  return BootstrapClient(std::string(host), port, options);
+}
+
+BootstrapClient::Answer BootstrapClient::request(const char* method, const std::string& path,
+                                                 const std::string& body,
+                                                 std::chrono::milliseconds read_timeout) const {
+  Answer a;
+  try {
+    httplib::Client cli(host_, port_);
+    cli.set_connection_timeout(options_.connect_timeout);
+    cli.set_read_timeout(read_timeout);
+    cli.set_write_timeout(read_timeout);
+    httplib::Result r = std::string_view(method) == "PUT" ? cli.Put(path, body, "application/json")
+                        : std::string_view(method) == "DELETE" ? cli.Delete(path)
+                                                               : cli.Get(path);
+    if (!r) {
+      a.error = httplib::to_string(r.error());
+      return a;
+    }
+    a.status = r->status;
+    a.body = r->body;
+  } catch (const std::exception& e) {
+    a.error = e.what();
+  }
+  return a;
+}
+
+namespace {
+std::string server_message(const std::string& body) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_string()) {
+    return j["error"].get<std::string>();
+  }
+  return body.substr(0, 200);
+}
+}  // namespace
+
+Result<std::string> BootstrapClient::call(const char* method, const std::string& path,
+                                          const std::string& body, bool retry_not_found,
+                                          TimePoint deadline) const {
+  auto backoff = std::chrono::milliseconds(50);
+  std::string last;
+  for (int attempt = 1;; ++attempt) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now());
+    auto timeout = std::clamp(left, std::chrono::milliseconds(1), options_.read_timeout);
+    Answer a = request(method, path, body, timeout);
+    std::string where = fmt::format("bootstrap {}:{} {} {}", host_, port_, method, path);
+    if (a.status == 200) return a.body;
+    if (a.status == 400) {
+      return invalid_argument(fmt::format("{}: {}", where, server_message(a.body)));
+    }
+    if (a.status == 409) {
+      return failed_precondition(fmt::format("{}: {}", where, server_message(a.body)));
+    }
+    if (a.status == 404 && !retry_not_found) {
+      return not_found(fmt::format("{}: {}", where, server_message(a.body)));
+    }
+    last = a.status == 0 ? fmt::format("no answer ({})", a.error)
+                         : fmt::format("HTTP {}: {}", a.status, server_message(a.body));
+    if (a.status != 0 && a.status != 404 && a.status < 500) {
+      return internal_error(fmt::format("{}: unexpected {}", where, last));
+    }
+    if (now() + backoff >= deadline) {
+      return deadline_exceeded(
+          fmt::format("{}: gave up after {} attempt(s); last: {}", where, attempt, last));
+    }
+    std::this_thread::sleep_for(backoff);  // retry pacing, not synchronisation
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  }
+}
+
+Status BootstrapClient::register_rank(const PrefillRegistration& reg, TimePoint deadline) const {
+  auto r = call("PUT", "/route", registration_to_json(reg), false, deadline);
+  return r.ok() ? Status() : r.status();
+}
+
+Result<InstanceLayout> BootstrapClient::parallel_info(TimePoint deadline) const {
+  PDKV_ASSIGN_OR_RETURN(std::string body, call("GET", "/route?engine_rank=-1&target_dp_group=-1",
+                                               "", true, deadline));
+  auto l = parse_parallel_info(body);
+  if (!l.ok()) return data_loss(l.status().message());
+  return l;
+}
+
+namespace {
+Result<RankEndpoint> endpoint_from(const json& j, int64_t tp_rank) {
+  if (!j.is_object() || !j.contains("rank_ip") || !j["rank_ip"].is_string() ||
+      !j.contains("rank_port") || !j["rank_port"].is_number_integer()) {
+    return data_loss("bootstrap: malformed rank entry " + j.dump().substr(0, 200));
+  }
+  RankEndpoint e;
+  e.tp_rank = j.contains("tp_rank") && j["tp_rank"].is_number_integer()
+                  ? j["tp_rank"].get<int64_t>()
+                  : tp_rank;
+  e.engine_rank = j.contains("engine_rank") && j["engine_rank"].is_number_integer()
+                      ? j["engine_rank"].get<int64_t>()
+                      : -1;
+  e.rank_ip = j["rank_ip"].get<std::string>();
+  e.rank_port = j["rank_port"].get<int64_t>();
+  return e;
+}
+}  // namespace
+
+Result<RankEndpoint> BootstrapClient::rank(int64_t dp_group, int64_t tp_rank,
+                                           TimePoint deadline) const {
+  PDKV_ASSIGN_OR_RETURN(
+      std::string body,
+      call("GET", fmt::format("/route?engine_rank={}&target_dp_group={}", tp_rank, dp_group), "",
+           true, deadline));
+  return endpoint_from(json::parse(body, nullptr, false), tp_rank);
+}
+
+Result<std::vector<RankEndpoint>> BootstrapClient::group(int64_t dp_group,
+                                                         TimePoint deadline) const {
+  PDKV_ASSIGN_OR_RETURN(
+      std::string body,
+      call("GET", fmt::format("/route?engine_rank=-1&target_dp_group={}", dp_group), "", true,
+           deadline));
+  json j = json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("ranks") || !j["ranks"].is_array()) {
+    return data_loss("bootstrap: malformed group answer " + body.substr(0, 200));
+  }
+  std::vector<RankEndpoint> out;
+  for (const json& e : j["ranks"]) {
+    PDKV_ASSIGN_OR_RETURN(RankEndpoint ep, endpoint_from(e, static_cast<int64_t>(out.size())));
+    out.push_back(std::move(ep));
+  }
+  return out;
+}
+
+Status BootstrapClient::deregister(int64_t dp_group, int64_t tp_rank) const {
+  auto r =
+      call("DELETE", fmt::format("/route?engine_rank={}&target_dp_group={}", tp_rank, dp_group), "",
+           false, now() + options_.read_timeout);
+  return r.ok() ? Status() : r.status();
+}
+
+Status BootstrapClient::health(std::chrono::milliseconds timeout) const {
+  Answer a = request("GET", "/health", "", timeout);
+  if (a.status == 200) return Status();
+  return unavailable(fmt::format(
+      "bootstrap {}:{} /health: {}", host_, port_,
+      a.status == 0 ? "no answer (" + a.error + ")" : "HTTP " + std::to_string(a.status)));
+}
+
+}  // namespace pdkv::bootstrap

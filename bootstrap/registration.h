@@ -1,0 +1,71 @@
+// The bootstrap registration of one prefill rank (PUT /route body) and the instance
+// layout a decode reads back (GET /route parallel info).
+//
+// parse_registration is the single, pure JSON -> struct function the server uses (and
+// fuzzes: bootstrap/fuzz/). It checks every field: presence, JSON type (integers must be
+// JSON integers, not floats or strings), sign, range, string and array limits, and the
+// cross-field rules (dp_size divides world_size, engine_rank < world_size). Its errors are
+// kInvalidArgument naming the field; `bad_field` (optional) receives that field's name.
+//
+// Thread safety: pure functions over value types.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace pdkv::bootstrap {
+
+inline constexpr size_t kMaxBodyBytes = 64 * 1024;
+inline constexpr size_t kMaxJsonDepth = 8;
+inline constexpr size_t kMaxHostBytes = 255;
+inline constexpr size_t kMaxListEntries = 4096;  // item / unit lengths per buffer kind
+inline constexpr int64_t kMaxWorldSize = 1 << 16;
+
+// Fields that must agree across all ranks of one prefill instance (SPEC §2.2 left them
+// last-writer-wins; §12 item 14). A decode checks its own layout against these.
+struct InstanceLayout {
+  int64_t world_size = 1;  // attention world size of the instance (all DP groups)
+  int64_t dp_size = 1;
+  bool enable_mla_l1_5_cache = false;
+  std::vector<int64_t> kv_item_lens;
+  std::vector<int64_t> kv_unit_lens;  // may be empty
+  std::vector<int64_t> state_item_lens;
+  std::vector<int64_t> state_unit_lens;
+  int64_t page_size = 1;
+  int64_t kv_head_num = 1;
+  int64_t total_kv_head_num = 1;
+  int64_t head_dim = 0;
+  int64_t dtype_bytes = 0;
+  std::string page_layout = "NHD";  // "NHD" or "HND"
+  bool is_mla = false;
+
+  int64_t tp_size_per_dp() const { return world_size / dp_size; }
+  bool operator==(const InstanceLayout&) const = default;
+};
+
+struct PrefillRegistration {
+  std::string role = "Prefill";
+  int64_t engine_rank = 0;
+  std::string rank_ip;
+  int64_t rank_port = 0;  // the rank's ZeroMQ PULL port
+  InstanceLayout layout;
+  bool operator==(const PrefillRegistration&) const = default;
+};
+
+Result<PrefillRegistration> parse_registration(std::string_view body,
+                                               std::string* bad_field = nullptr);
+std::string registration_to_json(const PrefillRegistration& reg);
+
+// Names the first field where a and b differ, or "" if they agree.
+std::string first_layout_difference(const InstanceLayout& a, const InstanceLayout& b);
+
+// The parallel-info JSON fields of a layout (reference names: prefill_tp_size is the
+// world size, as SPEC §2.3 has it) and its parser, used by the client.
+std::string layout_to_json_fields(const InstanceLayout& layout);  // without braces
+Result<InstanceLayout> parse_parallel_info(std::string_view body);
+
+}  // namespace pdkv::bootstrap

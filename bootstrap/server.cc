@@ -1,0 +1,246 @@
+#include "bootstrap/server.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "common/logging.h"
+
+namespace pdkv::bootstrap {
+namespace {
+
+using nlohmann::json;
+
+void reply_error(httplib::Response& res, int status, std::string_view field,
+                 std::string_view message) {
+  res.status = status;
+  res.set_content(json{{"error", message}, {"field", field}}.dump(), "application/json");
+}
+
+int http_status_of(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kFailedPrecondition: return 409;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange: return 400;
+    default: return 500;
+  }
+}
+
+// Parses a required integer query parameter; a missing or non-integer value is a 400
+// naming the parameter.
+bool query_int(const httplib::Request& req, httplib::Response& res, const char* name,
+               int64_t* out) {
+  if (!req.has_param(name)) {
+    reply_error(res, 400, name, fmt::format("query parameter '{}' is missing", name));
+    return false;
+  }
+  std::string v = req.get_param_value(name);
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
+  if (ec != std::errc() || end != v.data() + v.size() || v.empty()) {
+    reply_error(res, 400, name, fmt::format("query parameter '{}' is not an integer", name));
+    return false;
+  }
+  return true;
+}
+
+// Exceptions stop here (STYLE): whatever a handler throws becomes a 500 with a message.
+template <typename Fn>
+httplib::Server::Handler guarded(const char* what, Fn fn) {
+  return [what, fn](const httplib::Request& req, httplib::Response& res) {
+    try {
+      fn(req, res);
+    } catch (const std::exception& e) {
+      PDKV_LOG_ERROR("bootstrap: {} handler failed: {}", what, e.what());
+      reply_error(res, 500, "", fmt::format("internal error: {}", e.what()));
+    } catch (...) {
+      reply_error(res, 500, "", "internal error");
+    }
+  };
+}
+
+json endpoint_json(const RankEndpoint& e) {
+  return json{{"engine_rank", e.engine_rank},
+              {"tp_rank", e.tp_rank},
+              {"rank_ip", e.rank_ip},
+              {"rank_port", e.rank_port}};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<BootstrapServer>> BootstrapServer::start(const ServerOptions& options) {
+  std::unique_ptr<BootstrapServer> s(new BootstrapServer());
+  s->options_ = options;
+  s->host_ = options.host;
+  try {
+    s->http_ = std::make_unique<httplib::Server>();
+    s->http_->set_payload_max_length(options.max_body_bytes);
+    s->install_routes();
+    int port = options.port == 0
+                   ? s->http_->bind_to_any_port(options.host)
+                   : (s->http_->bind_to_port(options.host, options.port) ? options.port : -1);
+    if (port <= 0) {
+      return unavailable(fmt::format("bootstrap: cannot bind {}:{}", options.host, options.port));
+    }
+    s->port_ = port;
+  } catch (const std::exception& e) {
+    return internal_error(fmt::format("bootstrap: start failed: {}", e.what()));
+  }
+  BootstrapServer* raw = s.get();
+  s->listener_ = std::thread([raw] {
+    try {
+      raw->http_->listen_after_bind();
+    } catch (const std::exception& e) {
+      PDKV_LOG_ERROR("bootstrap: listener stopped: {}", e.what());
+    }
+  });
+  PDKV_LOG_INFO("bootstrap: serving on {}:{}", s->host_, s->port_);
+  return s;
+}
+
+BootstrapServer::~BootstrapServer() { stop(); }
+
+void BootstrapServer::stop() {
+  if (stopped_.exchange(true)) return;
+  if (http_) http_->stop();
+  if (listener_.joinable()) listener_.join();
+}
+
+void BootstrapServer::count_error(int status) {
+  ErrorKind kind = kInternal;
+  switch (status) {
+    case 400: kind = kBadRequest; break;
+    case 404: kind = kNotFound; break;
+    case 405: kind = kMethod; break;
+    case 409: kind = kConflict; break;
+    case 413: kind = kTooLarge; break;
+    default: break;
+  }
+  errors_[kind].fetch_add(1, std::memory_order_relaxed);
+}
+
+void BootstrapServer::install_routes() {
+  httplib::Server& h = *http_;
+  h.Put("/route",
+        guarded("PUT /route", [this](const httplib::Request& req, httplib::Response& res) {
+          requests_[kPut].fetch_add(1, std::memory_order_relaxed);
+          std::string field;
+          auto reg = parse_registration(req.body, &field);
+          if (!reg.ok()) return reply_error(res, 400, field, reg.status().message());
+          Status st = table_.register_rank(*reg);
+          if (!st.ok()) {
+            PDKV_LOG_WARN("bootstrap: refused engine_rank {}: {}", reg->engine_rank, st.message());
+            return reply_error(res, http_status_of(st), "", st.message());
+          }
+          PDKV_LOG_INFO("bootstrap: registered engine_rank {} at {}:{}", reg->engine_rank,
+                        reg->rank_ip, reg->rank_port);
+          res.set_content("OK", "text/plain");
+        }));
+  h.Get("/route",
+        guarded("GET /route", [this](const httplib::Request& req, httplib::Response& res) {
+          requests_[kGet].fetch_add(1, std::memory_order_relaxed);
+          int64_t rank = 0, group = 0;
+          if (!query_int(req, res, "engine_rank", &rank) ||
+              !query_int(req, res, "target_dp_group", &group)) {
+            return;
+          }
+          if (rank == -1 && group == -1) {
+            auto layout = table_.layout();
+            if (!layout) return reply_error(res, 404, "", "no prefill rank has registered yet");
+            std::string body = fmt::format("{{{},\"registered_ranks\":{}}}",
+                                           layout_to_json_fields(*layout), table_.size());
+            return res.set_content(body, "application/json");
+          }
+          if (rank == -1) {
+            auto ranks = table_.group(group);
+            if (!ranks.ok()) {
+              return reply_error(res, http_status_of(ranks.status()), "target_dp_group",
+                                 ranks.status().message());
+            }
+            json list = json::array();
+            for (const auto& e : *ranks) list.push_back(endpoint_json(e));
+            return res.set_content(json{{"dp_group", group}, {"ranks", list}}.dump(),
+                                   "application/json");
+          }
+          auto e = table_.lookup(group, rank);
+          if (!e.ok()) {
+            return reply_error(res, http_status_of(e.status()), "", e.status().message());
+          }
+          res.set_content(json{{"rank_ip", e->rank_ip}, {"rank_port", e->rank_port}}.dump(),
+                          "application/json");
+        }));
+  h.Delete("/route",
+           guarded("DELETE /route", [this](const httplib::Request& req, httplib::Response& res) {
+             requests_[kDelete].fetch_add(1, std::memory_order_relaxed);
+             int64_t rank = 0, group = 0;
+             if (!query_int(req, res, "engine_rank", &rank) ||
+                 !query_int(req, res, "target_dp_group", &group)) {
+               return;
+             }
+             Status st = table_.remove(group, rank);
+             if (!st.ok()) return reply_error(res, http_status_of(st), "", st.message());
+             res.set_content("OK", "text/plain");
+           }));
+  auto not_allowed = guarded("/route", [](const httplib::Request& req, httplib::Response& res) {
+    reply_error(res, 405, "", fmt::format("method {} not allowed on /route", req.method));
+  });
+  h.Post("/route", not_allowed);
+  h.Patch("/route", not_allowed);
+  h.Get("/health", guarded("GET /health", [this](const httplib::Request&, httplib::Response& res) {
+          requests_[kHealth].fetch_add(1, std::memory_order_relaxed);
+          res.set_content("OK", "text/plain");
+        }));
+  h.Get("/metrics",
+        guarded("GET /metrics", [this](const httplib::Request&, httplib::Response& res) {
+          requests_[kMetrics].fetch_add(1, std::memory_order_relaxed);
+          res.set_content(metrics_text(), "text/plain; version=0.0.4");
+        }));
+  // Runs for every response >= 400, ours included: count it, and give the ones
+  // cpp-httplib produced itself (unknown path, body over the limit) a JSON body too.
+  h.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (res.status == 413) {
+      // The contract: an oversized body is a 400 naming the body.
+      count_error(413);
+      res.status = 400;
+      return reply_error(
+          res, 400, "body",
+          fmt::format("body exceeds the limit of {} bytes", options_.max_body_bytes));
+    }
+    count_error(res.status);
+    if (res.body.empty()) {
+      reply_error(res, res.status, "",
+                  fmt::format("HTTP {} for {} {}", res.status, req.method, req.path));
+    }
+  });
+  h.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    reply_error(res, 500, "", "internal error");
+  });
+}
+
+std::string BootstrapServer::metrics_text() const {
+  static const char* kRequestNames[] = {"route_put", "route_get", "route_delete", "health",
+                                        "metrics"};
+  static const char* kErrorNames[] = {"bad_request",        "not_found",         "conflict",
+                                      "method_not_allowed", "payload_too_large", "internal"};
+  std::string out;
+  out += "# HELP pdkv_bootstrap_registered_ranks Prefill ranks currently registered.\n";
+  out += "# TYPE pdkv_bootstrap_registered_ranks gauge\n";
+  out += fmt::format("pdkv_bootstrap_registered_ranks {}\n", table_.size());
+  out += "# HELP pdkv_bootstrap_requests_total Requests served, by endpoint.\n";
+  out += "# TYPE pdkv_bootstrap_requests_total counter\n";
+  for (int i = 0; i < kNumRequestKinds; ++i) {
+    out += fmt::format("pdkv_bootstrap_requests_total{{endpoint=\"{}\"}} {}\n", kRequestNames[i],
+                       requests_[i].load(std::memory_order_relaxed));
+  }
+  out += "# HELP pdkv_bootstrap_errors_total Error responses, by kind.\n";
+  out += "# TYPE pdkv_bootstrap_errors_total counter\n";
+  for (int i = 0; i < kNumErrors; ++i) {
+    out += fmt::format("pdkv_bootstrap_errors_total{{kind=\"{}\"}} {}\n", kErrorNames[i],
+                       errors_[i].load(std::memory_order_relaxed));
+  }
+  return out;
+}
+
+}  // namespace pdkv::bootstrap
