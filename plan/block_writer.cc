@@ -63,53 +63,87 @@ BufferSides sides_of(std::span<const uint64_t> src_ptrs, std::span<const uint64_
   return b;
 }
 
-Status check_runs(std::span<const PageRun> runs) {
+Result<RunExtent> check_runs(std::span<const PageRun> runs) {
+  RunExtent x;
   for (const PageRun& r : runs) {
     if (r.src_first < 0 || r.dst_first < 0) {
       return out_of_range("negative page index " +
                           std::to_string(r.src_first < 0 ? r.src_first : r.dst_first));
     }
+    // first + count cannot overflow: count pages followed first in an int64 list.
+    x.src_end_page = std::max(x.src_end_page, static_cast<uint64_t>(r.src_first + r.count));
+    x.dst_end_page = std::max(x.dst_end_page, static_cast<uint64_t>(r.dst_first + r.count));
+  }
+  return x;
+}
+
+Status emit_default(const BufferSides& b, std::span<const PageRun> runs, RunExtent extent,
+                    BlockWriter& w, const char* what, size_t index) {
+  if (runs.empty()) return Status();
+  uint64_t src_end, dst_end;
+  if (!mul_add(extent.src_end_page, b.item_len, 0, src_end) ||
+      !mul_add(extent.dst_end_page, b.item_len, 0, dst_end)) {
+    return out_of_range(where(what, index) + ": page offset overflows uint64");
+  }
+  PDKV_RETURN_IF_ERROR(
+      check_extent(b.src_ptr, src_end, 0, b.has_src_len, b.src_len, "source", what, index));
+  PDKV_RETURN_IF_ERROR(
+      check_extent(b.dst_ptr, dst_end, 0, b.has_dst_len, b.dst_len, "destination", what, index));
+  const uint64_t item = b.item_len;
+  auto block = [&](const PageRun& r, auto add) {
+    add(b.src_ptr + static_cast<uint64_t>(r.src_first) * item,
+        b.dst_ptr + static_cast<uint64_t>(r.dst_first) * item,
+        static_cast<uint64_t>(r.count) * item);
+  };
+  auto merged = [&](uint64_t s, uint64_t d, uint64_t n) { w.add(s, d, n); };
+  auto plain = [&](uint64_t s, uint64_t d, uint64_t n) { w.add_unmerged(s, d, n); };
+  // Runs are maximal, so with item_len > 0 a run never continues the previous run of the
+  // same buffer: only the first one may merge (into the previous buffer's last block).
+  block(runs.front(), merged);
+  for (const PageRun& r : runs.subspan(1)) {
+    if (item == 0) {
+      block(r, merged);
+    } else {
+      block(r, plain);
+    }
   }
   return Status();
 }
 
-Status emit_default(const BufferSides& b, std::span<const PageRun> runs, BlockWriter& w,
-                    const char* what, size_t index) {
-  for (const PageRun& r : runs) {
-    const auto count = static_cast<uint64_t>(r.count);
-    uint64_t src_off, dst_off, len;
-    if (!mul_add(static_cast<uint64_t>(r.src_first), b.item_len, 0, src_off) ||
-        !mul_add(static_cast<uint64_t>(r.dst_first), b.item_len, 0, dst_off) ||
-        !mul_add(count, b.item_len, 0, len)) {
-      return out_of_range(where(what, index) + ": page offset overflows uint64");
-    }
-    PDKV_RETURN_IF_ERROR(
-        check_extent(b.src_ptr, src_off, len, b.has_src_len, b.src_len, "source", what, index));
-    PDKV_RETURN_IF_ERROR(check_extent(b.dst_ptr, dst_off, len, b.has_dst_len, b.dst_len,
-                                      "destination", what, index));
-    w.add(b.src_ptr + src_off, b.dst_ptr + dst_off, len);
+namespace {
+
+// Checks the block of page `src_last`/`dst_last` (the highest one of what is checked).
+Status check_fragment_page(const BufferSides& b, const Fragment& f, uint64_t src_last,
+                           uint64_t dst_last, const char* what, size_t index) {
+  uint64_t src_off, dst_off;
+  if (!mul_add(src_last, f.src_page_stride_bytes, f.src_byte_offset, src_off) ||
+      !mul_add(dst_last, f.dst_page_stride_bytes, f.dst_byte_offset, dst_off)) {
+    return out_of_range(where(what, index) + ": fragment offset overflows uint64");
   }
-  return Status();
+  PDKV_RETURN_IF_ERROR(check_extent(b.src_ptr, src_off, f.bytes_per_page, b.has_src_len, b.src_len,
+                                    "source", what, index));
+  return check_extent(b.dst_ptr, dst_off, f.bytes_per_page, b.has_dst_len, b.dst_len, "destination",
+                      what, index);
 }
+
+}  // namespace
 
 Status emit_fragment(const BufferSides& b, const Fragment& f, std::span<const PageRun> runs,
-                     BlockWriter& w, const char* what, size_t index) {
+                     RunExtent extent, BlockWriter& w, const char* what, size_t index) {
+  if (runs.empty()) return Status();
+  if (!f.page_count) {
+    PDKV_RETURN_IF_ERROR(
+        check_fragment_page(b, f, extent.src_end_page - 1, extent.dst_end_page - 1, what, index));
+  }
   for (const PageRun& r : runs) {
     uint64_t pages = static_cast<uint64_t>(r.count);
-    if (f.page_count) pages = std::min(pages, *f.page_count);
-    if (pages == 0) continue;
-    // The last page bounds every page of the run: offsets grow with the page index.
-    const uint64_t src_last = static_cast<uint64_t>(r.src_first) + pages - 1;
-    const uint64_t dst_last = static_cast<uint64_t>(r.dst_first) + pages - 1;
-    uint64_t src_off, dst_off;
-    if (!mul_add(src_last, f.src_page_stride_bytes, f.src_byte_offset, src_off) ||
-        !mul_add(dst_last, f.dst_page_stride_bytes, f.dst_byte_offset, dst_off)) {
-      return out_of_range(where(what, index) + ": fragment offset overflows uint64");
+    if (f.page_count) {
+      pages = std::min(pages, *f.page_count);
+      if (pages == 0) continue;
+      PDKV_RETURN_IF_ERROR(check_fragment_page(b, f, static_cast<uint64_t>(r.src_first) + pages - 1,
+                                               static_cast<uint64_t>(r.dst_first) + pages - 1, what,
+                                               index));
     }
-    PDKV_RETURN_IF_ERROR(check_extent(b.src_ptr, src_off, f.bytes_per_page, b.has_src_len,
-                                      b.src_len, "source", what, index));
-    PDKV_RETURN_IF_ERROR(check_extent(b.dst_ptr, dst_off, f.bytes_per_page, b.has_dst_len,
-                                      b.dst_len, "destination", what, index));
     uint64_t src = b.src_ptr + static_cast<uint64_t>(r.src_first) * f.src_page_stride_bytes +
                    f.src_byte_offset;
     uint64_t dst = b.dst_ptr + static_cast<uint64_t>(r.dst_first) * f.dst_page_stride_bytes +

@@ -1,9 +1,9 @@
 // Internal to plan/: checked emission of blocks shared by kv_blocks and state_blocks.
 //
-// BlockWriter appends blocks to one reserved vector, merging a block into the previous
-// one when it continues it on both sides. The emit_* helpers validate a whole run once
-// (its first and last page bound every page in between, since runs step by +1), so the
-// per-page loop does no checks and no allocation.
+// BlockWriter appends blocks to memory sized beforehand, merging a block into the previous
+// one when it continues it on both sides. The emit_* helpers validate the extent of the
+// runs once (the highest page bounds every page, since offsets grow with the page), so
+// the per-page loop does no checks and no allocation.
 #pragma once
 
 #include <cstdint>
@@ -18,21 +18,35 @@ namespace pdkv::plan::internal {
 
 class BlockWriter {
  public:
-  explicit BlockWriter(std::vector<Block>& out) : out_(out) {}
+  // REQUIRES: `data` has room for every block the caller will add (the callers size it
+  // with fragment_block_bound / the run count beforehand).
+  explicit BlockWriter(Block* data) : data_(data) {}
 
   void add(uint64_t src, uint64_t dst, uint64_t len) {
-    if (!out_.empty()) {
-      Block& last = out_.back();
+    if (size_ > 0) {
+      Block& last = data_[size_ - 1];
       if (last.src_addr + last.length == src && last.dst_addr + last.length == dst) {
         last.length += len;
         return;
       }
     }
-    out_.push_back(Block{src, dst, len});
+    data_[size_++] = Block{src, dst, len};
   }
+  // For a block known not to continue the previous one.
+  void add_unmerged(uint64_t src, uint64_t dst, uint64_t len) {
+    data_[size_++] = Block{src, dst, len};
+  }
+  size_t size() const { return size_; }
 
  private:
-  std::vector<Block>& out_;
+  Block* data_;
+  size_t size_ = 0;
+};
+
+// One past the highest page of any run, per side (runs ascend, so first + count).
+struct RunExtent {
+  uint64_t src_end_page = 0;
+  uint64_t dst_end_page = 0;
 };
 
 // One buffer's addresses on both sides; len == 0 with has_len false means unchecked.
@@ -55,16 +69,19 @@ BufferSides sides_of(std::span<const uint64_t> src_ptrs, std::span<const uint64_
                      std::span<const uint64_t> item_lens, std::span<const uint64_t> src_lens,
                      std::span<const uint64_t> dst_lens, size_t index);
 
-// Every run's pages must be non-negative (runs ascend, so the first page is the least).
-Status check_runs(std::span<const PageRun> runs);
+// Every run's pages must be non-negative (runs ascend, so the first page is the least);
+// returns the extent of all runs.
+Result<RunExtent> check_runs(std::span<const PageRun> runs);
 
-// Default blocks: one per run, len = count * item_len.
-Status emit_default(const BufferSides& b, std::span<const PageRun> runs, BlockWriter& w,
-                    const char* what, size_t index);
+// Default blocks: one per run, len = count * item_len. The extent is checked once, so
+// the per-run loop is pure arithmetic.
+Status emit_default(const BufferSides& b, std::span<const PageRun> runs, RunExtent extent,
+                    BlockWriter& w, const char* what, size_t index);
 
 // Fragment blocks: one per page of each run (capped by page_count), merged if contiguous.
+// Without a page cap the extent is checked once; with one, each run is checked.
 Status emit_fragment(const BufferSides& b, const Fragment& f, std::span<const PageRun> runs,
-                     BlockWriter& w, const char* what, size_t index);
+                     RunExtent extent, BlockWriter& w, const char* what, size_t index);
 
 // Upper bound of blocks a fragment emits over `runs` (for reserving once).
 uint64_t fragment_block_bound(const Fragment& f, std::span<const PageRun> runs,

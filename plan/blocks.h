@@ -16,11 +16,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "common/status.h"
 #include "plan/types.h"
+
+namespace pdkv::plan::internal {
+struct FragmentIndex;
+}
 
 namespace pdkv::plan {
 
@@ -43,5 +48,37 @@ Result<std::vector<Block>> kv_blocks(const BufferTable& buffers,
                                      std::span<const int64_t> src_pages,
                                      std::span<const int64_t> dst_pages, int64_t begin_layer,
                                      int64_t end_layer, std::span<const Fragment> fragments);
+
+// The same in two steps, for callers that own the output memory (the Python binding
+// writes straight into a numpy array): prepare() validates the request and sizes it,
+// write() fills `out` and returns the number of blocks written (<= max_blocks()).
+// The plan borrows every span and vector it was prepared from: they must outlive it.
+class KvBlockPlan {
+ public:
+  static Result<KvBlockPlan> prepare(const BufferTable& buffers,
+                                     std::span<const std::vector<int64_t>> layer_buffers,
+                                     std::span<const int64_t> src_pages,
+                                     std::span<const int64_t> dst_pages, int64_t begin_layer,
+                                     int64_t end_layer, std::span<const Fragment> fragments);
+  KvBlockPlan(KvBlockPlan&&) noexcept;
+  KvBlockPlan& operator=(KvBlockPlan&&) noexcept;
+  ~KvBlockPlan();
+
+  uint64_t max_blocks() const { return max_blocks_; }
+  // REQUIRES: out.size() >= max_blocks(). On error `out` holds garbage.
+  Result<size_t> write(std::span<Block> out) const;
+
+ private:
+  KvBlockPlan();
+  BufferTable buffers_;
+  std::span<const std::vector<int64_t>> layers_;
+  std::span<const Fragment> fragments_;
+  std::vector<PageRun> runs_;
+  uint64_t src_end_page_ = 0;
+  uint64_t dst_end_page_ = 0;
+  std::unique_ptr<internal::FragmentIndex> index_;
+  bool has_fragment_plan_ = false;
+  uint64_t max_blocks_ = 0;
+};
 
 }  // namespace pdkv::plan

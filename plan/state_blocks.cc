@@ -60,6 +60,7 @@ Result<std::vector<Block>> state_blocks(const BufferTable& buffers, const StateS
   if (src_valid.empty()) return out;
   std::vector<PageRun> runs;
   PDKV_RETURN_IF_ERROR(coalesce_into(src_valid, dst_valid, runs));
+  PDKV_ASSIGN_OR_RETURN(const auto extent, internal::check_runs(runs));
 
   PDKV_ASSIGN_OR_RETURN(auto idx, internal::index_fragments(fragments, true, nbuf));
   const bool has_state_fragment_plan = idx.selected > 0;
@@ -74,21 +75,22 @@ Result<std::vector<Block>> state_blocks(const BufferTable& buffers, const StateS
       bound += internal::fragment_block_bound(fragments[idx.order[k]], runs, src_valid.size());
     }
   }
-  out.reserve(bound);
-  BlockWriter writer(out);
+  out.resize(bound);  // one allocation for the whole call
+  BlockWriter writer(out.data());
   for (size_t s = 0; s < nbuf; ++s) {
     if (!selected[s]) continue;
     const auto sides = internal::sides_of(buffers.src_ptrs, buffers.dst_ptrs, buffers.item_lens,
                                           buffers.src_lens, buffers.dst_lens, s);
     if (!has_state_fragment_plan) {
-      PDKV_RETURN_IF_ERROR(internal::emit_default(sides, runs, writer, "state", s));
+      PDKV_RETURN_IF_ERROR(internal::emit_default(sides, runs, extent, writer, "state", s));
       continue;
     }
     for (uint32_t k = idx.begin[s]; k < idx.begin[s + 1]; ++k) {
-      PDKV_RETURN_IF_ERROR(
-          internal::emit_fragment(sides, fragments[idx.order[k]], runs, writer, "state", s));
+      PDKV_RETURN_IF_ERROR(internal::emit_fragment(sides, fragments[idx.order[k]], runs, extent,
+                                                   writer, "state", s));
     }
   }
+  out.resize(writer.size());
   return out;
 }
 

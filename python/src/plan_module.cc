@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include "convert.h"
+#include "output_buffer.h"
 #include "plan/blocks.h"
 #include "plan/coalesce.h"
 #include "plan/fragment_planner.h"
@@ -116,12 +117,22 @@ py::array kv_blocks_py(py::handle src_ptrs, py::handle dst_ptrs, py::handle item
   const int64_t begin = to_int64(begin_layer, "begin_layer");
   const int64_t end = to_int64(end_layer, "end_layer");
   const auto frags = to_fragments(fragments);
-  Result<std::vector<plan::Block>> r = Status();
+  auto prepared = value_or_raise(
+      plan::KvBlockPlan::prepare(bufs.table(), layers, src.values, dst.values, begin, end, frags));
+  const auto cap = static_cast<py::ssize_t>(prepared.max_blocks());
+  // Written in place, into recycled memory for large lists (output_buffer.h), no copy.
+  py::array_t<uint64_t> out = new_row_array(static_cast<size_t>(cap));
+  Result<size_t> n = Status();
   {
     py::gil_scoped_release nogil;
-    r = plan::kv_blocks(bufs.table(), layers, src.values, dst.values, begin, end, frags);
+    n = prepared.write(
+        {reinterpret_cast<plan::Block*>(out.mutable_data()), static_cast<size_t>(cap)});
   }
-  return rows_to_numpy<uint64_t>(value_or_raise(std::move(r)));
+  const auto rows = static_cast<py::ssize_t>(value_or_raise(std::move(n)));
+  if (rows == cap) return out;
+  // Merging shrank the list: keep only the rows written (copy if most of it is unused).
+  py::array view = out[py::slice(0, rows, 1)];
+  return rows < cap / 2 ? py::array(py::array_t<uint64_t>(view)) : view;
 }
 
 py::array state_blocks_py(py::handle src_ptrs, py::handle dst_ptrs, py::handle item_lens,
