@@ -60,6 +60,7 @@ void LeaseServer::accept_loop() {
     if (::poll(&p, 1, 50) <= 0) continue;
     int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) continue;
+    set_nodelay(fd);
     auto conn = std::make_unique<Conn>();
     conn->sock = Socket(fd);
     Conn* raw = conn.get();

@@ -102,6 +102,8 @@ class Socket {
 Status split_endpoint(const std::string& endpoint, std::string* host, int* port);
 // Connects within `timeout_ms`; Unavailable naming the endpoint and errno text.
 Result<Socket> connect_to(const std::string& endpoint, int timeout_ms);
+// TCP_NODELAY: the channel is request/response of small frames.
+void set_nodelay(int fd);
 // Binds and listens on host:port (port 0 = ephemeral); returns the fd and the bound port.
 Result<Socket> listen_on(const std::string& host, int port, int* bound_port);
 
