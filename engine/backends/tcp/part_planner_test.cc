@@ -1,0 +1,77 @@
+#include "engine/backends/tcp/part_planner.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace pdkv::engine::tcp {
+namespace {
+
+uint64_t sum_bytes(const PartPlan& p) {
+  uint64_t s = 0;
+  for (const auto& part : p.parts) s += part.bytes;
+  return s;
+}
+
+TEST(PartPlanner, MergesBlocksContinuingInSourceAndDestination) {
+  std::vector<WriteBlock> blocks = {
+      {100, 1000, 10}, {110, 1010, 5}, {115, 2000, 5}, {120, 2005, 0}, {120, 2005, 1}};
+  PartPlan plan;
+  plan_parts(blocks, PlanLimits{1, 1 << 20, 100}, 0, &plan);
+  ASSERT_EQ(plan.entries.size(), 2u);
+  EXPECT_EQ(plan.entries[0].length, 15u);
+  EXPECT_EQ(plan.entries[1].length, 6u);
+  EXPECT_EQ(plan.entries[1].block_index, 2u);
+  ASSERT_EQ(plan.parts.size(), 1u);
+  EXPECT_EQ(plan.parts[0].bytes, 21u);
+  EXPECT_EQ(block_for_address(blocks, plan.entries[1], 2005), 4u);
+  EXPECT_EQ(block_for_address(blocks, plan.entries[0], 1012), 1u);
+}
+
+TEST(PartPlanner, SmallBatchUsesOneRotatingStream) {
+  std::vector<WriteBlock> blocks = {{0, 0, 1000}};
+  PartPlan plan;
+  plan_parts(blocks, PlanLimits{4, 1 << 20, 100}, 3, &plan);
+  ASSERT_EQ(plan.parts.size(), 1u);
+  EXPECT_EQ(plan.parts[0].stream, 3u);
+}
+
+TEST(PartPlanner, OneHugeBlockIsSplitEvenlyOverStreams) {
+  const uint64_t len = (uint64_t{1} << 30) + 3;
+  std::vector<WriteBlock> blocks = {{1 << 20, 1 << 24, len}};
+  PartPlan plan;
+  plan_parts(blocks, PlanLimits{4, 1 << 20, 100}, 1, &plan);
+  ASSERT_EQ(plan.parts.size(), 4u);
+  EXPECT_EQ(sum_bytes(plan), len);
+  for (const auto& p : plan.parts) {
+    EXPECT_LE(p.bytes, len / 4 + 1);
+    EXPECT_GE(p.bytes, len / 4 - 3);
+  }
+  // Pieces continue each other in src and dst.
+  for (size_t i = 1; i < plan.entries.size(); ++i) {
+    EXPECT_EQ(plan.entries[i].src_addr, plan.entries[i - 1].src_addr + plan.entries[i - 1].length);
+  }
+  std::vector<uint32_t> streams;
+  for (const auto& p : plan.parts) streams.push_back(p.stream);
+  EXPECT_EQ(streams, (std::vector<uint32_t>{1, 2, 3, 0}));
+}
+
+TEST(PartPlanner, EntryLimitSplitsParts) {
+  std::vector<WriteBlock> blocks;
+  for (uint64_t i = 0; i < 10; ++i) blocks.push_back({i * 100, 10000 - i * 100, 50});
+  PartPlan plan;
+  plan_parts(blocks, PlanLimits{1, 1 << 20, 3}, 0, &plan);
+  ASSERT_EQ(plan.parts.size(), 4u);
+  EXPECT_EQ(plan.parts[3].entry_count, 1u);
+  EXPECT_EQ(sum_bytes(plan), 500u);
+}
+
+TEST(PartPlanner, EmptyAndZeroLengthOnly) {
+  std::vector<WriteBlock> blocks = {{1, 2, 0}};
+  PartPlan plan;
+  plan_parts(blocks, PlanLimits{4, 1, 3}, 0, &plan);
+  EXPECT_TRUE(plan.parts.empty());
+}
+
+}  // namespace
+}  // namespace pdkv::engine::tcp

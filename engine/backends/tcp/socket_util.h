@@ -1,0 +1,81 @@
+// Socket helpers of the TCP backend: endpoint parsing, listen/connect with timeouts,
+// socket tuning, and full reads/writes on non-blocking sockets that handle partial
+// transfers, EINTR and EAGAIN, wake up on a stop eventfd and give up after a period
+// without progress.
+//
+// Thread safety: free functions; a UniqueFd is owned by one object.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "engine/engine_options.h"
+
+namespace pdkv::engine::tcp {
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+  int get() const { return fd_; }
+  int release();
+  void reset();
+  bool valid() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// A level-triggered wake-up: signal() makes `fd()` readable until drain().
+class EventFd {
+ public:
+  EventFd();
+  int fd() const { return fd_.get(); }
+  void signal() const;
+  void drain() const;
+
+ private:
+  UniqueFd fd_;
+};
+
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+// "host:port" or "[v6addr]:port". InvalidArgument otherwise.
+Result<HostPort> parse_endpoint(const std::string& endpoint);
+std::string format_endpoint(const std::string& host, uint16_t port);
+
+// Non-blocking listening socket; port 0 = ephemeral. *bound_port gets the real port.
+Result<UniqueFd> listen_tcp(const std::string& host, uint16_t port, uint16_t* bound_port);
+// Non-blocking connected socket, or Unavailable naming the endpoint and the cause.
+Result<UniqueFd> connect_tcp(const std::string& endpoint, int timeout_ms);
+// TCP_NODELAY (acks are tiny and must not wait for Nagle) and optional buffer sizes.
+void tune_socket(int fd, const TcpOptions& options);
+Status set_nonblocking(int fd);
+
+// Waits for `events` on fd (or the stop fd). Returns OK when ready, Aborted when stop
+// fired, DeadlineExceeded after timeout_ms (-1 = forever).
+Status wait_fd(int fd, short events, int stop_fd, int timeout_ms);
+
+// Writes all `len` bytes. Fails with DeadlineExceeded if no byte moves for timeout_ms,
+// Unavailable if the peer closed or reset, Aborted if stop fired.
+Status write_full(int fd, const void* data, size_t len, int stop_fd, int timeout_ms);
+// Reads exactly `len` bytes. `first_byte_timeout_ms` (-1 = forever) applies until the
+// first byte arrives (an idle connection is fine), `timeout_ms` to every later stall.
+// Unavailable on EOF (message says whether it was mid-frame).
+Status read_full(int fd, void* data, size_t len, int stop_fd, int first_byte_timeout_ms,
+                 int timeout_ms);
+// Fills the iovecs exactly (they are consumed in place: partial reads advance them).
+Status readv_full(int fd, struct iovec* iov, int iov_count, int stop_fd, int timeout_ms);
+
+}  // namespace pdkv::engine::tcp

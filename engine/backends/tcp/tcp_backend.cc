@@ -1,0 +1,123 @@
+#include "engine/backends/tcp/tcp_backend.h"
+
+#include <atomic>
+#include <vector>
+
+#include "common/logging.h"
+#include "engine/backends/tcp/part_planner.h"
+#include "engine/backends/tcp/tcp_frame.h"
+#include "engine/backends/tcp/tcp_receiver.h"
+#include "engine/backends/tcp/tcp_sender.h"
+#include "engine/memory_registry.h"
+
+namespace pdkv::engine::tcp {
+namespace {
+
+class TcpPeer final : public BackendPeer {
+ public:
+  TcpPeer(std::string endpoint, std::vector<std::unique_ptr<StreamSender>> streams)
+      : endpoint_(std::move(endpoint)), streams_(std::move(streams)) {}
+
+  const std::string& endpoint() const override { return endpoint_; }
+
+  Status health() const override {
+    for (const auto& s : streams_) {
+      Status st = s->health();
+      if (!st.ok()) return st;
+    }
+    return Status();
+  }
+
+  Status post(std::span<const WriteBlock> blocks, uint64_t token, CompletionSink* sink,
+              const TcpOptions& options) {
+    // A broken stream would fail its share anyway; refusing the whole post up front
+    // keeps a dead peer from accepting new work at all.
+    PDKV_RETURN_IF_ERROR(health());
+    auto post = std::make_shared<PostState>();
+    post->token = token;
+    post->sink = sink;
+    post->blocks.assign(blocks.begin(), blocks.end());
+    const PlanLimits limits{static_cast<uint32_t>(streams_.size()), options.min_split_bytes,
+                            options.max_part_entries};
+    // Rotate the starting stream so small batches spread over all streams too.
+    const auto first = static_cast<uint32_t>(next_stream_.fetch_add(1, std::memory_order_relaxed) %
+                                             streams_.size());
+    plan_parts(post->blocks, limits, first, &post->plan);
+    const size_t n_parts = post->plan.parts.size();
+    post->parts_left.store(n_parts, std::memory_order_relaxed);
+    for (size_t i = 0; i < n_parts; ++i) {
+      const PlannedPart& part = post->plan.parts[i];
+      OutPart out;
+      out.post = post;
+      out.part_index = static_cast<uint32_t>(i);
+      out.head.resize(kHeaderSize + size_t{part.entry_count} * kEntrySize);
+      FrameHeader h;
+      h.type = FrameType::kPart;
+      h.count = part.entry_count;
+      h.payload_bytes = part.bytes;
+      // part_id is filled in by the stream; it is patched into the header there.
+      encode_header(h, out.head.data());
+      const PartEntry* e = post->plan.entries.data() + part.first_entry;
+      for (uint32_t k = 0; k < part.entry_count; ++k) {
+        encode_entry(e[k].dst_addr, e[k].length, out.head.data() + kHeaderSize + k * kEntrySize);
+      }
+      streams_[part.stream]->enqueue(std::move(out));
+    }
+    return Status();
+  }
+
+ private:
+  const std::string endpoint_;
+  const std::vector<std::unique_ptr<StreamSender>> streams_;
+  std::atomic<uint64_t> next_stream_{0};
+};
+
+class TcpBackend final : public Backend {
+ public:
+  explicit TcpBackend(const BackendContext& ctx)
+      : options_(*ctx.options), sink_(ctx.sink), receiver_(options_.tcp, ctx.registry) {}
+
+  BackendCapabilities capabilities() const override {
+    return BackendCapabilities{"tcp", /*cross_host=*/true, /*software_bounds_check=*/true,
+                               /*wants_memory_hooks=*/false};
+  }
+
+  Result<std::string> listen() override {
+    uint16_t port = 0;
+    PDKV_ASSIGN_OR_RETURN(UniqueFd fd,
+                          listen_tcp(options_.host, static_cast<uint16_t>(options_.port), &port));
+    receiver_.start(std::move(fd));
+    return format_endpoint(options_.host, port);
+  }
+
+  Status on_register_memory(uint64_t, uint64_t) override { return Status(); }
+  Status on_unregister_memory(uint64_t, uint64_t) override { return Status(); }
+
+  Result<std::unique_ptr<BackendPeer>> connect(const std::string& endpoint) override {
+    std::vector<std::unique_ptr<StreamSender>> streams;
+    streams.reserve(static_cast<size_t>(options_.tcp.streams));
+    for (int i = 0; i < options_.tcp.streams; ++i) {
+      PDKV_ASSIGN_OR_RETURN(auto s,
+                            StreamSender::connect(endpoint, static_cast<uint32_t>(i), options_));
+      streams.push_back(std::move(s));
+    }
+    return std::unique_ptr<BackendPeer>(new TcpPeer(endpoint, std::move(streams)));
+  }
+
+  Status post(BackendPeer& peer, std::span<const WriteBlock> blocks, uint64_t token) override {
+    return static_cast<TcpPeer&>(peer).post(blocks, token, sink_, options_.tcp);
+  }
+
+ private:
+  const EngineOptions options_;
+  CompletionSink* const sink_;
+  TcpReceiver receiver_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_tcp_backend(const BackendContext& ctx) {
+  return std::unique_ptr<Backend>(new TcpBackend(ctx));
+}
+
+}  // namespace pdkv::engine::tcp

@@ -1,0 +1,138 @@
+#include "engine/backends/tcp/tcp_frame.h"
+
+#include <fmt/format.h>
+
+namespace pdkv::engine::tcp {
+
+void put_u32(uint8_t* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void put_u64(uint8_t* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t get_u32(const uint8_t* in) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= uint32_t{in[i]} << (8 * i);
+  return v;
+}
+uint64_t get_u64(const uint8_t* in) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= uint64_t{in[i]} << (8 * i);
+  return v;
+}
+
+void encode_header(const FrameHeader& h, uint8_t* out) {
+  put_u32(out, kMagic);
+  out[4] = kVersion;
+  out[5] = static_cast<uint8_t>(h.type);
+  out[6] = 0;
+  out[7] = 0;
+  put_u64(out + 8, h.part_id);
+  put_u32(out + 16, h.count);
+  put_u32(out + 20, h.aux);
+  put_u64(out + 24, h.payload_bytes);
+}
+
+Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, uint32_t max_part_entries) {
+  if (bytes.size() < kHeaderSize) return data_loss("frame header truncated");
+  const uint8_t* p = bytes.data();
+  if (get_u32(p) != kMagic) return data_loss(fmt::format("bad frame magic {:#x}", get_u32(p)));
+  if (p[4] != kVersion) return data_loss(fmt::format("unsupported frame version {}", p[4]));
+  if (p[6] != 0 || p[7] != 0) return data_loss("non-zero frame flags");
+  FrameHeader h;
+  h.part_id = get_u64(p + 8);
+  h.count = get_u32(p + 16);
+  h.aux = get_u32(p + 20);
+  h.payload_bytes = get_u64(p + 24);
+  switch (p[5]) {
+    case static_cast<uint8_t>(FrameType::kHello):
+    case static_cast<uint8_t>(FrameType::kHelloAck):
+      h.type = static_cast<FrameType>(p[5]);
+      if (h.count != 0 || h.payload_bytes != 0) return data_loss("hello frame with a body");
+      return h;
+    case static_cast<uint8_t>(FrameType::kPart):
+      h.type = FrameType::kPart;
+      if (h.count == 0) return data_loss("part frame without entries");
+      if (h.count > max_part_entries) {
+        return data_loss(
+            fmt::format("part frame declares {} entries, limit {}", h.count, max_part_entries));
+      }
+      if (h.aux != 0) return data_loss("part frame with non-zero aux");
+      if (h.payload_bytes < h.count || h.payload_bytes > kMaxPartPayload) {
+        return data_loss(fmt::format("part frame payload {} out of range", h.payload_bytes));
+      }
+      return h;
+    case static_cast<uint8_t>(FrameType::kAck):
+      h.type = FrameType::kAck;
+      if (h.count < kAckFixedSize || h.count > kAckFixedSize + kMaxAckMessage) {
+        return data_loss(fmt::format("ack frame body of {} bytes", h.count));
+      }
+      if (h.aux > static_cast<uint32_t>(StatusCode::kInternal)) {
+        return data_loss(fmt::format("ack frame with unknown status code {}", h.aux));
+      }
+      return h;
+    default: return data_loss(fmt::format("unknown frame type {}", p[5]));
+  }
+}
+
+void encode_entry(uint64_t dst_addr, uint64_t length, uint8_t* out) {
+  put_u64(out, dst_addr);
+  put_u64(out + 8, length);
+}
+
+Status decode_entries(std::span<const uint8_t> bytes, const FrameHeader& h,
+                      std::vector<DstRange>* out) {
+  out->clear();
+  if (h.type != FrameType::kPart) return data_loss("entries of a non-part frame");
+  if (bytes.size() != uint64_t{h.count} * kEntrySize) return data_loss("entry table size mismatch");
+  out->reserve(h.count);
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < h.count; ++i) {
+    const uint8_t* p = bytes.data() + size_t{i} * kEntrySize;
+    DstRange r{get_u64(p), get_u64(p + 8)};
+    if (r.length == 0) return data_loss(fmt::format("entry {} has length 0", i));
+    // Each length is bounded before the add, so the sum cannot overflow.
+    if (r.length > kMaxPartPayload || sum + r.length > h.payload_bytes) {
+      return data_loss(
+          fmt::format("entry lengths exceed the declared payload {}", h.payload_bytes));
+    }
+    sum += r.length;
+    out->push_back(r);
+  }
+  if (sum != h.payload_bytes) {
+    return data_loss(fmt::format("entry lengths sum to {}, payload is {}", sum, h.payload_bytes));
+  }
+  return Status();
+}
+
+std::vector<uint8_t> encode_ack(uint64_t part_id, uint64_t bytes_written, const Status& status,
+                                uint64_t entry_index, uint64_t bad_addr) {
+  std::string message = status.message();
+  if (message.size() > kMaxAckMessage) message.resize(kMaxAckMessage);
+  FrameHeader h;
+  h.type = FrameType::kAck;
+  h.part_id = part_id;
+  h.count = static_cast<uint32_t>(kAckFixedSize + message.size());
+  h.aux = static_cast<uint32_t>(status.code());
+  h.payload_bytes = bytes_written;
+  std::vector<uint8_t> out(kHeaderSize + h.count);
+  encode_header(h, out.data());
+  put_u64(out.data() + kHeaderSize, entry_index);
+  put_u64(out.data() + kHeaderSize + 8, bad_addr);
+  std::copy(message.begin(), message.end(), out.begin() + kHeaderSize + kAckFixedSize);
+  return out;
+}
+
+Result<AckBody> decode_ack_body(std::span<const uint8_t> body, const FrameHeader& h) {
+  if (h.type != FrameType::kAck || body.size() != h.count || body.size() < kAckFixedSize) {
+    return data_loss("ack body size mismatch");
+  }
+  AckBody a;
+  a.entry_index = get_u64(body.data());
+  a.bad_addr = get_u64(body.data() + 8);
+  a.message.assign(reinterpret_cast<const char*>(body.data() + kAckFixedSize),
+                   body.size() - kAckFixedSize);
+  return a;
+}
+
+}  // namespace pdkv::engine::tcp

@@ -1,0 +1,79 @@
+// Wire format of the TCP backend, as pure encode/decode functions (fuzzed by
+// tcp_frame_fuzzer.cc). All integers are little-endian, fixed width; no struct is ever
+// copied onto the wire, so padding is never protocol.
+//
+// Every frame starts with a 32-byte header:
+//   0 u32 magic "PDKV"   4 u8 version (1)   5 u8 type   6 u16 flags (0)
+//   8 u64 part_id        16 u32 count       20 u32 aux   24 u64 payload_bytes
+// HELLO / HELLO_ACK (connection set-up): count 0, payload 0, aux = stream index.
+// PART: `count` entries of 16 bytes {u64 dst_addr, u64 length} follow, then exactly
+//   payload_bytes (= sum of lengths) of data, scattered in entry order.
+// ACK (receiver -> sender, one per PART, in order): aux = StatusCode (0 = applied),
+//   payload_bytes = bytes written; `count` body bytes follow: u64 entry index and
+//   u64 first bad address (meaningful on error), then a message of count-16 bytes.
+//
+// decode_* validate before anything is allocated or read further: magic, version, type,
+// flags, count limits, per-type invariants; decode_entries checks the exact size,
+// non-zero lengths, and that the lengths sum (overflow-checked) to payload_bytes.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/memory_registry.h"
+
+namespace pdkv::engine::tcp {
+
+constexpr uint32_t kMagic = 0x564b4450;  // "PDKV" read as little-endian u32
+constexpr uint8_t kVersion = 1;
+constexpr size_t kHeaderSize = 32;
+constexpr size_t kEntrySize = 16;
+constexpr size_t kAckFixedSize = 16;
+constexpr uint32_t kMaxAckMessage = 1024;
+// A part carries at most 64 TiB: far beyond any KV cache, small enough that no sum of
+// lengths below it can overflow with 2^24 entries.
+constexpr uint64_t kMaxPartPayload = uint64_t{1} << 46;
+
+enum class FrameType : uint8_t { kHello = 1, kHelloAck = 2, kPart = 3, kAck = 4 };
+
+struct FrameHeader {
+  FrameType type = FrameType::kHello;
+  uint64_t part_id = 0;
+  uint32_t count = 0;
+  uint32_t aux = 0;
+  uint64_t payload_bytes = 0;
+};
+
+void put_u32(uint8_t* out, uint32_t v);
+void put_u64(uint8_t* out, uint64_t v);
+uint32_t get_u32(const uint8_t* in);  // unchecked: caller guarantees 4 bytes
+uint64_t get_u64(const uint8_t* in);  // unchecked: caller guarantees 8 bytes
+
+// Writes exactly kHeaderSize bytes.
+void encode_header(const FrameHeader& header, uint8_t* out);
+// DataLoss on short input, bad magic/version/type/flags or violated limits.
+Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, uint32_t max_part_entries);
+
+void encode_entry(uint64_t dst_addr, uint64_t length, uint8_t* out);  // kEntrySize bytes
+// `bytes` must be exactly header.count * kEntrySize. Appends to *out (cleared first).
+Status decode_entries(std::span<const uint8_t> bytes, const FrameHeader& header,
+                      std::vector<DstRange>* out);
+
+// Whole ACK frame (header + body) for `part_id`.
+std::vector<uint8_t> encode_ack(uint64_t part_id, uint64_t bytes_written, const Status& status,
+                                uint64_t entry_index, uint64_t bad_addr);
+struct AckBody {
+  uint64_t entry_index = 0;
+  uint64_t bad_addr = 0;
+  std::string message;
+};
+// `body` is exactly header.count bytes of an ACK.
+Result<AckBody> decode_ack_body(std::span<const uint8_t> body, const FrameHeader& header);
+
+}  // namespace pdkv::engine::tcp

@@ -1,0 +1,167 @@
+#include "engine/backends/tcp/tcp_receiver.h"
+
+#include <limits.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "common/logging.h"
+#include "engine/backends/tcp/tcp_frame.h"
+#include "engine/memory_registry.h"
+
+namespace pdkv::engine::tcp {
+namespace {
+
+constexpr int kMaxIov = IOV_MAX < 1024 ? IOV_MAX : 1024;
+constexpr size_t kScratchBytes = 256 * 1024;
+
+// Per-connection buffers, reused across parts so the hot path does not allocate.
+struct ConnBuffers {
+  std::vector<uint8_t> table;
+  std::vector<DstRange> ranges;
+  std::vector<uint8_t> scratch;  // discarded payload of a rejected part
+  iovec iov[kMaxIov];
+};
+
+}  // namespace
+
+TcpReceiver::TcpReceiver(const TcpOptions& options, const MemoryRegistry* registry)
+    : options_(options), registry_(registry) {}
+
+TcpReceiver::~TcpReceiver() {
+  stop_.signal();
+  if (acceptor_.joinable()) acceptor_.join();
+  MutexLock lock(conns_mu_);
+  reap_finished(true);
+}
+
+void TcpReceiver::start(UniqueFd listen_fd) {
+  listen_fd_ = std::move(listen_fd);
+  acceptor_ = std::thread([this] { accept_loop(); });
+}
+
+void TcpReceiver::reap_finished(bool all) {
+  for (auto it = conns_.begin(); it != conns_.end();) {
+    if (all || (*it)->done.load(std::memory_order_acquire)) {
+      (*it)->thread.join();
+      it = conns_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void TcpReceiver::accept_loop() {
+  while (true) {
+    Status ready = wait_fd(listen_fd_.get(), POLLIN, stop_.fd(), -1);
+    if (ready.code() == StatusCode::kAborted) return;
+    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+        PDKV_LOG_WARN("tcp receiver: accept: {}", std::strerror(errno));
+        if (errno == EMFILE || errno == ENFILE) (void)wait_fd(-1, 0, stop_.fd(), 100);
+      }
+      continue;
+    }
+    tune_socket(fd, options_);
+    MutexLock lock(conns_mu_);
+    reap_finished(false);
+    auto conn = std::make_unique<Connection>();
+    Connection* raw = conn.get();
+    conn->thread = std::thread([this, fd, raw] {
+      serve(fd);
+      raw->done.store(true, std::memory_order_release);
+    });
+    conns_.push_back(std::move(conn));
+  }
+}
+
+void TcpReceiver::serve(int raw_fd) {
+  UniqueFd fd(raw_fd);
+  const int io = options_.io_timeout_ms;
+  const int stop = stop_.fd();
+  ConnBuffers buf;
+  uint8_t header_bytes[kHeaderSize];
+  // The loop returns (closing the connection) on any error; the reason is logged.
+  auto drop = [&](const Status& why) {
+    if (why.code() == StatusCode::kAborted) return;  // shutdown
+    if (why.code() == StatusCode::kUnavailable) {
+      PDKV_LOG_DEBUG("tcp receiver: connection closed: {}", why.to_string());
+    } else {
+      PDKV_LOG_WARN("tcp receiver: dropping connection: {}", why.to_string());
+    }
+  };
+  while (true) {
+    Status st = read_full(fd.get(), header_bytes, kHeaderSize, stop, -1, io);
+    if (!st.ok()) return drop(st);
+    Result<FrameHeader> header = decode_header(std::span<const uint8_t>(header_bytes, kHeaderSize),
+                                               options_.max_part_entries);
+    if (!header.ok()) return drop(header.status());
+    if (header->type == FrameType::kHello) {
+      FrameHeader reply;
+      reply.type = FrameType::kHelloAck;
+      reply.aux = header->aux;
+      encode_header(reply, header_bytes);
+      st = write_full(fd.get(), header_bytes, kHeaderSize, stop, io);
+      if (!st.ok()) return drop(st);
+      continue;
+    }
+    if (header->type != FrameType::kPart) return drop(data_loss("unexpected frame type"));
+
+    buf.table.resize(size_t{header->count} * kEntrySize);
+    st = read_full(fd.get(), buf.table.data(), buf.table.size(), stop, io, io);
+    if (!st.ok()) return drop(st);
+    st = decode_entries(buf.table, *header, &buf.ranges);
+    if (!st.ok()) return drop(st);
+
+    MemoryRegistry::WritePin pin = registry_->pin();
+    uint64_t bad_addr = 0;
+    const size_t bad = registry_->check_all(buf.ranges, &bad_addr);
+    Status verdict;
+    uint64_t written = 0;
+    if (bad < buf.ranges.size()) {
+      const DstRange& r = buf.ranges[bad];
+      verdict = out_of_range(fmt::format(
+          "entry {} (dst {:#x}, length {}) is not inside registered memory; part rejected", bad,
+          r.addr, r.length));
+      PDKV_LOG_WARN("tcp receiver: {}", verdict.message());
+      if (buf.scratch.empty()) buf.scratch.resize(kScratchBytes);
+      uint64_t left = header->payload_bytes;
+      while (left > 0 && st.ok()) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.scratch.size()));
+        st = read_full(fd.get(), buf.scratch.data(), n, stop, io, io);
+        left -= n;
+      }
+    } else {
+      size_t i = 0;
+      while (i < buf.ranges.size() && st.ok()) {
+        int n_iov = 0;
+        while (i < buf.ranges.size() && n_iov < kMaxIov) {
+          auto* base = reinterpret_cast<uint8_t*>(buf.ranges[i].addr);
+          if (n_iov > 0 &&
+              static_cast<uint8_t*>(buf.iov[n_iov - 1].iov_base) + buf.iov[n_iov - 1].iov_len ==
+                  base) {
+            buf.iov[n_iov - 1].iov_len += buf.ranges[i].length;
+          } else {
+            buf.iov[n_iov++] = iovec{base, buf.ranges[i].length};
+          }
+          ++i;
+        }
+        st = readv_full(fd.get(), buf.iov, n_iov, stop, io);
+      }
+      written = header->payload_bytes;
+    }
+    if (!st.ok()) return drop(st);
+    std::vector<uint8_t> ack =
+        encode_ack(header->part_id, written, verdict, bad < buf.ranges.size() ? bad : 0, bad_addr);
+    st = write_full(fd.get(), ack.data(), ack.size(), stop, io);
+    if (!st.ok()) return drop(st);
+  }
+}
+
+}  // namespace pdkv::engine::tcp

@@ -1,0 +1,65 @@
+// Receiving side of the TCP backend: accepts connections and applies incoming parts.
+//
+// Threads: one acceptor thread (owns the listening socket) and one thread per accepted
+// connection (owns that socket). A connection thread reads a part's header and entry
+// table, validates every entry against the MemoryRegistry under one WritePin, and only
+// then scatters the payload with readv() straight into the destinations (adjacent
+// destinations share an iovec; IOV_MAX per call). It ACKs the part after its last byte
+// landed. A part with an entry outside registered memory is read into a scratch buffer
+// and discarded (not one byte of it reaches memory) and ACKed with OutOfRange naming the
+// entry; the connection stays usable.
+//
+// A malformed header or entry table, or a peer that stalls mid-part for io_timeout_ms,
+// closes that connection only (logged); the acceptor and other connections keep serving.
+// Limits (entry count per part) are checked before anything is allocated.
+//
+// Thread safety: start() once, then the destructor (stops and joins every thread).
+#pragma once
+
+#include <atomic>
+#include <list>
+#include <memory>
+#include <thread>
+
+#include "common/mutex.h"
+#include "common/status.h"
+#include "engine/backends/tcp/socket_util.h"
+#include "engine/engine_options.h"
+
+namespace pdkv::engine {
+class MemoryRegistry;
+}
+
+namespace pdkv::engine::tcp {
+
+class TcpReceiver {
+ public:
+  // `registry` outlives the receiver.
+  TcpReceiver(const TcpOptions& options, const MemoryRegistry* registry);
+  ~TcpReceiver();
+  TcpReceiver(const TcpReceiver&) = delete;
+  TcpReceiver& operator=(const TcpReceiver&) = delete;
+
+  // Takes the listening socket and starts the acceptor thread.
+  void start(UniqueFd listen_fd);
+
+ private:
+  struct Connection {
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+  void accept_loop();
+  void serve(int fd);
+  void reap_finished(bool all) PDKV_REQUIRES(conns_mu_);
+
+  const TcpOptions options_;
+  const MemoryRegistry* const registry_;
+  EventFd stop_;
+  UniqueFd listen_fd_;  // acceptor thread only, after start()
+  std::thread acceptor_;
+
+  Mutex conns_mu_;
+  std::list<std::unique_ptr<Connection>> conns_ PDKV_GUARDED_BY(conns_mu_);
+};
+
+}  // namespace pdkv::engine::tcp

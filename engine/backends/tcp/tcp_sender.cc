@@ -1,0 +1,312 @@
+#include "engine/backends/tcp/tcp_sender.h"
+
+#include <limits.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "engine/backends/tcp/tcp_frame.h"
+
+namespace pdkv::engine::tcp {
+namespace {
+
+constexpr int kMaxIov = IOV_MAX < 1024 ? IOV_MAX : 1024;
+constexpr size_t kAckBufBytes = 64 * 1024;
+
+}  // namespace
+
+void PostState::part_done(const Status& status) {
+  if (!status.ok()) {
+    MutexLock lock(error_mu);
+    if (first_error.ok()) first_error = status;
+  }
+  if (parts_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    Status result;
+    {
+      MutexLock lock(error_mu);
+      result = first_error;
+    }
+    sink->on_complete(token, std::move(result));
+  }
+}
+
+Result<std::unique_ptr<StreamSender>> StreamSender::connect(const std::string& endpoint,
+                                                            uint32_t stream_index,
+                                                            const EngineOptions& options) {
+  PDKV_ASSIGN_OR_RETURN(UniqueFd fd, connect_tcp(endpoint, options.connect_timeout_ms));
+  tune_socket(fd.get(), options.tcp);
+  uint8_t hello[kHeaderSize];
+  FrameHeader h;
+  h.type = FrameType::kHello;
+  h.aux = stream_index;
+  encode_header(h, hello);
+  const int t = options.connect_timeout_ms;
+  Status st = write_full(fd.get(), hello, sizeof hello, -1, t);
+  uint8_t reply[kHeaderSize];
+  if (st.ok()) st = read_full(fd.get(), reply, sizeof reply, -1, t, t);
+  if (st.ok()) {
+    Result<FrameHeader> r = decode_header(std::span<const uint8_t>(reply, sizeof reply), 1);
+    if (!r.ok()) {
+      st = r.status();
+    } else if (r->type != FrameType::kHelloAck) {
+      st = data_loss("peer did not answer HELLO with HELLO_ACK");
+    }
+  }
+  if (!st.ok()) return unavailable("handshake with " + endpoint + ": " + st.to_string());
+  return std::unique_ptr<StreamSender>(new StreamSender(std::move(fd), endpoint, options.tcp));
+}
+
+StreamSender::StreamSender(UniqueFd fd, std::string endpoint, const TcpOptions& options)
+    : endpoint_(std::move(endpoint)), options_(options), fd_(std::move(fd)) {
+  ack_buf_.resize(kAckBufBytes);
+  thread_ = std::thread([this] { run(); });
+}
+
+StreamSender::~StreamSender() {
+  {
+    MutexLock lock(mu_);
+    stop_ = true;
+  }
+  wake_.signal();
+  thread_.join();
+  fail_all(aborted("stream to " + endpoint_ + " closed"));
+}
+
+Status StreamSender::health() const {
+  MutexLock lock(mu_);
+  return broken_;
+}
+
+void StreamSender::enqueue(OutPart part) {
+  Status broken;
+  {
+    MutexLock lock(mu_);
+    if (broken_.ok() && !stop_) {
+      queued_.push_back(std::move(part));
+      wake_.signal();
+      return;
+    }
+    broken = broken_.ok() ? aborted("stream closing") : broken_;
+  }
+  part.post->part_done(broken);
+}
+
+void StreamSender::take_queued() {
+  MutexLock lock(mu_);
+  while (!queued_.empty()) {
+    sending_.push_back(std::move(queued_.front()));
+    queued_.pop_front();
+    OutPart& part = sending_.back();
+    part.part_id = next_part_id_++;
+    put_u64(part.head.data() + 8, part.part_id);  // header offset 8: part_id
+  }
+}
+
+void StreamSender::fail_all(const Status& status) {
+  std::deque<OutPart> queued;
+  {
+    MutexLock lock(mu_);
+    if (broken_.ok()) broken_ = status;
+    queued.swap(queued_);
+  }
+  if (fd_.valid()) {
+    PDKV_LOG_WARN("tcp stream to {} failed: {}", endpoint_, status.to_string());
+    ::shutdown(fd_.get(), SHUT_RDWR);
+    fd_.reset();
+  }
+  for (auto* list : {&awaiting_, &sending_, &queued}) {
+    for (OutPart& p : *list) p.post->part_done(status);
+    list->clear();
+  }
+}
+
+bool StreamSender::write_some() {
+  iovec iov[kMaxIov];
+  while (!sending_.empty()) {
+    OutPart& part = sending_.front();
+    const PlannedPart& plan = part.post->plan.parts[part.part_index];
+    const PartEntry* entries = part.post->plan.entries.data() + plan.first_entry;
+    int n_iov = 0;
+    if (head_sent_ < part.head.size()) {
+      iov[n_iov++] = iovec{part.head.data() + head_sent_, part.head.size() - head_sent_};
+    }
+    // Gather source runs; entries that continue each other in source (but not in
+    // destination) still share one iovec.
+    for (uint32_t e = entry_cursor_; e < plan.entry_count && n_iov < kMaxIov; ++e) {
+      const uint64_t skip = (e == entry_cursor_) ? entry_offset_ : 0;
+      auto* base = reinterpret_cast<uint8_t*>(entries[e].src_addr) + skip;
+      const size_t len = entries[e].length - skip;
+      if (n_iov > 0 &&
+          static_cast<uint8_t*>(iov[n_iov - 1].iov_base) + iov[n_iov - 1].iov_len == base) {
+        iov[n_iov - 1].iov_len += len;
+      } else {
+        iov[n_iov++] = iovec{base, len};
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(n_iov);
+    ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      fail_all(unavailable("send to " + endpoint_ + ": " + std::strerror(errno)));
+      return false;
+    }
+    auto done = static_cast<uint64_t>(n);
+    const size_t head_left = part.head.size() - head_sent_;
+    const size_t from_head = static_cast<size_t>(std::min<uint64_t>(done, head_left));
+    head_sent_ += from_head;
+    done -= from_head;
+    while (done > 0) {
+      const uint64_t left = entries[entry_cursor_].length - entry_offset_;
+      if (done >= left) {
+        done -= left;
+        ++entry_cursor_;
+        entry_offset_ = 0;
+      } else {
+        entry_offset_ += done;
+        done = 0;
+      }
+    }
+    if (head_sent_ == part.head.size() && entry_cursor_ == plan.entry_count) {
+      part.head = std::vector<uint8_t>();  // the entry table is no longer needed
+      awaiting_.push_back(std::move(part));
+      sending_.pop_front();
+      head_sent_ = 0;
+      entry_cursor_ = 0;
+      entry_offset_ = 0;
+    }
+  }
+  return true;
+}
+
+bool StreamSender::finish_ack(const FrameHeader& header, std::span<const uint8_t> body) {
+  if (awaiting_.empty() || awaiting_.front().part_id != header.part_id) {
+    fail_all(data_loss("unexpected ACK for part " + std::to_string(header.part_id) + " from " +
+                       endpoint_));
+    return false;
+  }
+  Result<AckBody> ack = decode_ack_body(body, header);
+  if (!ack.ok()) {
+    fail_all(ack.status());
+    return false;
+  }
+  OutPart part = std::move(awaiting_.front());
+  awaiting_.pop_front();
+  const PlannedPart& plan = part.post->plan.parts[part.part_index];
+  Status result;
+  if (header.aux != 0) {
+    const auto code = static_cast<StatusCode>(header.aux);
+    if (code == StatusCode::kOutOfRange && ack->entry_index < plan.entry_count) {
+      const PartEntry& e = part.post->plan.entries[plan.first_entry + ack->entry_index];
+      const uint32_t k = block_for_address(part.post->blocks, e, ack->bad_addr);
+      const WriteBlock& b = part.post->blocks[k];
+      result = out_of_range(fmt::format(
+          "block {} (dst {:#x}, length {}) is outside the registered memory of {} (first bad "
+          "address {:#x}); peer: {}",
+          k, b.dst_addr, b.length, endpoint_, ack->bad_addr, ack->message));
+    } else {
+      result = Status(code, "peer " + endpoint_ + ": " + ack->message);
+    }
+  } else if (header.payload_bytes != plan.bytes) {
+    result = data_loss(fmt::format("peer {} acknowledged {} of {} bytes", endpoint_,
+                                   header.payload_bytes, plan.bytes));
+  }
+  part.post->part_done(result);
+  return true;
+}
+
+bool StreamSender::read_acks() {
+  while (true) {
+    ssize_t n =
+        ::recv(fd_.get(), ack_buf_.data() + ack_fill_, ack_buf_.size() - ack_fill_, MSG_DONTWAIT);
+    if (n == 0) {
+      fail_all(unavailable("peer " + endpoint_ + " closed the connection"));
+      return false;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      fail_all(unavailable("recv from " + endpoint_ + ": " + std::strerror(errno)));
+      return false;
+    }
+    ack_fill_ += static_cast<size_t>(n);
+    size_t pos = 0;
+    while (ack_fill_ - pos >= kHeaderSize) {
+      Result<FrameHeader> h =
+          decode_header(std::span<const uint8_t>(ack_buf_.data() + pos, kHeaderSize), 1);
+      if (!h.ok() || h->type != FrameType::kAck) {
+        fail_all(data_loss("malformed ACK from " + endpoint_ + ": " +
+                           (h.ok() ? std::string("not an ACK") : h.status().to_string())));
+        return false;
+      }
+      if (ack_fill_ - pos < kHeaderSize + h->count) break;  // body not complete yet
+      if (!finish_ack(*h,
+                      std::span<const uint8_t>(ack_buf_.data() + pos + kHeaderSize, h->count))) {
+        return false;
+      }
+      pos += kHeaderSize + h->count;
+    }
+    // ACK frames are < 1.1 KiB and the buffer 64 KiB, so a partial frame always fits.
+    std::memmove(ack_buf_.data(), ack_buf_.data() + pos, ack_fill_ - pos);
+    ack_fill_ -= pos;
+  }
+}
+
+void StreamSender::run() {
+  TimePoint last_progress = now();
+  while (true) {
+    {
+      MutexLock lock(mu_);
+      if (stop_) return;
+    }
+    take_queued();
+    if (!fd_.valid()) {
+      // Broken: parts enqueued before broken_ was seen are failed here.
+      fail_all(health());
+    } else if (!sending_.empty()) {
+      const size_t before = sending_.size();
+      const uint32_t cursor = entry_cursor_;
+      const uint64_t offset = entry_offset_;
+      const size_t head = head_sent_;
+      if (!write_some()) continue;
+      if (sending_.size() != before || cursor != entry_cursor_ || offset != entry_offset_ ||
+          head != head_sent_) {
+        last_progress = now();
+      }
+    }
+    const bool outstanding = !sending_.empty() || !awaiting_.empty();
+    if (!outstanding) last_progress = now();
+    int timeout = -1;
+    if (outstanding && fd_.valid()) {
+      timeout =
+          std::max<int>(0, options_.io_timeout_ms - static_cast<int>(elapsed_ms(last_progress)));
+    }
+    pollfd p[2] = {{fd_.get(), static_cast<short>(POLLIN | (sending_.empty() ? 0 : POLLOUT)), 0},
+                   {wake_.fd(), POLLIN, 0}};
+    int n = ::poll(p, 2, timeout);
+    if (n < 0 && errno != EINTR) {
+      fail_all(internal_error(std::string("poll: ") + std::strerror(errno)));
+      continue;
+    }
+    if (p[1].revents & POLLIN) wake_.drain();
+    if (fd_.valid() && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+      const size_t waiting = awaiting_.size();
+      if (!read_acks()) continue;
+      if (awaiting_.size() != waiting) last_progress = now();
+    }
+    if (fd_.valid() && outstanding && n == 0 &&
+        elapsed_ms(last_progress) >= options_.io_timeout_ms) {
+      fail_all(deadline_exceeded(fmt::format("no progress on the stream to {} for {} ms", endpoint_,
+                                             options_.io_timeout_ms)));
+    }
+  }
+}
+
+}  // namespace pdkv::engine::tcp

@@ -1,0 +1,61 @@
+// BatchTable: the engine's batch ids and their completion state (internal to engine/).
+//
+// A slot is named by index + generation, so a stale id (released, or from an older use
+// of the slot) is NotFound instead of aliasing a newer batch. Backends complete a batch
+// through its token (index and generation packed in 64 bits); a completion for a slot
+// whose id was released while pending frees the slot.
+//
+// Thread safety: all methods may be called concurrently. wait() blocks on a condition
+// variable shared by all batches (notify_all on each completion): a few waiters at a
+// time is the expected load, so per-slot condition variables are not worth their cost.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "common/mutex.h"
+#include "common/status.h"
+#include "engine/transfer_engine.h"
+
+namespace pdkv::engine {
+
+class BatchTable {
+ public:
+  BatchTable() = default;
+  BatchTable(const BatchTable&) = delete;
+  BatchTable& operator=(const BatchTable&) = delete;
+
+  BatchId allocate();
+  static uint64_t token_of(BatchId id) { return (uint64_t{id.generation} << 32) | id.index; }
+
+  // First completion wins; a second one for the same token is ignored (logged).
+  void complete(uint64_t token, Status status);
+
+  Result<BatchStatus> poll(BatchId id) const;
+  // `deadline` bounds the wait; kPending on timeout.
+  Result<BatchStatus> wait_until(BatchId id, std::chrono::steady_clock::time_point deadline);
+  Status release(BatchId id);
+
+  size_t live_count() const;  // slots allocated and not yet freed (for tests)
+
+ private:
+  struct Slot {
+    uint32_t generation = 1;
+    bool in_use = false;
+    bool released = false;  // id freed by the user while the batch was pending
+    BatchState state = BatchState::kPending;
+    Status error;
+  };
+  const Slot* find(BatchId id) const PDKV_REQUIRES(mu_);
+  void free_slot(uint32_t index) PDKV_REQUIRES(mu_);
+  static BatchStatus status_of(const Slot& slot);
+
+  mutable Mutex mu_;
+  CondVar done_cv_;
+  std::vector<Slot> slots_ PDKV_GUARDED_BY(mu_);
+  std::vector<uint32_t> free_ PDKV_GUARDED_BY(mu_);
+  size_t live_ PDKV_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace pdkv::engine

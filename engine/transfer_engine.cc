@@ -1,0 +1,269 @@
+// TransferEngine core: sessions, batch ids and waiting; bytes move in the backend.
+#include "engine/transfer_engine.h"
+
+#include <limits>
+#include <map>
+#include <vector>
+
+#include "common/logging.h"
+#include "common/mutex.h"
+#include "engine/backend.h"
+#include "engine/batch_table.h"
+#include "engine/memory_registry.h"
+
+namespace pdkv::engine {
+
+class TransferEngine::Impl final : public CompletionSink {
+ public:
+  explicit Impl(const EngineOptions& options) : options_(options) {}
+
+  ~Impl() {
+    // Peers first: their destructors complete in-flight batches into batches_.
+    std::vector<std::shared_ptr<BackendPeer>> peers;
+    {
+      MutexLock lock(sessions_mu_);
+      for (auto& s : sessions_) {
+        if (s.peer) peers.push_back(std::move(s.peer));
+      }
+      sessions_.clear();
+    }
+    peers.clear();
+    backend_.reset();
+  }
+
+  Status start() {
+    BackendContext ctx{&options_, &registry_, this};
+    PDKV_ASSIGN_OR_RETURN(backend_, make_backend(ctx));
+    PDKV_ASSIGN_OR_RETURN(endpoint_, backend_->listen());
+    PDKV_LOG_INFO("transfer engine: backend {} listening on {}", backend_->capabilities().name,
+                  endpoint_);
+    return Status();
+  }
+
+  void on_complete(uint64_t token, Status status) override {
+    batches_.complete(token, std::move(status));
+  }
+
+  Status register_memory(uint64_t addr, uint64_t length) {
+    PDKV_RETURN_IF_ERROR(registry_.add(addr, length));
+    Status hook = backend_->on_register_memory(addr, length);
+    if (!hook.ok()) {
+      (void)registry_.remove(addr);
+      return hook;
+    }
+    return Status();
+  }
+
+  Status unregister_memory(uint64_t addr) {
+    uint64_t length = 0;
+    PDKV_RETURN_IF_ERROR(registry_.remove(addr, &length));
+    return backend_->on_unregister_memory(addr, length);
+  }
+
+  Result<SessionId> open_session(const std::string& endpoint) {
+    PDKV_ASSIGN_OR_RETURN(std::unique_ptr<BackendPeer> peer, backend_->connect(endpoint));
+    MutexLock lock(sessions_mu_);
+    uint32_t index;
+    if (!free_sessions_.empty()) {
+      index = free_sessions_.back();
+      free_sessions_.pop_back();
+    } else {
+      index = static_cast<uint32_t>(sessions_.size());
+      sessions_.emplace_back();
+    }
+    SessionSlot& slot = sessions_[index];
+    slot.peer = std::move(peer);
+    return SessionId{index, slot.generation};
+  }
+
+  Status close_session(SessionId id) {
+    std::shared_ptr<BackendPeer> peer;
+    {
+      MutexLock lock(sessions_mu_);
+      SessionSlot* slot = find_session(id);
+      if (slot == nullptr) return not_found("unknown or closed session");
+      peer = std::move(slot->peer);
+      if (++slot->generation == 0) slot->generation = 1;
+      free_sessions_.push_back(id.index);
+    }
+    peer.reset();  // may join backend threads: outside the lock
+    return Status();
+  }
+
+  Result<BatchId> submit(SessionId id, std::span<const WriteBlock> blocks) {
+    std::shared_ptr<BackendPeer> peer;
+    {
+      MutexLock lock(sessions_mu_);
+      SessionSlot* slot = find_session(id);
+      if (slot == nullptr) return not_found("unknown or closed session");
+      peer = slot->peer;
+    }
+    bool any_bytes = false;
+    constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const WriteBlock& b = blocks[i];
+      if (b.length == 0) continue;
+      if (b.src_addr > kMax - b.length || b.dst_addr > kMax - b.length) {
+        return invalid_argument(fmt::format("block {} (src {:#x}, dst {:#x}, length {}) overflows",
+                                            i, b.src_addr, b.dst_addr, b.length));
+      }
+      any_bytes = true;
+    }
+    const BatchId batch = batches_.allocate();
+    if (!any_bytes) {
+      batches_.complete(BatchTable::token_of(batch), Status());
+      return batch;
+    }
+    Status posted = backend_->post(*peer, blocks, BatchTable::token_of(batch));
+    if (!posted.ok()) {
+      (void)batches_.release(batch);  // pending: freed now since no completion will come
+      batches_.complete(BatchTable::token_of(batch), posted);
+      return posted;
+    }
+    return batch;
+  }
+
+  Result<BatchStatus> poll(BatchId id) const { return batches_.poll(id); }
+
+  Result<BatchStatus> wait(BatchId id, std::chrono::milliseconds timeout) {
+    return batches_.wait_until(id, std::chrono::steady_clock::now() + timeout);
+  }
+
+  Status release(BatchId id) { return batches_.release(id); }
+
+  Status transfer(SessionId id, std::span<const WriteBlock> blocks) {
+    PDKV_ASSIGN_OR_RETURN(BatchId batch, submit(id, blocks));
+    // Backends bound every batch by their I/O timeout, so this loop ends; the slice only
+    // keeps each wait bounded (CondVar has no unbounded wait on purpose).
+    while (true) {
+      PDKV_ASSIGN_OR_RETURN(BatchStatus st, wait(batch, std::chrono::seconds(1)));
+      if (st.state == BatchState::kPending) continue;
+      (void)release(batch);
+      return st.error;
+    }
+  }
+
+  int transfer_sync(SessionId id, std::span<const WriteBlock> blocks) {
+    Status st = transfer(id, blocks);
+    if (st.ok()) return 0;
+    PDKV_LOG_ERROR("transfer_sync of {} blocks failed: {}", blocks.size(), st.to_string());
+    return -1;
+  }
+
+  int transfer_sync(const std::string& endpoint, std::span<const WriteBlock> blocks) {
+    if (blocks.empty()) return 0;
+    Result<SessionId> session = cached_session(endpoint);
+    if (!session.ok()) {
+      PDKV_LOG_ERROR("transfer_sync to {}: {}", endpoint, session.status().to_string());
+      return -1;
+    }
+    return transfer_sync(*session, blocks);
+  }
+
+  const std::string& endpoint() const { return endpoint_; }
+  std::string_view backend_name() const { return backend_->capabilities().name; }
+
+ private:
+  struct SessionSlot {
+    uint32_t generation = 1;
+    // Shared: submit() posts on it outside sessions_mu_ while close_session() may drop it.
+    std::shared_ptr<BackendPeer> peer;
+  };
+
+  SessionSlot* find_session(SessionId id) PDKV_REQUIRES(sessions_mu_) {
+    if (id.generation == 0 || id.index >= sessions_.size()) return nullptr;
+    SessionSlot& s = sessions_[id.index];
+    if (!s.peer || s.generation != id.generation) return nullptr;
+    return &s;
+  }
+
+  Result<SessionId> cached_session(const std::string& endpoint) {
+    {
+      MutexLock lock(sessions_mu_);
+      auto it = by_endpoint_.find(endpoint);
+      if (it != by_endpoint_.end()) {
+        SessionSlot* slot = find_session(it->second);
+        if (slot != nullptr && slot->peer->health().ok()) return it->second;
+      }
+    }
+    // Two threads may both open one here; the loser's session is closed, which is cheap.
+    PDKV_ASSIGN_OR_RETURN(SessionId fresh, open_session(endpoint));
+    SessionId stale{};
+    {
+      MutexLock lock(sessions_mu_);
+      auto [it, inserted] = by_endpoint_.try_emplace(endpoint, fresh);
+      if (!inserted) {
+        SessionSlot* slot = find_session(it->second);
+        if (slot != nullptr && slot->peer->health().ok()) {
+          stale = fresh;
+          fresh = it->second;
+        } else {
+          stale = it->second;
+          it->second = fresh;
+        }
+      }
+    }
+    if (stale.generation != 0) (void)close_session(stale);
+    return fresh;
+  }
+
+  EngineOptions options_;
+  MemoryRegistry registry_;
+  BatchTable batches_;  // declared before backend_: outlives every completion
+  std::unique_ptr<Backend> backend_;
+  std::string endpoint_;  // immutable after start()
+
+  Mutex sessions_mu_;
+  std::vector<SessionSlot> sessions_ PDKV_GUARDED_BY(sessions_mu_);
+  std::vector<uint32_t> free_sessions_ PDKV_GUARDED_BY(sessions_mu_);
+  std::map<std::string, SessionId> by_endpoint_ PDKV_GUARDED_BY(sessions_mu_);
+};
+
+Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineOptions& options) {
+  if (options.tcp.streams < 1 || options.tcp.streams > 64) {
+    return invalid_argument("EngineOptions.tcp.streams must be in [1, 64]");
+  }
+  if (options.connect_timeout_ms <= 0 || options.tcp.io_timeout_ms <= 0) {
+    return invalid_argument("EngineOptions timeouts must be positive");
+  }
+  if (options.tcp.max_part_entries == 0) {
+    return invalid_argument("EngineOptions.tcp.max_part_entries must be positive");
+  }
+  auto impl = std::make_unique<Impl>(options);
+  PDKV_RETURN_IF_ERROR(impl->start());
+  return std::unique_ptr<TransferEngine>(new TransferEngine(std::move(impl)));
+}
+
+TransferEngine::TransferEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TransferEngine::~TransferEngine() = default;
+
+const std::string& TransferEngine::endpoint() const { return impl_->endpoint(); }
+std::string_view TransferEngine::backend_name() const { return impl_->backend_name(); }
+Status TransferEngine::register_memory(uint64_t addr, uint64_t length) {
+  return impl_->register_memory(addr, length);
+}
+Status TransferEngine::unregister_memory(uint64_t addr) { return impl_->unregister_memory(addr); }
+Result<SessionId> TransferEngine::open_session(const std::string& peer_endpoint) {
+  return impl_->open_session(peer_endpoint);
+}
+Status TransferEngine::close_session(SessionId session) { return impl_->close_session(session); }
+Result<BatchId> TransferEngine::submit(SessionId session, std::span<const WriteBlock> blocks) {
+  return impl_->submit(session, blocks);
+}
+Result<BatchStatus> TransferEngine::poll(BatchId batch) const { return impl_->poll(batch); }
+Result<BatchStatus> TransferEngine::wait(BatchId batch, std::chrono::milliseconds timeout) {
+  return impl_->wait(batch, timeout);
+}
+Status TransferEngine::release(BatchId batch) { return impl_->release(batch); }
+Status TransferEngine::transfer(SessionId session, std::span<const WriteBlock> blocks) {
+  return impl_->transfer(session, blocks);
+}
+int TransferEngine::transfer_sync(SessionId session, std::span<const WriteBlock> blocks) {
+  return impl_->transfer_sync(session, blocks);
+}
+int TransferEngine::transfer_sync(const std::string& peer_endpoint,
+                                  std::span<const WriteBlock> blocks) {
+  return impl_->transfer_sync(peer_endpoint, blocks);
+}
+
+}  // namespace pdkv::engine
