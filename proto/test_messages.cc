@@ -11,7 +11,7 @@ RankIdentity sample_identity(Role role, uint32_t rank) {
   id.engine_rank = rank;
   id.attn_tp_rank = rank % 4;
   id.attn_tp_size = 4;
-  id.dp_rank = rank / 4;
+  id.dp_rank = (rank / 4) % 2;
   id.dp_size = 2;
   id.incarnation = 0x1122334455667788ull + rank;
   id.control_endpoint = "tcp://127.0.0.1:" + std::to_string(40000 + rank);
