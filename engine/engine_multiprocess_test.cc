@@ -1,0 +1,438 @@
+// Multi-process tests: this process sends, pdkv_engine_peer processes receive. Bytes are
+// checked exactly in the shared guarded buffer (testing/guarded_buffer.h); every byte the
+// peer should not have written must still hold its canary pattern.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "common/clock.h"
+#include "engine/backends/tcp/socket_util.h"
+#include "engine/backends/tcp/tcp_frame.h"
+#include "engine/testing/guarded_buffer.h"
+#include "engine/testing/peer_client.h"
+#include "engine/transfer_engine.h"
+
+namespace pdkv::engine {
+namespace {
+
+using testing::fill_pattern;
+using testing::first_pattern_mismatch;
+using testing::GuardedBuffer;
+using testing::PeerProcess;
+using testing::PeerRegion;
+
+constexpr uint64_t kCanarySeed = 0xC0FFEE;
+constexpr uint64_t kSourceSeed = 0x5EED;
+constexpr auto kGenerous = std::chrono::seconds(120);
+
+std::unique_ptr<TransferEngine> make_engine(int streams = 4, int io_timeout_ms = 10000) {
+  EngineOptions o;
+  o.tcp.streams = streams;
+  o.tcp.io_timeout_ms = io_timeout_ms;
+  o.tcp.min_split_bytes = 256 * 1024;
+  auto e = TransferEngine::create(o);
+  EXPECT_TRUE(e.ok()) << e.status().to_string();
+  return std::move(e).value();
+}
+
+struct Peer {
+  std::unique_ptr<GuardedBuffer> buffer;
+  std::unique_ptr<PeerProcess> process;
+};
+
+Peer start_peer(size_t bytes, const std::vector<PeerRegion>& regions,
+                const std::vector<std::string>& env = {}) {
+  Peer p;
+  auto buf = GuardedBuffer::create(bytes);
+  EXPECT_TRUE(buf.ok()) << buf.status().to_string();
+  p.buffer = std::move(buf).value();
+  fill_pattern(p.buffer->data(), p.buffer->size(), kCanarySeed);
+  auto proc = PeerProcess::start(*p.buffer, regions, env);
+  EXPECT_TRUE(proc.ok()) << proc.status().to_string();
+  p.process = std::move(proc).value();
+  return p;
+}
+
+// Expected image of a peer buffer after `blocks` (dst as peer offsets) from `src`.
+void expect_image(const Peer& peer, const std::vector<WriteBlock>& local_view,
+                  const uint8_t* src_base, uint64_t src_addr_base) {
+  std::vector<uint8_t> expected(peer.buffer->size());
+  fill_pattern(expected.data(), expected.size(), kCanarySeed);
+  for (const WriteBlock& b : local_view) {
+    std::memcpy(expected.data() + (b.dst_addr - peer.process->remote_base()),
+                src_base + (b.src_addr - src_addr_base), b.length);
+  }
+  const uint8_t* got = peer.buffer->data();
+  if (std::memcmp(expected.data(), got, expected.size()) != 0) {
+    size_t i = 0;
+    while (expected[i] == got[i]) ++i;
+    FAIL() << "first mismatching byte at buffer offset " << i;
+  }
+}
+
+// Random regions with gaps; random blocks (1 B .. max_block) at shuffled positions.
+struct Layout {
+  std::vector<PeerRegion> regions;
+  std::vector<WriteBlock> blocks;  // dst as buffer offsets, src as offsets into source
+};
+
+Layout random_layout(std::mt19937_64& rng, size_t buffer_bytes, uint64_t max_block,
+                     size_t src_bytes) {
+  Layout l;
+  uint64_t pos = 4096;
+  while (pos + 8192 < buffer_bytes) {
+    uint64_t len = std::min<uint64_t>(buffer_bytes - pos - 4096, 4096 + rng() % (max_block * 2));
+    l.regions.push_back({pos, len});
+    // Carve blocks inside the region: log-uniform lengths, random holes.
+    uint64_t off = pos;
+    while (off < pos + len) {
+      const int bits = static_cast<int>(rng() % 27);  // 1 B .. 64 MiB
+      uint64_t blen = std::max<uint64_t>(
+          1, std::min<uint64_t>((uint64_t{1} << bits) + rng() % (uint64_t{1} << bits), max_block));
+      if (off + blen > pos + len) blen = pos + len - off;
+      if (rng() % 4 != 0) {
+        const uint64_t src = rng() % (src_bytes - blen + 1);
+        l.blocks.push_back({src, off, blen});
+      }
+      off += blen + rng() % 64;
+    }
+    pos += len + 1 + rng() % 8192;
+  }
+  std::shuffle(l.blocks.begin(), l.blocks.end(), rng);
+  return l;
+}
+
+std::vector<WriteBlock> to_addresses(const std::vector<WriteBlock>& offsets, uint64_t src_base,
+                                     uint64_t dst_base) {
+  std::vector<WriteBlock> out;
+  out.reserve(offsets.size());
+  for (const auto& b : offsets)
+    out.push_back({src_base + b.src_addr, dst_base + b.dst_addr, b.length});
+  return out;
+}
+
+TEST(EngineMultiProcess, RandomLayoutsAndBlocksAreWrittenExactly) {
+  std::mt19937_64 rng(12345);
+  const size_t src_bytes = 80u << 20;
+  std::vector<uint8_t> src(src_bytes);
+  fill_pattern(src.data(), src.size(), kSourceSeed);
+  auto engine = make_engine();
+  ASSERT_TRUE(engine->register_memory(reinterpret_cast<uint64_t>(src.data()), src.size()).ok());
+  for (int round = 0; round < 2; ++round) {
+    std::vector<Peer> peers;
+    std::vector<Layout> layouts;
+    for (int p = 0; p < 2; ++p) {
+      const uint64_t max_block = (p == 0) ? (64u << 20) : (64u << 10);
+      const size_t bytes = (p == 0) ? (96u << 20) : (8u << 20);
+      layouts.push_back(random_layout(rng, bytes, max_block, src_bytes));
+      peers.push_back(start_peer(bytes, layouts.back().regions));
+    }
+    std::vector<std::vector<WriteBlock>> lists;
+    std::vector<BatchId> batches;
+    for (int p = 0; p < 2; ++p) {
+      auto session = engine->open_session(peers[p].process->endpoint());
+      ASSERT_TRUE(session.ok()) << session.status().to_string();
+      lists.push_back(to_addresses(layouts[p].blocks, reinterpret_cast<uint64_t>(src.data()),
+                                   peers[p].process->remote_base()));
+      auto batch = engine->submit(*session, lists.back());
+      ASSERT_TRUE(batch.ok()) << batch.status().to_string();
+      batches.push_back(*batch);
+    }
+    for (int p = 0; p < 2; ++p) {
+      auto st = engine->wait(batches[p], kGenerous);
+      ASSERT_TRUE(st.ok());
+      ASSERT_EQ(st->state, BatchState::kSucceeded) << st->error.to_string();
+      ASSERT_TRUE(engine->release(batches[p]).ok());
+      SCOPED_TRACE("peer " + std::to_string(p) + ", " + std::to_string(lists[p].size()) +
+                   " blocks");
+      expect_image(peers[p], lists[p], src.data(), reinterpret_cast<uint64_t>(src.data()));
+      EXPECT_TRUE(peers[p].process->ping().ok());
+    }
+  }
+}
+
+TEST(EngineMultiProcess, OutOfRangeDestinationIsRejectedAndNothingIsWritten) {
+  std::vector<uint8_t> src(1 << 20);
+  fill_pattern(src.data(), src.size(), kSourceSeed);
+  // Region [4096, 4096+64 KiB) of a 128 KiB buffer; guard pages lie outside the buffer.
+  Peer peer = start_peer(128 << 10, {{4096, 64 << 10}});
+  auto engine = make_engine(1);
+  auto session = engine->open_session(peer.process->endpoint());
+  ASSERT_TRUE(session.ok());
+  const uint64_t base = peer.process->remote_base();
+  const uint64_t s = reinterpret_cast<uint64_t>(src.data());
+  const std::vector<WriteBlock> cases[] = {
+      // entry 2 runs one byte past the region end
+      {{s, base + 4096, 100},
+       {s + 200, base + 8192, 100},
+       {s + 300, base + 4096 + (64 << 10) - 99, 100}},
+      // entry 1 lies entirely past the end of the buffer (into the guard page)
+      {{s, base + 4096, 100}, {s, base + (128 << 10), 16}},
+      // entry 0 wraps around the address space
+      {{s, UINT64_MAX - 10, 100}},
+      // entry 1 starts before the region
+      {{s, base + 5000, 10}, {s, base + 4095, 2}},
+  };
+  const uint32_t bad_index[] = {2, 1, 0, 1};
+  for (size_t c = 0; c < std::size(cases); ++c) {
+    SCOPED_TRACE("case " + std::to_string(c));
+    auto batch = engine->submit(*session, cases[c]);
+    if (c == 2) {  // wrap-around is refused locally
+      EXPECT_EQ(batch.status().code(), StatusCode::kInvalidArgument);
+      continue;
+    }
+    ASSERT_TRUE(batch.ok());
+    auto st = engine->wait(*batch, kGenerous);
+    ASSERT_TRUE(st.ok());
+    ASSERT_EQ(st->state, BatchState::kFailed);
+    EXPECT_EQ(st->error.code(), StatusCode::kOutOfRange) << st->error.to_string();
+    EXPECT_NE(st->error.message().find("block " + std::to_string(bad_index[c])), std::string::npos)
+        << st->error.message();
+    (void)engine->release(*batch);
+    EXPECT_EQ(first_pattern_mismatch(peer.buffer->data(), peer.buffer->size(), kCanarySeed),
+              peer.buffer->size());
+  }
+  // The peer survived (no guard-page fault) and the same session still works.
+  EXPECT_TRUE(peer.process->ping().ok());
+  std::vector<WriteBlock> good = {{s, base + 4096, 64 << 10}};
+  EXPECT_EQ(engine->transfer_sync(*session, good), 0);
+  EXPECT_EQ(std::memcmp(peer.buffer->data() + 4096, src.data(), 64 << 10), 0);
+  EXPECT_EQ(first_pattern_mismatch(peer.buffer->data(), 4096, kCanarySeed), 4096u);
+  const size_t tail = 4096 + (64 << 10);
+  EXPECT_EQ(first_pattern_mismatch(peer.buffer->data() + tail, peer.buffer->size() - tail,
+                                   kCanarySeed, tail),
+            peer.buffer->size() - tail);
+}
+
+TEST(EngineMultiProcess, KilledReceiverFailsBatchQuicklyAndOtherPeerStillWorks) {
+  const size_t bytes = 256u << 20;
+  std::vector<uint8_t> src(bytes);
+  fill_pattern(src.data(), src.size(), kSourceSeed);
+  const int io_timeout_ms = 3000;
+  auto engine = make_engine(4, io_timeout_ms);
+  Peer victim = start_peer(bytes, {{0, bytes}});
+  auto session = engine->open_session(victim.process->endpoint());
+  ASSERT_TRUE(session.ok());
+  // Stopped first, so the batch is certainly mid-flight (256 MiB cannot fit in socket
+  // buffers) when the kill lands.
+  victim.process->send_signal(SIGSTOP);
+  std::vector<WriteBlock> blocks = {
+      {reinterpret_cast<uint64_t>(src.data()), victim.process->remote_base(), bytes}};
+  auto batch = engine->submit(*session, blocks);
+  ASSERT_TRUE(batch.ok());
+  EXPECT_EQ(engine->poll(*batch)->state, BatchState::kPending);
+  const TimePoint killed = now();
+  victim.process->send_signal(SIGKILL);
+  auto st = engine->wait(*batch, kGenerous);
+  const int64_t detect_ms = elapsed_ms(killed);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->state, BatchState::kFailed);
+  EXPECT_EQ(st->error.code(), StatusCode::kUnavailable) << st->error.to_string();
+  EXPECT_LE(detect_ms, io_timeout_ms) << "kill detected after " << detect_ms << " ms";
+  (void)engine->release(*batch);
+  // The broken session refuses new work at once.
+  EXPECT_EQ(engine->submit(*session, blocks).status().code(), StatusCode::kUnavailable);
+
+  Peer other = start_peer(bytes, {{0, bytes}});
+  blocks[0].dst_addr = other.process->remote_base();
+  EXPECT_EQ(engine->transfer_sync(other.process->endpoint(), blocks), 0);
+  EXPECT_EQ(std::memcmp(other.buffer->data(), src.data(), bytes), 0);
+}
+
+TEST(EngineMultiProcess, SilentReceiverFailsBatchAfterIoTimeout) {
+  const size_t bytes = 128u << 20;
+  std::vector<uint8_t> src(bytes, 7);
+  const int io_timeout_ms = 500;
+  auto engine = make_engine(2, io_timeout_ms);
+  Peer peer = start_peer(bytes, {{0, bytes}});
+  auto session = engine->open_session(peer.process->endpoint());
+  ASSERT_TRUE(session.ok());
+  peer.process->send_signal(SIGSTOP);
+  std::vector<WriteBlock> blocks = {
+      {reinterpret_cast<uint64_t>(src.data()), peer.process->remote_base(), bytes}};
+  const TimePoint start = now();
+  auto batch = engine->submit(*session, blocks);
+  ASSERT_TRUE(batch.ok());
+  auto st = engine->wait(*batch, kGenerous);
+  const int64_t took = elapsed_ms(start);
+  peer.process->send_signal(SIGCONT);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->state, BatchState::kFailed);
+  EXPECT_EQ(st->error.code(), StatusCode::kDeadlineExceeded) << st->error.to_string();
+  EXPECT_GE(took, io_timeout_ms);
+  EXPECT_LE(took, io_timeout_ms + 20000);  // generous for a loaded 2-core machine
+  (void)engine->release(*batch);
+  EXPECT_TRUE(peer.process->ping().ok());  // the receiver itself lives on
+}
+
+TEST(EngineMultiProcess, ConnectToClosedPortFailsFastWithClearError) {
+  uint16_t port = 0;
+  {
+    auto fd = tcp::listen_tcp("127.0.0.1", 0, &port);
+    ASSERT_TRUE(fd.ok());
+  }  // closed again: nothing listens on `port` now
+  auto engine = make_engine();
+  const TimePoint start = now();
+  auto session = engine->open_session("127.0.0.1:" + std::to_string(port));
+  EXPECT_EQ(session.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(session.status().message().find("refused"), std::string::npos)
+      << session.status().message();
+  EXPECT_LT(elapsed_ms(start), 2000);
+  EXPECT_EQ(engine->open_session("no-port").status().code(), StatusCode::kInvalidArgument);
+  std::vector<WriteBlock> one = {{1, 2, 3}};
+  EXPECT_LT(engine->transfer_sync("127.0.0.1:" + std::to_string(port), one), 0);
+}
+
+TEST(EngineMultiProcess, ZeroLengthBatchAndEntries) {
+  std::vector<uint8_t> src(4096);
+  fill_pattern(src.data(), src.size(), kSourceSeed);
+  Peer peer = start_peer(64 << 10, {{4096, 8192}});
+  auto engine = make_engine();
+  auto session = engine->open_session(peer.process->endpoint());
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ(engine->transfer_sync(*session, {}), 0);
+  EXPECT_EQ(engine->transfer_sync(peer.process->endpoint(), {}), 0);
+  auto empty = engine->submit(*session, {});
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(engine->poll(*empty)->state, BatchState::kSucceeded);
+  const uint64_t s = reinterpret_cast<uint64_t>(src.data());
+  const uint64_t base = peer.process->remote_base();
+  // A zero-length entry writes nothing, even with a destination outside every region.
+  std::vector<WriteBlock> blocks = {{s, base + 4096, 0}, {s, base + 4096, 10}, {s, 12345, 0}};
+  EXPECT_EQ(engine->transfer_sync(*session, blocks), 0);
+  EXPECT_EQ(std::memcmp(peer.buffer->data() + 4096, src.data(), 10), 0);
+  EXPECT_EQ(first_pattern_mismatch(peer.buffer->data() + 4106, 60000, kCanarySeed, 4106), 60000u);
+}
+
+TEST(EngineMultiProcess, OneGibibyteEntry) {
+  const size_t bytes = size_t{1} << 30;
+  std::unique_ptr<uint8_t[]> src(new (std::nothrow) uint8_t[bytes]);
+  if (!src) GTEST_SKIP() << "cannot allocate 1 GiB";
+  fill_pattern(src.get(), bytes, kSourceSeed);
+  Peer peer = start_peer(bytes + 8192, {{4096, bytes}});
+  auto engine = make_engine();
+  std::vector<WriteBlock> blocks = {
+      {reinterpret_cast<uint64_t>(src.get()), peer.process->remote_base() + 4096, bytes}};
+  ASSERT_EQ(engine->transfer_sync(peer.process->endpoint(), blocks), 0);
+  EXPECT_EQ(std::memcmp(peer.buffer->data() + 4096, src.get(), bytes), 0);
+  EXPECT_EQ(first_pattern_mismatch(peer.buffer->data(), 4096, kCanarySeed), 4096u);
+  EXPECT_EQ(
+      first_pattern_mismatch(peer.buffer->data() + 4096 + bytes, 4096, kCanarySeed, 4096 + bytes),
+      4096u);
+}
+
+TEST(EngineMultiProcess, ConcurrentBatchesFromThreadsToSeveralPeers) {
+  constexpr int kPeers = 3, kThreads = 4, kBatchesPerThread = 6;
+  constexpr size_t kSlot = 256 << 10;  // each (thread, batch) owns one slot per peer
+  const size_t peer_bytes = kSlot * kThreads * kBatchesPerThread;
+  std::vector<uint8_t> src(peer_bytes);
+  fill_pattern(src.data(), src.size(), kSourceSeed);
+  std::vector<Peer> peers;
+  for (int p = 0; p < kPeers; ++p) peers.push_back(start_peer(peer_bytes, {{0, peer_bytes}}));
+  auto engine = make_engine(2);
+  std::vector<SessionId> sessions;
+  for (auto& p : peers) sessions.push_back(engine->open_session(p.process->endpoint()).value());
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      std::vector<BatchId> ids;
+      for (int b = 0; b < kBatchesPerThread; ++b) {
+        for (int p = 0; p < kPeers; ++p) {
+          const size_t slot = (size_t(t) * kBatchesPerThread + b) * kSlot;
+          // 2 KiB pages to shuffled positions inside the slot.
+          std::vector<size_t> order(kSlot / 2048);
+          std::iota(order.begin(), order.end(), 0);
+          std::shuffle(order.begin(), order.end(), rng);
+          std::vector<WriteBlock> blocks;
+          blocks.reserve(order.size());
+          for (size_t i = 0; i < order.size(); ++i) {
+            blocks.push_back({reinterpret_cast<uint64_t>(src.data()) + slot + order[i] * 2048,
+                              peers[p].process->remote_base() + slot + order[i] * 2048, 2048});
+          }
+          auto id = engine->submit(sessions[p], blocks);
+          if (!id.ok()) {
+            ++failures;
+            continue;
+          }
+          ids.push_back(*id);
+        }
+      }
+      for (BatchId id : ids) {
+        auto st = engine->wait(id, kGenerous);
+        if (!st.ok() || st->state != BatchState::kSucceeded) ++failures;
+        (void)engine->release(id);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (auto& p : peers) EXPECT_EQ(std::memcmp(p.buffer->data(), src.data(), peer_bytes), 0);
+}
+
+// A raw socket speaking garbage to the peer: that connection is dropped, the peer keeps
+// serving engine sessions.
+TEST(EngineMultiProcess, MalformedFramesDropTheConnectionButPeerKeepsServing) {
+  std::vector<uint8_t> src(64 << 10);
+  fill_pattern(src.data(), src.size(), kSourceSeed);
+  Peer peer = start_peer(128 << 10, {{0, 128 << 10}});
+  auto engine = make_engine(2);
+  auto session = engine->open_session(peer.process->endpoint());
+  ASSERT_TRUE(session.ok());
+
+  auto frame = [](uint8_t type, uint32_t count, uint64_t payload) {
+    std::vector<uint8_t> f(tcp::kHeaderSize);
+    tcp::FrameHeader h;
+    h.type = static_cast<tcp::FrameType>(type);
+    h.count = count;
+    h.payload_bytes = payload;
+    tcp::encode_header(h, f.data());
+    return f;
+  };
+  std::vector<std::vector<uint8_t>> garbage;
+  garbage.push_back(std::vector<uint8_t>(64, 0xAB));           // bad magic
+  garbage.push_back(frame(3, 0xFFFFFFFF, UINT64_C(1) << 40));  // count over limit
+  garbage.push_back(frame(9, 0, 0));                           // unknown type
+  garbage.push_back(frame(4, 16, 0));                          // ACK sent to a receiver
+  {
+    auto f = frame(3, 2, 10);  // entries that do not sum to the payload
+    f.resize(f.size() + 32);
+    tcp::encode_entry(peer.process->remote_base(), 3, f.data() + 32);
+    tcp::encode_entry(peer.process->remote_base(), 3, f.data() + 48);
+    garbage.push_back(f);
+  }
+  garbage.push_back(frame(3, 1, 100));  // truncated: header only, then close
+  for (size_t g = 0; g < garbage.size(); ++g) {
+    SCOPED_TRACE("garbage " + std::to_string(g));
+    auto fd = tcp::connect_tcp(peer.process->endpoint(), 5000);
+    ASSERT_TRUE(fd.ok());
+    ASSERT_TRUE(tcp::write_full(fd->get(), garbage[g].data(), garbage[g].size(), -1, 5000).ok());
+    if (g + 1 == garbage.size()) {
+      fd->reset();  // the truncated case: the peer sees EOF mid-frame
+    } else {
+      uint8_t byte;
+      Status st = tcp::read_full(fd->get(), &byte, 1, -1, 30000, 30000);
+      EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.to_string();  // closed by the peer
+    }
+  }
+  EXPECT_TRUE(peer.process->ping().ok());
+  std::vector<WriteBlock> blocks = {
+      {reinterpret_cast<uint64_t>(src.data()), peer.process->remote_base() + 100, src.size()}};
+  EXPECT_EQ(engine->transfer_sync(*session, blocks), 0);
+  EXPECT_EQ(std::memcmp(peer.buffer->data() + 100, src.data(), src.size()), 0);
+  EXPECT_EQ(first_pattern_mismatch(peer.buffer->data(), 100, kCanarySeed), 100u);
+}
+
+}  // namespace
+}  // namespace pdkv::engine

@@ -1,0 +1,140 @@
+// TransferEngine API behaviour with two engines in one process (the multi-process tests
+// in engine_multiprocess_test.cc cover real peers, kills and malformed input).
+#include "engine/transfer_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "engine/testing/guarded_buffer.h"
+
+namespace pdkv::engine {
+namespace {
+
+using std::chrono::seconds;
+
+std::unique_ptr<TransferEngine> make_engine() {
+  EngineOptions o;
+  o.tcp.streams = 2;
+  auto e = TransferEngine::create(o);
+  EXPECT_TRUE(e.ok()) << e.status().to_string();
+  return std::move(e).value();
+}
+
+uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+TEST(TransferEngine, UnknownAndUnbuiltBackendsAreClearErrors) {
+  EngineOptions o;
+  o.backend = "carrier-pigeon";
+  EXPECT_EQ(TransferEngine::create(o).status().code(), StatusCode::kInvalidArgument);
+  o.backend = "ucx";
+  auto r = TransferEngine::create(o);
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("ucx"), std::string::npos);
+  o.backend = "tcp";
+  o.tcp.streams = 0;
+  EXPECT_EQ(TransferEngine::create(o).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(TransferEngine, OptionsFromEnvironmentAreRangeChecked) {
+  setenv("PDKV_TCP_STREAMS", "3", 1);
+  auto o = EngineOptions::from_env();
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->tcp.streams, 3);
+  setenv("PDKV_TCP_STREAMS", "0", 1);
+  EXPECT_EQ(EngineOptions::from_env().status().code(), StatusCode::kInvalidArgument);
+  unsetenv("PDKV_TCP_STREAMS");
+  setenv("PDKV_ENGINE_BACKEND", "rdma", 1);
+  EXPECT_EQ(EngineOptions::from_env().status().code(), StatusCode::kInvalidArgument);
+  unsetenv("PDKV_ENGINE_BACKEND");
+}
+
+TEST(TransferEngine, WritesBetweenTwoEnginesAndReportsEndpoint) {
+  auto sender = make_engine();
+  auto receiver = make_engine();
+  EXPECT_EQ(sender->backend_name(), "tcp");
+  EXPECT_EQ(receiver->endpoint().rfind("127.0.0.1:", 0), 0u);
+  std::vector<uint8_t> src(3 << 20), dst(3 << 20, 0);
+  testing::fill_pattern(src.data(), src.size(), 1);
+  ASSERT_TRUE(receiver->register_memory(addr(dst.data()), dst.size()).ok());
+  auto session = sender->open_session(receiver->endpoint());
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  // Reverse page order: every block lands somewhere else than it came from.
+  std::vector<WriteBlock> blocks;
+  const size_t page = 4096, pages = src.size() / page;
+  for (size_t i = 0; i < pages; ++i) {
+    blocks.push_back(
+        {addr(src.data()) + i * page, addr(dst.data()) + (pages - 1 - i) * page, page});
+  }
+  auto batch = sender->submit(*session, blocks);
+  ASSERT_TRUE(batch.ok());
+  auto st = sender->wait(*batch, seconds(120));
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->state, BatchState::kSucceeded) << st->error.to_string();
+  for (size_t i = 0; i < pages; ++i) {
+    ASSERT_EQ(std::memcmp(dst.data() + (pages - 1 - i) * page, src.data() + i * page, page), 0);
+  }
+  ASSERT_TRUE(sender->release(*batch).ok());
+  // Stale batch and session ids are errors, not undefined behaviour.
+  EXPECT_EQ(sender->poll(*batch).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(sender->wait(*batch, seconds(1)).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(sender->release(*batch).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(sender->close_session(*session).ok());
+  EXPECT_EQ(sender->submit(*session, blocks).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(sender->close_session(*session).code(), StatusCode::kNotFound);
+  EXPECT_EQ(sender->submit(SessionId{77, 3}, blocks).status().code(), StatusCode::kNotFound);
+}
+
+TEST(TransferEngine, UnregisteredMemoryIsRejected) {
+  auto sender = make_engine();
+  auto receiver = make_engine();
+  std::vector<uint8_t> src(8192, 5), dst(8192, 0);
+  ASSERT_TRUE(receiver->register_memory(addr(dst.data()), dst.size()).ok());
+  EXPECT_EQ(receiver->register_memory(addr(dst.data()) + 10, 10).code(),
+            StatusCode::kFailedPrecondition);
+  std::vector<WriteBlock> blocks = {{addr(src.data()), addr(dst.data()), 8192}};
+  EXPECT_EQ(sender->transfer_sync(receiver->endpoint(), blocks), 0);
+  ASSERT_TRUE(receiver->unregister_memory(addr(dst.data())).ok());
+  EXPECT_EQ(receiver->unregister_memory(addr(dst.data())).code(), StatusCode::kNotFound);
+  std::fill(dst.begin(), dst.end(), 0);
+  EXPECT_LT(sender->transfer_sync(receiver->endpoint(), blocks), 0);
+  EXPECT_EQ(dst[0], 0);
+}
+
+TEST(TransferEngine, TimedOutWaitIsPendingNotAnError) {
+  auto sender = make_engine();
+  auto receiver = make_engine();
+  std::vector<uint8_t> src(64 << 20, 1), dst(64 << 20, 0);
+  ASSERT_TRUE(receiver->register_memory(addr(dst.data()), dst.size()).ok());
+  auto session = sender->open_session(receiver->endpoint());
+  ASSERT_TRUE(session.ok());
+  std::vector<WriteBlock> blocks = {{addr(src.data()), addr(dst.data()), src.size()}};
+  auto batch = sender->submit(*session, blocks);
+  ASSERT_TRUE(batch.ok());
+  auto first = sender->wait(*batch, std::chrono::milliseconds(0));
+  ASSERT_TRUE(first.ok());  // pending or already done: neither is an error
+  auto st = sender->wait(*batch, seconds(120));
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->state, BatchState::kSucceeded);
+  EXPECT_EQ(dst.back(), 1);
+}
+
+TEST(TransferEngine, ReleasingAPendingBatchIsSafe) {
+  auto sender = make_engine();
+  auto receiver = make_engine();
+  std::vector<uint8_t> src(32 << 20, 2), dst(32 << 20, 0);
+  ASSERT_TRUE(receiver->register_memory(addr(dst.data()), dst.size()).ok());
+  auto session = sender->open_session(receiver->endpoint());
+  ASSERT_TRUE(session.ok());
+  std::vector<WriteBlock> blocks = {{addr(src.data()), addr(dst.data()), src.size()}};
+  auto batch = sender->submit(*session, blocks);
+  ASSERT_TRUE(batch.ok());
+  ASSERT_TRUE(sender->release(*batch).ok());
+  // A later batch on the same session completes after it (same streams, in order).
+  EXPECT_EQ(sender->transfer_sync(*session, blocks), 0);
+  EXPECT_EQ(dst.back(), 2);
+}
+
+}  // namespace
+}  // namespace pdkv::engine

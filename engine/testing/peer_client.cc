@@ -31,6 +31,8 @@ Result<std::unique_ptr<PeerProcess>> PeerProcess::start(const GuardedBuffer& buf
                                                         const std::vector<PeerRegion>& regions,
                                                         const std::vector<std::string>& env,
                                                         int ready_timeout_ms) {
+  // Writing to the stdin of a peer that a test killed must not kill us.
+  signal(SIGPIPE, SIG_IGN);
   // Everything the child needs is built before fork(): after it, only async-signal-safe
   // calls until exec.
   const std::string binary = peer_binary_path();
