@@ -162,3 +162,37 @@ TEST(KvBlocks, ReservesOnce) {
 
 }  // namespace
 }  // namespace pdkv::plan
+
+namespace pdkv::plan {
+namespace {
+
+TEST(KvBlockPlan, WritesIntoCallerMemory) {
+  U src_ptrs = {0, 1000}, dst_ptrs = {5000, 6000}, items = {10, 10};
+  Layers layers = {{0, 1}};
+  V src = {0, 1, 5}, dst = {3, 4, 0};
+  BufferTable t{src_ptrs, dst_ptrs, items, {}, {}};
+  auto plan = KvBlockPlan::prepare(t, layers, src, dst, 0, 1, {});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->max_blocks(), 4u);
+  std::vector<Block> out(4);
+  auto n = plan->write(std::span<Block>(out).first(3));
+  EXPECT_FALSE(n.ok());
+  n = plan->write(out);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 4u);
+  EXPECT_EQ(out[0], (Block{0, 5030, 20}));
+  EXPECT_EQ(out[3], (Block{1050, 6000, 10}));
+}
+
+TEST(KvBlocks, ZeroItemLengthBlocksMergeLikeTheReference) {
+  U src_ptrs = {0}, dst_ptrs = {0}, items = {0};
+  Layers layers = {{0}};
+  V src = {0, 5}, dst = {0, 9};
+  BufferTable t{src_ptrs, dst_ptrs, items, {}, {}};
+  auto r = kv_blocks(t, layers, src, dst, 0, 1, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, (std::vector<Block>{{0, 0, 0}}));
+}
+
+}  // namespace
+}  // namespace pdkv::plan
