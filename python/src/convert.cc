@@ -1,5 +1,6 @@
 #include "convert.h"
 
+#include <cctype>
 #include <limits>
 
 namespace pdkv::pyplan {
@@ -144,7 +145,10 @@ plan::BufferKind kind_of(py::handle v) {
   py::object s = py::reinterpret_borrow<py::object>(v);
   if (!py::isinstance<py::str>(s) && py::hasattr(s, "value")) s = s.attr("value");  // Enum
   if (!py::isinstance<py::str>(s)) raise_value_error("fragment buffer_kind must be a string");
-  return value_or_raise(plan::parse_buffer_kind(s.cast<std::string>()));
+  std::string name = s.cast<std::string>();
+  // Enum member names ("MAMBA_STATE") spell the same kinds in upper case.
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return value_or_raise(plan::parse_buffer_kind(name));
 }
 
 uint64_t required_u64(py::handle frag, const char* key) {

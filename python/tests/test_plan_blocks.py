@@ -277,3 +277,20 @@ def test_layerwise_hybrid_matches_reference(interval):
         got += as_rows(plan.state_blocks(sptr, dptr, sitems, [3], [5, 6], state_layer_ids, g0, g1))
         want += ref.state_blocks(sptr, dptr, sitems, [3], [5, 6], state_layer_ids, g0, g1, layer_num=layer_num)
         assert ref.merge_blocks(got) == ref.merge_blocks(want)
+
+
+def test_fragments_may_be_objects_with_enum_kinds():
+    import enum
+    import types
+
+    class BufferKind(str, enum.Enum):
+        TARGET_K = "target_k"
+        MAMBA_STATE = "mamba_state"
+
+    f = types.SimpleNamespace(buffer_kind=BufferKind.TARGET_K, buffer_index=0, src_page_stride_bytes=16,
+                              dst_page_stride_bytes=8, src_byte_offset=8, dst_byte_offset=0,
+                              bytes_per_page=8, page_count=None, src_rank=0, dst_rank=1)
+    got = plan.kv_blocks([0], [1000], [16], [[0]], [0, 1], [3, 4], 0, 1, (f,))
+    assert as_rows(got) == [(8, 1024, 8), (24, 1032, 8)]
+    g = dict(vars(f), buffer_kind="MAMBA_STATE")
+    assert plan.kv_blocks([0], [1000], [16], [[0]], [0], [3], 0, 1, [g]).shape == (0, 3)
