@@ -9,9 +9,10 @@ namespace {
 std::string dtype_name(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
 
 // np.asarray(obj) as a 1-D array; empty input gives an empty (any dtype) array.
-py::array as_1d(py::handle obj, const char* name) {
+py::array as_1d(py::handle obj, const char* name, bool allow_scalar = false) {
   py::array arr = py::array::ensure(obj);
   if (!arr) raise_value_error(std::string(name) + " must be an array or a list");
+  if (allow_scalar && arr.ndim() == 0) arr = arr.attr("reshape")(1);
   if (arr.size() != 0 && arr.ndim() != 1) {
     raise_value_error(std::string(name) + " must be 1-D, got " + std::to_string(arr.ndim()) +
                       " dimensions");
@@ -29,8 +30,8 @@ void throw_if_error(const Status& status) {
   if (!status.ok()) raise_value_error(status.message());
 }
 
-ArrayView<int64_t> to_int64_array(py::handle obj, const char* name) {
-  py::array arr = as_1d(obj, name);
+ArrayView<int64_t> to_int64_array(py::handle obj, const char* name, bool allow_scalar) {
+  py::array arr = as_1d(obj, name, allow_scalar);
   if (arr.size() == 0) return {py::none(), {}};
   const char kind = arr.dtype().kind();
   if (kind != 'i' && kind != 'u') {

@@ -41,8 +41,9 @@ T value_or_raise(Result<T> r) {
 }
 
 // Integer arrays (numpy int/uint of any width, or lists of ints). `name` is used in
-// messages. int64 values must fit (uint64 > INT64_MAX is rejected).
-ArrayView<int64_t> to_int64_array(py::handle obj, const char* name);
+// messages. int64 values must fit (uint64 > INT64_MAX is rejected). With allow_scalar a
+// single integer counts as a list of one (state slots).
+ArrayView<int64_t> to_int64_array(py::handle obj, const char* name, bool allow_scalar = false);
 // Non-negative integers as uint64 (pointers, lengths).
 ArrayView<uint64_t> to_uint64_array(py::handle obj, const char* name);
 // Boolean masks (bool, or integers where non-zero = true) as bytes 0/1.

@@ -143,7 +143,7 @@ py::array state_blocks_py(py::handle src_ptrs, py::handle dst_ptrs, py::handle i
   std::vector<ArrayView<int64_t>> keep;
   auto opt = [&](py::handle h, const char* name) -> std::optional<std::span<const int64_t>> {
     if (h.is_none()) return std::nullopt;
-    keep.push_back(to_int64_array(h, name));
+    keep.push_back(to_int64_array(h, name, /*allow_scalar=*/true));
     return keep.back().values;
   };
   keep.reserve(3);

@@ -294,3 +294,8 @@ def test_fragments_may_be_objects_with_enum_kinds():
     assert as_rows(got) == [(8, 1024, 8), (24, 1032, 8)]
     g = dict(vars(f), buffer_kind="MAMBA_STATE")
     assert plan.kv_blocks([0], [1000], [16], [[0]], [0], [3], 0, 1, [g]).shape == (0, 3)
+
+
+def test_state_slots_may_be_scalars():
+    assert as_rows(plan.state_blocks([100], [200], [8], np.int64(3), [1, 2])) == [(124, 208, 8), (124, 216, 8)]
+    assert as_rows(plan.state_blocks([100], [200], [8], 3, 4)) == [(124, 232, 8)]
