@@ -115,7 +115,12 @@ void StreamSender::fail_all(const Status& status) {
     queued.swap(queued_);
   }
   if (fd_.valid()) {
-    PDKV_LOG_WARN("tcp stream to {} failed: {}", endpoint_, status.to_string());
+    const bool idle = awaiting_.empty() && sending_.empty() && queued.empty();
+    if (idle && status.code() == StatusCode::kAborted) {
+      PDKV_LOG_DEBUG("tcp stream to {} closed", endpoint_);
+    } else {
+      PDKV_LOG_WARN("tcp stream to {} failed: {}", endpoint_, status.to_string());
+    }
     ::shutdown(fd_.get(), SHUT_RDWR);
     fd_.reset();
   }

@@ -1,0 +1,37 @@
+// Registers `pdkv bench engine` (see bench/engine_bench.h).
+#include <cstdio>
+
+#include "bench/engine_bench.h"
+#include "tools/cli_registry.h"
+
+namespace {
+
+const pdkv::cli::CommandRegistrar kEngineBench("bench", [](CLI::App& bench) {
+  auto args = std::make_shared<pdkv::bench::EngineBenchArgs>();
+  CLI::App* cmd = bench.add_subcommand(
+      "engine", "Transfer-engine throughput vs a same-run baseline (P1, P1s; BENCHMARKS.md)");
+  cmd->add_option("--backend", args->backend, "tcp (iperf3 baseline)")->capture_default_str();
+  cmd->add_option("--model", args->model, "llama3-8b, deepseek-v3, qwen3-next or tiny")
+      ->capture_default_str();
+  cmd->add_option("--tokens", args->tokens, "prompt length in tokens")->capture_default_str();
+  cmd->add_option("--page", args->page, "page size in tokens (16 -> P1, 1 -> P1s)")
+      ->capture_default_str();
+  cmd->add_option("--streams", args->streams,
+                  "TCP streams for the engine and iperf3 (0 = engine default)")
+      ->capture_default_str();
+  cmd->add_option("--rounds", args->rounds, "timed rounds (median reported)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--iperf-seconds", args->iperf_seconds, "iperf3 -t")->capture_default_str();
+  cmd->add_option("--json", args->json_path, "write the figures as JSON to this file");
+  cmd->add_option("--seed", args->seed, "page shuffle seed")->capture_default_str();
+  cmd->callback([args] {
+    pdkv::Status st = pdkv::bench::run_engine_bench(*args);
+    if (!st.ok()) {
+      std::fprintf(stderr, "pdkv bench engine: %s\n", st.to_string().c_str());
+      pdkv::cli::set_exit_code(1);
+    }
+  });
+});
+
+}  // namespace
