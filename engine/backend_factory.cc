@@ -1,15 +1,25 @@
 // Maps EngineOptions::backend to a backend implementation. A new backend adds one line
 // here and its library to engine/CMakeLists.txt; the engine core does not change.
 #include "engine/backend.h"
+#include "engine/backends/shm/shm_backend.h"
 #include "engine/backends/tcp/tcp_backend.h"
+#ifdef PDKV_HAVE_UCX
+#include "engine/backends/ucx/ucx_backend.h"
+#endif
 
 namespace pdkv::engine {
 
 Result<std::unique_ptr<Backend>> make_backend(const BackendContext& ctx) {
   const std::string& name = ctx.options->backend;
   if (name == "tcp") return tcp::make_tcp_backend(ctx);
-  if (name == "shm" || name == "ucx") {
-    return failed_precondition("engine backend '" + name + "' is not implemented in this build");
+  if (name == "shm") return shm::make_shm_backend(ctx);
+  if (name == "ucx") {
+#ifdef PDKV_HAVE_UCX
+    return ucx::make_ucx_backend(ctx);
+#else
+    return failed_precondition("engine backend 'ucx' is not built: UCX (libucx-dev) was not "
+                               "found when this binary was configured");
+#endif
   }
   return invalid_argument("unknown engine backend '" + name + "' (expected tcp, shm or ucx)");
 }
