@@ -164,4 +164,30 @@ Status check_layout_compatible(const KvArgs& p, const proto::KvLayout& d) {
   return Status();
 }
 
+Status check_instance_compatible(const KvArgs& d, const proto::KvLayout& p,
+                                 size_t prefill_kv_buffers) {
+  auto mismatch = [](const char* field, int64_t prefill, int64_t decode) {
+    return invalid_argument(std::string("layout mismatch: ") + field + " is " + str(prefill) +
+                            " on prefill but " + str(decode) + " on decode");
+  };
+  if (p.page_size != d.page_size) return mismatch("page_size", p.page_size, d.page_size);
+  if (p.page_layout != d.page_layout) {
+    return invalid_argument(
+        std::string("layout mismatch: page_layout is ") +
+        (p.page_layout == proto::PageLayout::kNHD ? "NHD" : "HND") + " on prefill but " +
+        (d.page_layout == proto::PageLayout::kNHD ? "NHD" : "HND") + " on decode");
+  }
+  if (p.is_mla != d.is_mla) return mismatch("is_mla", p.is_mla, d.is_mla);
+  if (p.head_dim != d.head_dim) return mismatch("head_dim", p.head_dim, d.head_dim);
+  if (p.dtype_bytes != d.dtype_bytes) return mismatch("dtype_bytes", p.dtype_bytes, d.dtype_bytes);
+  if (p.total_kv_head_num != d.total_kv_head_num) {
+    return mismatch("total_kv_head_num", p.total_kv_head_num, d.total_kv_head_num);
+  }
+  if (prefill_kv_buffers != d.kv_data_ptrs.size()) {
+    return mismatch("KV buffer count", static_cast<int64_t>(prefill_kv_buffers),
+                    static_cast<int64_t>(d.kv_data_ptrs.size()));
+  }
+  return Status();
+}
+
 }  // namespace pdkv::kv

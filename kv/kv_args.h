@@ -64,4 +64,10 @@ struct KvArgs {
 // both values named on the first mismatch.
 Status check_layout_compatible(const KvArgs& prefill, const proto::KvLayout& decode);
 
+// The decode-side check against a prefill instance's published layout, which lacks the
+// per-layer structure (the prefill checks that on registration): page size and layout,
+// MLA, head_dim, dtype, model head count and the number of KV buffers.
+Status check_instance_compatible(const KvArgs& decode, const proto::KvLayout& prefill,
+                                 size_t prefill_kv_buffers);
+
 }  // namespace pdkv::kv

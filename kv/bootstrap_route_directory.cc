@@ -1,0 +1,109 @@
+#include "kv/bootstrap_route_directory.h"
+
+#include <charconv>
+
+#include "bootstrap/client.h"
+
+namespace pdkv::kv {
+namespace {
+
+std::vector<int64_t> to_signed(const std::vector<uint64_t>& v) { return {v.begin(), v.end()}; }
+std::vector<uint64_t> to_unsigned(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
+
+PrefillRankInfo from_layout(const bootstrap::InstanceLayout& l) {
+  PrefillRankInfo info;
+  info.dp_size = l.dp_size;
+  info.tp_size = l.tp_size_per_dp();
+  info.enable_mla_l1_5_cache = l.enable_mla_l1_5_cache;
+  info.layout.page_size = static_cast<uint32_t>(l.page_size);
+  info.layout.kv_head_num = static_cast<uint32_t>(l.kv_head_num);
+  info.layout.total_kv_head_num = static_cast<uint32_t>(l.total_kv_head_num);
+  info.layout.head_dim = static_cast<uint32_t>(l.head_dim);
+  info.layout.dtype_bytes = static_cast<uint32_t>(l.dtype_bytes);
+  info.layout.page_layout =
+      l.page_layout == "HND" ? proto::PageLayout::kHND : proto::PageLayout::kNHD;
+  info.layout.is_mla = l.is_mla;
+  info.kv_item_lens = to_unsigned(l.kv_item_lens);
+  info.state_item_lens = to_unsigned(l.state_item_lens);
+  return info;
+}
+
+}  // namespace
+
+Result<std::pair<std::string, int>> split_tcp_endpoint(const std::string& endpoint) {
+  constexpr std::string_view kScheme = "tcp://";
+  std::string_view rest(endpoint);
+  if (rest.substr(0, kScheme.size()) != kScheme) {
+    return invalid_argument("control endpoint '" + endpoint + "' is not tcp://host:port");
+  }
+  rest.remove_prefix(kScheme.size());
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return invalid_argument("control endpoint '" + endpoint + "' has no port");
+  }
+  std::string_view host = rest.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  int port = 0;
+  std::string_view port_text = rest.substr(colon + 1);
+  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port <= 0 ||
+      port > 65535) {
+    return invalid_argument("control endpoint '" + endpoint + "' has a bad port");
+  }
+  return std::make_pair(std::string(host), port);
+}
+
+std::string make_tcp_endpoint(const std::string& host, int64_t port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return "tcp://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+Status BootstrapRouteDirectory::register_prefill_rank(const std::string& addr,
+                                                      const PrefillRankInfo& info,
+                                                      TimePoint deadline) {
+  PDKV_ASSIGN_OR_RETURN(auto client, bootstrap::BootstrapClient::from_address(addr));
+  PDKV_ASSIGN_OR_RETURN(auto host_port, split_tcp_endpoint(info.control_endpoint));
+  bootstrap::PrefillRegistration reg;
+  reg.engine_rank = info.engine_rank;
+  reg.rank_ip = host_port.first;
+  reg.rank_port = host_port.second;
+  bootstrap::InstanceLayout& l = reg.layout;
+  l.world_size = info.tp_size * info.dp_size;
+  l.dp_size = info.dp_size;
+  l.enable_mla_l1_5_cache = info.enable_mla_l1_5_cache;
+  l.kv_item_lens = to_signed(info.kv_item_lens);
+  l.state_item_lens = to_signed(info.state_item_lens);
+  l.page_size = info.layout.page_size;
+  l.total_kv_head_num = info.layout.total_kv_head_num;
+  // Heads per rank differ between ranks of a GQA-replicated instance; the instance-wide
+  // field is the model's, which every rank agrees on.
+  l.kv_head_num = info.layout.total_kv_head_num;
+  l.head_dim = info.layout.head_dim;
+  l.dtype_bytes = info.layout.dtype_bytes;
+  l.page_layout = info.layout.page_layout == proto::PageLayout::kHND ? "HND" : "NHD";
+  l.is_mla = info.layout.is_mla;
+  return client.register_rank(reg, deadline);
+}
+
+Result<PrefillRankInfo> BootstrapRouteDirectory::lookup_instance(const std::string& addr,
+                                                                 TimePoint deadline) {
+  PDKV_ASSIGN_OR_RETURN(auto client, bootstrap::BootstrapClient::from_address(addr));
+  PDKV_ASSIGN_OR_RETURN(auto layout, client.parallel_info(deadline));
+  return from_layout(layout);
+}
+
+Result<PrefillRankInfo> BootstrapRouteDirectory::lookup_prefill_rank(const std::string& addr,
+                                                                     int64_t dp_group,
+                                                                     int64_t tp_rank,
+                                                                     TimePoint deadline) {
+  PDKV_ASSIGN_OR_RETURN(auto client, bootstrap::BootstrapClient::from_address(addr));
+  PDKV_ASSIGN_OR_RETURN(auto layout, client.parallel_info(deadline));
+  PDKV_ASSIGN_OR_RETURN(auto rank, client.rank(dp_group, tp_rank, deadline));
+  PrefillRankInfo info = from_layout(layout);
+  info.engine_rank = rank.engine_rank;
+  info.control_endpoint = make_tcp_endpoint(rank.rank_ip, rank.rank_port);
+  return info;
+}
+
+}  // namespace pdkv::kv

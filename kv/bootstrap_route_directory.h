@@ -1,0 +1,31 @@
+// BootstrapRouteDirectory: RouteDirectory over the HTTP bootstrap server
+// (bootstrap/client.h). Control endpoints travel as the server's (rank_ip, rank_port)
+// pair; this adapter turns "tcp://host:port" into that pair and back.
+//
+// The server knows the layout fields a decode needs for planning (sizes, heads, page
+// geometry) but not the per-layer buffer structure; that is checked by the prefill
+// itself when the decode registers its buffers (RegistrationResult).
+// Thread safety: as BootstrapClient, usable from many threads.
+#pragma once
+
+#include <string>
+
+#include "kv/route_directory.h"
+
+namespace pdkv::kv {
+
+class BootstrapRouteDirectory : public RouteDirectory {
+ public:
+  Status register_prefill_rank(const std::string& bootstrap_addr, const PrefillRankInfo& info,
+                               TimePoint deadline) override;
+  Result<PrefillRankInfo> lookup_instance(const std::string& bootstrap_addr,
+                                          TimePoint deadline) override;
+  Result<PrefillRankInfo> lookup_prefill_rank(const std::string& bootstrap_addr, int64_t dp_group,
+                                              int64_t tp_rank, TimePoint deadline) override;
+};
+
+// "tcp://10.0.0.1:5000" -> ("10.0.0.1", 5000); "tcp://[::1]:5000" -> ("::1", 5000).
+Result<std::pair<std::string, int>> split_tcp_endpoint(const std::string& endpoint);
+std::string make_tcp_endpoint(const std::string& host, int64_t port);
+
+}  // namespace pdkv::kv

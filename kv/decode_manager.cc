@@ -1,0 +1,528 @@
+#include "kv/decode_manager.h"
+
+#include <random>
+
+#include "common/logging.h"
+
+namespace pdkv::kv {
+namespace {
+
+uint64_t random_incarnation() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+         static_cast<uint64_t>(now().time_since_epoch().count());
+}
+
+std::string seconds(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+}  // namespace
+
+DecodeManager::DecodeManager(DecodeManagerConfig config, std::shared_ptr<RouteDirectory> directory)
+    : config_(std::move(config)), directory_(std::move(directory)) {}
+
+Result<std::unique_ptr<DecodeManager>> DecodeManager::create(
+    DecodeManagerConfig config, const ControlChannelFactory& channels,
+    std::shared_ptr<RouteDirectory> directory) {
+  PDKV_RETURN_IF_ERROR(config.args.validate().with_context("decode KVArgs"));
+  if (directory == nullptr) return invalid_argument("a decode manager needs a route directory");
+  std::unique_ptr<DecodeManager> m(new DecodeManager(std::move(config), std::move(directory)));
+  Status started = m->start(channels);
+  if (!started.ok()) {
+    m->shutdown();
+    return started;
+  }
+  return m;
+}
+
+Status DecodeManager::start(const ControlChannelFactory& channels) {
+  const KvArgs& a = config_.args;
+  if (!config_.options.local_ip.empty()) config_.engine.host = config_.options.local_ip;
+  PDKV_ASSIGN_OR_RETURN(engine_, engine::TransferEngine::create(config_.engine));
+  // Peers may write only into what is registered here (the receiver-side bounds check).
+  auto register_all = [&](const std::vector<uint64_t>& ptrs, const std::vector<uint64_t>& lens) {
+    for (size_t i = 0; i < ptrs.size(); ++i) {
+      if (lens[i] == 0) continue;
+      PDKV_RETURN_IF_ERROR(engine_->register_memory(ptrs[i], lens[i]));
+    }
+    return Status();
+  };
+  PDKV_RETURN_IF_ERROR(register_all(a.kv_data_ptrs, a.kv_data_lens));
+  PDKV_RETURN_IF_ERROR(register_all(a.aux_data_ptrs, a.aux_data_lens));
+  PDKV_RETURN_IF_ERROR(register_all(a.state_data_ptrs, a.state_data_lens));
+  PDKV_ASSIGN_OR_RETURN(channel_, channels(config_.engine.host,
+                                           [this](proto::Message m) { on_message(std::move(m)); }));
+  identity_.role = proto::Role::kDecode;
+  identity_.engine_rank = static_cast<uint32_t>(a.engine_rank);
+  identity_.attn_tp_rank = static_cast<uint32_t>(a.attn_tp_rank());
+  identity_.attn_tp_size = static_cast<uint32_t>(a.tp_size);
+  identity_.dp_rank = static_cast<uint32_t>(a.dp_rank());
+  identity_.dp_size = static_cast<uint32_t>(a.dp_size);
+  identity_.incarnation = random_incarnation();
+  identity_.control_endpoint = channel_->endpoint();
+  identity_.session_id = engine_->endpoint();
+  resolver_ = std::thread([this] { resolver_loop(); });
+  timer_ = std::thread([this] { timer_loop(); });
+  PDKV_LOG_INFO("decode rank {} ready: control {} engine {}", a.engine_rank, channel_->endpoint(),
+                engine_->endpoint());
+  return Status();
+}
+
+DecodeManager::~DecodeManager() { shutdown(); }
+
+void DecodeManager::shutdown() {
+  if (stopping_.exchange(true)) return;
+  {
+    MutexLock lock(mu_);
+    resolve_wake_.notify_all();
+  }
+  {
+    MutexLock lock(timer_mu_);
+    timer_wake_.notify_all();
+  }
+  if (resolver_.joinable()) resolver_.join();
+  if (timer_.joinable()) timer_.join();
+  std::vector<uint64_t> open;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [room, r] : rooms_) open.push_back(room);
+  }
+  for (uint64_t room : open) fail_room(room, "shutdown", "the decode manager shut down", true);
+  channel_.reset();
+  engine_.reset();
+}
+
+// --- KVReceiver API ----------------------------------------------------------------
+
+DecodeManager::Handles DecodeManager::open_room(uint64_t room, const std::string& bootstrap_addr) {
+  Handles h;
+  h.status =
+      board_.open(room, now() + config_.options.bootstrap_timeout,
+                  "bootstrap timeout: the prefill ranks of room " + std::to_string(room) +
+                      " were not resolved within " + seconds(config_.options.bootstrap_timeout));
+  MutexLock lock(mu_);
+  Room& r = rooms_[room];
+  if (!r.metadata) {
+    r.metadata = std::make_shared<ReceivedMetadata>();
+    r.bootstrap_addr = bootstrap_addr.empty() ? config_.bootstrap_addr : bootstrap_addr;
+    r.opened = now();
+  }
+  h.metadata = r.metadata;
+  return h;
+}
+
+Status DecodeManager::init_room(uint64_t room, std::optional<int64_t> prefill_dp_rank) {
+  MutexLock lock(mu_);
+  auto it = rooms_.find(room);
+  if (it == rooms_.end()) return not_found("room " + std::to_string(room) + " is not open here");
+  if (it->second.init_requested) return Status();
+  it->second.init_requested = true;
+  it->second.prefill_dp_rank = prefill_dp_rank;
+  resolve_queue_.push_back(room);
+  resolve_wake_.notify_one();
+  return Status();
+}
+
+Status DecodeManager::send_metadata(uint64_t room, PreAllocationRequest request) {
+  if (request.decode_prefix_len % static_cast<uint64_t>(config_.args.page_size) != 0) {
+    return invalid_argument("decode_prefix_len " + std::to_string(request.decode_prefix_len) +
+                            " is not a multiple of page_size " +
+                            std::to_string(config_.args.page_size));
+  }
+  for (int64_t p : request.kv_pages) {
+    if (p < 0) return invalid_argument("negative destination page " + std::to_string(p));
+  }
+  if (request.ownership &&
+      request.ownership->page_transfer_mask.size() != request.kv_pages.size()) {
+    return invalid_argument("page_transfer_mask must have one entry per destination page");
+  }
+  MutexLock lock(mu_);
+  auto it = rooms_.find(room);
+  if (it == rooms_.end()) return not_found("room " + std::to_string(room) + " is not open here");
+  Room& r = it->second;
+  if (r.pending || r.pre_allocated) {
+    return failed_precondition("send_metadata() was already called for room " +
+                               std::to_string(room));
+  }
+  r.pending = std::move(request);
+  if (r.resolved) send_pre_allocations(room, r);
+  return Status();
+}
+
+void DecodeManager::abort_room(uint64_t room, const std::string& reason) {
+  fail_room(room, "aborted", reason.empty() ? "aborted by the decode" : reason, true);
+}
+
+size_t DecodeManager::active_rooms() const {
+  size_t held = board_.size();
+  MutexLock lock(mu_);
+  return std::max(held, rooms_.size());
+}
+
+// --- resolution ------------------------------------------------------------------
+
+void DecodeManager::resolver_loop() {
+  while (true) {
+    uint64_t room;
+    {
+      MutexLock lock(mu_);
+      resolve_wake_.wait_until(mu_, TimePoint::max(), [&]() PDKV_REQUIRES(mu_) {
+        return stopping_.load() || !resolve_queue_.empty();
+      });
+      if (stopping_) return;
+      room = resolve_queue_.front();
+      resolve_queue_.pop_front();
+    }
+    Status resolved = resolve(room);
+    if (!resolved.ok()) fail_room(room, "bootstrap", resolved.message(), true);
+  }
+}
+
+Result<DecodeManager::Instance> DecodeManager::instance_for(const std::string& addr,
+                                                            TimePoint deadline) {
+  {
+    MutexLock lock(mu_);
+    auto it = instances_.find(addr);
+    if (it != instances_.end()) return it->second;
+  }
+  PDKV_ASSIGN_OR_RETURN(PrefillRankInfo info, directory_->lookup_instance(addr, deadline));
+  PDKV_RETURN_IF_ERROR(
+      check_instance_compatible(config_.args, info.layout, info.kv_item_lens.size())
+          .with_context("prefill instance at " + addr + " cannot send to this decode"));
+  PDKV_ASSIGN_OR_RETURN(RoomRoute route, plan_route(config_.args, info));
+  Instance inst{std::move(info), std::move(route), {}};
+  MutexLock lock(mu_);
+  return instances_.try_emplace(addr, std::move(inst)).first->second;
+}
+
+Status DecodeManager::resolve(uint64_t room) {
+  std::string addr;
+  std::optional<int64_t> dp_rank;
+  TimePoint deadline;
+  {
+    MutexLock lock(mu_);
+    auto it = rooms_.find(room);
+    if (it == rooms_.end()) return Status();  // ended meanwhile
+    addr = it->second.bootstrap_addr;
+    dp_rank = it->second.prefill_dp_rank;
+    deadline = it->second.opened + config_.options.bootstrap_timeout;
+  }
+  PDKV_ASSIGN_OR_RETURN(Instance inst, instance_for(addr, deadline));
+  const int64_t dp_size = inst.info.dp_size;
+  const int64_t group =
+      dp_rank ? *dp_rank : static_cast<int64_t>(room % static_cast<uint64_t>(dp_size));
+  if (group < 0 || group >= dp_size) {
+    return invalid_argument("prefill_dp_rank " + std::to_string(group) + " outside [0, " +
+                            std::to_string(dp_size) + ")");
+  }
+  std::vector<Target> targets;
+  for (const RouteTarget& rt : inst.route.targets) {
+    std::string endpoint;
+    {
+      MutexLock lock(mu_);
+      auto cached = instances_.find(addr);
+      if (cached != instances_.end()) {
+        auto ep = cached->second.endpoints.find({group, rt.prefill_tp_rank});
+        if (ep != cached->second.endpoints.end()) endpoint = ep->second;
+      }
+    }
+    if (endpoint.empty()) {
+      PDKV_ASSIGN_OR_RETURN(PrefillRankInfo rank, directory_->lookup_prefill_rank(
+                                                      addr, group, rt.prefill_tp_rank, deadline));
+      endpoint = rank.control_endpoint;
+      MutexLock lock(mu_);
+      auto cached = instances_.find(addr);
+      if (cached != instances_.end())
+        cached->second.endpoints[{group, rt.prefill_tp_rank}] = endpoint;
+    }
+    targets.push_back(Target{rt, endpoint});
+  }
+  std::string refused;
+  {
+    MutexLock lock(mu_);
+    auto it = rooms_.find(room);
+    if (it == rooms_.end()) return Status();
+    Room& r = it->second;
+    r.targets = std::move(targets);
+    r.required_responses = inst.route.required_prefill_response_num;
+    r.resolved = true;
+    for (const Target& t : r.targets) {
+      PrefillPeer& peer = prefills_[t.endpoint];
+      if (!peer.refused.ok())
+        refused = "prefill " + t.endpoint + " refused this decode: " + peer.refused.message();
+      if (!peer.registration_sent) {
+        peer.bootstrap_addr = addr;
+        peer.tp_rank = t.route.prefill_tp_rank;
+        peer.last_heard = now();
+        peer.registration_sent = true;
+        send(t.endpoint, registration());
+      }
+    }
+    if (refused.empty()) {
+      board_.advance(room, RoomState::kWaitingForInput);
+      board_.set_deadline(room, now() + config_.options.waiting_timeout,
+                          "waiting timeout: no KV for room " + std::to_string(room) + " within " +
+                              seconds(config_.options.waiting_timeout) + " of bootstrap");
+      if (r.pending) send_pre_allocations(room, r);
+    }
+  }
+  if (!refused.empty()) return failed_precondition(refused);
+  return Status();
+}
+
+proto::BufferRegistration DecodeManager::registration() const {
+  const KvArgs& a = config_.args;
+  proto::BufferRegistration reg;
+  reg.decode = identity_;
+  reg.layout = a.layout();
+  reg.kv = {a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens};
+  reg.aux = {a.aux_data_ptrs, a.aux_data_lens, a.aux_item_lens};
+  reg.state = {a.state_data_ptrs, a.state_data_lens, a.state_item_lens};
+  reg.state_layer_ids.assign(a.state_layer_ids.begin(), a.state_layer_ids.end());
+  return reg;
+}
+
+void DecodeManager::send_pre_allocations(uint64_t room, Room& r) {
+  const PreAllocationRequest& req = *r.pending;
+  for (const Target& t : r.targets) {
+    proto::PreAllocation pre;
+    pre.room = room;
+    pre.decode = identity_;
+    pre.kind = t.route.kind;
+    pre.required_dst_info_num = t.route.required_dst_info_num;
+    pre.decode_prefix_len = req.decode_prefix_len;
+    if (t.route.kind == proto::PreAllocKind::kTransfer) {
+      pre.dst_kv_pages = req.kv_pages;
+      pre.aux_index = req.aux_index;
+      if (t.route.send_state) pre.state_slots = req.state_slots;
+      pre.fragments = t.route.fragments;
+      if (req.ownership) {
+        proto::PageOwnership own;
+        own.indices_are_local = true;
+        own.page_transfer_mask.reserve(req.ownership->page_transfer_mask.size());
+        for (uint8_t bit : req.ownership->page_transfer_mask)
+          own.page_transfer_mask.push_back(bit != 0);
+        own.page_local_indices = req.ownership->page_local_indices;
+        pre.dst_l1_5 = std::move(own);
+      }
+    }
+    send(t.endpoint, pre);
+  }
+  r.pre_allocated = true;
+  r.pending.reset();  // the pages travel in the messages; nothing else needs them
+}
+
+// --- control plane -----------------------------------------------------------------
+
+void DecodeManager::send(const std::string& endpoint, const proto::Message& message) {
+  if (!channel_) return;
+  Status sent = channel_->send(endpoint, message);
+  if (!sent.ok()) PDKV_LOG_WARN("message to {} not sent: {}", endpoint, sent.to_string());
+}
+
+void DecodeManager::on_message(proto::Message message) {
+  if (stopping_) return;
+  if (auto* status = std::get_if<proto::TransferStatus>(&message)) {
+    on_status(*status);
+  } else if (auto* result = std::get_if<proto::RegistrationResult>(&message)) {
+    on_registration_result(*result);
+  } else if (auto* pong = std::get_if<proto::Pong>(&message)) {
+    on_pong(*pong);
+  } else if (auto* abort = std::get_if<proto::Abort>(&message)) {
+    on_abort(*abort);
+  } else {
+    PDKV_LOG_WARN("decode rank {} ignores an unexpected message type", identity_.engine_rank);
+  }
+}
+
+void DecodeManager::on_status(const proto::TransferStatus& status) {
+  const uint64_t room = status.room;
+  const auto tp = static_cast<int64_t>(status.prefill_attn_tp_rank);
+  std::string failure;
+  {
+    MutexLock lock(mu_);
+    auto it = rooms_.find(room);
+    if (it == rooms_.end()) return;  // ended already; a late message changes nothing
+    Room& r = it->second;
+    const Target* from = nullptr;
+    for (const Target& t : r.targets) {
+      if (t.route.prefill_tp_rank == tp) from = &t;
+    }
+    if (from == nullptr) {
+      PDKV_LOG_WARN("room {}: status from prefill rank {}, which is not one of its targets", room,
+                    tp);
+      return;
+    }
+    auto peer = prefills_.find(from->endpoint);
+    if (peer != prefills_.end()) peer->second.last_heard = now();
+    if (status.state == proto::TransferState::kFailed) {
+      failure = "prefill rank " + std::to_string(tp) + " (" + from->endpoint +
+                ") failed the room: " +
+                (status.failure_reason.empty() ? "unknown reason" : status.failure_reason);
+    } else {
+      if (from->route.kind != proto::PreAllocKind::kTransfer) return;
+      r.responders.insert(tp);
+      if (r.token == -1 && status.bootstrap_token != -1) r.token = status.bootstrap_token;
+      if (r.ids.empty() && !status.spec_candidate_ids.empty()) r.ids = status.spec_candidate_ids;
+      if (r.responders.size() < r.required_responses) return;
+      {
+        MutexLock meta_lock(r.metadata->mu_);
+        r.metadata->token_ = r.token;
+        r.metadata->ids_ = r.ids;
+      }
+      metrics_.room_succeeded(std::chrono::duration<double, std::milli>(now() - r.opened).count());
+      board_.advance(room, RoomState::kSuccess);
+      drop_room(room);
+      return;
+    }
+  }
+  fail_room(room, "prefill_failed", failure, true);
+}
+
+void DecodeManager::on_registration_result(const proto::RegistrationResult& result) {
+  if (result.decode_incarnation != identity_.incarnation) return;  // for an earlier us
+  std::vector<uint64_t> rooms;
+  const std::string& endpoint = result.prefill.control_endpoint;
+  {
+    MutexLock lock(mu_);
+    PrefillPeer& peer = prefills_[endpoint];
+    peer.incarnation = result.prefill.incarnation;
+    peer.last_heard = now();
+    if (result.accepted) return;
+    peer.refused = failed_precondition(result.reason);
+    for (const auto& [room, r] : rooms_) {
+      for (const Target& t : r.targets) {
+        if (t.endpoint == endpoint) rooms.push_back(room);
+      }
+    }
+  }
+  for (uint64_t room : rooms) {
+    fail_room(room, "registration_refused",
+              "prefill " + endpoint + " refused this decode's buffers: " + result.reason, true);
+  }
+}
+
+void DecodeManager::on_pong(const proto::Pong& pong) {
+  std::vector<uint64_t> rooms;
+  const std::string& endpoint = pong.sender.control_endpoint;
+  {
+    MutexLock lock(mu_);
+    auto it = prefills_.find(endpoint);
+    if (it == prefills_.end()) return;
+    PrefillPeer& peer = it->second;
+    peer.last_heard = now();
+    if (peer.incarnation == 0 || peer.incarnation == pong.sender.incarnation) {
+      peer.incarnation = pong.sender.incarnation;
+      return;
+    }
+    // A new process at the same endpoint: it knows nothing of our rooms or buffers.
+    peer.incarnation = pong.sender.incarnation;
+    peer.registration_sent = false;
+    peer.refused = Status();
+    for (const auto& [room, r] : rooms_) {
+      for (const Target& t : r.targets) {
+        if (t.endpoint == endpoint) rooms.push_back(room);
+      }
+    }
+  }
+  for (uint64_t room : rooms)
+    fail_room(room, "peer_restarted", "prefill " + endpoint + " restarted", false);
+}
+
+void DecodeManager::on_abort(const proto::Abort& abort) {
+  fail_room(abort.room, "prefill_failed",
+            "aborted by prefill " + abort.sender.control_endpoint +
+                (abort.reason.empty() ? "" : ": " + abort.reason),
+            true);
+}
+
+// --- failures ----------------------------------------------------------------------
+
+void DecodeManager::drop_room(uint64_t room) {
+  rooms_.erase(room);
+  board_.erase(room);
+}
+
+void DecodeManager::fail_room(uint64_t room, const std::string& cause, const std::string& reason,
+                              bool tell_prefill) {
+  bool known = board_.fail(room, reason);
+  std::vector<std::string> notify;
+  {
+    MutexLock lock(mu_);
+    auto it = rooms_.find(room);
+    if (it == rooms_.end() && !known) return;
+    if (it != rooms_.end() && tell_prefill && it->second.pre_allocated) {
+      for (const Target& t : it->second.targets) notify.push_back(t.endpoint);
+    }
+    drop_room(room);
+  }
+  metrics_.room_failed(cause);
+  PDKV_LOG_WARN("room {} failed: {}", room, reason);
+  proto::Abort abort;
+  abort.room = room;
+  abort.sender = identity_;
+  abort.reason = reason;
+  for (const std::string& endpoint : notify) send(endpoint, abort);
+}
+
+// --- timer -------------------------------------------------------------------------
+
+void DecodeManager::timer_loop() {
+  const auto tick = std::min<std::chrono::milliseconds>(config_.options.heartbeat_interval,
+                                                        std::chrono::milliseconds(100));
+  TimePoint next_ping = now();
+  while (!stopping_) {
+    {
+      MutexLock lock(timer_mu_);
+      timer_wake_.wait_for(timer_mu_, tick, [this] { return stopping_.load(); });
+    }
+    if (stopping_) break;
+    for (uint64_t room : board_.expire_overdue(now())) {
+      auto status = board_.get(room);
+      fail_room(room, "timeout", status ? status->failure_reason : "timeout", true);
+    }
+    if (now() >= next_ping) {
+      heartbeat();
+      next_ping = now() + config_.options.heartbeat_interval;
+    }
+  }
+}
+
+void DecodeManager::heartbeat() {
+  const auto bound = config_.options.liveness_bound();
+  std::vector<std::pair<uint64_t, std::string>> lost;
+  {
+    MutexLock lock(mu_);
+    for (auto it = prefills_.begin(); it != prefills_.end();) {
+      PrefillPeer& peer = it->second;
+      if (now() - peer.last_heard <= bound) {
+        proto::Ping ping;
+        ping.sender = identity_;
+        ping.seq = ++peer.ping_seq;
+        send(it->first, ping);
+        ++it;
+        continue;
+      }
+      for (const auto& [room, r] : rooms_) {
+        for (const Target& t : r.targets) {
+          if (t.endpoint == it->first) {
+            lost.emplace_back(room, it->first);
+            break;
+          }
+        }
+      }
+      // Forget it: a later room looks it up again and registers anew.
+      instances_.erase(peer.bootstrap_addr);
+      it = prefills_.erase(it);
+    }
+  }
+  for (const auto& [room, endpoint] : lost) {
+    fail_room(room, "peer_dead",
+              "prefill " + endpoint + " stopped answering for more than " + seconds(bound), false);
+  }
+}
+
+}  // namespace pdkv::kv

@@ -1,0 +1,197 @@
+// DecodeManager: the decode side of one rank (SPEC §4, §5.3, §10).
+//
+// For each room it resolves the prefill ranks through the bootstrap directory (retrying
+// until the bootstrap timeout), registers its buffers once with each prefill rank it
+// routes to, sends the room's pre-allocation to every target, and counts the prefill
+// ranks' status messages: Success only when every required rank reported success (so
+// poll() == Success means every byte is in this rank's memory). The first token and
+// speculative ids are kept from whichever rank sends them.
+//
+// Failures: a Failed status, a refused registration, a prefill rank that stops answering
+// pings (per-rank liveness, heartbeat_interval x max_failures), the bootstrap timeout and
+// the waiting timeout each fail the room with a reason, and the other prefill ranks of the
+// room are told (Abort) so they stop. A room that ended leaves every table.
+//
+// Threads it owns: the control channel's receive thread (handlers), a resolver thread
+// (bootstrap lookups: the only place that blocks on HTTP), and a timer thread (deadlines,
+// pings). Public methods are thread-safe and never block on the network.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/mutex.h"
+#include "common/status.h"
+#include "engine/transfer_engine.h"
+#include "kv/control_channel.h"
+#include "kv/kv_args.h"
+#include "kv/manager_options.h"
+#include "kv/room_status_board.h"
+#include "kv/route_directory.h"
+#include "kv/route_plan.h"
+#include "kv/transfer_metrics.h"
+
+namespace pdkv::kv {
+
+struct DecodeManagerConfig {
+  KvArgs args;
+  std::string bootstrap_addr;  // default for receivers that name none
+  engine::EngineOptions engine;
+  KvManagerOptions options;
+};
+
+// What the decode learns with the KV: the prefill's first sampled token and speculative
+// candidate ids (valid once the room is Success). Shared with the KVReceiver so it
+// outlives the room's table entries.
+class ReceivedMetadata {
+ public:
+  int64_t bootstrap_token() const {
+    MutexLock lock(mu_);
+    return token_;
+  }
+  std::vector<int32_t> spec_candidate_ids() const {
+    MutexLock lock(mu_);
+    return ids_;
+  }
+
+ private:
+  friend class DecodeManager;
+  mutable Mutex mu_;
+  int64_t token_ PDKV_GUARDED_BY(mu_) = -1;
+  std::vector<int32_t> ids_ PDKV_GUARDED_BY(mu_);
+};
+
+// Decode-side L1.5 ownership of the whole request.
+struct RequestOwnership {
+  std::vector<uint8_t> page_transfer_mask;
+  std::vector<int64_t> page_local_indices;
+};
+
+struct PreAllocationRequest {
+  std::vector<int64_t> kv_pages;  // destination pages after the decode prefix
+  std::optional<int64_t> aux_index;
+  std::vector<int64_t> state_slots;
+  uint64_t decode_prefix_len = 0;  // tokens
+  std::optional<RequestOwnership> ownership;
+};
+
+class DecodeManager {
+ public:
+  static Result<std::unique_ptr<DecodeManager>> create(DecodeManagerConfig config,
+                                                       const ControlChannelFactory& channels,
+                                                       std::shared_ptr<RouteDirectory> directory);
+  ~DecodeManager();
+  DecodeManager(const DecodeManager&) = delete;
+  DecodeManager& operator=(const DecodeManager&) = delete;
+
+  struct Handles {
+    std::shared_ptr<const RoomHandle> status;
+    std::shared_ptr<const ReceivedMetadata> metadata;
+  };
+  // KVReceiver construction: Bootstrapping, the bootstrap timeout starts now.
+  // Empty bootstrap_addr = the manager's default.
+  Handles open_room(uint64_t room, const std::string& bootstrap_addr);
+  // Starts resolving the room's prefill ranks (non-blocking).
+  Status init_room(uint64_t room, std::optional<int64_t> prefill_dp_rank);
+  // The destination pages and slots; sent as soon as the route is known.
+  Status send_metadata(uint64_t room, PreAllocationRequest request);
+  // Fails the room and tells its prefill ranks to stop.
+  void abort_room(uint64_t room, const std::string& reason);
+
+  size_t active_rooms() const;
+  TransferMetricsSnapshot metrics() const { return metrics_.snapshot(); }
+  const std::string& control_endpoint() const { return channel_->endpoint(); }
+  const std::string& engine_endpoint() const { return engine_->endpoint(); }
+  void shutdown();
+
+ private:
+  struct Target {
+    RouteTarget route;
+    std::string endpoint;  // the prefill rank's control endpoint
+  };
+  struct Room {
+    std::string bootstrap_addr;
+    std::shared_ptr<ReceivedMetadata> metadata;
+    bool init_requested = false;
+    std::optional<int64_t> prefill_dp_rank;
+    bool resolved = false;
+    std::vector<Target> targets;
+    uint32_t required_responses = 1;
+    std::set<int64_t> responders;                 // prefill TP ranks that reported Success
+    std::optional<PreAllocationRequest> pending;  // send_metadata before resolution
+    bool pre_allocated = false;
+    int64_t token = -1;
+    std::vector<int32_t> ids;
+    TimePoint opened;
+  };
+  struct PrefillPeer {
+    std::string bootstrap_addr;
+    int64_t tp_rank = 0;
+    uint64_t incarnation = 0;  // from its messages; 0 = not heard yet
+    bool registration_sent = false;
+    Status refused;  // set if it refused our registration
+    TimePoint last_heard;
+    uint64_t ping_seq = 0;
+  };
+  struct Instance {
+    PrefillRankInfo info;
+    RoomRoute route;
+    std::map<std::pair<int64_t, int64_t>, std::string> endpoints;  // (dp group, tp rank)
+  };
+
+  DecodeManager(DecodeManagerConfig config, std::shared_ptr<RouteDirectory> directory);
+  Status start(const ControlChannelFactory& channels);
+
+  void on_message(proto::Message message);
+  void on_status(const proto::TransferStatus& status);
+  void on_registration_result(const proto::RegistrationResult& result);
+  void on_pong(const proto::Pong& pong);
+  void on_abort(const proto::Abort& abort);
+
+  void resolver_loop();
+  Status resolve(uint64_t room);
+  Result<Instance> instance_for(const std::string& addr, TimePoint deadline);
+  void send_pre_allocations(uint64_t room, Room& r) PDKV_REQUIRES(mu_);
+  proto::BufferRegistration registration() const;
+
+  void fail_room(uint64_t room, const std::string& cause, const std::string& reason,
+                 bool tell_prefill);
+  void drop_room(uint64_t room) PDKV_REQUIRES(mu_);
+  void send(const std::string& endpoint, const proto::Message& message);
+
+  void timer_loop();
+  void heartbeat();
+
+  DecodeManagerConfig config_;
+  std::shared_ptr<RouteDirectory> directory_;
+  std::unique_ptr<engine::TransferEngine> engine_;
+  std::unique_ptr<ControlChannel> channel_;
+  proto::RankIdentity identity_;
+  RoomStatusBoard board_;
+  TransferMetrics metrics_;
+
+  mutable Mutex mu_;
+  std::unordered_map<uint64_t, Room> rooms_ PDKV_GUARDED_BY(mu_);
+  std::unordered_map<std::string, PrefillPeer> prefills_ PDKV_GUARDED_BY(mu_);
+  std::unordered_map<std::string, Instance> instances_ PDKV_GUARDED_BY(mu_);
+  std::deque<uint64_t> resolve_queue_ PDKV_GUARDED_BY(mu_);
+  CondVar resolve_wake_;
+
+  std::thread resolver_;
+  std::thread timer_;
+  Mutex timer_mu_;
+  CondVar timer_wake_;
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace pdkv::kv

@@ -1,0 +1,230 @@
+#include "kv/destination_plan.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "plan/blocks.h"
+#include "plan/state_blocks.h"
+
+namespace pdkv::kv {
+namespace {
+
+plan::BufferKind to_plan_kind(proto::BufferKind kind) {
+  switch (kind) {
+    case proto::BufferKind::kTargetK: return plan::BufferKind::kTargetK;
+    case proto::BufferKind::kTargetV: return plan::BufferKind::kTargetV;
+    case proto::BufferKind::kDraftK: return plan::BufferKind::kDraftK;
+    case proto::BufferKind::kDraftV: return plan::BufferKind::kDraftV;
+    case proto::BufferKind::kMambaState: return plan::BufferKind::kState;
+  }
+  return plan::BufferKind::kKv;
+}
+
+bool has_kv_fragment(const std::vector<plan::Fragment>& fragments) {
+  return std::any_of(fragments.begin(), fragments.end(),
+                     [](const plan::Fragment& f) { return !plan::is_state_kind(f.kind); });
+}
+
+}  // namespace
+
+std::vector<plan::Fragment> to_plan_fragments(std::span<const proto::Fragment> fragments) {
+  std::vector<plan::Fragment> out;
+  out.reserve(fragments.size());
+  for (const proto::Fragment& f : fragments) {
+    plan::Fragment p;
+    p.kind = to_plan_kind(f.buffer_kind);
+    p.buffer_index = f.buffer_index;
+    p.src_page_stride_bytes = f.src_page_stride_bytes;
+    p.dst_page_stride_bytes = f.dst_page_stride_bytes;
+    p.src_byte_offset = f.src_byte_offset;
+    p.dst_byte_offset = f.dst_byte_offset;
+    p.bytes_per_page = f.bytes_per_page;
+    p.page_count = f.page_count;
+    p.src_rank = static_cast<int32_t>(f.src_rank);
+    p.dst_rank = static_cast<int32_t>(f.dst_rank);
+    out.push_back(p);
+  }
+  return out;
+}
+
+Result<DestinationPlan> DestinationPlan::create(const KvArgs& prefill,
+                                                const proto::BufferRegistration& registration,
+                                                proto::PreAllocation pre_allocation) {
+  DestinationPlan plan;
+  plan.prefill_ = &prefill;
+  const auto& reg = registration;
+  if (pre_allocation.decode_prefix_len % static_cast<uint64_t>(prefill.page_size) != 0) {
+    return invalid_argument("decode_prefix_len " +
+                            std::to_string(pre_allocation.decode_prefix_len) +
+                            " is not a multiple of page_size " + std::to_string(prefill.page_size));
+  }
+  plan.prefix_pages_ = static_cast<int64_t>(pre_allocation.decode_prefix_len /
+                                            static_cast<uint64_t>(prefill.page_size));
+  plan.fragments_ = to_plan_fragments(pre_allocation.fragments);
+  if (pre_allocation.kind == proto::PreAllocKind::kTransfer) {
+    if (reg.kv.ptrs.size() != prefill.kv_data_ptrs.size()) {
+      return invalid_argument("decode registered " + std::to_string(reg.kv.ptrs.size()) +
+                              " KV buffers but the prefill has " +
+                              std::to_string(prefill.kv_data_ptrs.size()));
+    }
+    if (!has_kv_fragment(plan.fragments_)) {
+      // Without fragments the reference copies prefill items onto decode items one for
+      // one, which is only right when they have the same size.
+      for (size_t i = 0; i < reg.kv.item_lens.size(); ++i) {
+        if (reg.kv.item_lens[i] != prefill.kv_item_lens[i]) {
+          return invalid_argument("KV buffer " + std::to_string(i) + " has item length " +
+                                  std::to_string(prefill.kv_item_lens[i]) + " on prefill but " +
+                                  std::to_string(reg.kv.item_lens[i]) +
+                                  " on decode and the pre-allocation carries no fragments");
+        }
+      }
+    }
+    if (!pre_allocation.state_slots.empty() && !prefill.state_data_ptrs.empty() &&
+        reg.state.ptrs.size() != prefill.state_data_ptrs.size()) {
+      return invalid_argument("decode registered " + std::to_string(reg.state.ptrs.size()) +
+                              " state buffers but the prefill has " +
+                              std::to_string(prefill.state_data_ptrs.size()));
+    }
+  }
+  if (pre_allocation.dst_l1_5 && pre_allocation.dst_l1_5->indices_are_local) {
+    const auto& own = *pre_allocation.dst_l1_5;
+    plan.dst_local_ = true;
+    plan.dst_mask_.reserve(own.page_transfer_mask.size());
+    plan.dst_mapping_.reserve(own.page_transfer_mask.size());
+    int64_t owned = 0;
+    for (bool bit : own.page_transfer_mask) {
+      plan.dst_mask_.push_back(bit ? 1 : 0);
+      owned += bit ? 1 : 0;
+      plan.dst_mapping_.push_back(owned - 1);
+    }
+    if (plan.dst_mask_.size() != pre_allocation.dst_kv_pages.size()) {
+      return invalid_argument("L1.5 page_transfer_mask has " +
+                              std::to_string(plan.dst_mask_.size()) + " entries but the room has " +
+                              std::to_string(pre_allocation.dst_kv_pages.size()) +
+                              " destination pages");
+    }
+  }
+  plan.dst_kv_ptrs_ = reg.kv.ptrs;
+  plan.dst_kv_lens_ = reg.kv.lens;
+  plan.dst_state_ptrs_ = reg.state.ptrs;
+  plan.dst_state_lens_ = reg.state.lens;
+  plan.dst_aux_ptrs_ = reg.aux.ptrs;
+  plan.dst_aux_lens_ = reg.aux.lens;
+  plan.dst_aux_item_lens_ = reg.aux.item_lens;
+  plan.layer_buffers_ = prefill.layer_buffers;
+  plan.kv_layer_ids_ = prefill.effective_kv_layer_ids();
+  plan.pre_allocation_ = std::move(pre_allocation);
+  return plan;
+}
+
+Result<plan::ResolvedIndices> DestinationPlan::resolve(const ChunkSpec& chunk) const {
+  const int64_t n = static_cast<int64_t>(chunk.pages.size());
+  if (chunk.first_page < 0) return invalid_argument("chunk first_page is negative");
+  const int64_t skip = std::clamp<int64_t>(prefix_pages_ - chunk.first_page, 0, n);
+  const int64_t slice_start = chunk.first_page + skip - prefix_pages_;
+  const int64_t slice_stop = chunk.first_page + n - prefix_pages_;
+  if (skip == n) return plan::ResolvedIndices{};  // the chunk lies inside the decode prefix
+  plan::DstOwnership dst_own;
+  const plan::DstOwnership* dst_l15 = nullptr;
+  const auto& local = pre_allocation_.dst_l1_5;
+  if (dst_local_) {
+    dst_own.page_transfer_mask = std::span<const uint8_t>(dst_mask_);
+    dst_own.page_indices_mapping = std::span<const int64_t>(dst_mapping_);
+    dst_own.page_local_indices = std::span<const int64_t>(local->page_local_indices);
+    dst_l15 = &dst_own;
+  }
+  return plan::resolve_indices(chunk.pages.subspan(static_cast<size_t>(skip)),
+                               pre_allocation_.dst_kv_pages, slice_start, slice_stop, chunk.src_l15,
+                               dst_l15);
+}
+
+Status DestinationPlan::append_kv_blocks(const plan::ResolvedIndices& pages, int64_t begin_layer_id,
+                                         int64_t end_layer_id,
+                                         std::vector<plan::Block>& out) const {
+  if (pages.src_pages.empty()) return Status();
+  plan::BufferTable table{prefill_->kv_data_ptrs, dst_kv_ptrs_, prefill_->kv_item_lens,
+                          prefill_->kv_data_lens, dst_kv_lens_};
+  // KV layers whose global id is in range, as maximal runs of consecutive KV-layer indices
+  // (hybrid models interleave KV and state layers, so the ids may have gaps).
+  const int64_t layers = static_cast<int64_t>(layer_buffers_.size());
+  int64_t l = 0;
+  while (l < layers) {
+    if (kv_layer_ids_[l] < begin_layer_id || kv_layer_ids_[l] >= end_layer_id) {
+      ++l;
+      continue;
+    }
+    int64_t run_end = l + 1;
+    while (run_end < layers && kv_layer_ids_[run_end] >= begin_layer_id &&
+           kv_layer_ids_[run_end] < end_layer_id) {
+      ++run_end;
+    }
+    PDKV_ASSIGN_OR_RETURN(auto blocks, plan::kv_blocks(table, layer_buffers_, pages.src_pages,
+                                                       pages.dst_pages, l, run_end, fragments_));
+    out.insert(out.end(), blocks.begin(), blocks.end());
+    l = run_end;
+  }
+  return Status();
+}
+
+Status DestinationPlan::append_state_blocks(std::span<const int64_t> src_slots,
+                                            std::optional<int64_t> begin_layer_id,
+                                            std::optional<int64_t> end_layer_id,
+                                            std::vector<plan::Block>& out) const {
+  if (prefill_->state_data_ptrs.empty() || pre_allocation_.state_slots.empty() ||
+      src_slots.empty()) {
+    return Status();
+  }
+  if (dst_state_ptrs_.empty()) {
+    // The reference reported success here without sending the state (SPEC §12 item 16).
+    return failed_precondition(
+        "the room has state slots but the decode registered no state buffers");
+  }
+  plan::BufferTable table{prefill_->state_data_ptrs, dst_state_ptrs_, prefill_->state_item_lens,
+                          prefill_->state_data_lens, dst_state_lens_};
+  plan::StateSlots slots;
+  slots.src_slots = src_slots;
+  slots.dst_slots = std::span<const int64_t>(pre_allocation_.state_slots);
+  if (begin_layer_id || end_layer_id) {
+    slots.state_layer_ids = std::span<const int64_t>(prefill_->state_layer_ids);
+    slots.begin_layer = begin_layer_id;
+    slots.end_layer = end_layer_id;
+  }
+  PDKV_ASSIGN_OR_RETURN(auto blocks, plan::state_blocks(table, slots, fragments_));
+  out.insert(out.end(), blocks.begin(), blocks.end());
+  return Status();
+}
+
+Status DestinationPlan::append_aux_blocks(int64_t src_aux_index,
+                                          std::vector<plan::Block>& out) const {
+  const auto& dst_index = pre_allocation_.aux_index;
+  if (!dst_index || prefill_->aux_data_ptrs.empty() || dst_aux_ptrs_.empty()) return Status();
+  if (dst_aux_ptrs_.size() != prefill_->aux_data_ptrs.size()) {
+    return invalid_argument("decode registered " + std::to_string(dst_aux_ptrs_.size()) +
+                            " aux buffers but the prefill has " +
+                            std::to_string(prefill_->aux_data_ptrs.size()));
+  }
+  if (src_aux_index < 0 || *dst_index < 0) return out_of_range("negative aux index");
+  for (size_t i = 0; i < dst_aux_ptrs_.size(); ++i) {
+    const uint64_t item = prefill_->aux_item_lens[i];
+    if (dst_aux_item_lens_[i] != item) {
+      return invalid_argument("aux buffer " + std::to_string(i) + " has item length " +
+                              std::to_string(item) + " on prefill but " +
+                              std::to_string(dst_aux_item_lens_[i]) + " on decode");
+    }
+    const auto src_row = static_cast<uint64_t>(src_aux_index);
+    const auto dst_row = static_cast<uint64_t>(*dst_index);
+    const uint64_t src_rows = prefill_->aux_data_lens[i] / item;
+    const uint64_t dst_rows = dst_aux_lens_[i] / item;
+    if (src_row >= src_rows || dst_row >= dst_rows) {
+      return out_of_range("aux row " + std::to_string(src_row) + " -> " + std::to_string(dst_row) +
+                          " outside buffer " + std::to_string(i) + " (" + std::to_string(src_rows) +
+                          " / " + std::to_string(dst_rows) + " rows)");
+    }
+    out.push_back(plan::Block{prefill_->aux_data_ptrs[i] + src_row * item,
+                              dst_aux_ptrs_[i] + dst_row * item, item});
+  }
+  return Status();
+}
+
+}  // namespace pdkv::kv

@@ -1,0 +1,94 @@
+// DestinationPlan: everything a prefill needs to turn one room's chunks into writes to
+// one decode rank, derived once when that rank's pre-allocation arrives.
+//
+// It joins three things that arrive separately: the prefill's own KvArgs, the decode's
+// BufferRegistration (its buffer addresses and lengths) and the room's PreAllocation
+// (destination pages, slots, aux index, L1.5 ownership, TP fragments). create() checks
+// that they fit together (buffer counts, prefix alignment, item lengths where no
+// fragment reshapes them, ownership lengths) so that a bad pre-allocation fails its room
+// at once with a reason, instead of failing a worker later (SPEC §12 item 7).
+//
+// Chunk geometry: a chunk names prefill pages for request pages [first_page,
+// first_page + n). The decode holds the first decode_prefix_len / page_size pages
+// already and pre-allocated only the pages after them, so those prefix pages are
+// skipped and the rest map to destination positions (request page - prefix pages).
+//
+// Every address a block gets is inside a buffer on both sides (plan/ checks it against
+// both sides' lengths). Thread safety: immutable after create(); const methods may run
+// concurrently.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "kv/kv_args.h"
+#include "plan/resolve.h"
+#include "plan/types.h"
+#include "proto/messages.h"
+
+namespace pdkv::kv {
+
+struct ChunkSpec {
+  int64_t first_page = 0;          // request-wide page index of pages[0]
+  std::span<const int64_t> pages;  // prefill page indices
+  // Prefill-side L1.5 ownership of this chunk (required iff the prefill runs L1.5).
+  const plan::SrcOwnership* src_l15 = nullptr;
+};
+
+class DestinationPlan {
+ public:
+  // `prefill` must outlive the plan.
+  static Result<DestinationPlan> create(const KvArgs& prefill,
+                                        const proto::BufferRegistration& registration,
+                                        proto::PreAllocation pre_allocation);
+
+  bool is_dummy() const { return pre_allocation_.kind != proto::PreAllocKind::kTransfer; }
+  const proto::PreAllocation& pre_allocation() const { return pre_allocation_; }
+  int64_t prefix_pages() const { return prefix_pages_; }
+
+  // Source and destination pages of the chunk for this destination (prefix skipped,
+  // L1.5 applied, mismatched lengths truncated as the reference does).
+  Result<plan::ResolvedIndices> resolve(const ChunkSpec& chunk) const;
+
+  // Appends the KV blocks of every KV layer whose global layer id is in
+  // [begin_layer_id, end_layer_id) (all layers: 0, INT64_MAX).
+  Status append_kv_blocks(const plan::ResolvedIndices& pages, int64_t begin_layer_id,
+                          int64_t end_layer_id, std::vector<plan::Block>& out) const;
+
+  // Appends the state-slot blocks (src_slots = the prefill's slots of the last chunk);
+  // with a layer range only state buffers whose layer id is inside it.
+  Status append_state_blocks(std::span<const int64_t> src_slots,
+                             std::optional<int64_t> begin_layer_id,
+                             std::optional<int64_t> end_layer_id,
+                             std::vector<plan::Block>& out) const;
+
+  // Appends one block per aux buffer: row src_aux_index of the prefill's buffer to row
+  // aux_index of the decode's. Nothing when either side has no aux buffers or the
+  // decode sent no aux index.
+  Status append_aux_blocks(int64_t src_aux_index, std::vector<plan::Block>& out) const;
+
+ private:
+  DestinationPlan() = default;
+
+  const KvArgs* prefill_ = nullptr;
+  proto::PreAllocation pre_allocation_;
+  std::vector<uint64_t> dst_kv_ptrs_, dst_kv_lens_;
+  std::vector<uint64_t> dst_state_ptrs_, dst_state_lens_;
+  std::vector<uint64_t> dst_aux_ptrs_, dst_aux_lens_, dst_aux_item_lens_;
+  std::vector<std::vector<int64_t>> layer_buffers_;
+  std::vector<int64_t> kv_layer_ids_;
+  std::vector<plan::Fragment> fragments_;
+  int64_t prefix_pages_ = 0;
+  // Decode-side L1.5 (dst ON), request-wide.
+  bool dst_local_ = false;
+  std::vector<uint8_t> dst_mask_;
+  std::vector<int64_t> dst_mapping_;  // cumsum(mask) - 1
+};
+
+// proto fragments (wire kinds) -> plan fragments (planner kinds).
+std::vector<plan::Fragment> to_plan_fragments(std::span<const proto::Fragment> fragments);
+
+}  // namespace pdkv::kv

@@ -1,0 +1,176 @@
+#include "kv/destination_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+namespace pdkv::kv {
+namespace {
+
+constexpr uint64_t kItem = 256;
+constexpr uint64_t kPages = 64;
+
+// Two KV layers (K0 V0 K1 V1 as buffers 0..3), one aux buffer and one state buffer.
+KvArgs prefill_args() {
+  KvArgs a;
+  a.page_size = 4;
+  for (uint64_t b = 0; b < 4; ++b) {
+    a.kv_data_ptrs.push_back(0x100000 * (b + 1));
+    a.kv_data_lens.push_back(kItem * kPages);
+    a.kv_item_lens.push_back(kItem);
+  }
+  a.layer_buffers = {{0, 2}, {1, 3}};
+  a.aux_data_ptrs = {0x900000};
+  a.aux_data_lens = {64 * 16};
+  a.aux_item_lens = {64};
+  a.state_data_ptrs = {0xA00000};
+  a.state_data_lens = {1024 * 8};
+  a.state_item_lens = {1024};
+  a.state_layer_ids = {1};
+  return a;
+}
+
+proto::BufferRegistration decode_registration() {
+  proto::BufferRegistration r;
+  for (uint64_t b = 0; b < 4; ++b) {
+    r.kv.ptrs.push_back(0x10000000 * (b + 1));
+    r.kv.lens.push_back(kItem * kPages);
+    r.kv.item_lens.push_back(kItem);
+  }
+  r.aux = {{0x20000000}, {64 * 16}, {64}};
+  r.state = {{0x30000000}, {1024 * 8}, {1024}};
+  return r;
+}
+
+proto::PreAllocation pre_allocation(std::vector<int64_t> pages, uint64_t prefix_tokens = 0) {
+  proto::PreAllocation p;
+  p.room = 1;
+  p.dst_kv_pages = std::move(pages);
+  p.decode_prefix_len = prefix_tokens;
+  p.aux_index = 3;
+  p.state_slots = {5};
+  return p;
+}
+
+TEST(DestinationPlanTest, ChunksMapToDestinationPositions) {
+  KvArgs args = prefill_args();
+  auto plan =
+      DestinationPlan::create(args, decode_registration(), pre_allocation({10, 11, 12, 20}));
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  const std::vector<int64_t> second_half = {2, 3};
+  auto resolved = plan->resolve(ChunkSpec{2, second_half});
+  ASSERT_TRUE(resolved.ok());
+  EXPECT_EQ(resolved->src_pages, second_half);
+  EXPECT_EQ(resolved->dst_pages, (std::vector<int64_t>{12, 20}));
+
+  std::vector<plan::Block> blocks;
+  ASSERT_TRUE(
+      plan->append_kv_blocks(*resolved, 0, std::numeric_limits<int64_t>::max(), blocks).ok());
+  // Pages 2->12 and 3->20 do not coalesce: two blocks per buffer, four buffers.
+  ASSERT_EQ(blocks.size(), 8u);
+  EXPECT_EQ(blocks[0].src_addr, 0x100000 + 2 * kItem);
+  EXPECT_EQ(blocks[0].dst_addr, 0x10000000 + 12 * kItem);
+  EXPECT_EQ(blocks[0].length, kItem);
+}
+
+TEST(DestinationPlanTest, DecodePrefixPagesAreSkipped) {
+  KvArgs args = prefill_args();
+  // The decode already holds 8 tokens = 2 pages; it pre-allocated only pages 2 and 3.
+  auto plan = DestinationPlan::create(args, decode_registration(), pre_allocation({40, 41}, 8));
+  ASSERT_TRUE(plan.ok());
+  const std::vector<int64_t> first = {7, 8, 9};  // request pages 0..2
+  auto r = plan->resolve(ChunkSpec{0, first});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->src_pages, std::vector<int64_t>{9});
+  EXPECT_EQ(r->dst_pages, std::vector<int64_t>{40});
+  const std::vector<int64_t> inside_prefix = {7, 8};
+  EXPECT_TRUE(plan->resolve(ChunkSpec{0, inside_prefix})->src_pages.empty());
+}
+
+TEST(DestinationPlanTest, UnalignedPrefixIsRejected) {
+  KvArgs args = prefill_args();
+  auto plan = DestinationPlan::create(args, decode_registration(), pre_allocation({1}, 6));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("not a multiple of page_size 4"), std::string::npos);
+}
+
+TEST(DestinationPlanTest, ItemLengthMismatchWithoutFragmentsIsRejected) {
+  KvArgs args = prefill_args();
+  auto reg = decode_registration();
+  reg.kv.item_lens[1] = 128;
+  auto plan = DestinationPlan::create(args, reg, pre_allocation({1}));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("carries no fragments"), std::string::npos);
+}
+
+TEST(DestinationPlanTest, OutOfRangeDestinationPageIsAnError) {
+  KvArgs args = prefill_args();
+  auto plan = DestinationPlan::create(args, decode_registration(), pre_allocation({kPages}));
+  ASSERT_TRUE(plan.ok());
+  const std::vector<int64_t> src = {0};
+  auto r = plan->resolve(ChunkSpec{0, src});
+  ASSERT_TRUE(r.ok());
+  std::vector<plan::Block> blocks;
+  EXPECT_FALSE(plan->append_kv_blocks(*r, 0, 100, blocks).ok());
+}
+
+TEST(DestinationPlanTest, LayerRangeSelectsByGlobalId) {
+  KvArgs args = prefill_args();
+  args.kv_layer_ids = {0, 2};  // a hybrid model: layer 1 is a state layer
+  auto plan = DestinationPlan::create(args, decode_registration(), pre_allocation({1}));
+  const std::vector<int64_t> src = {0};
+  auto r = plan->resolve(ChunkSpec{0, src});
+  std::vector<plan::Block> blocks;
+  ASSERT_TRUE(plan->append_kv_blocks(*r, 1, 3, blocks).ok());
+  ASSERT_EQ(blocks.size(), 2u);  // buffers 1 and 3 of KV layer 1 (global id 2)
+  EXPECT_EQ(blocks[0].src_addr, 0x200000u);
+  EXPECT_EQ(blocks[1].src_addr, 0x400000u);
+}
+
+TEST(DestinationPlanTest, AuxAndStateBlocks) {
+  KvArgs args = prefill_args();
+  auto plan = DestinationPlan::create(args, decode_registration(), pre_allocation({1}));
+  std::vector<plan::Block> blocks;
+  ASSERT_TRUE(plan->append_aux_blocks(2, blocks).ok());
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_EQ(blocks[0].src_addr, 0x900000u + 2 * 64);
+  EXPECT_EQ(blocks[0].dst_addr, 0x20000000u + 3 * 64);
+  EXPECT_FALSE(plan->append_aux_blocks(16, blocks).ok());
+
+  blocks.clear();
+  const std::vector<int64_t> slots = {2};
+  ASSERT_TRUE(plan->append_state_blocks(slots, std::nullopt, std::nullopt, blocks).ok());
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_EQ(blocks[0].src_addr, 0xA00000u + 2 * 1024);
+  EXPECT_EQ(blocks[0].dst_addr, 0x30000000u + 5 * 1024);
+  blocks.clear();
+  ASSERT_TRUE(plan->append_state_blocks(slots, 0, 1, blocks).ok());
+  EXPECT_TRUE(blocks.empty());  // the state buffer belongs to layer 1
+}
+
+TEST(DestinationPlanTest, StateSlotsWithoutDecodeStateBuffersFailInsteadOfSkipping) {
+  KvArgs args = prefill_args();
+  auto reg = decode_registration();
+  reg.state = {};
+  auto p = pre_allocation({1});
+  auto plan = DestinationPlan::create(args, reg, p);
+  ASSERT_FALSE(plan.ok());  // buffer count mismatch caught at pre-allocation
+}
+
+TEST(DestinationPlanTest, DstOwnershipMaskMustCoverTheRoom) {
+  KvArgs args = prefill_args();
+  auto p = pre_allocation({1, 2, 3});
+  p.dst_l1_5 = proto::PageOwnership{true, {true, false}, {9}};
+  EXPECT_FALSE(DestinationPlan::create(args, decode_registration(), p).ok());
+  p.dst_l1_5 = proto::PageOwnership{true, {true, false, true}, {9, 8}};
+  auto plan = DestinationPlan::create(args, decode_registration(), p);
+  ASSERT_TRUE(plan.ok());
+  const std::vector<int64_t> src = {4, 5, 6};
+  auto r = plan->resolve(ChunkSpec{0, src});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->src_pages, (std::vector<int64_t>{4, 6}));
+  EXPECT_EQ(r->dst_pages, (std::vector<int64_t>{9, 8}));
+}
+
+}  // namespace
+}  // namespace pdkv::kv

@@ -1,0 +1,64 @@
+// KVSender / KVReceiver: one room's view for a serving engine's scheduler thread, the C++
+// twins of the Python contract's classes (../shared/KV_API.md). Every method returns at
+// once: the managers' own threads do the waiting. poll() reads the room's handle, so it
+// keeps answering with the final state after the room left the manager's tables.
+//
+// Thread safety: one object per room, used from one thread (the scheduler); the managers
+// they point to are thread-safe. The manager must outlive its senders/receivers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "kv/decode_manager.h"
+#include "kv/prefill_manager.h"
+
+namespace pdkv::kv {
+
+class KVSender {
+ public:
+  KVSender(PrefillManager& manager, uint64_t room);
+  // The request has num_pages pages in total.
+  Status init(int64_t num_pages, std::optional<int64_t> aux_index);
+  // One chunk; a chunk after the room ended is ignored (poll() already says why).
+  Status send(std::span<const int64_t> pages, std::span<const int64_t> state_slots = {},
+              std::optional<ChunkOwnership> ownership = std::nullopt);
+  RoomState poll() const { return handle_->status().state; }
+  // The reason of a Failed room; OK otherwise.
+  Status failure() const;
+  void abort(const std::string& reason = "");
+  uint64_t room() const { return room_; }
+
+ private:
+  PrefillManager& manager_;
+  uint64_t room_;
+  std::shared_ptr<const RoomHandle> handle_;
+};
+
+class KVReceiver {
+ public:
+  KVReceiver(DecodeManager& manager, uint64_t room, const std::string& bootstrap_addr = "");
+  Status init(std::optional<int64_t> prefill_dp_rank = std::nullopt);
+  Status send_metadata(PreAllocationRequest request);
+  RoomState poll() const { return handles_.status->status().state; }
+  Status failure() const;
+  void abort(const std::string& reason = "");
+  // Valid once poll() is Success: -1 / empty when the prefill sent none.
+  int64_t bootstrap_token() const { return handles_.metadata->bootstrap_token(); }
+  std::vector<int32_t> spec_candidate_ids() const {
+    return handles_.metadata->spec_candidate_ids();
+  }
+  uint64_t room() const { return room_; }
+
+ private:
+  DecodeManager& manager_;
+  uint64_t room_;
+  DecodeManager::Handles handles_;
+};
+
+}  // namespace pdkv::kv

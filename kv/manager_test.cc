@@ -1,0 +1,514 @@
+// KV managers end to end inside one process: real TCP engines over loopback, messages
+// through the real codecs on an in-process bus. (Separate-process tests over ZeroMQ and
+// the HTTP bootstrap server live in kv/integration_test.cc.) Every test checks the bytes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "kv/kv_sender.h"
+#include "kv/testing/kv_cluster.h"
+
+namespace pdkv::kv {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::InProcessBus;
+using testing::MemoryDirectory;
+using testing::ModelShape;
+using testing::RankBuffers;
+
+constexpr char kAddr[] = "bootstrap-under-test:8998";
+
+template <typename Pred>
+bool eventually(Pred pred, milliseconds timeout = milliseconds(10000)) {
+  TimePoint deadline = now() + timeout;
+  while (now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return pred();
+}
+
+std::vector<int64_t> shuffled_pages(int64_t count, int64_t capacity, uint32_t seed) {
+  std::vector<int64_t> all(static_cast<size_t>(capacity));
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), std::mt19937(seed));
+  all.resize(static_cast<size_t>(count));
+  return all;
+}
+
+class KvManagerTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<PrefillManager> make_prefill(RankBuffers& buffers, int64_t rank,
+                                               KvManagerOptions options = testing::fast_options(),
+                                               int64_t layerwise_interval = 0,
+                                               bool wait_for_metadata = false) {
+    PrefillManagerConfig config;
+    config.args = buffers.args(rank);
+    config.bootstrap_addr = kAddr;
+    config.engine = testing::loopback_engine();
+    config.options = options;
+    config.layerwise_interval = layerwise_interval;
+    config.wait_for_prefill_metadata = wait_for_metadata;
+    auto m = PrefillManager::create(std::move(config), bus_.factory(), directory_);
+    EXPECT_TRUE(m.ok()) << m.status().to_string();
+    return m.ok() ? std::move(m).value() : nullptr;
+  }
+  std::unique_ptr<DecodeManager> make_decode(RankBuffers& buffers, int64_t rank,
+                                             KvManagerOptions options = testing::fast_options()) {
+    DecodeManagerConfig config;
+    config.args = buffers.args(rank);
+    config.bootstrap_addr = kAddr;
+    config.engine = testing::loopback_engine();
+    config.options = options;
+    auto m = DecodeManager::create(std::move(config), bus_.factory(), directory_);
+    EXPECT_TRUE(m.ok()) << m.status().to_string();
+    return m.ok() ? std::move(m).value() : nullptr;
+  }
+
+  InProcessBus bus_;
+  std::shared_ptr<MemoryDirectory> directory_ = std::make_shared<MemoryDirectory>();
+  ModelShape shape_;
+};
+
+TEST_F(KvManagerTest, OneToOneChunkedTransferMovesEveryByte) {
+  RankBuffers pbuf(shape_, 1, 0, 64), dbuf(shape_, 1, 0, 64);
+  auto prefill = make_prefill(pbuf, 0);
+  auto decode = make_decode(dbuf, 0);
+  const auto src = shuffled_pages(10, 64, 1);
+  const auto dst = shuffled_pages(10, 64, 2);
+  pbuf.fill_request(src);
+
+  KVSender sender(*prefill, 42);
+  ASSERT_TRUE(sender.init(10, 0).ok());
+  KVReceiver receiver(*decode, 42);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  // Three chunks, the last carrying the rest.
+  std::span<const int64_t> all(src);
+  ASSERT_TRUE(sender.send(all.subspan(0, 3)).ok());
+  ASSERT_TRUE(sender.send(all.subspan(3, 4)).ok());
+  prefill->set_prefill_metadata(42, 777, {5, 6});
+  ASSERT_TRUE(sender.send(all.subspan(7)).ok());
+
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }))
+      << receiver.failure().to_string();
+  EXPECT_TRUE(dbuf.holds_request(dst));
+  EXPECT_EQ(receiver.bootstrap_token(), 777);
+  EXPECT_EQ(receiver.spec_candidate_ids(), (std::vector<int32_t>{5, 6}));
+  EXPECT_TRUE(eventually([&] { return sender.poll() == RoomState::kSuccess; }));
+  EXPECT_TRUE(
+      eventually([&] { return prefill->active_rooms() == 0 && decode->active_rooms() == 0; }));
+}
+
+TEST_F(KvManagerTest, ChunksSentBeforeThePreAllocationWaitForIt) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_prefill(pbuf, 0);
+  auto decode = make_decode(dbuf, 0);
+  const std::vector<int64_t> src = {3, 4, 5}, dst = {9, 1, 2};
+  pbuf.fill_request(src);
+  KVSender sender(*prefill, 7);
+  ASSERT_TRUE(sender.init(3, 0).ok());
+  ASSERT_TRUE(sender.send(src).ok());
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_EQ(sender.poll(), RoomState::kBootstrapping);
+  KVReceiver receiver(*decode, 7);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }));
+  EXPECT_TRUE(dbuf.holds_request(dst));
+}
+
+TEST_F(KvManagerTest, PreAllocationBeforeTheSenderExists) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_prefill(pbuf, 0);
+  auto decode = make_decode(dbuf, 0);
+  const std::vector<int64_t> src = {0, 1}, dst = {5, 6};
+  pbuf.fill_request(src);
+  KVReceiver receiver(*decode, 8);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(eventually([&] { return prefill->active_rooms() == 1; }));
+  KVSender sender(*prefill, 8);
+  ASSERT_TRUE(sender.init(2, 0).ok());
+  ASSERT_TRUE(sender.send(src).ok());
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }));
+  EXPECT_TRUE(dbuf.holds_request(dst));
+}
+
+TEST_F(KvManagerTest, HeadSlicingOneToTwo) {
+  RankBuffers pbuf(shape_, 1, 0, 16), d0(shape_, 2, 0, 16), d1(shape_, 2, 1, 16);
+  auto prefill = make_prefill(pbuf, 0);
+  auto dec0 = make_decode(d0, 0);
+  auto dec1 = make_decode(d1, 1);
+  const std::vector<int64_t> src = {1, 2, 3, 9};
+  const std::vector<int64_t> dst0 = {4, 5, 6, 7}, dst1 = {15, 0, 3, 8};
+  pbuf.fill_request(src);
+  KVSender sender(*prefill, 100);
+  ASSERT_TRUE(sender.init(4, 0).ok());
+  KVReceiver r0(*dec0, 100), r1(*dec1, 100);
+  ASSERT_TRUE(r0.init().ok());
+  ASSERT_TRUE(r1.init().ok());
+  ASSERT_TRUE(r0.send_metadata({dst0, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(r1.send_metadata({dst1, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(sender.send(src).ok());
+  ASSERT_TRUE(eventually([&] {
+    return r0.poll() == RoomState::kSuccess && r1.poll() == RoomState::kSuccess;
+  })) << r0.failure().to_string()
+      << " / " << r1.failure().to_string();
+  EXPECT_TRUE(d0.holds_request(dst0));
+  EXPECT_TRUE(d1.holds_request(dst1));
+  EXPECT_TRUE(eventually([&] { return prefill->active_rooms() == 0; }));
+}
+
+TEST_F(KvManagerTest, DecodePrefixIsNotResent) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_prefill(pbuf, 0);
+  auto decode = make_decode(dbuf, 0);
+  const std::vector<int64_t> src = {0, 1, 2, 3, 4};
+  pbuf.fill_request(src);
+  // The decode already holds 2 pages (8 tokens) and allocates only the last three.
+  const std::vector<int64_t> tail = {10, 11, 12};
+  KVSender sender(*prefill, 9);
+  ASSERT_TRUE(sender.init(5, 0).ok());
+  KVReceiver receiver(*decode, 9);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({tail, 0, {}, 8, std::nullopt}).ok());
+  ASSERT_TRUE(sender.send(src).ok());
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }));
+  const std::vector<int64_t> as_request = {-1, -1, 10, 11, 12};
+  EXPECT_TRUE(dbuf.holds_request(as_request, 2));
+}
+
+TEST_F(KvManagerTest, DecodeAbortFailsThePrefillRoomWithTheReason) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_prefill(pbuf, 0);
+  auto decode = make_decode(dbuf, 0);
+  KVSender sender(*prefill, 11);
+  ASSERT_TRUE(sender.init(2, 0).ok());
+  KVReceiver receiver(*decode, 11);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({{1, 2}, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(eventually([&] { return sender.poll() == RoomState::kWaitingForInput; }));
+  receiver.abort("client went away");
+  EXPECT_EQ(receiver.poll(), RoomState::kFailed);
+  ASSERT_TRUE(eventually([&] { return sender.poll() == RoomState::kFailed; }));
+  EXPECT_NE(sender.failure().message().find("client went away"), std::string::npos);
+  EXPECT_TRUE(sender.send(std::vector<int64_t>{0, 1}).ok());  // ignored: the room ended
+  EXPECT_TRUE(
+      eventually([&] { return prefill->active_rooms() == 0 && decode->active_rooms() == 0; }));
+}
+
+TEST_F(KvManagerTest, PrefillAbortReachesTheDecode) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_prefill(pbuf, 0);
+  auto decode = make_decode(dbuf, 0);
+  KVSender sender(*prefill, 12);
+  ASSERT_TRUE(sender.init(2, 0).ok());
+  KVReceiver receiver(*decode, 12);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({{1, 2}, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(eventually([&] { return sender.poll() == RoomState::kWaitingForInput; }));
+  sender.abort("embedding never arrived");
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
+  EXPECT_NE(receiver.failure().message().find("embedding never arrived"), std::string::npos);
+}
+
+TEST_F(KvManagerTest, BootstrapTimeoutWhenNoPrefillRegisters) {
+  RankBuffers dbuf(shape_, 1, 0, 16);
+  KvManagerOptions options = testing::fast_options();
+  options.bootstrap_timeout = milliseconds(500);
+  auto decode = make_decode(dbuf, 0, options);
+  TimePoint start = now();
+  KVReceiver receiver(*decode, 13, "nobody-home:1");
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
+  const double waited_ms = std::chrono::duration<double, std::milli>(now() - start).count();
+  EXPECT_GE(waited_ms, 400);
+  EXPECT_LE(waited_ms, 2000);
+  EXPECT_NE(receiver.failure().message().find("13"), std::string::npos);
+  EXPECT_TRUE(eventually([&] { return decode->active_rooms() == 0; }));
+}
+
+TEST_F(KvManagerTest, OutOfRangeDestinationPageFailsBothSides) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_prefill(pbuf, 0);
+  auto decode = make_decode(dbuf, 0);
+  KVSender sender(*prefill, 14);
+  ASSERT_TRUE(sender.init(1, 0).ok());
+  KVReceiver receiver(*decode, 14);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({{16}, 0, {}, 0, std::nullopt}).ok());  // one past the end
+  ASSERT_TRUE(sender.send(std::vector<int64_t>{0}).ok());
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
+  ASSERT_TRUE(eventually([&] { return sender.poll() == RoomState::kFailed; }));
+}
+
+TEST_F(KvManagerTest, LayerwiseStreamsGroupsAsTheForwardMarksThem) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_prefill(pbuf, 0, testing::fast_options(), 1);
+  auto decode = make_decode(dbuf, 0);
+  const std::vector<int64_t> src = {2, 3}, dst = {7, 8};
+  pbuf.fill_request(src);
+  KVSender sender(*prefill, 15);
+  ASSERT_TRUE(sender.init(2, 0).ok());
+  KVReceiver receiver(*decode, 15);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  prefill->reserve_layerwise_cache_steps();
+  ASSERT_TRUE(sender.send(src).ok());
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_NE(receiver.poll(), RoomState::kSuccess);  // no layer is ready yet
+  prefill->mark_layers_ready(1);
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_NE(receiver.poll(), RoomState::kSuccess);
+  prefill->mark_layers_ready(1);
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }));
+  EXPECT_TRUE(dbuf.holds_request(dst));
+}
+
+TEST_F(KvManagerTest, DeadDecodeIsDetectedByTheHeartbeat) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_prefill(pbuf, 0);
+  auto decode = make_decode(dbuf, 0);
+  KVSender sender(*prefill, 16);
+  ASSERT_TRUE(sender.init(2, 0).ok());
+  KVReceiver receiver(*decode, 16);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({{1, 2}, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(eventually([&] { return sender.poll() == RoomState::kWaitingForInput; }));
+  // The decode goes silent: nothing it sends reaches the prefill any more.
+  TimePoint killed = now();
+  bus_.set_unreachable(prefill->control_endpoint(), true);
+  ASSERT_TRUE(eventually([&] { return sender.poll() == RoomState::kFailed; }));
+  EXPECT_LT(now() - killed, milliseconds(2000));
+  EXPECT_NE(sender.failure().message().find("stopped answering"), std::string::npos);
+  // The prefill tells the decode, whose room fails too.
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
+}
+
+TEST_F(KvManagerTest, DeadPrefillIsDetectedByTheHeartbeat) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_prefill(pbuf, 0);
+  auto decode = make_decode(dbuf, 0);
+  KVSender sender(*prefill, 17);
+  ASSERT_TRUE(sender.init(2, 0).ok());
+  KVReceiver receiver(*decode, 17);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({{1, 2}, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(eventually([&] { return sender.poll() == RoomState::kWaitingForInput; }));
+  TimePoint killed = now();
+  bus_.set_unreachable(decode->control_endpoint(), true);
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
+  // heartbeat_interval x max_failures = 300 ms, plus one timer tick and scheduling slack.
+  EXPECT_LT(now() - killed, milliseconds(1500));
+  EXPECT_NE(receiver.failure().message().find("stopped answering"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pdkv::kv
+
+namespace pdkv::kv {
+namespace {
+
+// A P-rank prefill instance and a D-rank decode instance moving one room; every decode
+// rank must end with exactly its heads of every page.
+class HeterogeneousTpTest : public KvManagerTest,
+                            public ::testing::WithParamInterface<std::tuple<int, int, bool, int>> {
+};
+
+TEST_P(HeterogeneousTpTest, EveryDecodeRankGetsItsHeads) {
+  const auto [P, D, mla, heads] = GetParam();
+  shape_.is_mla = mla;
+  shape_.total_kv_heads = heads;
+  shape_.page_size = 4;
+  const int64_t pages = 6, capacity = 32;
+  std::vector<std::unique_ptr<RankBuffers>> pbufs, dbufs;
+  std::vector<std::unique_ptr<PrefillManager>> prefills;
+  std::vector<std::unique_ptr<DecodeManager>> decodes;
+  std::vector<std::vector<int64_t>> src(P), dst(D);
+  for (int p = 0; p < P; ++p) {
+    pbufs.push_back(std::make_unique<RankBuffers>(shape_, P, p, capacity));
+    src[p] = shuffled_pages(pages, capacity, 10 + p);
+    pbufs[p]->fill_request(src[p]);
+    prefills.push_back(make_prefill(*pbufs[p], p));
+  }
+  for (int d = 0; d < D; ++d) {
+    dbufs.push_back(std::make_unique<RankBuffers>(shape_, D, d, capacity));
+    dst[d] = shuffled_pages(pages, capacity, 100 + d);
+    decodes.push_back(make_decode(*dbufs[d], d));
+  }
+  const uint64_t room = 1234;
+  std::vector<std::unique_ptr<KVSender>> senders;
+  for (int p = 0; p < P; ++p) {
+    senders.push_back(std::make_unique<KVSender>(*prefills[p], room));
+    ASSERT_TRUE(senders[p]->init(pages, 0).ok());
+  }
+  std::vector<std::unique_ptr<KVReceiver>> receivers;
+  for (int d = 0; d < D; ++d) {
+    receivers.push_back(std::make_unique<KVReceiver>(*decodes[d], room));
+    ASSERT_TRUE(receivers[d]->init().ok());
+    ASSERT_TRUE(receivers[d]->send_metadata({dst[d], 0, {}, 0, std::nullopt}).ok());
+  }
+  for (int p = 0; p < P; ++p) ASSERT_TRUE(senders[p]->send(src[p]).ok());
+  for (int d = 0; d < D; ++d) {
+    ASSERT_TRUE(eventually([&] { return receivers[d]->poll() == RoomState::kSuccess; }))
+        << "decode rank " << d << ": " << receivers[d]->failure().to_string();
+    EXPECT_TRUE(dbufs[d]->holds_request(dst[d])) << "decode rank " << d;
+  }
+  for (int p = 0; p < P; ++p) {
+    // Prefill ranks nobody needs learn it (dummy) and succeed too (SPEC §12 item 18).
+    EXPECT_TRUE(eventually([&] { return senders[p]->poll() == RoomState::kSuccess; }))
+        << "prefill rank " << p << ": " << senders[p]->failure().to_string();
+    EXPECT_TRUE(eventually([&] { return prefills[p]->active_rooms() == 0; }));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TpPairs, HeterogeneousTpTest,
+    ::testing::Values(std::make_tuple(1, 1, false, 4), std::make_tuple(2, 1, false, 4),
+                      std::make_tuple(2, 4, false, 4), std::make_tuple(4, 2, false, 4),
+                      std::make_tuple(1, 4, false, 4), std::make_tuple(4, 4, false, 2),
+                      std::make_tuple(2, 4, true, 1), std::make_tuple(4, 2, true, 1),
+                      std::make_tuple(1, 2, false, 1)),
+    [](const auto& info) {
+      return "P" + std::to_string(std::get<0>(info.param)) + "D" +
+             std::to_string(std::get<1>(info.param)) + (std::get<2>(info.param) ? "Mla" : "Mha") +
+             "H" + std::to_string(std::get<3>(info.param));
+    });
+
+TEST_F(KvManagerTest, HndPagesSliceHeadsToo) {
+  shape_.layout = proto::PageLayout::kHND;
+  RankBuffers pbuf(shape_, 1, 0, 16), d0(shape_, 2, 0, 16), d1(shape_, 2, 1, 16);
+  auto prefill = make_prefill(pbuf, 0);
+  auto dec0 = make_decode(d0, 0);
+  auto dec1 = make_decode(d1, 1);
+  const std::vector<int64_t> src = {5, 6, 2}, dst0 = {1, 2, 3}, dst1 = {9, 8, 7};
+  pbuf.fill_request(src);
+  KVSender sender(*prefill, 55);
+  ASSERT_TRUE(sender.init(3, 0).ok());
+  KVReceiver r0(*dec0, 55), r1(*dec1, 55);
+  ASSERT_TRUE(r0.init().ok() && r1.init().ok());
+  ASSERT_TRUE(r0.send_metadata({dst0, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(r1.send_metadata({dst1, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(sender.send(src).ok());
+  ASSERT_TRUE(eventually(
+      [&] { return r0.poll() == RoomState::kSuccess && r1.poll() == RoomState::kSuccess; }));
+  EXPECT_TRUE(d0.holds_request(dst0));
+  EXPECT_TRUE(d1.holds_request(dst1));
+}
+
+TEST_F(KvManagerTest, AuxRowAndStateSlotsTravelWithTheLastChunk) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  std::vector<uint8_t> paux(64 * 8), daux(64 * 8, 0), pstate(512 * 4), dstate(512 * 4, 0);
+  for (size_t i = 0; i < paux.size(); ++i) paux[i] = static_cast<uint8_t>(i * 7 + 3);
+  for (size_t i = 0; i < pstate.size(); ++i) pstate[i] = static_cast<uint8_t>(i * 5 + 1);
+  auto with_extras = [](KvArgs a, std::vector<uint8_t>& aux, std::vector<uint8_t>& state) {
+    a.aux_data_ptrs = {reinterpret_cast<uint64_t>(aux.data())};
+    a.aux_data_lens = {aux.size()};
+    a.aux_item_lens = {64};
+    a.state_data_ptrs = {reinterpret_cast<uint64_t>(state.data())};
+    a.state_data_lens = {state.size()};
+    a.state_item_lens = {512};
+    a.state_layer_ids = {1};
+    return a;
+  };
+  PrefillManagerConfig pc;
+  pc.args = with_extras(pbuf.args(0), paux, pstate);
+  pc.bootstrap_addr = kAddr;
+  pc.engine = testing::loopback_engine();
+  pc.options = testing::fast_options();
+  auto prefill = PrefillManager::create(std::move(pc), bus_.factory(), directory_);
+  ASSERT_TRUE(prefill.ok()) << prefill.status().to_string();
+  DecodeManagerConfig dc;
+  dc.args = with_extras(dbuf.args(0), daux, dstate);
+  dc.bootstrap_addr = kAddr;
+  dc.engine = testing::loopback_engine();
+  dc.options = testing::fast_options();
+  auto decode = DecodeManager::create(std::move(dc), bus_.factory(), directory_);
+  ASSERT_TRUE(decode.ok()) << decode.status().to_string();
+
+  const std::vector<int64_t> src = {1, 2}, dst = {3, 4};
+  pbuf.fill_request(src);
+  KVSender sender(**prefill, 77);
+  ASSERT_TRUE(sender.init(2, /*aux_index=*/5).ok());
+  KVReceiver receiver(**decode, 77);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({dst, /*aux_index=*/2, /*state=*/{3}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(sender.send(std::span<const int64_t>(src).subspan(0, 1)).ok());
+  ASSERT_TRUE(sender.send(std::span<const int64_t>(src).subspan(1), std::vector<int64_t>{1}).ok());
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }))
+      << receiver.failure().to_string();
+  EXPECT_TRUE(dbuf.holds_request(dst));
+  EXPECT_TRUE(std::equal(paux.begin() + 5 * 64, paux.begin() + 6 * 64, daux.begin() + 2 * 64));
+  EXPECT_TRUE(std::equal(pstate.begin() + 512, pstate.begin() + 1024, dstate.begin() + 3 * 512));
+  EXPECT_EQ(std::count(daux.begin(), daux.end(), 0), static_cast<long>(daux.size() - 64));
+}
+
+TEST_F(KvManagerTest, LayoutMismatchIsRefusedWithAClearReason) {
+  RankBuffers pbuf(shape_, 1, 0, 16);
+  ModelShape other = shape_;
+  other.page_size = 8;
+  RankBuffers dbuf(other, 1, 0, 16);
+  auto prefill = make_prefill(pbuf, 0);
+  auto decode = make_decode(dbuf, 0);
+  KVReceiver receiver(*decode, 88);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
+  EXPECT_NE(receiver.failure().message().find("page_size is 4 on prefill but 8 on decode"),
+            std::string::npos)
+      << receiver.failure().message();
+}
+
+TEST_F(KvManagerTest, WaitingForMetadataTimesOutWithAReason) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  KvManagerOptions options = testing::fast_options();
+  options.metadata_timeout = milliseconds(200);
+  auto prefill = make_prefill(pbuf, 0, options, 0, /*wait_for_metadata=*/true);
+  auto decode = make_decode(dbuf, 0);
+  KVSender sender(*prefill, 99);
+  ASSERT_TRUE(sender.init(1, 0).ok());
+  KVReceiver receiver(*decode, 99);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({{3}, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(sender.send(std::vector<int64_t>{1}).ok());
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
+  EXPECT_NE(receiver.failure().message().find("first token"), std::string::npos);
+}
+
+TEST_F(KvManagerTest, ManyConcurrentRoomsAllSucceedAndLeaveNothingBehind) {
+  RankBuffers pbuf(shape_, 1, 0, 512), dbuf(shape_, 1, 0, 512);
+  auto prefill = make_prefill(pbuf, 0);
+  auto decode = make_decode(dbuf, 0);
+  constexpr int kRooms = 64;
+  std::vector<std::unique_ptr<KVSender>> senders;
+  std::vector<std::unique_ptr<KVReceiver>> receivers;
+  std::vector<std::vector<int64_t>> dsts;
+  const auto all_src = shuffled_pages(512, 512, 5);
+  const auto all_dst = shuffled_pages(512, 512, 6);
+  for (int i = 0; i < kRooms; ++i) {
+    std::vector<int64_t> src(all_src.begin() + i * 8, all_src.begin() + i * 8 + 8);
+    dsts.emplace_back(all_dst.begin() + i * 8, all_dst.begin() + i * 8 + 8);
+    pbuf.fill_request(src, i);
+    senders.push_back(std::make_unique<KVSender>(*prefill, 1000 + i));
+    ASSERT_TRUE(senders.back()->init(8, 0).ok());
+    receivers.push_back(std::make_unique<KVReceiver>(*decode, 1000 + i));
+    ASSERT_TRUE(receivers.back()->init().ok());
+    ASSERT_TRUE(receivers.back()->send_metadata({dsts.back(), 0, {}, 0, std::nullopt}).ok());
+    ASSERT_TRUE(senders.back()->send(src).ok());
+  }
+  for (int i = 0; i < kRooms; ++i) {
+    ASSERT_TRUE(eventually([&] { return receivers[i]->poll() == RoomState::kSuccess; }))
+        << i << ": " << receivers[i]->failure().to_string();
+    EXPECT_TRUE(dbuf.holds_request(dsts[i], 0, i)) << "room " << i;
+  }
+  EXPECT_TRUE(
+      eventually([&] { return prefill->active_rooms() == 0 && decode->active_rooms() == 0; }));
+  EXPECT_EQ(prefill->metrics().rooms_succeeded, static_cast<uint64_t>(kRooms));
+}
+
+}  // namespace
+}  // namespace pdkv::kv

@@ -1,0 +1,474 @@
+#include "kv/prefill_manager.h"
+
+#include <random>
+
+#include "common/logging.h"
+#include "kv/destination_shard.h"
+
+namespace pdkv::kv {
+namespace {
+
+uint64_t random_incarnation() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+         static_cast<uint64_t>(now().time_since_epoch().count());
+}
+
+std::string seconds(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+}  // namespace
+
+PrefillManager::PrefillManager(PrefillManagerConfig config,
+                               std::shared_ptr<RouteDirectory> directory)
+    : config_(std::move(config)),
+      directory_(std::move(directory)),
+      failed_peers_(config_.options.failed_peer_ttl) {}
+
+Result<std::unique_ptr<PrefillManager>> PrefillManager::create(
+    PrefillManagerConfig config, const ControlChannelFactory& channels,
+    std::shared_ptr<RouteDirectory> directory) {
+  PDKV_RETURN_IF_ERROR(config.args.validate().with_context("prefill KVArgs"));
+  if (directory == nullptr) return invalid_argument("a prefill manager needs a route directory");
+  std::unique_ptr<PrefillManager> m(new PrefillManager(std::move(config), std::move(directory)));
+  Status started = m->start(channels);
+  if (!started.ok()) {
+    m->shutdown();
+    return started;
+  }
+  return m;
+}
+
+Status PrefillManager::start(const ControlChannelFactory& channels) {
+  const KvArgs& a = config_.args;
+  if (!config_.options.local_ip.empty()) config_.engine.host = config_.options.local_ip;
+  PDKV_ASSIGN_OR_RETURN(engine_, engine::TransferEngine::create(config_.engine));
+  // The sender reads these; backends with memory keys (UCX) need them registered.
+  auto register_all = [&](const std::vector<uint64_t>& ptrs, const std::vector<uint64_t>& lens) {
+    for (size_t i = 0; i < ptrs.size(); ++i) {
+      if (lens[i] == 0) continue;
+      PDKV_RETURN_IF_ERROR(engine_->register_memory(ptrs[i], lens[i]));
+    }
+    return Status();
+  };
+  PDKV_RETURN_IF_ERROR(register_all(a.kv_data_ptrs, a.kv_data_lens));
+  PDKV_RETURN_IF_ERROR(register_all(a.aux_data_ptrs, a.aux_data_lens));
+  PDKV_RETURN_IF_ERROR(register_all(a.state_data_ptrs, a.state_data_lens));
+
+  PDKV_ASSIGN_OR_RETURN(channel_, channels(config_.engine.host,
+                                           [this](proto::Message m) { on_message(std::move(m)); }));
+  identity_.role = proto::Role::kPrefill;
+  identity_.engine_rank = static_cast<uint32_t>(a.engine_rank);
+  identity_.attn_tp_rank = static_cast<uint32_t>(a.attn_tp_rank());
+  identity_.attn_tp_size = static_cast<uint32_t>(a.tp_size);
+  identity_.dp_rank = static_cast<uint32_t>(a.dp_rank());
+  identity_.dp_size = static_cast<uint32_t>(a.dp_size);
+  identity_.incarnation = random_incarnation();
+  identity_.control_endpoint = channel_->endpoint();
+  identity_.session_id = engine_->endpoint();
+
+  for (int q = 0; q < config_.options.transfer_queues; ++q)
+    queues_.push_back(std::make_unique<Queue>());
+  for (auto& q : queues_) workers_.emplace_back([this, queue = q.get()] { worker_loop(*queue); });
+  timer_ = std::thread([this] { timer_loop(); });
+
+  PrefillRankInfo info;
+  info.engine_rank = a.engine_rank;
+  info.tp_size = a.tp_size;
+  info.dp_size = a.dp_size;
+  info.control_endpoint = channel_->endpoint();
+  info.enable_mla_l1_5_cache = config_.enable_mla_l1_5_cache;
+  info.layout = a.layout();
+  info.kv_item_lens = a.kv_item_lens;
+  info.state_item_lens = a.state_item_lens;
+  PDKV_RETURN_IF_ERROR(
+      directory_
+          ->register_prefill_rank(config_.bootstrap_addr, info,
+                                  now() + config_.options.bootstrap_timeout)
+          .with_context("registering with the bootstrap server at " + config_.bootstrap_addr));
+  PDKV_LOG_INFO("prefill rank {} ready: control {} engine {} ({} queues)", a.engine_rank,
+                channel_->endpoint(), engine_->endpoint(), queues_.size());
+  return Status();
+}
+
+PrefillManager::~PrefillManager() { shutdown(); }
+
+void PrefillManager::shutdown() {
+  if (stopping_.exchange(true)) return;
+  // Workers and the timer send through the channel, so they stop first; the channel's
+  // receive thread (handlers) stops with the channel.
+  for (auto& q : queues_) {
+    MutexLock lock(q->mu);
+    q->ready.notify_all();
+  }
+  steps_.wake_all();
+  {
+    MutexLock lock(timer_mu_);
+    timer_wake_.notify_all();
+  }
+  for (auto& w : workers_) w.join();
+  workers_.clear();
+  if (timer_.joinable()) timer_.join();
+  channel_.reset();
+  std::vector<uint64_t> open;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [room, r] : rooms_) open.push_back(room);
+  }
+  for (uint64_t room : open) fail_room(room, "shutdown", "the prefill manager shut down");
+  engine_.reset();
+}
+
+// --- KVSender API ------------------------------------------------------------------
+
+std::shared_ptr<const RoomHandle> PrefillManager::open_room(uint64_t room) {
+  auto handle = board_.open(room, now() + config_.options.bootstrap_timeout,
+                            "bootstrap timeout: no pre-allocation from every decode rank within " +
+                                seconds(config_.options.bootstrap_timeout));
+  metadata_.open(room);
+  MutexLock lock(mu_);
+  Room& r = rooms_[room];
+  if (!r.sender_open) {
+    r.sender_open = true;
+    r.first_seen = now();
+  }
+  maybe_bootstrap(room, r);
+  return handle;
+}
+
+Status PrefillManager::init_room(uint64_t room, int64_t num_pages,
+                                 std::optional<int64_t> aux_index) {
+  if (num_pages < 0) return invalid_argument("num_kv_indices must be >= 0");
+  MutexLock lock(mu_);
+  auto it = rooms_.find(room);
+  if (it == rooms_.end() || !it->second.sender_open) {
+    return not_found("room " + std::to_string(room) + " is not open on this prefill rank");
+  }
+  if (it->second.num_pages >= 0) {
+    return failed_precondition("room " + std::to_string(room) + " was already initialised");
+  }
+  it->second.num_pages = num_pages;
+  it->second.aux_index = aux_index;
+  return Status();
+}
+
+Status PrefillManager::send_chunk(uint64_t room, std::span<const int64_t> pages,
+                                  std::span<const int64_t> state_slots,
+                                  std::optional<ChunkOwnership> ownership) {
+  MutexLock lock(mu_);
+  auto it = rooms_.find(room);
+  if (it == rooms_.end() || !it->second.sender_open) {
+    return not_found("room " + std::to_string(room) + " is not open on this prefill rank");
+  }
+  Room& r = it->second;
+  if (r.num_pages < 0)
+    return failed_precondition("send() before init() for room " + std::to_string(room));
+  if (r.last_chunk_sent) {
+    return failed_precondition("room " + std::to_string(room) + " already sent its last chunk");
+  }
+  const auto n = static_cast<int64_t>(pages.size());
+  if (r.next_page + n > r.num_pages) {
+    return invalid_argument("chunk of " + std::to_string(n) + " pages at page " +
+                            std::to_string(r.next_page) + " overruns the room's " +
+                            std::to_string(r.num_pages) + " pages");
+  }
+  for (int64_t p : pages) {
+    if (p < 0) return invalid_argument("negative page index " + std::to_string(p));
+  }
+  Chunk c;
+  c.room = room;
+  c.first_page = r.next_page;
+  c.pages.assign(pages.begin(), pages.end());
+  c.is_last = r.next_page + n == r.num_pages;
+  if (c.is_last) c.state_slots.assign(state_slots.begin(), state_slots.end());
+  if (config_.layerwise_interval > 0) c.begin_cache_step = steps_.last_reservation();
+  c.ownership = std::move(ownership);
+  r.next_page += n;
+  r.last_chunk_sent = c.is_last;
+  if (r.bootstrapped) {
+    enqueue(std::move(c), r);
+  } else {
+    r.waiting_chunks.push_back(std::move(c));
+  }
+  return Status();
+}
+
+void PrefillManager::abort_room(uint64_t room, const std::string& reason) {
+  fail_room(room, "aborted", reason.empty() ? "aborted by the prefill" : reason);
+}
+
+void PrefillManager::set_prefill_metadata(uint64_t room, int64_t token, std::vector<int32_t> ids) {
+  if (!metadata_.publish(room, PrefillMetadata{token, std::move(ids)})) {
+    PDKV_LOG_DEBUG("prefill metadata for room {} dropped (room not open or already set)", room);
+  }
+}
+
+int64_t PrefillManager::reserve_layerwise_cache_steps() {
+  return steps_.reserve(config_.args.layer_num());
+}
+
+void PrefillManager::mark_layers_ready(int64_t layers) { steps_.mark_ready(layers); }
+
+size_t PrefillManager::active_rooms() const {
+  size_t held = board_.size();
+  MutexLock lock(mu_);
+  return std::max(held, rooms_.size());
+}
+
+// --- room bookkeeping --------------------------------------------------------------
+
+void PrefillManager::maybe_bootstrap(uint64_t room, Room& r) {
+  if (r.bootstrapped || !r.sender_open || r.required_destinations == 0 ||
+      r.destinations.size() < r.required_destinations) {
+    return;
+  }
+  r.bootstrapped = true;
+  std::vector<std::string> keys;
+  for (const auto& [key, dest] : r.destinations) keys.push_back(key);
+  r.shard = destination_shard(std::move(keys), queues_.size());
+  board_.advance(room, RoomState::kWaitingForInput);
+  board_.set_deadline(room, now() + config_.options.waiting_timeout,
+                      "waiting timeout: the transfer did not finish within " +
+                          seconds(config_.options.waiting_timeout) + " of bootstrap");
+  while (!r.waiting_chunks.empty()) {
+    enqueue(std::move(r.waiting_chunks.front()), r);
+    r.waiting_chunks.pop_front();
+  }
+}
+
+void PrefillManager::enqueue(Chunk chunk, Room& r) {
+  ++r.queued_chunks;
+  metrics_.queue_depth_delta(1);
+  Queue& q = *queues_[r.shard];
+  MutexLock lock(q.mu);
+  q.chunks.push_back(std::move(chunk));
+  q.ready.notify_one();
+}
+
+void PrefillManager::drop_room(uint64_t room) {
+  rooms_.erase(room);
+  metadata_.close(room);
+  board_.erase(room);
+}
+
+void PrefillManager::fail_room(uint64_t room, const std::string& cause, const std::string& reason) {
+  std::vector<std::string> notify;
+  bool known = board_.fail(room, reason);
+  {
+    MutexLock lock(mu_);
+    auto it = rooms_.find(room);
+    if (it == rooms_.end() && !known) return;
+    if (it != rooms_.end()) {
+      for (const auto& [key, dest] : it->second.destinations) {
+        if (!dest->is_dummy()) notify.push_back(key);
+      }
+    }
+    drop_room(room);
+  }
+  metrics_.room_failed(cause);
+  PDKV_LOG_WARN("room {} failed: {}", room, reason);
+  proto::TransferStatus status;
+  status.room = room;
+  status.state = proto::TransferState::kFailed;
+  status.prefill_engine_rank = identity_.engine_rank;
+  status.prefill_attn_tp_rank = identity_.attn_tp_rank;
+  status.failure_reason = reason;
+  for (const std::string& endpoint : notify) send_status(endpoint, status);
+}
+
+void PrefillManager::send_status(const std::string& endpoint, const proto::TransferStatus& status) {
+  if (!channel_) return;
+  Status sent = channel_->send(endpoint, status);
+  if (!sent.ok()) {
+    PDKV_LOG_WARN("status of room {} to {} not sent: {}", status.room, endpoint, sent.to_string());
+  }
+}
+
+// --- control plane -----------------------------------------------------------------
+
+void PrefillManager::on_message(proto::Message message) {
+  if (stopping_) return;
+  if (auto* reg = std::get_if<proto::BufferRegistration>(&message)) {
+    on_registration(std::move(*reg));
+  } else if (auto* pre = std::get_if<proto::PreAllocation>(&message)) {
+    on_pre_allocation(std::move(*pre));
+  } else if (auto* abort = std::get_if<proto::Abort>(&message)) {
+    on_abort(*abort);
+  } else if (auto* ping = std::get_if<proto::Ping>(&message)) {
+    on_ping(*ping);
+  } else {
+    PDKV_LOG_WARN("prefill rank {} ignores an unexpected message type", identity_.engine_rank);
+  }
+}
+
+void PrefillManager::on_registration(proto::BufferRegistration reg) {
+  const std::string key = reg.decode.control_endpoint;
+  Status layout = check_layout_compatible(config_.args, reg.layout);
+  std::vector<uint64_t> orphaned;
+  std::optional<std::string> stale_engine_endpoint;
+  const uint64_t incarnation = reg.decode.incarnation;
+  {
+    MutexLock lock(mu_);
+    auto it = decodes_.find(key);
+    if (it != decodes_.end() && it->second.registration.decode.incarnation != incarnation) {
+      // The decode restarted at the same endpoint: rooms routed to its old buffers are lost.
+      for (const auto& [room, r] : rooms_) {
+        if (r.destinations.count(key)) orphaned.push_back(room);
+      }
+      stale_engine_endpoint = it->second.registration.decode.session_id;
+    }
+    failed_peers_.clear(reg.decode.session_id);
+    DecodePeer& peer = decodes_[key];
+    peer.registration = std::move(reg);
+    peer.layout_status = layout;
+    peer.last_seen = now();
+  }
+  if (stale_engine_endpoint) forget_session(*stale_engine_endpoint);
+  for (uint64_t room : orphaned) fail_room(room, "peer_restarted", "decode " + key + " restarted");
+  proto::RegistrationResult result;
+  result.prefill = identity_;
+  result.decode_incarnation = incarnation;
+  result.accepted = layout.ok();
+  result.reason = layout.ok() ? "" : layout.message();
+  if (!layout.ok())
+    PDKV_LOG_ERROR("registration from decode {} refused: {}", key, layout.message());
+  Status sent = channel_->send(key, result);
+  if (!sent.ok()) PDKV_LOG_WARN("registration result to {} not sent: {}", key, sent.to_string());
+}
+
+void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
+  const std::string key = pre.decode.control_endpoint;
+  const uint64_t room = pre.room;
+  Status refused;
+  {
+    MutexLock lock(mu_);
+    auto peer = decodes_.find(key);
+    if (peer == decodes_.end()) {
+      refused = failed_precondition("pre-allocation from decode " + key +
+                                    " which never registered its buffers here");
+    } else if (peer->second.registration.decode.incarnation != pre.decode.incarnation) {
+      refused = failed_precondition("pre-allocation from an earlier incarnation of decode " + key);
+    } else if (!peer->second.layout_status.ok()) {
+      refused = peer->second.layout_status;
+    } else {
+      peer->second.last_seen = now();
+      auto plan = DestinationPlan::create(config_.args, peer->second.registration, std::move(pre));
+      if (!plan.ok()) {
+        refused = plan.status();
+      } else {
+        Room& r = rooms_[room];
+        if (r.destinations.empty() && !r.sender_open) r.first_seen = now();
+        r.required_destinations = plan->pre_allocation().required_dst_info_num;
+        r.destinations[key] = std::make_shared<const DestinationPlan>(std::move(plan).value());
+        maybe_bootstrap(room, r);
+      }
+    }
+  }
+  if (refused.ok()) return;
+  const std::string reason = "pre-allocation of room " + std::to_string(room) + " from " + key +
+                             " refused: " + refused.message();
+  PDKV_LOG_ERROR("{}", reason);
+  bool known;
+  {
+    MutexLock lock(mu_);
+    known = rooms_.count(room) > 0;
+  }
+  if (known) {
+    fail_room(room, "bad_pre_allocation", reason);
+  }
+  // The sender of the bad pre-allocation is not a destination yet: tell it directly.
+  proto::TransferStatus status;
+  status.room = room;
+  status.state = proto::TransferState::kFailed;
+  status.prefill_engine_rank = identity_.engine_rank;
+  status.prefill_attn_tp_rank = identity_.attn_tp_rank;
+  status.failure_reason = reason;
+  send_status(key, status);
+}
+
+void PrefillManager::on_abort(const proto::Abort& abort) {
+  {
+    MutexLock lock(mu_);
+    auto peer = decodes_.find(abort.sender.control_endpoint);
+    if (peer != decodes_.end()) peer->second.last_seen = now();
+  }
+  fail_room(abort.room, "aborted",
+            "aborted by decode " + abort.sender.control_endpoint +
+                (abort.reason.empty() ? "" : ": " + abort.reason));
+}
+
+void PrefillManager::on_ping(const proto::Ping& ping) {
+  {
+    MutexLock lock(mu_);
+    auto peer = decodes_.find(ping.sender.control_endpoint);
+    if (peer != decodes_.end() &&
+        peer->second.registration.decode.incarnation == ping.sender.incarnation) {
+      peer->second.last_seen = now();
+    }
+  }
+  proto::Pong pong;
+  pong.sender = identity_;
+  pong.seq = ping.seq;
+  Status sent = channel_->send(ping.sender.control_endpoint, pong);
+  if (!sent.ok())
+    PDKV_LOG_DEBUG("pong to {} not sent: {}", ping.sender.control_endpoint, sent.to_string());
+}
+
+// --- timer ------------------------------------------------------------------------
+
+void PrefillManager::timer_loop() {
+  const auto period = std::min<std::chrono::milliseconds>(config_.options.heartbeat_interval,
+                                                          std::chrono::milliseconds(100));
+  while (!stopping_) {
+    {
+      MutexLock lock(timer_mu_);
+      timer_wake_.wait_for(timer_mu_, period, [this] { return stopping_.load(); });
+    }
+    if (stopping_) break;
+    for (uint64_t room : board_.expire_overdue(now())) {
+      auto status = board_.get(room);
+      fail_room(room, "timeout", status ? status->failure_reason : "timeout");
+    }
+    std::vector<uint64_t> orphans;
+    {
+      MutexLock lock(mu_);
+      for (const auto& [room, r] : rooms_) {
+        if (!r.sender_open && now() - r.first_seen > config_.options.bootstrap_timeout) {
+          orphans.push_back(room);
+        }
+      }
+    }
+    for (uint64_t room : orphans) {
+      fail_room(room, "timeout",
+                "bootstrap timeout: this prefill rank never received the request of room " +
+                    std::to_string(room) + " within " + seconds(config_.options.bootstrap_timeout));
+    }
+    check_liveness();
+  }
+}
+
+void PrefillManager::check_liveness() {
+  const auto bound = config_.options.liveness_bound();
+  std::vector<std::pair<uint64_t, std::string>> lost;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [room, r] : rooms_) {
+      for (const auto& [key, dest] : r.destinations) {
+        auto peer = decodes_.find(key);
+        if (peer != decodes_.end() && now() - peer->second.last_seen > bound) {
+          lost.emplace_back(room, key);
+          break;
+        }
+      }
+    }
+  }
+  for (const auto& [room, key] : lost) {
+    fail_room(room, "peer_dead",
+              "decode " + key + " stopped answering for more than " + seconds(bound));
+  }
+}
+
+}  // namespace pdkv::kv

@@ -1,0 +1,50 @@
+// RouteDirectory: the bootstrap rendezvous as the KV managers use it. A prefill rank
+// publishes a PrefillRankInfo; a decode reads its instance's description and the control
+// endpoints of the ranks it routes to. Production: kv/bootstrap_route_directory.h over
+// the HTTP bootstrap client; tests may use an in-memory one.
+//
+// Calls may block up to their deadline (lookups retry with backoff while the asked
+// ranks are not registered yet); managers call them from their own resolver threads,
+// never from an engine's scheduler thread. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "proto/messages.h"
+
+namespace pdkv::kv {
+
+// What one prefill rank publishes about itself and its instance.
+struct PrefillRankInfo {
+  int64_t engine_rank = 0;
+  int64_t tp_size = 1;  // attention TP per DP group
+  int64_t dp_size = 1;
+  std::string control_endpoint;  // its ControlChannel endpoint
+  bool enable_mla_l1_5_cache = false;
+  proto::KvLayout layout;
+  std::vector<uint64_t> kv_item_lens;
+  std::vector<uint64_t> state_item_lens;
+};
+
+class RouteDirectory {
+ public:
+  virtual ~RouteDirectory() = default;
+  // Publishes (or replaces) this rank's entry; retried until `deadline`.
+  virtual Status register_prefill_rank(const std::string& bootstrap_addr,
+                                       const PrefillRankInfo& info, TimePoint deadline) = 0;
+  // The instance-wide part of the entries (sizes, layout), from any registered rank:
+  // what a decode needs before it can choose ranks. Retried until `deadline`.
+  virtual Result<PrefillRankInfo> lookup_instance(const std::string& bootstrap_addr,
+                                                  TimePoint deadline) = 0;
+  // The entry of prefill rank (dp_group, tp_rank) of the instance at `bootstrap_addr`;
+  // retried (NotFound while unregistered) until `deadline`.
+  virtual Result<PrefillRankInfo> lookup_prefill_rank(const std::string& bootstrap_addr,
+                                                      int64_t dp_group, int64_t tp_rank,
+                                                      TimePoint deadline) = 0;
+};
+
+}  // namespace pdkv::kv

@@ -1,0 +1,132 @@
+#include "kv/testing/in_process_channel.h"
+
+#include "proto/codec.h"
+
+namespace pdkv::kv::testing {
+
+class InProcessBus::Channel : public ControlChannel {
+ public:
+  Channel(InProcessBus& bus, std::string endpoint, MessageHandler handler)
+      : bus_(bus), endpoint_(std::move(endpoint)), handler_(std::move(handler)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Channel() override {
+    {
+      MutexLock lock(bus_.mu_);
+      bus_.channels_.erase(endpoint_);
+    }
+    {
+      MutexLock lock(mu_);
+      stopping_ = true;
+      wake_.notify_all();
+    }
+    thread_.join();
+  }
+  const std::string& endpoint() const override { return endpoint_; }
+  Status send(const std::string& peer, const proto::Message& message) override {
+    proto::Multipart frames = proto::encode_message(message);
+    MutexLock lock(bus_.mu_);
+    if (bus_.unreachable_[peer]) return Status();  // lost on the way, as on a dead link
+    auto it = bus_.channels_.find(peer);
+    if (it == bus_.channels_.end()) return Status();  // ZeroMQ would queue, then drop
+    it->second->deliver(std::move(frames));
+    return Status();
+  }
+  void deliver(proto::Multipart frames) {
+    MutexLock lock(mu_);
+    inbox_.push_back(std::move(frames));
+    wake_.notify_one();
+  }
+
+ private:
+  void run() {
+    while (true) {
+      proto::Multipart frames;
+      {
+        MutexLock lock(mu_);
+        wake_.wait_until(mu_, TimePoint::max(),
+                         [&]() PDKV_REQUIRES(mu_) { return stopping_ || !inbox_.empty(); });
+        if (stopping_) return;
+        frames = std::move(inbox_.front());
+        inbox_.pop_front();
+      }
+      auto views = proto::views_of(frames);
+      auto message = proto::decode_message(views);
+      if (message.ok()) handler_(std::move(message).value());
+    }
+  }
+
+  InProcessBus& bus_;
+  const std::string endpoint_;
+  MessageHandler handler_;
+  Mutex mu_;
+  CondVar wake_;
+  std::deque<proto::Multipart> inbox_ PDKV_GUARDED_BY(mu_);
+  bool stopping_ PDKV_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+ControlChannelFactory InProcessBus::factory() {
+  return [this](const std::string& host,
+                MessageHandler handler) -> Result<std::unique_ptr<ControlChannel>> {
+    std::string endpoint;
+    {
+      MutexLock lock(mu_);
+      endpoint = "inproc://" + host + "/" + std::to_string(next_id_++);
+    }
+    auto channel = std::make_unique<Channel>(*this, endpoint, std::move(handler));
+    MutexLock lock(mu_);
+    channels_[endpoint] = channel.get();
+    return std::unique_ptr<ControlChannel>(std::move(channel));
+  };
+}
+
+void InProcessBus::set_unreachable(const std::string& endpoint, bool unreachable) {
+  MutexLock lock(mu_);
+  unreachable_[endpoint] = unreachable;
+}
+
+Status MemoryDirectory::register_prefill_rank(const std::string& addr, const PrefillRankInfo& info,
+                                              TimePoint) {
+  MutexLock lock(mu_);
+  ranks_[addr][info.engine_rank] = info;
+  changed_.notify_all();
+  return Status();
+}
+
+Result<PrefillRankInfo> MemoryDirectory::wait_for(const std::string& addr, int64_t engine_rank,
+                                                  bool any, TimePoint deadline) {
+  MutexLock lock(mu_);
+  const PrefillRankInfo* found = nullptr;
+  changed_.wait_until(mu_, deadline, [&]() PDKV_REQUIRES(mu_) {
+    auto inst = ranks_.find(addr);
+    if (inst == ranks_.end() || inst->second.empty()) return false;
+    if (any) {
+      found = &inst->second.begin()->second;
+      return true;
+    }
+    auto rank = inst->second.find(engine_rank);
+    if (rank == inst->second.end()) return false;
+    found = &rank->second;
+    return true;
+  });
+  if (found == nullptr) {
+    return deadline_exceeded("no prefill rank " + std::to_string(engine_rank) + " registered at " +
+                             addr);
+  }
+  return *found;
+}
+
+Result<PrefillRankInfo> MemoryDirectory::lookup_instance(const std::string& addr,
+                                                         TimePoint deadline) {
+  return wait_for(addr, -1, true, deadline);
+}
+
+Result<PrefillRankInfo> MemoryDirectory::lookup_prefill_rank(const std::string& addr,
+                                                             int64_t dp_group, int64_t tp_rank,
+                                                             TimePoint deadline) {
+  PDKV_ASSIGN_OR_RETURN(PrefillRankInfo any, wait_for(addr, -1, true, deadline));
+  return wait_for(addr, dp_group * any.tp_size + tp_rank, false, deadline);
+}
+
+}  // namespace pdkv::kv::testing

@@ -1,0 +1,51 @@
+// In-process ControlChannel and RouteDirectory for unit tests of the KV managers: every
+// message still goes through proto's encoder and decoder (so tests exercise the codecs),
+// and is delivered on a per-channel thread, as a ZeroMQ channel would deliver it.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/mutex.h"
+#include "kv/control_channel.h"
+#include "kv/route_directory.h"
+
+namespace pdkv::kv::testing {
+
+class InProcessBus {
+ public:
+  // A factory whose channels reach each other through this bus. The bus must outlive them.
+  ControlChannelFactory factory();
+  // Drops every message to `endpoint` from now on (a dead peer), or stops dropping.
+  void set_unreachable(const std::string& endpoint, bool unreachable);
+
+ private:
+  class Channel;
+  friend class Channel;
+  Mutex mu_;
+  std::map<std::string, Channel*> channels_ PDKV_GUARDED_BY(mu_);
+  std::map<std::string, bool> unreachable_ PDKV_GUARDED_BY(mu_);
+  int next_id_ PDKV_GUARDED_BY(mu_) = 0;
+};
+
+class MemoryDirectory : public RouteDirectory {
+ public:
+  Status register_prefill_rank(const std::string& bootstrap_addr, const PrefillRankInfo& info,
+                               TimePoint deadline) override;
+  Result<PrefillRankInfo> lookup_instance(const std::string& bootstrap_addr,
+                                          TimePoint deadline) override;
+  Result<PrefillRankInfo> lookup_prefill_rank(const std::string& bootstrap_addr, int64_t dp_group,
+                                              int64_t tp_rank, TimePoint deadline) override;
+
+ private:
+  Result<PrefillRankInfo> wait_for(const std::string& addr, int64_t engine_rank, bool any,
+                                   TimePoint deadline);
+  Mutex mu_;
+  CondVar changed_;
+  std::map<std::string, std::map<int64_t, PrefillRankInfo>> ranks_ PDKV_GUARDED_BY(mu_);
+};
+
+}  // namespace pdkv::kv::testing
