@@ -10,6 +10,12 @@ Result<std::vector<LayerGroup>> layer_groups(int64_t layer_num, int64_t interval
   if (layer_num < 0) {
     return invalid_argument("negative layer_num " + std::to_string(layer_num));
   }
+  // Models have at most thousands of layers; a huge count is a caller bug, and planning
+  // it would allocate and loop without bound.
+  if (layer_num > kMaxLayers) {
+    return invalid_argument("layer_num " + std::to_string(layer_num) + " exceeds " +
+                            std::to_string(kMaxLayers));
+  }
   interval = std::max<int64_t>(interval, 1);
   std::vector<LayerGroup> out;
   out.reserve(static_cast<size_t>(layer_num / interval + 1));

@@ -20,7 +20,10 @@ struct LayerGroup {
 };
 static_assert(sizeof(LayerGroup) == 3 * sizeof(int64_t), "LayerGroup must be an int64 row");
 
-// layer_num < 0 -> InvalidArgument; 0 -> no groups; a cache step that overflows int64
+inline constexpr int64_t kMaxLayers = int64_t{1} << 24;
+
+// layer_num < 0 or > kMaxLayers -> InvalidArgument; 0 -> no groups; a cache step that overflows
+// int64
 // -> OutOfRange.
 Result<std::vector<LayerGroup>> layer_groups(int64_t layer_num, int64_t interval,
                                              int64_t begin_cache_step);

@@ -30,6 +30,7 @@ TEST(LayerGroups, Table) {
 
 TEST(LayerGroups, Errors) {
   EXPECT_EQ(layer_groups(-1, 1, 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(layer_groups(kMaxLayers + 1, 1, 0).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(layer_groups(3, 1, std::numeric_limits<int64_t>::max()).status().code(),
             StatusCode::kOutOfRange);
 }
