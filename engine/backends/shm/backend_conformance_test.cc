@@ -17,6 +17,7 @@
 
 #include "engine/backends/shm/testing/backend_harness.h"
 #include "engine/backends/shm/testing/peer_process.h"
+#include "engine/transfer_engine.h"
 
 namespace pdkv::engine::testing {
 namespace {
@@ -242,6 +243,30 @@ TEST_P(BackendConformance, ConcurrentPostsFromManyThreadsToTwoPeers) {
   EXPECT_EQ(failures.load(), 0);
   expect_region(a, src);
   expect_region(b, src);
+}
+
+// Through the public API: the engine core in front of the backend (zero-length batch
+// and entries are the core's job; the backend never sees them).
+TEST_P(BackendConformance, TransferEngineZeroLengthAndSyncTransfer) {
+  PeerProcess p(backend_of(GetParam()), 1u << 20);
+  ASSERT_TRUE(p.ready()) << p.error();
+  EngineOptions o;
+  o.backend = backend_of(GetParam());
+  auto engine = TransferEngine::create(o);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  EXPECT_EQ((*engine)->backend_name(), backend_of(GetParam()));
+  auto session = (*engine)->open_session(p.endpoint());
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  EXPECT_EQ((*engine)->transfer_sync(*session, {}), 0);
+  auto src = random_bytes(1u << 20, 17);
+  uint64_t s = reinterpret_cast<uint64_t>(src.data());
+  std::vector<WriteBlock> blocks{{s, p.region_addr(), 0},
+                                 {s, p.region_addr(), 1u << 19},
+                                 {s + (1u << 19), p.region_addr() + (1u << 19), 1u << 19}};
+  EXPECT_EQ((*engine)->transfer_sync(*session, blocks), 0);
+  expect_region(p, src);
+  std::vector<WriteBlock> bad{{s, p.region_addr() + (1u << 20), 1}};
+  EXPECT_NE((*engine)->transfer_sync(*session, bad), 0);
 }
 
 std::vector<std::string> backends_under_test() {
