@@ -15,6 +15,7 @@ namespace pdkv::bench {
 
 struct EngineBenchArgs {
   std::string backend = "tcp";
+  std::string ucx_tls;  // --backend ucx: UCX transports (PDKV_UCX_TLS for both processes)
   std::string model = "llama3-8b";
   uint64_t tokens = 4096;
   uint64_t page = 16;

@@ -10,7 +10,10 @@ const pdkv::cli::CommandRegistrar kEngineBench("bench", [](CLI::App& bench) {
   auto args = std::make_shared<pdkv::bench::EngineBenchArgs>();
   CLI::App* cmd = bench.add_subcommand(
       "engine", "Transfer-engine throughput vs a same-run baseline (P1, P1s; BENCHMARKS.md)");
-  cmd->add_option("--backend", args->backend, "tcp (iperf3 baseline)")->capture_default_str();
+  cmd->add_option("--backend", args->backend,
+                  "tcp (iperf3 baseline), shm (memcpy, P2), ucx (ucx_perftest, P3)")
+      ->capture_default_str();
+  cmd->add_option("--ucx-tls", args->ucx_tls, "UCX transports for --backend ucx (e.g. tcp, posix)");
   cmd->add_option("--model", args->model, "llama3-8b, deepseek-v3, qwen3-next or tiny")
       ->capture_default_str();
   cmd->add_option("--tokens", args->tokens, "prompt length in tokens")->capture_default_str();
