@@ -36,6 +36,10 @@ BackendBaseline measure_backend_baseline(const std::string& backend, const std::
                                          uint64_t block_bytes, uint64_t payload_bytes, int streams,
                                          int iperf_seconds);
 
+// The `kind` text measure_backend_baseline() would report, without measuring.
+std::string backend_baseline_kind(const std::string& backend, const std::string& ucx_tls,
+                                  uint64_t block_bytes);
+
 // UCX transports the ucx benchmark runs with ("tcp" when nothing is set), and the JSON
 // key suffix for them ("posix,sysv" -> "posix_sysv").
 std::string effective_ucx_tls(const std::string& ucx_tls);

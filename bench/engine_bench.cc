@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench/engine_baselines.h"
 #include "bench/engine_iperf.h"
 #include "bench/engine_workload.h"
 #include "common/clock.h"
@@ -41,12 +42,17 @@ struct SourceMemory {
 };
 
 std::string target_id(const EngineBenchArgs& a) {
+  if (a.backend == "shm") return "P2";
+  if (a.backend == "ucx") return "P3_" + tls_key(effective_ucx_tls(a.ucx_tls));
   if (a.page == 16) return "P1";
   if (a.page == 1) return "P1s";
   return "engine_page" + std::to_string(a.page);
 }
 
-double target_ratio(const EngineBenchArgs& a) { return a.page == 1 ? 0.60 : 0.90; }
+double target_ratio(const EngineBenchArgs& a) {
+  if (a.backend == "shm") return 0.80;
+  return a.page == 1 && a.backend == "tcp" ? 0.60 : 0.90;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -66,14 +72,8 @@ size_t verify(const Workload& w, const uint8_t* src, const uint8_t* dst) {
 }  // namespace
 
 Status run_engine_bench(const EngineBenchArgs& args) {
-  if (args.backend != "tcp") {
-    // The engine runs any backend; only the TCP baseline (iperf3) is wired in here. A
-    // backend's baseline (P2 memcpy, P3 ucx_perftest) plugs in beside iperf3 below.
-    return invalid_argument(
-        "`pdkv bench engine` has a same-run baseline for --backend tcp only "
-        "(got '" +
-        args.backend + "')");
-  }
+  // Both processes (the peer inherits the environment) use the same UCX transports.
+  if (!args.ucx_tls.empty()) setenv("PDKV_UCX_TLS", args.ucx_tls.c_str(), 1);
   PDKV_ASSIGN_OR_RETURN(ModelPreset preset, find_preset(args.model));
   PDKV_ASSIGN_OR_RETURN(Workload w, make_workload(preset, args.tokens, args.page, args.seed));
   PDKV_ASSIGN_OR_RETURN(engine::EngineOptions options, engine::EngineOptions::from_env());
@@ -115,7 +115,10 @@ Status run_engine_bench(const EngineBenchArgs& args) {
   // Baseline with the same stream count, once before and once after the engine rounds
   // (the mean is used): the machine is shared, and load that changes during the run then
   // weighs on both sides of the ratio alike.
-  Result<double> iperf_before = iperf3_loopback_gbps(streams, args.iperf_seconds);
+  Result<double> iperf_before =
+      measure_backend_baseline(args.backend, args.ucx_tls, w.blocks.front().length, w.payload_bytes,
+                               streams, args.iperf_seconds)
+          .gbps;
   if (!iperf_before.ok()) {
     std::printf("baseline: %s\n", iperf_before.status().to_string().c_str());
   }
@@ -139,7 +142,11 @@ Status run_engine_bench(const EngineBenchArgs& args) {
   const bool verified = bad_block == w.blocks.size();
 
   Result<double> iperf_after =
-      iperf_before.ok() ? iperf3_loopback_gbps(streams, args.iperf_seconds) : iperf_before.status();
+      iperf_before.ok()
+          ? measure_backend_baseline(args.backend, args.ucx_tls, w.blocks.front().length,
+                                     w.payload_bytes, streams, args.iperf_seconds)
+                .gbps
+          : iperf_before.status();
   Result<double> iperf = iperf_after;
   if (iperf_before.ok() && iperf_after.ok()) iperf = (*iperf_before + *iperf_after) / 2;
   if (iperf_before.ok() && iperf_after.ok()) {
@@ -152,7 +159,8 @@ Status run_engine_bench(const EngineBenchArgs& args) {
   const double baseline = iperf.ok() ? *iperf : 0.0;
   const double ratio = baseline > 0 ? value / baseline : 0.0;
   std::printf(
-      "\n| id | pdkv GB/s (median of %d, best %.3f) | iperf3 -P %d GB/s | ratio | target | "
+      "\n| id | pdkv GB/s (median of %d, best %.3f) | baseline GB/s (tcp: iperf3 -P %d) | ratio | "
+      "target | "
       "verified |\n|---|---|---|---|---|---|\n",
       args.rounds, best, streams);
   std::printf("| %s | %.3f | %s | %s | >= %.2f | %s |\n", id.c_str(), value,
@@ -170,7 +178,10 @@ Status run_engine_bench(const EngineBenchArgs& args) {
              {"baseline", baseline},
              {"unit", "GB/s"},
              {"verified_bytes_ok", verified},
-             {"baseline_kind", "iperf3 loopback, same stream count, mean of before and after"},
+             {"baseline_kind",
+              args.backend == "tcp"
+                  ? std::string("iperf3 loopback, same stream count, mean of before and after")
+                  : backend_baseline_kind(args.backend, args.ucx_tls, w.blocks.front().length)},
              {"baseline_ok", iperf.ok()},
              {"baseline_before", iperf_before.ok() ? *iperf_before : 0.0},
              {"baseline_after", iperf_after.ok() ? *iperf_after : 0.0},
@@ -184,6 +195,7 @@ Status run_engine_bench(const EngineBenchArgs& args) {
              {"streams", streams},
              {"blocks", blocks.size()},
              {"bytes_per_round", w.payload_bytes}};
+    if (args.backend == "ucx") j["P3"] = j[id];  // TARGETS.md key; per-transport key beside it
     std::ofstream out(args.json_path);
     out << j.dump(2) << "\n";
     if (!out) return internal_error("cannot write " + args.json_path);
