@@ -125,7 +125,7 @@ void UcxWorker::loop() {
     for (auto& fn : batch) fn();
     batch.clear();
     unsigned progressed = ucp_worker_progress(worker_);
-    if (busy_.load() > 0 || progressed != 0 || getenv("BKSPIN")) continue;
+    if (busy_.load() > 0 || progressed != 0) continue;
     {
       MutexLock lock(queue_mu_);
       if (!queue_.empty()) continue;
