@@ -189,6 +189,30 @@ TEST_P(BackendConformance, KilledReceiverFailsBatchInBoundedTimeOthersUnaffected
           .ok());
 }
 
+TEST_P(BackendConformance, SilentReceiverFailsWithinIoTimeout) {
+  setenv("PDKV_SHM_IO_TIMEOUT_MS", "800", 1);
+  setenv("PDKV_UCX_IO_TIMEOUT_MS", "800", 1);
+  auto box = make_named_backend(backend_of(GetParam()));
+  unsetenv("PDKV_SHM_IO_TIMEOUT_MS");
+  unsetenv("PDKV_UCX_IO_TIMEOUT_MS");
+  ASSERT_TRUE(box.ok()) << box.status().to_string();
+  PeerProcess p(backend_of(GetParam()), 1u << 20);
+  ASSERT_TRUE(p.ready()) << p.error();
+  auto peer = (*box)->backend->connect(p.endpoint());
+  ASSERT_TRUE(peer.ok()) << peer.status().to_string();
+  auto src = random_bytes(4096, 19);
+  ::kill(p.pid(), SIGSTOP);  // alive but silent: no EOF, no answer
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<WriteBlock> blocks{{reinterpret_cast<uint64_t>(src.data()), p.region_addr(), 4096}};
+  ASSERT_TRUE((*box)->backend->post(**peer, blocks, 1).ok());
+  Status st = (*box)->sink.wait(1, milliseconds(10000));
+  auto took = std::chrono::steady_clock::now() - t0;
+  ::kill(p.pid(), SIGCONT);
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.to_string();
+  EXPECT_LT(took, milliseconds(4000));
+  peer->reset();
+}
+
 TEST_P(BackendConformance, ClosedPortIsUnavailableWithoutHang) {
   auto t0 = std::chrono::steady_clock::now();
   auto peer = box_->backend->connect("127.0.0.1:1");

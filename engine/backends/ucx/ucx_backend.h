@@ -34,6 +34,18 @@
 // cuda_ipc needs GPU memory registration (ucp_mem_map with a CUDA memory type), which the
 // engine does not expose yet, so those tests do not exist here rather than being skipped.
 //
+// Registration order: the engine adds a region to its MemoryRegistry before calling
+// on_register_memory(), so for a moment a lease can be granted on memory whose rkey is not
+// in the table yet; such a part fails with "no rkey covers dst". The caller cannot
+// legitimately target memory whose register_memory() has not returned, so this only
+// affects writes that were wrong anyway.
+//
+// Sanitizers: UCX is not instrumented; on tcp/posix the receiver's worker thread writes
+// registered memory with memcpy, which TSan sees as racing with the application's later
+// reads (their order is set by the control plane through the kernel). Tests read
+// received regions from uninstrumented checkers; tsan_ucx.supp silences reports whose
+// frames are inside libucp/libuct/libucs only.
+//
 // Threads: one UcxWorker thread (all UCX calls), the LeaseServer's threads, one
 // LeasedPeer sender thread per session. Thread safety: as backend.h.
 #pragma once
