@@ -42,9 +42,9 @@
 //
 // Sanitizers: UCX is not instrumented; on tcp/posix the receiver's worker thread writes
 // registered memory with memcpy, which TSan sees as racing with the application's later
-// reads (their order is set by the control plane through the kernel). Tests read
-// received regions from uninstrumented checkers; tsan_ucx.supp silences reports whose
-// frames are inside libucp/libuct/libucs only.
+// reads (their order is set by the control plane through the kernel). The tests read
+// received regions from uninstrumented checkers and then need no TSan suppressions
+// (the conformance suite is TSan-clean over tcp and posix/sysv/cma).
 //
 // Threads: one UcxWorker thread (all UCX calls), the LeaseServer's threads, one
 // LeasedPeer sender thread per session. Thread safety: as backend.h.
