@@ -6,6 +6,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "common/logging.h"
 
 namespace pdkv::bootstrap {
@@ -96,6 +97,17 @@ Result<std::unique_ptr<BootstrapServer>> BootstrapServer::start(const ServerOpti
       PDKV_LOG_ERROR("bootstrap: listener stopped: {}", e.what());
     }
   });
+  // cpp-httplib 0.11's stop() does nothing until the accept loop has started, so a stop()
+  // right after start() would leave the listener running and hang the join. Return only
+  // once it runs (it sets is_running() as its first step; bounded wait).
+  auto ready_deadline = now() + std::chrono::seconds(10);
+  while (!s->http_->is_running() && now() < ready_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!s->http_->is_running()) {
+    s->stop();
+    return internal_error("bootstrap: HTTP listener did not start within 10 s");
+  }
   PDKV_LOG_INFO("bootstrap: serving on {}:{}", s->host_, s->port_);
   return s;
 }

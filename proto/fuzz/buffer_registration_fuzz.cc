@@ -1,0 +1,7 @@
+// libFuzzer target: decode_buffer_registration on arbitrary frames (see fuzz_frames.h).
+#include "proto/fuzz/fuzz_frames.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return pdkv::proto::fuzz::check_decoder<pdkv::proto::BufferRegistration>(
+      data, size, pdkv::proto::decode_buffer_registration);
+}
