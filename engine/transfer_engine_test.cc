@@ -125,17 +125,26 @@ TEST(TransferEngine, TimedOutWaitIsPendingNotAnError) {
 TEST(TransferEngine, ReleasingAPendingBatchIsSafe) {
   auto sender = make_engine();
   auto receiver = make_engine();
-  std::vector<uint8_t> src(32 << 20, 2), dst(32 << 20, 0);
-  ASSERT_TRUE(receiver->register_memory(addr(dst.data()), dst.size()).ok());
+  // Two destinations: the released batch may still be writing the first one while the
+  // second batch runs (on other streams), and overlapping writes would be the caller's
+  // race, not the engine's.
+  std::vector<uint8_t> src(32 << 20, 2), dst_a(32 << 20, 0), dst_b(32 << 20, 0);
+  ASSERT_TRUE(receiver->register_memory(addr(dst_a.data()), dst_a.size()).ok());
+  ASSERT_TRUE(receiver->register_memory(addr(dst_b.data()), dst_b.size()).ok());
   auto session = sender->open_session(receiver->endpoint());
   ASSERT_TRUE(session.ok());
-  std::vector<WriteBlock> blocks = {{addr(src.data()), addr(dst.data()), src.size()}};
-  auto batch = sender->submit(*session, blocks);
+  std::vector<WriteBlock> to_a = {{addr(src.data()), addr(dst_a.data()), src.size()}};
+  std::vector<WriteBlock> to_b = {{addr(src.data()), addr(dst_b.data()), src.size()}};
+  auto batch = sender->submit(*session, to_a);
   ASSERT_TRUE(batch.ok());
   ASSERT_TRUE(sender->release(*batch).ok());
-  // A later batch on the same session completes after it (same streams, in order).
-  EXPECT_EQ(sender->transfer_sync(*session, blocks), 0);
-  EXPECT_EQ(dst.back(), 2);
+  EXPECT_EQ(sender->poll(*batch).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(sender->transfer_sync(*session, to_b), 0);
+  EXPECT_EQ(dst_b.front(), 2);
+  EXPECT_EQ(dst_b.back(), 2);
+  // Both batches span both streams and each stream is FIFO, so the released batch was
+  // applied before the second one was acknowledged: dst_a is no longer written.
+  EXPECT_EQ(dst_a.back(), 2);
 }
 
 }  // namespace
