@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <atomic>
@@ -202,6 +203,9 @@ TEST_P(BackendConformance, SilentReceiverFailsWithinIoTimeout) {
   ASSERT_TRUE(peer.ok()) << peer.status().to_string();
   auto src = random_bytes(4096, 19);
   ::kill(p.pid(), SIGSTOP);  // alive but silent: no EOF, no answer
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(p.pid(), &wstatus, WUNTRACED), p.pid());  // really stopped
+  ASSERT_TRUE(WIFSTOPPED(wstatus));
   auto t0 = std::chrono::steady_clock::now();
   std::vector<WriteBlock> blocks{{reinterpret_cast<uint64_t>(src.data()), p.region_addr(), 4096}};
   ASSERT_TRUE((*box)->backend->post(**peer, blocks, 1).ok());
