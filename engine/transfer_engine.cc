@@ -116,8 +116,9 @@ class TransferEngine::Impl final : public CompletionSink {
     }
     Status posted = backend_->post(*peer, blocks, BatchTable::token_of(batch));
     if (!posted.ok()) {
-      (void)batches_.release(batch);  // pending: freed now since no completion will come
-      batches_.complete(BatchTable::token_of(batch), posted);
+      // Nothing was posted, so no completion will come: release, then complete to free.
+      (void)batches_.release(batch);
+      batches_.complete(BatchTable::token_of(batch), Status());
       return posted;
     }
     return batch;
