@@ -177,7 +177,15 @@ void DecodeManager::resolver_loop() {
       resolve_queue_.pop_front();
     }
     Status resolved = resolve(room);
-    if (!resolved.ok()) fail_room(room, "bootstrap", resolved.message(), true);
+    if (resolved.ok()) continue;
+    std::string reason = resolved.message();
+    if (resolved.code() == StatusCode::kDeadlineExceeded) {
+      reason = "bootstrap timeout: the prefill ranks of room " + std::to_string(room) +
+               " could not be resolved within " + seconds(config_.options.bootstrap_timeout) +
+               " (" + reason + ")";
+    }
+    fail_room(room, resolved.code() == StatusCode::kDeadlineExceeded ? "timeout" : "bootstrap",
+              reason, true);
   }
 }
 

@@ -1,0 +1,236 @@
+"""The engine-facing KV transfer API (the contract is ../shared/KV_API.md).
+
+Names and call order mirror sglang's disaggregation base classes (``KVArgs``,
+``KVPoll``, ``KVManager``, ``KVSender``, ``KVReceiver``, a bootstrap server), so a serving
+engine switches to pdkv with a small adapter (see examples/engine_adapter.py). All the
+work happens in C++ (``pdkv._native``); this module converts arguments, names things and
+turns failures into exceptions. Every native call that may wait releases the GIL.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Optional, Sequence
+
+import numpy as np
+
+from pdkv import _native
+
+__all__ = ["KVPoll", "KVArgs", "KVTransferError", "BootstrapServer", "KVManager", "KVSender",
+           "KVReceiver"]
+
+
+class KVPoll(enum.IntEnum):
+    Failed = 0
+    Bootstrapping = 1
+    WaitingForInput = 2
+    Transferring = 3
+    Success = 4
+
+
+class KVTransferError(RuntimeError):
+    """A room failed; the message carries the room, the reason and the peer."""
+
+    def __init__(self, room: int, reason: str):
+        super().__init__(f"KV transfer of room {room} failed: {reason}")
+        self.room = room
+        self.reason = reason
+
+
+_KVARGS_DEFAULTS = {
+    "engine_rank": 0,
+    "tp_size": 1,
+    "dp_size": 1,
+    "page_size": 1,
+    "kv_data_ptrs": [],
+    "kv_data_lens": [],
+    "kv_item_lens": [],
+    "layer_buffers": [],
+    "kv_layer_ids": None,
+    "kv_head_num": 1,
+    "total_kv_head_num": 1,
+    "head_dim": 0,
+    "dtype_bytes": 0,
+    "page_layout": "NHD",
+    "is_mla": False,
+    "aux_data_ptrs": [],
+    "aux_data_lens": [],
+    "aux_item_lens": [],
+    "state_data_ptrs": [],
+    "state_data_lens": [],
+    "state_item_lens": [],
+    "state_layer_ids": [],
+}
+
+
+class KVArgs:
+    """What one rank tells pdkv about its buffers and its place in the instance.
+
+    Plain keyword construction; an unknown keyword raises ValueError. Buffer pointers
+    are ints (``tensor.data_ptr()``, ``array.ctypes.data``).
+    """
+
+    __slots__ = tuple(_KVARGS_DEFAULTS)
+
+    def __init__(self, **fields):
+        unknown = sorted(set(fields) - set(_KVARGS_DEFAULTS))
+        if unknown:
+            raise ValueError(f"KVArgs got unknown field(s): {', '.join(unknown)}; "
+                             f"known fields: {', '.join(_KVARGS_DEFAULTS)}")
+        for name, default in _KVARGS_DEFAULTS.items():
+            value = fields.get(name, default)
+            setattr(self, name, list(value) if isinstance(value, (list, tuple)) else value)
+
+    def to_dict(self) -> dict:
+        out = {name: getattr(self, name) for name in _KVARGS_DEFAULTS}
+        out["layer_buffers"] = [[int(b) for b in layer] for layer in self.layer_buffers]
+        return out
+
+    def __repr__(self) -> str:
+        return "KVArgs(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in _KVARGS_DEFAULTS) + ")"
+
+
+def _indices(values, what: str) -> np.ndarray:
+    """int64 array from an int32/int64 array or a list of ints (ValueError otherwise)."""
+    if values is None:
+        return np.empty(0, dtype=np.int64)
+    array = np.asarray(values)
+    if array.size == 0:
+        return np.empty(0, dtype=np.int64)
+    if array.ndim != 1:
+        raise ValueError(f"{what} must be one-dimensional, got shape {array.shape}")
+    if not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{what} must hold integers, got dtype {array.dtype}")
+    return np.ascontiguousarray(array, dtype=np.int64)
+
+
+class BootstrapServer:
+    """The HTTP rendezvous (PUT/GET /route, /health, /metrics), serving at once."""
+
+    def __init__(self, host: str = "0.0.0.0", port: int = 0):
+        self._server = _native.BootstrapServer(host, int(port))
+
+    @property
+    def port(self) -> int:
+        return self._server.port
+
+    @property
+    def host(self) -> str:
+        return self._server.host
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class KVManager:
+    """One rank's KV manager, ``mode`` "prefill" or "decode"."""
+
+    def __init__(self, args: KVArgs, mode: str, bootstrap_addr: str, backend: str = "tcp",
+                 layerwise_interval: int = 0, local_ip: Optional[str] = None,
+                 wait_for_prefill_metadata: bool = False):
+        if not isinstance(args, KVArgs):
+            raise ValueError("args must be a pdkv.KVArgs")
+        if mode not in ("prefill", "decode"):
+            raise ValueError(f"mode must be 'prefill' or 'decode', not {mode!r}")
+        self.args, self.mode, self.bootstrap_addr = args, mode, bootstrap_addr
+        self._native = _native.KVManager(args.to_dict(), mode, bootstrap_addr, backend,
+                                         int(layerwise_interval), local_ip or "",
+                                         bool(wait_for_prefill_metadata))
+
+    def set_prefill_metadata(self, room: int, bootstrap_token: int,
+                             spec_candidate_ids: Optional[Sequence[int]] = None) -> None:
+        ids = [] if spec_candidate_ids is None else [int(x) for x in spec_candidate_ids]
+        self._native.set_prefill_metadata(int(room), int(bootstrap_token), ids)
+
+    def reserve_layerwise_cache_steps(self) -> int:
+        return self._native.reserve_layerwise_cache_steps()
+
+    def mark_layers_ready(self, n: int = 1) -> None:
+        self._native.mark_layers_ready(int(n))
+
+    def active_rooms(self) -> int:
+        return self._native.active_rooms()
+
+    @property
+    def control_endpoint(self) -> str:
+        return self._native.control_endpoint
+
+    @property
+    def engine_endpoint(self) -> str:
+        return self._native.engine_endpoint
+
+    def metrics(self) -> dict:
+        return self._native.metrics()
+
+    def shutdown(self) -> None:
+        self._native.shutdown()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+
+class _Room:
+    def poll(self) -> KVPoll:
+        return KVPoll(self._native.poll())
+
+    def failure_exception(self) -> None:
+        """Raises KVTransferError with the reason if the room failed."""
+        reason = self._native.failure()
+        if reason is not None:
+            raise KVTransferError(self.bootstrap_room, reason)
+
+    def abort(self) -> None:
+        self._native.abort("aborted by the engine")
+
+    def clear(self) -> None:
+        """Nothing to free: the manager drops a room as soon as it ends. Idempotent."""
+
+
+class KVSender(_Room):
+    """The prefill side of one request."""
+
+    def __init__(self, mgr: KVManager, bootstrap_addr: str, bootstrap_room: int):
+        if mgr.mode != "prefill":
+            raise ValueError("KVSender needs a prefill KVManager")
+        self.bootstrap_addr, self.bootstrap_room = bootstrap_addr, int(bootstrap_room)
+        self._native = _native.KVSender(mgr._native, self.bootstrap_room)
+
+    def init(self, num_kv_indices: int, aux_index: Optional[int] = None) -> None:
+        self._native.init(int(num_kv_indices), None if aux_index is None else int(aux_index))
+
+    def send(self, kv_indices, state_indices=None) -> None:
+        self._native.send(_indices(kv_indices, "kv_indices"),
+                          _indices(state_indices, "state_indices"))
+
+
+class KVReceiver(_Room):
+    """The decode side of one request."""
+
+    def __init__(self, mgr: KVManager, bootstrap_addr: str, bootstrap_room: int):
+        if mgr.mode != "decode":
+            raise ValueError("KVReceiver needs a decode KVManager")
+        self.bootstrap_addr, self.bootstrap_room = bootstrap_addr, int(bootstrap_room)
+        self._native = _native.KVReceiver(mgr._native, bootstrap_addr or "", self.bootstrap_room)
+
+    def init(self, prefill_dp_rank: Optional[int] = None) -> None:
+        self._native.init(None if prefill_dp_rank is None else int(prefill_dp_rank))
+
+    def send_metadata(self, kv_indices, aux_index: Optional[int] = None, state_indices=None,
+                      decode_prefix_len: Optional[int] = None) -> None:
+        self._native.send_metadata(_indices(kv_indices, "kv_indices"),
+                                   None if aux_index is None else int(aux_index),
+                                   _indices(state_indices, "state_indices"),
+                                   int(decode_prefix_len or 0))
+
+    def prefill_metadata(self):
+        """(bootstrap_token, spec_candidate_ids): -1 / None when the prefill sent none."""
+        token, ids = self._native.prefill_metadata()
+        return int(token), (list(ids) if ids else None)

@@ -1,0 +1,308 @@
+// pdkv._native: the KV managers, senders, receivers and the bootstrap server for Python.
+//
+// Thin by design (STYLE.md "Python surface"): it converts types in bulk (numpy int64
+// arrays, never per-element Python objects), releases the GIL around every call that
+// may wait or lock, and maps Status to Python exceptions in one place (raise_if_error).
+// The Python-facing names and semantics live in pdkv/kv.py.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bootstrap/server.h"
+#include "kv/bootstrap_route_directory.h"
+#include "kv/kv_sender.h"
+#include "kv/zmq_control_channel.h"
+
+namespace py = pybind11;
+
+namespace pdkv::python {
+namespace {
+
+void raise_if_error(const Status& status) {
+  if (status.ok()) return;
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange: throw py::value_error(status.message());
+    default: throw std::runtime_error(status.to_string());
+  }
+}
+
+template <typename T>
+T value_or_raise(Result<T> result) {
+  raise_if_error(result.status());
+  return std::move(result).value();
+}
+
+template <typename T>
+T get(const py::dict& d, const char* key) {
+  try {
+    return d[key].cast<T>();
+  } catch (const py::cast_error&) {
+    throw py::value_error(std::string("KVArgs.") + key + " has the wrong type");
+  }
+}
+
+std::vector<uint64_t> get_u64_list(const py::dict& d, const char* key) {
+  std::vector<uint64_t> out;
+  for (py::handle item : d[key].cast<py::sequence>()) {
+    auto v = item.cast<int64_t>();
+    if (v < 0) throw py::value_error(std::string("KVArgs.") + key + " holds a negative value");
+    out.push_back(static_cast<uint64_t>(v));
+  }
+  return out;
+}
+
+kv::KvArgs to_kv_args(const py::dict& d) {
+  kv::KvArgs a;
+  a.engine_rank = get<int64_t>(d, "engine_rank");
+  a.tp_size = get<int64_t>(d, "tp_size");
+  a.dp_size = get<int64_t>(d, "dp_size");
+  a.page_size = get<int64_t>(d, "page_size");
+  a.kv_data_ptrs = get_u64_list(d, "kv_data_ptrs");
+  a.kv_data_lens = get_u64_list(d, "kv_data_lens");
+  a.kv_item_lens = get_u64_list(d, "kv_item_lens");
+  a.layer_buffers = get<std::vector<std::vector<int64_t>>>(d, "layer_buffers");
+  if (!d["kv_layer_ids"].is_none()) a.kv_layer_ids = get<std::vector<int64_t>>(d, "kv_layer_ids");
+  a.kv_head_num = get<int64_t>(d, "kv_head_num");
+  a.total_kv_head_num = get<int64_t>(d, "total_kv_head_num");
+  a.head_dim = get<int64_t>(d, "head_dim");
+  a.dtype_bytes = get<int64_t>(d, "dtype_bytes");
+  const auto layout = get<std::string>(d, "page_layout");
+  if (layout == "NHD") {
+    a.page_layout = proto::PageLayout::kNHD;
+  } else if (layout == "HND") {
+    a.page_layout = proto::PageLayout::kHND;
+  } else {
+    throw py::value_error("KVArgs.page_layout must be 'NHD' or 'HND', not '" + layout + "'");
+  }
+  a.is_mla = get<bool>(d, "is_mla");
+  a.aux_data_ptrs = get_u64_list(d, "aux_data_ptrs");
+  a.aux_data_lens = get_u64_list(d, "aux_data_lens");
+  a.aux_item_lens = get_u64_list(d, "aux_item_lens");
+  a.state_data_ptrs = get_u64_list(d, "state_data_ptrs");
+  a.state_data_lens = get_u64_list(d, "state_data_lens");
+  a.state_item_lens = get_u64_list(d, "state_item_lens");
+  a.state_layer_ids = get<std::vector<int64_t>>(d, "state_layer_ids");
+  raise_if_error(a.validate());
+  return a;
+}
+
+using Int64Array = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+std::vector<int64_t> to_vector(const Int64Array& a) {
+  if (a.ndim() != 1) throw py::value_error("index arrays must be one-dimensional");
+  return std::vector<int64_t>(a.data(), a.data() + a.size());
+}
+
+class NativeBootstrapServer {
+ public:
+  NativeBootstrapServer(const std::string& host, int port) {
+    bootstrap::ServerOptions options;
+    options.host = host;
+    options.port = port;
+    py::gil_scoped_release release;
+    server_ = value_or_raise(bootstrap::BootstrapServer::start(options));
+  }
+  int port() const { return server_->port(); }
+  std::string host() const { return server_->host(); }
+  void stop() { server_->stop(); }
+
+ private:
+  std::unique_ptr<bootstrap::BootstrapServer> server_;
+};
+
+class NativeManager {
+ public:
+  NativeManager(const py::dict& args, const std::string& mode, const std::string& bootstrap_addr,
+                const std::string& backend, int64_t layerwise_interval, const std::string& local_ip,
+                bool wait_for_prefill_metadata) {
+    kv::KvArgs kv_args = to_kv_args(args);
+    auto options = value_or_raise(kv::KvManagerOptions::from_env());
+    if (!local_ip.empty()) options.local_ip = local_ip;
+    auto engine = value_or_raise(engine::EngineOptions::from_env());
+    engine.backend = backend;
+    if (!options.local_ip.empty()) engine.host = options.local_ip;
+    auto directory = std::make_shared<kv::BootstrapRouteDirectory>();
+    py::gil_scoped_release release;
+    if (mode == "prefill") {
+      kv::PrefillManagerConfig config;
+      config.args = std::move(kv_args);
+      config.bootstrap_addr = bootstrap_addr;
+      config.layerwise_interval = layerwise_interval;
+      config.wait_for_prefill_metadata = wait_for_prefill_metadata;
+      config.engine = engine;
+      config.options = options;
+      prefill_ = value_or_raise(
+          kv::PrefillManager::create(std::move(config), kv::zmq_channel_factory(), directory));
+    } else {
+      kv::DecodeManagerConfig config;
+      config.args = std::move(kv_args);
+      config.bootstrap_addr = bootstrap_addr;
+      config.engine = engine;
+      config.options = options;
+      decode_ = value_or_raise(
+          kv::DecodeManager::create(std::move(config), kv::zmq_channel_factory(), directory));
+    }
+  }
+
+  kv::PrefillManager& prefill() {
+    if (!prefill_) throw py::value_error("this is not a prefill KVManager (or it was shut down)");
+    return *prefill_;
+  }
+  kv::DecodeManager& decode() {
+    if (!decode_) throw py::value_error("this is not a decode KVManager (or it was shut down)");
+    return *decode_;
+  }
+  size_t active_rooms() const {
+    return prefill_ ? prefill_->active_rooms() : decode_ ? decode_->active_rooms() : 0;
+  }
+  std::string control_endpoint() const {
+    return prefill_ ? prefill_->control_endpoint() : decode_ ? decode_->control_endpoint() : "";
+  }
+  std::string engine_endpoint() const {
+    return prefill_ ? prefill_->engine_endpoint() : decode_ ? decode_->engine_endpoint() : "";
+  }
+  kv::TransferMetricsSnapshot metrics() const {
+    return prefill_  ? prefill_->metrics()
+           : decode_ ? decode_->metrics()
+                     : kv::TransferMetricsSnapshot{};
+  }
+  void shutdown() {
+    if (prefill_) prefill_->shutdown();
+    if (decode_) decode_->shutdown();
+  }
+
+ private:
+  std::unique_ptr<kv::PrefillManager> prefill_;
+  std::unique_ptr<kv::DecodeManager> decode_;
+};
+
+std::optional<std::string> failure_text(const Status& s) {
+  if (s.ok()) return std::nullopt;
+  return s.message();
+}
+
+}  // namespace
+}  // namespace pdkv::python
+
+PYBIND11_MODULE(_native, m) {
+  using namespace pdkv;
+  using namespace pdkv::python;
+  m.doc() = "pdkv native KV transfer API (use the pdkv package, not this module)";
+
+  py::class_<NativeBootstrapServer>(m, "BootstrapServer")
+      .def(py::init<const std::string&, int>(), py::arg("host"), py::arg("port"))
+      .def_property_readonly("port", &NativeBootstrapServer::port)
+      .def_property_readonly("host", &NativeBootstrapServer::host)
+      .def("stop", &NativeBootstrapServer::stop, py::call_guard<py::gil_scoped_release>());
+
+  py::class_<NativeManager>(m, "KVManager")
+      .def(py::init<const py::dict&, const std::string&, const std::string&, const std::string&,
+                    int64_t, const std::string&, bool>())
+      .def("set_prefill_metadata",
+           [](NativeManager& self, uint64_t room, int64_t token, std::vector<int32_t> ids) {
+             auto& p = self.prefill();
+             py::gil_scoped_release release;
+             p.set_prefill_metadata(room, token, std::move(ids));
+           })
+      .def("reserve_layerwise_cache_steps",
+           [](NativeManager& self) { return self.prefill().reserve_layerwise_cache_steps(); })
+      .def("mark_layers_ready",
+           [](NativeManager& self, int64_t n) {
+             auto& p = self.prefill();
+             py::gil_scoped_release release;
+             p.mark_layers_ready(n);
+           })
+      .def("active_rooms", &NativeManager::active_rooms, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("control_endpoint", &NativeManager::control_endpoint)
+      .def_property_readonly("engine_endpoint", &NativeManager::engine_endpoint)
+      .def("metrics",
+           [](const NativeManager& self) {
+             kv::TransferMetricsSnapshot s = self.metrics();
+             py::dict d;
+             d["rooms_succeeded"] = s.rooms_succeeded;
+             d["rooms_failed"] = s.rooms_failed;
+             d["bytes_written"] = s.bytes_written;
+             d["blocks_written"] = s.blocks_written;
+             d["failures_by_cause"] = s.failures_by_cause;
+             d["queued_chunks"] = s.queued_chunks;
+             d["latency_count"] = s.latency_count;
+             d["latency_sum_ms"] = s.latency_sum_ms;
+             return d;
+           })
+      .def("shutdown", &NativeManager::shutdown, py::call_guard<py::gil_scoped_release>());
+
+  py::class_<kv::KVSender>(m, "KVSender")
+      .def(py::init([](NativeManager& mgr, uint64_t room) {
+             auto& p = mgr.prefill();
+             py::gil_scoped_release release;
+             return std::make_unique<kv::KVSender>(p, room);
+           }),
+           py::keep_alive<1, 2>())
+      .def("init",
+           [](kv::KVSender& self, int64_t n, std::optional<int64_t> aux) {
+             Status s;
+             {
+               py::gil_scoped_release release;
+               s = self.init(n, aux);
+             }
+             raise_if_error(s);
+           })
+      .def("send",
+           [](kv::KVSender& self, const Int64Array& pages, const Int64Array& state) {
+             std::vector<int64_t> p = to_vector(pages), st = to_vector(state);
+             Status s;
+             {
+               py::gil_scoped_release release;
+               s = self.send(p, st);
+             }
+             raise_if_error(s);
+           })
+      .def("poll", [](const kv::KVSender& self) { return static_cast<int>(self.poll()); })
+      .def("failure", [](const kv::KVSender& self) { return failure_text(self.failure()); })
+      .def("abort", &kv::KVSender::abort, py::call_guard<py::gil_scoped_release>());
+
+  py::class_<kv::KVReceiver>(m, "KVReceiver")
+      .def(py::init([](NativeManager& mgr, const std::string& addr, uint64_t room) {
+             auto& d = mgr.decode();
+             py::gil_scoped_release release;
+             return std::make_unique<kv::KVReceiver>(d, room, addr);
+           }),
+           py::keep_alive<1, 2>())
+      .def("init",
+           [](kv::KVReceiver& self, std::optional<int64_t> dp) {
+             Status s;
+             {
+               py::gil_scoped_release release;
+               s = self.init(dp);
+             }
+             raise_if_error(s);
+           })
+      .def("send_metadata",
+           [](kv::KVReceiver& self, const Int64Array& pages, std::optional<int64_t> aux,
+              const Int64Array& state, int64_t prefix) {
+             if (prefix < 0) throw py::value_error("decode_prefix_len must be >= 0");
+             kv::PreAllocationRequest req;
+             req.kv_pages = to_vector(pages);
+             req.aux_index = aux;
+             req.state_slots = to_vector(state);
+             req.decode_prefix_len = static_cast<uint64_t>(prefix);
+             Status s;
+             {
+               py::gil_scoped_release release;
+               s = self.send_metadata(std::move(req));
+             }
+             raise_if_error(s);
+           })
+      .def("poll", [](const kv::KVReceiver& self) { return static_cast<int>(self.poll()); })
+      .def("failure", [](const kv::KVReceiver& self) { return failure_text(self.failure()); })
+      .def("abort", &kv::KVReceiver::abort, py::call_guard<py::gil_scoped_release>())
+      .def("prefill_metadata", [](const kv::KVReceiver& self) {
+        return py::make_tuple(self.bootstrap_token(), self.spec_candidate_ids());
+      });
+}
