@@ -1,26 +1,9 @@
 #include "kv/decode_manager.h"
 
-#include <random>
-
 #include "common/logging.h"
+#include "kv/manager_common.h"
 
 namespace pdkv::kv {
-namespace {
-
-uint64_t random_incarnation() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
-         static_cast<uint64_t>(now().time_since_epoch().count());
-}
-
-std::string seconds(std::chrono::milliseconds ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f s", static_cast<double>(ms.count()) / 1000.0);
-  return buf;
-}
-
-}  // namespace
-
 DecodeManager::DecodeManager(DecodeManagerConfig config, std::shared_ptr<RouteDirectory> directory)
     : config_(std::move(config)), directory_(std::move(directory)) {}
 
@@ -99,10 +82,10 @@ void DecodeManager::shutdown() {
 
 DecodeManager::Handles DecodeManager::open_room(uint64_t room, const std::string& bootstrap_addr) {
   Handles h;
-  h.status =
-      board_.open(room, now() + config_.options.bootstrap_timeout,
-                  "bootstrap timeout: the prefill ranks of room " + std::to_string(room) +
-                      " were not resolved within " + seconds(config_.options.bootstrap_timeout));
+  h.status = board_.open(room, now() + config_.options.bootstrap_timeout,
+                         "bootstrap timeout: the prefill ranks of room " + std::to_string(room) +
+                             " were not resolved within " +
+                             format_seconds(config_.options.bootstrap_timeout));
   MutexLock lock(mu_);
   Room& r = rooms_[room];
   if (!r.metadata) {
@@ -181,8 +164,8 @@ void DecodeManager::resolver_loop() {
     std::string reason = resolved.message();
     if (resolved.code() == StatusCode::kDeadlineExceeded) {
       reason = "bootstrap timeout: the prefill ranks of room " + std::to_string(room) +
-               " could not be resolved within " + seconds(config_.options.bootstrap_timeout) +
-               " (" + reason + ")";
+               " could not be resolved within " +
+               format_seconds(config_.options.bootstrap_timeout) + " (" + reason + ")";
     }
     fail_room(room, resolved.code() == StatusCode::kDeadlineExceeded ? "timeout" : "bootstrap",
               reason, true);
@@ -273,7 +256,7 @@ Status DecodeManager::resolve(uint64_t room) {
       board_.advance(room, RoomState::kWaitingForInput);
       board_.set_deadline(room, now() + config_.options.waiting_timeout,
                           "waiting timeout: no KV for room " + std::to_string(room) + " within " +
-                              seconds(config_.options.waiting_timeout) + " of bootstrap");
+                              format_seconds(config_.options.waiting_timeout) + " of bootstrap");
       if (r.pending) send_pre_allocations(room, r);
     }
   }
@@ -529,7 +512,8 @@ void DecodeManager::heartbeat() {
   }
   for (const auto& [room, endpoint] : lost) {
     fail_room(room, "peer_dead",
-              "prefill " + endpoint + " stopped answering for more than " + seconds(bound), false);
+              "prefill " + endpoint + " stopped answering for more than " + format_seconds(bound),
+              false);
   }
 }
 

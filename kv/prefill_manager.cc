@@ -1,27 +1,10 @@
 #include "kv/prefill_manager.h"
 
-#include <random>
-
 #include "common/logging.h"
 #include "kv/destination_shard.h"
+#include "kv/manager_common.h"
 
 namespace pdkv::kv {
-namespace {
-
-uint64_t random_incarnation() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
-         static_cast<uint64_t>(now().time_since_epoch().count());
-}
-
-std::string seconds(std::chrono::milliseconds ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f s", static_cast<double>(ms.count()) / 1000.0);
-  return buf;
-}
-
-}  // namespace
-
 PrefillManager::PrefillManager(PrefillManagerConfig config,
                                std::shared_ptr<RouteDirectory> directory)
     : config_(std::move(config)),
@@ -127,7 +110,7 @@ void PrefillManager::shutdown() {
 std::shared_ptr<const RoomHandle> PrefillManager::open_room(uint64_t room) {
   auto handle = board_.open(room, now() + config_.options.bootstrap_timeout,
                             "bootstrap timeout: no pre-allocation from every decode rank within " +
-                                seconds(config_.options.bootstrap_timeout));
+                                format_seconds(config_.options.bootstrap_timeout));
   metadata_.open(room);
   MutexLock lock(mu_);
   Room& r = rooms_[room];
@@ -232,7 +215,7 @@ void PrefillManager::maybe_bootstrap(uint64_t room, Room& r) {
   board_.advance(room, RoomState::kWaitingForInput);
   board_.set_deadline(room, now() + config_.options.waiting_timeout,
                       "waiting timeout: the transfer did not finish within " +
-                          seconds(config_.options.waiting_timeout) + " of bootstrap");
+                          format_seconds(config_.options.waiting_timeout) + " of bootstrap");
   while (!r.waiting_chunks.empty()) {
     enqueue(std::move(r.waiting_chunks.front()), r);
     r.waiting_chunks.pop_front();
@@ -444,7 +427,8 @@ void PrefillManager::timer_loop() {
     for (uint64_t room : orphans) {
       fail_room(room, "timeout",
                 "bootstrap timeout: this prefill rank never received the request of room " +
-                    std::to_string(room) + " within " + seconds(config_.options.bootstrap_timeout));
+                    std::to_string(room) + " within " +
+                    format_seconds(config_.options.bootstrap_timeout));
     }
     check_liveness();
   }
@@ -467,7 +451,7 @@ void PrefillManager::check_liveness() {
   }
   for (const auto& [room, key] : lost) {
     fail_room(room, "peer_dead",
-              "decode " + key + " stopped answering for more than " + seconds(bound));
+              "decode " + key + " stopped answering for more than " + format_seconds(bound));
   }
 }
 
