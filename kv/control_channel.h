@@ -26,6 +26,9 @@ class ControlChannel {
   virtual const std::string& endpoint() const = 0;
   // Thread-safe.
   virtual Status send(const std::string& peer_endpoint, const proto::Message& message) = 0;
+  // Stops the receive thread (joins it; the handler never runs again) and makes later
+  // sends fail with Aborted. Idempotent; must not be called from the handler.
+  virtual void stop() = 0;
 };
 
 using MessageHandler = std::function<void(proto::Message message)>;

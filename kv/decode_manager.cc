@@ -73,6 +73,7 @@ void DecodeManager::shutdown() {
     MutexLock lock(mu_);
     for (const auto& [room, r] : rooms_) open.push_back(room);
   }
+  if (channel_) channel_->stop();  // no handler runs after this
   for (uint64_t room : open) fail_room(room, "shutdown", "the decode manager shut down", true);
   channel_.reset();
   engine_.reset();
@@ -309,7 +310,7 @@ void DecodeManager::send_pre_allocations(uint64_t room, Room& r) {
 // --- control plane -----------------------------------------------------------------
 
 void DecodeManager::send(const std::string& endpoint, const proto::Message& message) {
-  if (!channel_) return;
+  if (!channel_) return;  // start() failed before the channel existed
   Status sent = channel_->send(endpoint, message);
   if (!sent.ok()) PDKV_LOG_WARN("message to {} not sent: {}", endpoint, sent.to_string());
 }

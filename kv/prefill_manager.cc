@@ -95,13 +95,14 @@ void PrefillManager::shutdown() {
   for (auto& w : workers_) w.join();
   workers_.clear();
   if (timer_.joinable()) timer_.join();
-  channel_.reset();
+  if (channel_) channel_->stop();  // no handler runs after this
   std::vector<uint64_t> open;
   {
     MutexLock lock(mu_);
     for (const auto& [room, r] : rooms_) open.push_back(room);
   }
   for (uint64_t room : open) fail_room(room, "shutdown", "the prefill manager shut down");
+  channel_.reset();
   engine_.reset();
 }
 
@@ -263,7 +264,7 @@ void PrefillManager::fail_room(uint64_t room, const std::string& cause, const st
 }
 
 void PrefillManager::send_status(const std::string& endpoint, const proto::TransferStatus& status) {
-  if (!channel_) return;
+  if (!channel_) return;  // start() failed before the channel existed
   Status sent = channel_->send(endpoint, status);
   if (!sent.ok()) {
     PDKV_LOG_WARN("status of room {} to {} not sent: {}", status.room, endpoint, sent.to_string());

@@ -13,6 +13,7 @@ class ZmqControlChannel : public ControlChannel {
   Status send(const std::string& peer, const proto::Message& message) override {
     return endpoint_->send(peer, message);
   }
+  void stop() override { endpoint_->shutdown(); }
 
  private:
   std::unique_ptr<proto::ZmqEndpoint> endpoint_;

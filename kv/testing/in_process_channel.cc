@@ -10,7 +10,8 @@ class InProcessBus::Channel : public ControlChannel {
       : bus_(bus), endpoint_(std::move(endpoint)), handler_(std::move(handler)) {
     thread_ = std::thread([this] { run(); });
   }
-  ~Channel() override {
+  ~Channel() override { stop(); }
+  void stop() override {
     {
       MutexLock lock(bus_.mu_);
       bus_.channels_.erase(endpoint_);
@@ -20,7 +21,7 @@ class InProcessBus::Channel : public ControlChannel {
       stopping_ = true;
       wake_.notify_all();
     }
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
   const std::string& endpoint() const override { return endpoint_; }
   Status send(const std::string& peer, const proto::Message& message) override {
