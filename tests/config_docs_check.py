@@ -12,7 +12,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NAME = re.compile(r'"(PDKV_[A-Z0-9_]+)"')
 # Names that are build/CMake or test-harness plumbing, not user configuration.
-NOT_KNOBS = {"PDKV_BIN_DIR"}
+NOT_KNOBS = {"PDKV_BIN_DIR", "PDKV_PYTHON_DIR"}
 SOURCE_DIRS = ["common", "plan", "engine", "proto", "bootstrap", "kv", "python", "tools", "bench"]
 
 
