@@ -125,19 +125,38 @@ proto::KvLayout KvArgs::layout() const {
   return out;
 }
 
-Status check_layout_compatible(const KvArgs& p, const proto::KvLayout& d) {
-  auto mismatch = [](const char* field, int64_t prefill, int64_t decode) {
-    return invalid_argument(std::string("layout mismatch: ") + field + " is " + str(prefill) +
-                            " on prefill but " + str(decode) + " on decode");
-  };
+namespace {
+
+Status mismatch(const char* field, int64_t prefill, int64_t decode) {
+  return invalid_argument(std::string("layout mismatch: ") + field + " is " + str(prefill) +
+                          " on prefill but " + str(decode) + " on decode");
+}
+
+const char* layout_name(proto::PageLayout l) {
+  return l == proto::PageLayout::kNHD ? "NHD" : "HND";
+}
+
+// The page geometry both sides must share, whatever their TP sizes.
+Status check_geometry(const proto::KvLayout& p, const proto::KvLayout& d) {
   if (p.page_size != d.page_size) return mismatch("page_size", p.page_size, d.page_size);
   if (p.page_layout != d.page_layout) {
-    return invalid_argument(
-        std::string("layout mismatch: page_layout is ") +
-        (p.page_layout == proto::PageLayout::kNHD ? "NHD" : "HND") + " on prefill but " +
-        (d.page_layout == proto::PageLayout::kNHD ? "NHD" : "HND") + " on decode");
+    return invalid_argument(std::string("layout mismatch: page_layout is ") +
+                            layout_name(p.page_layout) + " on prefill but " +
+                            layout_name(d.page_layout) + " on decode");
   }
   if (p.is_mla != d.is_mla) return mismatch("is_mla", p.is_mla, d.is_mla);
+  if (p.head_dim != d.head_dim) return mismatch("head_dim", p.head_dim, d.head_dim);
+  if (p.dtype_bytes != d.dtype_bytes) return mismatch("dtype_bytes", p.dtype_bytes, d.dtype_bytes);
+  if (p.total_kv_head_num != d.total_kv_head_num) {
+    return mismatch("total_kv_head_num", p.total_kv_head_num, d.total_kv_head_num);
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status check_layout_compatible(const KvArgs& p, const proto::KvLayout& d) {
+  PDKV_RETURN_IF_ERROR(check_geometry(p.layout(), d));
   if (p.layer_buffers.size() != d.layer_buffers.size()) {
     return mismatch("KV layer count", static_cast<int64_t>(p.layer_buffers.size()),
                     static_cast<int64_t>(d.layer_buffers.size()));
@@ -156,33 +175,12 @@ Status check_layout_compatible(const KvArgs& p, const proto::KvLayout& d) {
       }
     }
   }
-  if (p.head_dim != d.head_dim) return mismatch("head_dim", p.head_dim, d.head_dim);
-  if (p.dtype_bytes != d.dtype_bytes) return mismatch("dtype_bytes", p.dtype_bytes, d.dtype_bytes);
-  if (p.total_kv_head_num != d.total_kv_head_num) {
-    return mismatch("total_kv_head_num", p.total_kv_head_num, d.total_kv_head_num);
-  }
   return Status();
 }
 
 Status check_instance_compatible(const KvArgs& d, const proto::KvLayout& p,
                                  size_t prefill_kv_buffers) {
-  auto mismatch = [](const char* field, int64_t prefill, int64_t decode) {
-    return invalid_argument(std::string("layout mismatch: ") + field + " is " + str(prefill) +
-                            " on prefill but " + str(decode) + " on decode");
-  };
-  if (p.page_size != d.page_size) return mismatch("page_size", p.page_size, d.page_size);
-  if (p.page_layout != d.page_layout) {
-    return invalid_argument(
-        std::string("layout mismatch: page_layout is ") +
-        (p.page_layout == proto::PageLayout::kNHD ? "NHD" : "HND") + " on prefill but " +
-        (d.page_layout == proto::PageLayout::kNHD ? "NHD" : "HND") + " on decode");
-  }
-  if (p.is_mla != d.is_mla) return mismatch("is_mla", p.is_mla, d.is_mla);
-  if (p.head_dim != d.head_dim) return mismatch("head_dim", p.head_dim, d.head_dim);
-  if (p.dtype_bytes != d.dtype_bytes) return mismatch("dtype_bytes", p.dtype_bytes, d.dtype_bytes);
-  if (p.total_kv_head_num != d.total_kv_head_num) {
-    return mismatch("total_kv_head_num", p.total_kv_head_num, d.total_kv_head_num);
-  }
+  PDKV_RETURN_IF_ERROR(check_geometry(p, d.layout()));
   if (prefill_kv_buffers != d.kv_data_ptrs.size()) {
     return mismatch("KV buffer count", static_cast<int64_t>(prefill_kv_buffers),
                     static_cast<int64_t>(d.kv_data_ptrs.size()));

@@ -20,4 +20,17 @@ std::string format_seconds(std::chrono::milliseconds ms) {
   return buf;
 }
 
+Status register_rank_buffers(engine::TransferEngine& engine, const KvArgs& args) {
+  auto register_all = [&](const std::vector<uint64_t>& ptrs, const std::vector<uint64_t>& lens) {
+    for (size_t i = 0; i < ptrs.size(); ++i) {
+      if (lens[i] == 0) continue;
+      PDKV_RETURN_IF_ERROR(engine.register_memory(ptrs[i], lens[i]));
+    }
+    return Status();
+  };
+  PDKV_RETURN_IF_ERROR(register_all(args.kv_data_ptrs, args.kv_data_lens));
+  PDKV_RETURN_IF_ERROR(register_all(args.aux_data_ptrs, args.aux_data_lens));
+  return register_all(args.state_data_ptrs, args.state_data_lens);
+}
+
 }  // namespace pdkv::kv

@@ -6,6 +6,10 @@
 #include <cstdint>
 #include <string>
 
+#include "common/status.h"
+#include "engine/transfer_engine.h"
+#include "kv/kv_args.h"
+
 namespace pdkv::kv {
 
 // A random id per manager start: a process restarted at the same endpoint is told apart
@@ -14,5 +18,10 @@ uint64_t random_incarnation();
 
 // "1.5 s": durations as they appear in failure reasons.
 std::string format_seconds(std::chrono::milliseconds ms);
+
+// Registers every non-empty KV, aux and state buffer of `args` with the engine: on a
+// decode these are what peers may write; on a prefill, what backends with memory keys
+// (UCX) need registered to read from.
+Status register_rank_buffers(engine::TransferEngine& engine, const KvArgs& args);
 
 }  // namespace pdkv::kv

@@ -29,17 +29,7 @@ Status PrefillManager::start(const ControlChannelFactory& channels) {
   const KvArgs& a = config_.args;
   if (!config_.options.local_ip.empty()) config_.engine.host = config_.options.local_ip;
   PDKV_ASSIGN_OR_RETURN(engine_, engine::TransferEngine::create(config_.engine));
-  // The sender reads these; backends with memory keys (UCX) need them registered.
-  auto register_all = [&](const std::vector<uint64_t>& ptrs, const std::vector<uint64_t>& lens) {
-    for (size_t i = 0; i < ptrs.size(); ++i) {
-      if (lens[i] == 0) continue;
-      PDKV_RETURN_IF_ERROR(engine_->register_memory(ptrs[i], lens[i]));
-    }
-    return Status();
-  };
-  PDKV_RETURN_IF_ERROR(register_all(a.kv_data_ptrs, a.kv_data_lens));
-  PDKV_RETURN_IF_ERROR(register_all(a.aux_data_ptrs, a.aux_data_lens));
-  PDKV_RETURN_IF_ERROR(register_all(a.state_data_ptrs, a.state_data_lens));
+  PDKV_RETURN_IF_ERROR(register_rank_buffers(*engine_, a));
 
   PDKV_ASSIGN_OR_RETURN(channel_, channels(config_.engine.host,
                                            [this](proto::Message m) { on_message(std::move(m)); }));
