@@ -28,15 +28,8 @@ Status DecodeManager::start(const ControlChannelFactory& channels) {
   PDKV_RETURN_IF_ERROR(register_rank_buffers(*engine_, a));
   PDKV_ASSIGN_OR_RETURN(channel_, channels(config_.engine.host,
                                            [this](proto::Message m) { on_message(std::move(m)); }));
-  identity_.role = proto::Role::kDecode;
-  identity_.engine_rank = static_cast<uint32_t>(a.engine_rank);
-  identity_.attn_tp_rank = static_cast<uint32_t>(a.attn_tp_rank());
-  identity_.attn_tp_size = static_cast<uint32_t>(a.tp_size);
-  identity_.dp_rank = static_cast<uint32_t>(a.dp_rank());
-  identity_.dp_size = static_cast<uint32_t>(a.dp_size);
-  identity_.incarnation = random_incarnation();
-  identity_.control_endpoint = channel_->endpoint();
-  identity_.session_id = engine_->endpoint();
+  identity_ =
+      make_rank_identity(proto::Role::kDecode, a, channel_->endpoint(), engine_->endpoint());
   resolver_ = std::thread([this] { resolver_loop(); });
   timer_ = std::thread([this] { timer_loop(); });
   PDKV_LOG_INFO("decode rank {} ready: control {} engine {}", a.engine_rank, channel_->endpoint(),

@@ -20,6 +20,22 @@ std::string format_seconds(std::chrono::milliseconds ms) {
   return buf;
 }
 
+proto::RankIdentity make_rank_identity(proto::Role role, const KvArgs& args,
+                                       const std::string& control_endpoint,
+                                       const std::string& engine_endpoint) {
+  proto::RankIdentity id;
+  id.role = role;
+  id.engine_rank = static_cast<uint32_t>(args.engine_rank);
+  id.attn_tp_rank = static_cast<uint32_t>(args.attn_tp_rank());
+  id.attn_tp_size = static_cast<uint32_t>(args.tp_size);
+  id.dp_rank = static_cast<uint32_t>(args.dp_rank());
+  id.dp_size = static_cast<uint32_t>(args.dp_size);
+  id.incarnation = random_incarnation();
+  id.control_endpoint = control_endpoint;
+  id.session_id = engine_endpoint;
+  return id;
+}
+
 Status register_rank_buffers(engine::TransferEngine& engine, const KvArgs& args) {
   auto register_all = [&](const std::vector<uint64_t>& ptrs, const std::vector<uint64_t>& lens) {
     for (size_t i = 0; i < ptrs.size(); ++i) {

@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "engine/transfer_engine.h"
 #include "kv/kv_args.h"
+#include "proto/messages.h"
 
 namespace pdkv::kv {
 
@@ -18,6 +19,12 @@ uint64_t random_incarnation();
 
 // "1.5 s": durations as they appear in failure reasons.
 std::string format_seconds(std::chrono::milliseconds ms);
+
+// Who this rank is on the control plane: its ranks from `args`, a fresh incarnation and
+// its two endpoints (control channel, transfer engine).
+proto::RankIdentity make_rank_identity(proto::Role role, const KvArgs& args,
+                                       const std::string& control_endpoint,
+                                       const std::string& engine_endpoint);
 
 // Registers every non-empty KV, aux and state buffer of `args` with the engine: on a
 // decode these are what peers may write; on a prefill, what backends with memory keys

@@ -33,15 +33,8 @@ Status PrefillManager::start(const ControlChannelFactory& channels) {
 
   PDKV_ASSIGN_OR_RETURN(channel_, channels(config_.engine.host,
                                            [this](proto::Message m) { on_message(std::move(m)); }));
-  identity_.role = proto::Role::kPrefill;
-  identity_.engine_rank = static_cast<uint32_t>(a.engine_rank);
-  identity_.attn_tp_rank = static_cast<uint32_t>(a.attn_tp_rank());
-  identity_.attn_tp_size = static_cast<uint32_t>(a.tp_size);
-  identity_.dp_rank = static_cast<uint32_t>(a.dp_rank());
-  identity_.dp_size = static_cast<uint32_t>(a.dp_size);
-  identity_.incarnation = random_incarnation();
-  identity_.control_endpoint = channel_->endpoint();
-  identity_.session_id = engine_->endpoint();
+  identity_ =
+      make_rank_identity(proto::Role::kPrefill, a, channel_->endpoint(), engine_->endpoint());
 
   for (int q = 0; q < config_.options.transfer_queues; ++q)
     queues_.push_back(std::make_unique<Queue>());
