@@ -26,6 +26,7 @@ Status DecodeManager::start(const ControlChannelFactory& channels) {
   if (!config_.options.local_ip.empty()) config_.engine.host = config_.options.local_ip;
   PDKV_ASSIGN_OR_RETURN(engine_, engine::TransferEngine::create(config_.engine));
   PDKV_RETURN_IF_ERROR(register_rank_buffers(*engine_, a));
+  registered_ = sorted_regions(rank_regions(a));
   PDKV_ASSIGN_OR_RETURN(channel_, channels(config_.engine.host,
                                            [this](proto::Message m) { on_message(std::move(m)); }));
   identity_ =
@@ -313,10 +314,26 @@ void DecodeManager::on_message(proto::Message message) {
   }
 }
 
+Status DecodeManager::check_status_checksum(const proto::TransferStatus& status) const {
+  if (!status.checksum_crc32c) {
+    return data_loss(
+        "PDKV_VERIFY_CHECKSUM is on here but the prefill sent no checksum; turn it on on the "
+        "prefill too");
+  }
+  return verify_transfer_checksum(*status.checksum_crc32c, status.checksum_ranges, registered_);
+}
+
 void DecodeManager::on_status(const proto::TransferStatus& status) {
   const uint64_t room = status.room;
   const auto tp = static_cast<int64_t>(status.prefill_attn_tp_rank);
   std::string failure;
+  std::string cause = "prefill_failed";
+  // Re-reading the bytes can take a while for a big room: done before taking mu_, on the
+  // bytes as they are now (the room's data all arrived before its status).
+  Status checksum;
+  if (config_.options.verify_checksum && status.state == proto::TransferState::kSuccess) {
+    checksum = check_status_checksum(status);
+  }
   {
     MutexLock lock(mu_);
     auto it = rooms_.find(room);
@@ -337,6 +354,10 @@ void DecodeManager::on_status(const proto::TransferStatus& status) {
       failure = "prefill rank " + std::to_string(tp) + " (" + from->endpoint +
                 ") failed the room: " +
                 (status.failure_reason.empty() ? "unknown reason" : status.failure_reason);
+    } else if (!checksum.ok()) {
+      cause = "checksum";
+      failure = "the KV from prefill rank " + std::to_string(tp) + " (" + from->endpoint +
+                ") failed its end-to-end check: " + checksum.to_string();
     } else {
       if (from->route.kind != proto::PreAllocKind::kTransfer) return;
       r.responders.insert(tp);
@@ -354,7 +375,7 @@ void DecodeManager::on_status(const proto::TransferStatus& status) {
       return;
     }
   }
-  fail_room(room, "prefill_failed", failure, true);
+  fail_room(room, cause, failure, true);
 }
 
 void DecodeManager::on_registration_result(const proto::RegistrationResult& result) {

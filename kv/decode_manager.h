@@ -39,6 +39,7 @@
 #include "kv/room_status_board.h"
 #include "kv/route_directory.h"
 #include "kv/route_plan.h"
+#include "kv/transfer_checksum.h"
 #include "kv/transfer_metrics.h"
 
 namespace pdkv::kv {
@@ -154,6 +155,8 @@ class DecodeManager {
 
   void on_message(proto::Message message);
   void on_status(const proto::TransferStatus& status);
+  // PDKV_VERIFY_CHECKSUM: OK, or why this success status must not count.
+  Status check_status_checksum(const proto::TransferStatus& status) const;
   void on_registration_result(const proto::RegistrationResult& result);
   void on_pong(const proto::Pong& pong);
   void on_abort(const proto::Abort& abort);
@@ -177,6 +180,7 @@ class DecodeManager {
   std::unique_ptr<engine::TransferEngine> engine_;
   std::unique_ptr<ControlChannel> channel_;
   proto::RankIdentity identity_;
+  std::vector<MemoryRegion> registered_;  // sorted; what checksum regions must lie in
   RoomStatusBoard board_;
   TransferMetrics metrics_;
 

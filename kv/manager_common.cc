@@ -36,17 +36,24 @@ proto::RankIdentity make_rank_identity(proto::Role role, const KvArgs& args,
   return id;
 }
 
-Status register_rank_buffers(engine::TransferEngine& engine, const KvArgs& args) {
-  auto register_all = [&](const std::vector<uint64_t>& ptrs, const std::vector<uint64_t>& lens) {
-    for (size_t i = 0; i < ptrs.size(); ++i) {
-      if (lens[i] == 0) continue;
-      PDKV_RETURN_IF_ERROR(engine.register_memory(ptrs[i], lens[i]));
+std::vector<MemoryRegion> rank_regions(const KvArgs& args) {
+  std::vector<MemoryRegion> regions;
+  auto add = [&](const std::vector<uint64_t>& ptrs, const std::vector<uint64_t>& lens) {
+    for (size_t i = 0; i < ptrs.size() && i < lens.size(); ++i) {
+      if (lens[i] != 0) regions.push_back(MemoryRegion{ptrs[i], lens[i]});
     }
-    return Status();
   };
-  PDKV_RETURN_IF_ERROR(register_all(args.kv_data_ptrs, args.kv_data_lens));
-  PDKV_RETURN_IF_ERROR(register_all(args.aux_data_ptrs, args.aux_data_lens));
-  return register_all(args.state_data_ptrs, args.state_data_lens);
+  add(args.kv_data_ptrs, args.kv_data_lens);
+  add(args.aux_data_ptrs, args.aux_data_lens);
+  add(args.state_data_ptrs, args.state_data_lens);
+  return regions;
+}
+
+Status register_rank_buffers(engine::TransferEngine& engine, const KvArgs& args) {
+  for (const MemoryRegion& r : rank_regions(args)) {
+    PDKV_RETURN_IF_ERROR(engine.register_memory(r.addr, r.length));
+  }
+  return Status();
 }
 
 }  // namespace pdkv::kv

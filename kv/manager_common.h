@@ -5,10 +5,12 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "engine/transfer_engine.h"
 #include "kv/kv_args.h"
+#include "kv/transfer_checksum.h"
 #include "proto/messages.h"
 
 namespace pdkv::kv {
@@ -25,6 +27,9 @@ std::string format_seconds(std::chrono::milliseconds ms);
 proto::RankIdentity make_rank_identity(proto::Role role, const KvArgs& args,
                                        const std::string& control_endpoint,
                                        const std::string& engine_endpoint);
+
+// Every non-empty KV, aux and state buffer of `args`, in argument order.
+std::vector<MemoryRegion> rank_regions(const KvArgs& args);
 
 // Registers every non-empty KV, aux and state buffer of `args` with the engine: on a
 // decode these are what peers may write; on a prefill, what backends with memory keys

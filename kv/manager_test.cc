@@ -510,5 +510,81 @@ TEST_F(KvManagerTest, ManyConcurrentRoomsAllSucceedAndLeaveNothingBehind) {
   EXPECT_EQ(prefill->metrics().rooms_succeeded, static_cast<uint64_t>(kRooms));
 }
 
+KvManagerOptions checksum_options() {
+  KvManagerOptions o = testing::fast_options();
+  o.verify_checksum = true;
+  return o;
+}
+
+TEST_F(KvManagerTest, ChecksumPassesHeadSlicedChunkedTransfers) {
+  RankBuffers pbuf(shape_, 1, 0, 16), d0(shape_, 2, 0, 16), d1(shape_, 2, 1, 16);
+  auto prefill = make_prefill(pbuf, 0, checksum_options());
+  auto dec0 = make_decode(d0, 0, checksum_options());
+  auto dec1 = make_decode(d1, 1, checksum_options());
+  const std::vector<int64_t> src = {1, 2, 3, 9, 10};
+  const std::vector<int64_t> dst0 = {4, 5, 6, 7, 11}, dst1 = {15, 0, 3, 8, 2};
+  pbuf.fill_request(src);
+  KVSender sender(*prefill, 101);
+  ASSERT_TRUE(sender.init(5, 0).ok());
+  KVReceiver r0(*dec0, 101), r1(*dec1, 101);
+  ASSERT_TRUE(r0.init().ok());
+  ASSERT_TRUE(r1.init().ok());
+  ASSERT_TRUE(r0.send_metadata({dst0, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(r1.send_metadata({dst1, 0, {}, 0, std::nullopt}).ok());
+  std::span<const int64_t> all(src);
+  ASSERT_TRUE(sender.send(all.subspan(0, 2)).ok());
+  ASSERT_TRUE(sender.send(all.subspan(2, 2)).ok());
+  ASSERT_TRUE(sender.send(all.subspan(4)).ok());
+  ASSERT_TRUE(eventually([&] {
+    return r0.poll() == RoomState::kSuccess && r1.poll() == RoomState::kSuccess;
+  })) << r0.failure().to_string()
+      << " / " << r1.failure().to_string();
+  EXPECT_TRUE(d0.holds_request(dst0));
+  EXPECT_TRUE(d1.holds_request(dst1));
+  EXPECT_TRUE(eventually([&] { return prefill->active_rooms() == 0; }));
+}
+
+// A byte that changes between landing and the status (a stray writer, a transport that
+// reported success for bytes it did not deliver) fails the room instead of decoding junk.
+TEST_F(KvManagerTest, ChecksumTurnsCorruptionAfterLandingIntoAFailedRoom) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_prefill(pbuf, 0, checksum_options(), 0, /*wait_for_metadata=*/true);
+  auto decode = make_decode(dbuf, 0, checksum_options());
+  const std::vector<int64_t> src = {3, 4, 5}, dst = {9, 1, 2};
+  pbuf.fill_request(src);
+  KVSender sender(*prefill, 55);
+  ASSERT_TRUE(sender.init(3, 0).ok());
+  KVReceiver receiver(*decode, 55);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(sender.send(src).ok());
+  // The status waits for the first token, so the bytes are in place before it is sent.
+  ASSERT_TRUE(eventually([&] { return dbuf.holds_request(dst); }));
+  dbuf.at(1, 1, 2, 0, 3) ^= 0x40;
+  prefill->set_prefill_metadata(55, 12, {});
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
+  EXPECT_NE(receiver.failure().message().find("checksum mismatch"), std::string::npos)
+      << receiver.failure().to_string();
+  EXPECT_TRUE(
+      eventually([&] { return prefill->active_rooms() == 0 && decode->active_rooms() == 0; }));
+  EXPECT_EQ(decode->metrics().failures_by_cause.count("checksum"), 1u);
+}
+
+TEST_F(KvManagerTest, DecodeCheckingAPrefillThatDoesNotSumFailsClosed) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_prefill(pbuf, 0);
+  auto decode = make_decode(dbuf, 0, checksum_options());
+  pbuf.fill_request({0});
+  KVSender sender(*prefill, 56);
+  ASSERT_TRUE(sender.init(1, 0).ok());
+  KVReceiver receiver(*decode, 56);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({{7}, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(sender.send(std::vector<int64_t>{0}).ok());
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
+  EXPECT_NE(receiver.failure().message().find("turn it on on the prefill"), std::string::npos)
+      << receiver.failure().to_string();
+}
+
 }  // namespace
 }  // namespace pdkv::kv

@@ -42,6 +42,7 @@
 #include "kv/room_status_board.h"
 #include "kv/route_directory.h"
 #include "kv/step_counter.h"
+#include "kv/transfer_checksum.h"
 #include "kv/transfer_metrics.h"
 
 namespace pdkv::kv {
@@ -126,6 +127,8 @@ class PrefillManager {
     uint32_t required_destinations = 0;
     // Keyed by the decode rank's control endpoint.
     std::map<std::string, std::shared_ptr<const DestinationPlan>> destinations;
+    // PDKV_VERIFY_CHECKSUM: what was sent to each destination so far, same keys.
+    std::map<std::string, std::shared_ptr<TransferChecksum>> checksums;
     bool bootstrapped = false;
     std::deque<Chunk> waiting_chunks;  // sent before the room was bootstrapped
     int queued_chunks = 0;
@@ -157,10 +160,17 @@ class PrefillManager {
   // Transfer path (workers), in prefill_transfer.cc.
   void worker_loop(Queue& queue);
   void process_chunk(const Chunk& chunk);
-  Status transfer_kv(const DestinationPlan& dest, const std::string& engine_endpoint,
-                     const Chunk& chunk, uint64_t& bytes);
+  // Where one chunk goes: a decode rank's plan and engine endpoint, and (checksums on)
+  // the running sum of what that rank was sent.
+  struct ChunkDestination {
+    std::string key;
+    std::shared_ptr<const DestinationPlan> plan;
+    std::string engine_endpoint;
+    std::shared_ptr<TransferChecksum> checksum;  // null unless verify_checksum
+  };
+  Status transfer_kv(const ChunkDestination& dest, const Chunk& chunk, uint64_t& bytes);
   Status wait_for_layers(uint64_t room, int64_t target_step);
-  Status write_blocks(const std::string& engine_endpoint, std::vector<plan::Block>& blocks,
+  Status write_blocks(const ChunkDestination& dest, std::vector<plan::Block>& blocks,
                       uint64_t& bytes);
   Result<engine::SessionId> session_for(const std::string& engine_endpoint);
   void forget_session(const std::string& engine_endpoint);

@@ -33,12 +33,7 @@ void PrefillManager::worker_loop(Queue& queue) {
 }
 
 void PrefillManager::process_chunk(const Chunk& chunk) {
-  struct Target {
-    std::string key;
-    std::shared_ptr<const DestinationPlan> plan;
-    std::string engine_endpoint;
-  };
-  std::vector<Target> targets;
+  std::vector<ChunkDestination> targets;
   bool first_in_room = false;
   {
     MutexLock lock(mu_);
@@ -55,12 +50,19 @@ void PrefillManager::process_chunk(const Chunk& chunk) {
       if (dest->is_dummy()) continue;
       auto peer = decodes_.find(key);
       if (peer == decodes_.end()) continue;
-      targets.push_back(Target{key, dest, peer->second.registration.decode.session_id});
+      std::shared_ptr<TransferChecksum> checksum;
+      if (config_.options.verify_checksum) {
+        auto& slot = r.checksums[key];
+        if (!slot) slot = std::make_shared<TransferChecksum>();
+        checksum = slot;
+      }
+      targets.push_back(
+          ChunkDestination{key, dest, peer->second.registration.decode.session_id, checksum});
     }
   }
   if (first_in_room) board_.advance(chunk.room, RoomState::kTransferring);
   uint64_t bytes = 0;
-  for (const Target& t : targets) {
+  for (const ChunkDestination& t : targets) {
     if (failed_peers_.is_failed(t.engine_endpoint)) {
       fail_room(chunk.room, "peer_dead",
                 "decode " + t.key + " failed a transfer less than " +
@@ -68,7 +70,7 @@ void PrefillManager::process_chunk(const Chunk& chunk) {
                     " s ago; refusing to send to it");
       return;
     }
-    Status sent = transfer_kv(*t.plan, t.engine_endpoint, chunk, bytes);
+    Status sent = transfer_kv(t, chunk, bytes);
     if (!sent.ok()) {
       if (sent.code() != StatusCode::kAborted) failed_peers_.mark_failed(t.engine_endpoint);
       fail_room(chunk.room, sent.code() == StatusCode::kAborted ? "aborted" : "transfer_failed",
@@ -85,8 +87,9 @@ void PrefillManager::process_chunk(const Chunk& chunk) {
   if (chunk.is_last) finish_success(chunk.room);
 }
 
-Status PrefillManager::transfer_kv(const DestinationPlan& dest, const std::string& engine_endpoint,
-                                   const Chunk& chunk, uint64_t& bytes) {
+Status PrefillManager::transfer_kv(const ChunkDestination& target, const Chunk& chunk,
+                                   uint64_t& bytes) {
+  const DestinationPlan& dest = *target.plan;
   plan::SrcOwnership own;
   const plan::SrcOwnership* src_l15 = nullptr;
   if (config_.enable_mla_l1_5_cache) {
@@ -120,7 +123,7 @@ Status PrefillManager::transfer_kv(const DestinationPlan& dest, const std::strin
         PDKV_RETURN_IF_ERROR(
             dest.append_state_blocks(chunk.state_slots, g.begin_layer, g.end_layer, blocks));
       }
-      PDKV_RETURN_IF_ERROR(write_blocks(engine_endpoint, blocks, bytes));
+      PDKV_RETURN_IF_ERROR(write_blocks(target, blocks, bytes));
     }
     blocks.clear();
   }
@@ -133,7 +136,7 @@ Status PrefillManager::transfer_kv(const DestinationPlan& dest, const std::strin
     }
     if (aux) PDKV_RETURN_IF_ERROR(dest.append_aux_blocks(*aux, blocks));
   }
-  return write_blocks(engine_endpoint, blocks, bytes);
+  return write_blocks(target, blocks, bytes);
 }
 
 Status PrefillManager::wait_for_layers(uint64_t room, int64_t target_step) {
@@ -147,8 +150,9 @@ Status PrefillManager::wait_for_layers(uint64_t room, int64_t target_step) {
   return aborted("room " + std::to_string(room) + " ended while waiting for its layers");
 }
 
-Status PrefillManager::write_blocks(const std::string& engine_endpoint,
-                                    std::vector<plan::Block>& blocks, uint64_t& bytes) {
+Status PrefillManager::write_blocks(const ChunkDestination& dest, std::vector<plan::Block>& blocks,
+                                    uint64_t& bytes) {
+  const std::string& engine_endpoint = dest.engine_endpoint;
   if (blocks.empty()) return Status();
   std::vector<engine::WriteBlock> writes;
   writes.reserve(blocks.size());
@@ -157,6 +161,8 @@ Status PrefillManager::write_blocks(const std::string& engine_endpoint,
     writes.push_back(engine::WriteBlock{b.src_addr, b.dst_addr, b.length});
     total += b.length;
   }
+  // Summed before sending: the bytes the forward pass wrote, which is what must arrive.
+  if (dest.checksum) dest.checksum->add(writes);
   PDKV_ASSIGN_OR_RETURN(engine::SessionId session, session_for(engine_endpoint));
   Status written = engine_->transfer(session, writes);
   if (!written.ok()) {
@@ -207,7 +213,7 @@ void PrefillManager::finish_success(uint64_t room) {
   } else if (auto published = metadata_.peek(room)) {
     meta = std::move(*published);
   }
-  std::vector<std::string> notify;
+  std::vector<std::pair<std::string, std::shared_ptr<TransferChecksum>>> notify;
   double latency_ms = 0;
   {
     MutexLock lock(mu_);
@@ -216,7 +222,9 @@ void PrefillManager::finish_success(uint64_t room) {
     auto status = board_.get(room);
     if (!status || status->state == RoomState::kFailed) return;
     for (const auto& [key, dest] : it->second.destinations) {
-      if (!dest->is_dummy()) notify.push_back(key);
+      if (dest->is_dummy()) continue;
+      auto sum = it->second.checksums.find(key);
+      notify.emplace_back(key, sum == it->second.checksums.end() ? nullptr : sum->second);
     }
     latency_ms =
         std::chrono::duration<double, std::milli>(now() - it->second.transfer_start).count();
@@ -230,7 +238,15 @@ void PrefillManager::finish_success(uint64_t room) {
   status.prefill_attn_tp_rank = identity_.attn_tp_rank;
   status.bootstrap_token = meta.bootstrap_token;
   status.spec_candidate_ids = std::move(meta.spec_candidate_ids);
-  for (const std::string& endpoint : notify) send_status(endpoint, status);
+  for (const auto& [endpoint, checksum] : notify) {
+    if (config_.options.verify_checksum) {
+      // A destination sent nothing (all its pages owned elsewhere) still gets a checksum:
+      // the decode, checking, fails closed on a status without one.
+      status.checksum_crc32c = checksum ? checksum->value() : 0;
+      status.checksum_ranges = checksum ? checksum->ranges() : std::vector<uint64_t>{};
+    }
+    send_status(endpoint, status);
+  }
   metrics_.room_succeeded(latency_ms);
 }
 

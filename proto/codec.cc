@@ -122,6 +122,7 @@ Multipart encode(const TransferStatus& m) {
   put_array<int32_t>(&b, m.spec_candidate_ids);
   put_optional(&b, m.checksum_crc32c);
   put_bytes(&b, m.failure_reason);
+  put_array<uint64_t>(&b, m.checksum_ranges);
   return frame(MessageType::kTransferStatus, std::move(b));
 }
 
@@ -137,9 +138,17 @@ Result<TransferStatus> decode_transfer_status(FrameViews frames) {
   m.spec_candidate_ids = r.array<int32_t>("spec_candidate_ids", kMaxSpecCandidates);
   m.checksum_crc32c = read_optional<uint32_t>(r, "checksum_crc32c");
   m.failure_reason = r.bytes("failure_reason", kMaxReasonBytes);
+  m.checksum_ranges = r.array<uint64_t>("checksum_ranges", kMaxChecksumRangeWords);
   if (r.ok() && m.bootstrap_token < -1) {
     r.fail("bootstrap_token",
            fmt::format("{} is negative (only -1 means none)", m.bootstrap_token));
+  }
+  if (r.ok() && m.checksum_ranges.size() % 2 != 0) {
+    r.fail("checksum_ranges",
+           fmt::format("{} words is not a list of [addr, len] pairs", m.checksum_ranges.size()));
+  }
+  if (r.ok() && !m.checksum_ranges.empty() && !m.checksum_crc32c) {
+    r.fail("checksum_ranges", "regions are listed but no checksum covers them");
   }
   PDKV_RETURN_IF_ERROR(r.finish());
   return m;

@@ -31,6 +31,9 @@ inline constexpr size_t kMaxPages = 1 << 24;      // pages (or slots) per reques
 inline constexpr size_t kMaxFragments = 1 << 16;  // heterogeneous-TP fragments
 inline constexpr size_t kMaxSpecCandidates = 1 << 16;
 inline constexpr size_t kMaxDescriptorBytes = 1 << 20;  // opaque engine memory blob
+// [addr, len] words of the regions a checksum covers (2 M regions: page 1, 64 buffers, 32 k
+// tokens).
+inline constexpr size_t kMaxChecksumRangeWords = 1 << 22;
 
 enum class Role : uint8_t { kPrefill = 0, kDecode = 1 };
 inline constexpr uint8_t kMaxRole = 1;
@@ -158,6 +161,10 @@ struct TransferStatus {
   std::vector<int32_t> spec_candidate_ids;  // empty = none
   std::optional<uint32_t> checksum_crc32c;  // of the bytes written, if computed
   std::string failure_reason;               // empty on success
+  // The destination regions checksum_crc32c covers, flattened [addr, len] pairs in the
+  // order the bytes were summed (crc32c of their concatenation): the decode re-reads
+  // exactly those bytes, after checking that each lies in memory it registered.
+  std::vector<uint64_t> checksum_ranges;
   bool operator==(const TransferStatus&) const = default;
 };
 

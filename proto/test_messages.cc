@@ -145,7 +145,13 @@ TransferStatus random_status(Gen& g) {
   m.prefill_attn_tp_rank = g.u32();
   m.bootstrap_token = g.coin() ? -1 : static_cast<int64_t>(g.u64() >> 1);
   m.spec_candidate_ids = g.vec<int32_t>(8, INT32_MIN, INT32_MAX);
-  if (g.coin()) m.checksum_crc32c = g.u32();
+  if (g.coin()) {
+    m.checksum_crc32c = g.u32();
+    for (int i = g.coin() ? 3 : 0; i > 0; --i) {
+      m.checksum_ranges.push_back(g.u64() >> 16);
+      m.checksum_ranges.push_back(g.u32());
+    }
+  }
   m.failure_reason = g.text(100);
   return m;
 }

@@ -1,0 +1,49 @@
+// The optional end-to-end check of a room's bytes (PDKV_VERIFY_CHECKSUM, SPEC §12: a
+// transport bug or a stray writer must become a Failed room, never silent corruption).
+//
+// The prefill sums what it sends to one decode rank, block by block in send order, and
+// ships crc32c(concatenated bytes) with the list of destination regions in that order.
+// The decode, once every byte has landed (the status follows the data on each rank's
+// ordered path), re-reads exactly those regions. The region list comes from the network,
+// so every region is first checked to lie inside memory this rank registered: a peer
+// cannot make the decode read outside its own buffers.
+// Thread safety: TransferChecksum is not thread-safe (one room's chunks run on one queue).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/write_block.h"
+
+namespace pdkv::kv {
+
+struct MemoryRegion {
+  uint64_t addr = 0;
+  uint64_t length = 0;
+};
+
+class TransferChecksum {
+ public:
+  // Sums the source bytes of `writes` (local memory) and records their destinations,
+  // merging a region that continues the previous one (same checksum, shorter list).
+  void add(std::span<const engine::WriteBlock> writes);
+  uint32_t value() const { return crc_; }
+  // Flattened [addr, len] pairs for proto::TransferStatus::checksum_ranges.
+  const std::vector<uint64_t>& ranges() const { return ranges_; }
+
+ private:
+  uint32_t crc_ = 0;
+  std::vector<uint64_t> ranges_;
+};
+
+// The registered regions sorted by address, for verify_transfer_checksum.
+std::vector<MemoryRegion> sorted_regions(std::vector<MemoryRegion> regions);
+
+// InvalidArgument if `ranges` is malformed or leaves `registered` (sorted); DataLoss
+// naming both values if the bytes there do not sum to `expected`.
+Status verify_transfer_checksum(uint32_t expected, std::span<const uint64_t> ranges,
+                                std::span<const MemoryRegion> registered);
+
+}  // namespace pdkv::kv

@@ -1,0 +1,99 @@
+#include "kv/transfer_checksum.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "common/crc32c.h"
+
+namespace pdkv::kv {
+namespace {
+
+uint64_t addr_of(const std::vector<uint8_t>& v, size_t offset = 0) {
+  return reinterpret_cast<uint64_t>(v.data() + offset);
+}
+
+struct Copy {
+  std::vector<uint8_t> src = std::vector<uint8_t>(256);
+  std::vector<uint8_t> dst = std::vector<uint8_t>(256, 0);
+  std::vector<MemoryRegion> registered;
+  TransferChecksum sum;
+
+  Copy() {
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
+    registered = sorted_regions({{addr_of(dst), dst.size()}});
+  }
+  // Sums then "transfers" (copies) src[s, s+n) to dst[d, d+n).
+  void write(size_t s, size_t d, size_t n) {
+    engine::WriteBlock w{addr_of(src, s), addr_of(dst, d), n};
+    sum.add(std::span(&w, 1));
+    std::copy_n(src.begin() + s, n, dst.begin() + d);
+  }
+};
+
+TEST(TransferChecksumTest, ScatteredWritesVerifyOnTheReceiver) {
+  Copy c;
+  c.write(0, 128, 16);
+  c.write(16, 0, 32);
+  c.write(48, 200, 8);
+  ASSERT_EQ(c.sum.ranges().size(), 6u);
+  EXPECT_TRUE(verify_transfer_checksum(c.sum.value(), c.sum.ranges(), c.registered).ok());
+}
+
+TEST(TransferChecksumTest, ContiguousDestinationsMergeIntoOneRegion) {
+  Copy c;
+  c.write(0, 10, 4);
+  c.write(100, 14, 6);
+  c.write(50, 20, 1);
+  ASSERT_EQ(c.sum.ranges().size(), 2u);
+  EXPECT_EQ(c.sum.ranges()[1], 11u);
+  EXPECT_TRUE(verify_transfer_checksum(c.sum.value(), c.sum.ranges(), c.registered).ok());
+}
+
+TEST(TransferChecksumTest, AFlippedDestinationByteIsDataLoss) {
+  Copy c;
+  c.write(0, 0, 64);
+  c.dst[33] ^= 1;
+  Status s = verify_transfer_checksum(c.sum.value(), c.sum.ranges(), c.registered);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.to_string();
+}
+
+TEST(TransferChecksumTest, ARegionOutsideRegisteredMemoryIsRefusedBeforeReading) {
+  Copy c;
+  std::vector<uint8_t> other(64, 1);
+  const uint64_t end = addr_of(c.dst) + c.dst.size();
+  const std::vector<std::vector<uint64_t>> hostile = {
+      {addr_of(other), 8},             // another allocation
+      {end - 4, 8},                    // runs past the end
+      {addr_of(c.dst), ~uint64_t{0}},  // length overflows
+      {addr_of(c.dst) - 1, 1},         // one byte before
+      {addr_of(c.dst)},                // odd word count
+  };
+  for (const auto& ranges : hostile) {
+    Status s = verify_transfer_checksum(0, ranges, c.registered);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  }
+  const std::vector<uint64_t> last_byte = {end - 1, 1};
+  EXPECT_TRUE(verify_transfer_checksum(crc32c(&c.dst.back(), 1), last_byte, c.registered).ok());
+}
+
+TEST(TransferChecksumTest, RegionsAreFoundAmongManyRegistrations) {
+  std::vector<std::vector<uint8_t>> bufs(5, std::vector<uint8_t>(32, 9));
+  std::vector<MemoryRegion> regs;
+  for (auto it = bufs.rbegin(); it != bufs.rend(); ++it) regs.push_back({addr_of(*it), 32});
+  regs.push_back({0x1000, 0});  // empty registrations are ignored
+  auto sorted = sorted_regions(regs);
+  ASSERT_EQ(sorted.size(), 5u);
+  std::vector<uint64_t> ranges;
+  uint32_t crc = 0;
+  for (auto& b : bufs) {
+    ranges.insert(ranges.end(), {addr_of(b, 4), 20});
+    crc = crc32c_extend(crc, b.data() + 4, 20);
+  }
+  EXPECT_TRUE(verify_transfer_checksum(crc, ranges, sorted).ok());
+}
+
+}  // namespace
+}  // namespace pdkv::kv
