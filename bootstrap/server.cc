@@ -75,39 +75,12 @@ Result<std::unique_ptr<BootstrapServer>> BootstrapServer::start(const ServerOpti
   std::unique_ptr<BootstrapServer> s(new BootstrapServer());
   s->options_ = options;
   s->host_ = options.host;
-  try {
-    s->http_ = std::make_unique<httplib::Server>();
-    s->http_->set_payload_max_length(options.max_body_bytes);
-    s->install_routes();
-    int port = options.port == 0
-                   ? s->http_->bind_to_any_port(options.host)
-                   : (s->http_->bind_to_port(options.host, options.port) ? options.port : -1);
-    if (port <= 0) {
-      return unavailable(fmt::format("bootstrap: cannot bind {}:{}", options.host, options.port));
-    }
-    s->port_ = port;
-  } catch (const std::exception& e) {
-    return internal_error(fmt::format("bootstrap: start failed: {}", e.what()));
-  }
+  HttpListenerOptions listen{"bootstrap", options.host, options.port, options.max_body_bytes};
   BootstrapServer* raw = s.get();
-  s->listener_ = std::thread([raw] {
-    try {
-      raw->http_->listen_after_bind();
-    } catch (const std::exception& e) {
-      PDKV_LOG_ERROR("bootstrap: listener stopped: {}", e.what());
-    }
-  });
-  // cpp-httplib 0.11's stop() does nothing until the accept loop has started, so a stop()
-  // right after start() would leave the listener running and hang the join. Return only
-  // once it runs (it sets is_running() as its first step; bounded wait).
-  auto ready_deadline = now() + std::chrono::seconds(10);
-  while (!s->http_->is_running() && now() < ready_deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (!s->http_->is_running()) {
-    s->stop();
-    return internal_error("bootstrap: HTTP listener did not start within 10 s");
-  }
+  PDKV_ASSIGN_OR_RETURN(s->listener_, HttpListener::start(listen, [raw](httplib::Server& h) {
+                          raw->install_routes(h);
+                        }));
+  s->port_ = s->listener_->port();
   PDKV_LOG_INFO("bootstrap: serving on {}:{}", s->host_, s->port_);
   return s;
 }
@@ -115,9 +88,7 @@ Result<std::unique_ptr<BootstrapServer>> BootstrapServer::start(const ServerOpti
 BootstrapServer::~BootstrapServer() { stop(); }
 
 void BootstrapServer::stop() {
-  if (stopped_.exchange(true)) return;
-  if (http_) http_->stop();
-  if (listener_.joinable()) listener_.join();
+  if (listener_) listener_->stop();
 }
 
 void BootstrapServer::count_error(int status) {
@@ -133,8 +104,7 @@ void BootstrapServer::count_error(int status) {
   errors_[kind].fetch_add(1, std::memory_order_relaxed);
 }
 
-void BootstrapServer::install_routes() {
-  httplib::Server& h = *http_;
+void BootstrapServer::install_routes(httplib::Server& h) {
   h.Put("/route",
         guarded("PUT /route", [this](const httplib::Request& req, httplib::Response& res) {
           requests_[kPut].fetch_add(1, std::memory_order_relaxed);

@@ -10,10 +10,9 @@
 // error is a JSON object {"error": message, "field": name-or-""}; other methods on
 // /route get 405. No handler lets an exception escape (each is caught and becomes 500).
 //
-// Threads: start() spawns one listener thread, which runs cpp-httplib's accept loop and
-// its worker pool; handlers run on those workers and share only the RouteTable and the
-// atomic counters. stop() (from any thread, idempotent; also run by the destructor)
-// closes the listening socket and joins the listener.
+// Threads: an HttpListener (cpp-httplib's accept loop and its worker pool); handlers run
+// on those workers and share only the RouteTable and the atomic counters. stop() (from
+// any thread, idempotent; also run by the destructor) closes the socket and joins.
 #pragma once
 
 #include <atomic>
@@ -21,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "bootstrap/http_listener.h"
 #include "bootstrap/route_table.h"
 #include "common/status.h"
 
@@ -57,16 +57,14 @@ class BootstrapServer {
   enum ErrorKind { kBadRequest, kNotFound, kConflict, kMethod, kTooLarge, kInternal, kNumErrors };
 
   BootstrapServer() = default;
-  void install_routes();
+  void install_routes(httplib::Server& h);
   void count_error(int status);
 
   std::string host_;
   int port_ = 0;
   ServerOptions options_;
   RouteTable table_;
-  std::unique_ptr<httplib::Server> http_;  // internally synchronised
-  std::thread listener_;                   // runs http_->listen_after_bind()
-  std::atomic<bool> stopped_{false};
+  std::unique_ptr<HttpListener> listener_;
   std::atomic<uint64_t> requests_[kNumRequestKinds] = {};
   std::atomic<uint64_t> errors_[kNumErrors] = {};
 };

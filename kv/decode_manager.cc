@@ -124,6 +124,10 @@ void DecodeManager::abort_room(uint64_t room, const std::string& reason) {
   fail_room(room, "aborted", reason.empty() ? "aborted by the decode" : reason, true);
 }
 
+std::string DecodeManager::metrics_text() const {
+  return rank_metrics_text(metrics_, "pdkv_decode", config_.args.engine_rank, active_rooms());
+}
+
 size_t DecodeManager::active_rooms() const {
   size_t held = board_.size();
   MutexLock lock(mu_);
@@ -225,6 +229,15 @@ Status DecodeManager::resolve(uint64_t room) {
     r.targets = std::move(targets);
     r.required_responses = inst.route.required_prefill_response_num;
     r.resolved = true;
+    if (r.abort_after_resolve) {
+      proto::Abort abort;
+      abort.room = room;
+      abort.sender = identity_;
+      abort.reason = *r.abort_after_resolve;
+      for (const Target& t : r.targets) send(t.endpoint, abort);
+      drop_room(room);
+      return Status();
+    }
     for (const Target& t : r.targets) {
       PrefillPeer& peer = prefills_[t.endpoint];
       if (!peer.refused.ok())
@@ -450,8 +463,23 @@ void DecodeManager::fail_room(uint64_t room, const std::string& cause, const std
     MutexLock lock(mu_);
     auto it = rooms_.find(room);
     if (it == rooms_.end() && !known) return;
-    if (it != rooms_.end() && tell_prefill && it->second.pre_allocated) {
-      for (const Target& t : it->second.targets) notify.push_back(t.endpoint);
+    if (it != rooms_.end() && it->second.abort_after_resolve) {
+      drop_room(room);  // failed already; its resolution failed too, so nobody to tell
+      return;
+    }
+    if (it != rooms_.end() && tell_prefill) {
+      Room& r = it->second;
+      if (r.resolved) {
+        // Even without a pre-allocation: the prefill may hold the room's KVSender.
+        for (const Target& t : r.targets) notify.push_back(t.endpoint);
+      } else if (r.init_requested && cause == "aborted") {
+        // The resolver is on it (bounded by the bootstrap deadline); it tells them.
+        r.abort_after_resolve = reason;
+        board_.erase(room);
+        metrics_.room_failed(cause);
+        PDKV_LOG_WARN("room {} failed: {}", room, reason);
+        return;
+      }
     }
     drop_room(room);
   }

@@ -111,6 +111,8 @@ class DecodeManager {
 
   size_t active_rooms() const;
   TransferMetricsSnapshot metrics() const { return metrics_.snapshot(); }
+  // Prometheus text of this rank's metrics (pdkv_decode_*, labelled with the rank).
+  std::string metrics_text() const;
   const std::string& control_endpoint() const { return channel_->endpoint(); }
   const std::string& engine_endpoint() const { return engine_->endpoint(); }
   void shutdown();
@@ -131,6 +133,9 @@ class DecodeManager {
     std::set<int64_t> responders;                 // prefill TP ranks that reported Success
     std::optional<PreAllocationRequest> pending;  // send_metadata before resolution
     bool pre_allocated = false;
+    // Aborted while its prefill ranks were still being resolved: once they are, they are
+    // told (instead of sent the pre-allocation), then the room is dropped.
+    std::optional<std::string> abort_after_resolve;
     int64_t token = -1;
     std::vector<int32_t> ids;
     TimePoint opened;

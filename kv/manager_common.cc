@@ -36,6 +36,13 @@ proto::RankIdentity make_rank_identity(proto::Role role, const KvArgs& args,
   return id;
 }
 
+std::string rank_metrics_text(const TransferMetrics& metrics, const std::string& prefix,
+                              int64_t engine_rank, size_t active_rooms) {
+  const std::string labels = "rank=\"" + std::to_string(engine_rank) + "\"";
+  return metrics.to_prometheus(prefix, labels) + "# TYPE " + prefix + "_active_rooms gauge\n" +
+         prefix + "_active_rooms{" + labels + "} " + std::to_string(active_rooms) + "\n";
+}
+
 std::vector<MemoryRegion> rank_regions(const KvArgs& args) {
   std::vector<MemoryRegion> regions;
   auto add = [&](const std::vector<uint64_t>& ptrs, const std::vector<uint64_t>& lens) {

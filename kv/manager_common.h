@@ -11,6 +11,7 @@
 #include "engine/transfer_engine.h"
 #include "kv/kv_args.h"
 #include "kv/transfer_checksum.h"
+#include "kv/transfer_metrics.h"
 #include "proto/messages.h"
 
 namespace pdkv::kv {
@@ -27,6 +28,11 @@ std::string format_seconds(std::chrono::milliseconds ms);
 proto::RankIdentity make_rank_identity(proto::Role role, const KvArgs& args,
                                        const std::string& control_endpoint,
                                        const std::string& engine_endpoint);
+
+// Prometheus text of one rank: its transfer metrics under `prefix`, labelled
+// rank="engine_rank", plus the rooms it still holds.
+std::string rank_metrics_text(const TransferMetrics& metrics, const std::string& prefix,
+                              int64_t engine_rank, size_t active_rooms);
 
 // Every non-empty KV, aux and state buffer of `args`, in argument order.
 std::vector<MemoryRegion> rank_regions(const KvArgs& args);

@@ -30,6 +30,7 @@ Result<KvManagerOptions> KvManagerOptions::from_env() {
   PDKV_ASSIGN_OR_RETURN(int64_t queues, config::read_int("PDKV_TRANSFER_QUEUES", 4, 1, 64));
   PDKV_ASSIGN_OR_RETURN(bool checksum, config::read_bool("PDKV_VERIFY_CHECKSUM", false));
   PDKV_ASSIGN_OR_RETURN(std::string local_ip, config::read_string("PDKV_LOCAL_IP", ""));
+  PDKV_ASSIGN_OR_RETURN(int64_t metrics_port, config::read_int("PDKV_METRICS_PORT", -1, -1, 65535));
   o.bootstrap_timeout = seconds_to_ms(bootstrap_s);
   o.waiting_timeout = seconds_to_ms(waiting_s);
   o.metadata_timeout = seconds_to_ms(metadata_s);
@@ -39,6 +40,7 @@ Result<KvManagerOptions> KvManagerOptions::from_env() {
   o.transfer_queues = static_cast<int>(queues);
   o.verify_checksum = checksum;
   o.local_ip = std::move(local_ip);
+  o.metrics_port = static_cast<int>(metrics_port);
   return o;
 }
 

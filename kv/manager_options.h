@@ -28,6 +28,9 @@ struct KvManagerOptions {
   bool verify_checksum = false;
   // Address this rank advertises; empty = detected.
   std::string local_ip;
+  // Port of this rank's own Prometheus endpoint (served by whoever embeds the manager,
+  // e.g. the Python KVManager); -1 = none, 0 = any free port.
+  int metrics_port = -1;
 
   static Result<KvManagerOptions> from_env();
 

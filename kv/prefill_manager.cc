@@ -96,13 +96,18 @@ std::shared_ptr<const RoomHandle> PrefillManager::open_room(uint64_t room) {
                             "bootstrap timeout: no pre-allocation from every decode rank within " +
                                 format_seconds(config_.options.bootstrap_timeout));
   metadata_.open(room);
-  MutexLock lock(mu_);
-  Room& r = rooms_[room];
-  if (!r.sender_open) {
-    r.sender_open = true;
-    r.first_seen = now();
+  std::optional<std::string> aborted;
+  {
+    MutexLock lock(mu_);
+    Room& r = rooms_[room];
+    if (!r.sender_open) {
+      r.sender_open = true;
+      r.first_seen = now();
+    }
+    aborted = r.aborted_early;
+    if (!aborted) maybe_bootstrap(room, r);
   }
-  maybe_bootstrap(room, r);
+  if (aborted) fail_room(room, "aborted", *aborted);
   return handle;
 }
 
@@ -179,6 +184,10 @@ int64_t PrefillManager::reserve_layerwise_cache_steps() {
 
 void PrefillManager::mark_layers_ready(int64_t layers) { steps_.mark_ready(layers); }
 
+std::string PrefillManager::metrics_text() const {
+  return rank_metrics_text(metrics_, "pdkv_prefill", config_.args.engine_rank, active_rooms());
+}
+
 size_t PrefillManager::active_rooms() const {
   size_t held = board_.size();
   MutexLock lock(mu_);
@@ -235,6 +244,7 @@ void PrefillManager::fail_room(uint64_t room, const std::string& cause, const st
     }
     drop_room(room);
   }
+  ended_.record(room, reason, now() + config_.options.bootstrap_timeout);
   metrics_.room_failed(cause);
   PDKV_LOG_WARN("room {} failed: {}", room, reason);
   proto::TransferStatus status;
@@ -310,6 +320,17 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
   const std::string key = pre.decode.control_endpoint;
   const uint64_t room = pre.room;
   Status refused;
+  if (auto ended = ended_.find(room, now())) {
+    // Crossed our failure on the wire: answer with its reason instead of opening a room.
+    proto::TransferStatus status;
+    status.room = room;
+    status.state = proto::TransferState::kFailed;
+    status.prefill_engine_rank = identity_.engine_rank;
+    status.prefill_attn_tp_rank = identity_.attn_tp_rank;
+    status.failure_reason = *ended;
+    send_status(key, status);
+    return;
+  }
   {
     MutexLock lock(mu_);
     auto peer = decodes_.find(key);
@@ -357,14 +378,23 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
 }
 
 void PrefillManager::on_abort(const proto::Abort& abort) {
+  std::string reason = "aborted by decode " + abort.sender.control_endpoint +
+                       (abort.reason.empty() ? "" : ": " + abort.reason);
   {
     MutexLock lock(mu_);
     auto peer = decodes_.find(abort.sender.control_endpoint);
     if (peer != decodes_.end()) peer->second.last_seen = now();
+    if (ended_.find(abort.room, now())) return;  // ended here already (e.g. our own abort)
+    if (!board_.get(abort.room)) {
+      // No KVSender yet: keep the abort (like an early pre-allocation, dropped after the
+      // bootstrap timeout if no sender ever opens) so the sender fails when it opens.
+      Room& r = rooms_[abort.room];
+      if (r.first_seen == TimePoint{}) r.first_seen = now();
+      if (!r.aborted_early) r.aborted_early = std::move(reason);
+      return;
+    }
   }
-  fail_room(abort.room, "aborted",
-            "aborted by decode " + abort.sender.control_endpoint +
-                (abort.reason.empty() ? "" : ": " + abort.reason));
+  fail_room(abort.room, "aborted", reason);
 }
 
 void PrefillManager::on_ping(const proto::Ping& ping) {
@@ -399,6 +429,7 @@ void PrefillManager::timer_loop() {
       auto status = board_.get(room);
       fail_room(room, "timeout", status ? status->failure_reason : "timeout");
     }
+    ended_.purge(now());
     std::vector<uint64_t> orphans;
     {
       MutexLock lock(mu_);

@@ -35,6 +35,7 @@
 #include "engine/transfer_engine.h"
 #include "kv/control_channel.h"
 #include "kv/destination_plan.h"
+#include "kv/ended_room_log.h"
 #include "kv/failed_peer_tracker.h"
 #include "kv/kv_args.h"
 #include "kv/manager_options.h"
@@ -94,6 +95,8 @@ class PrefillManager {
   // Rooms held in any table (0 once every room ended).
   size_t active_rooms() const;
   TransferMetricsSnapshot metrics() const { return metrics_.snapshot(); }
+  // Prometheus text of this rank's metrics (pdkv_prefill_*, labelled with the rank).
+  std::string metrics_text() const;
   const std::string& control_endpoint() const { return channel_->endpoint(); }
   const std::string& engine_endpoint() const { return engine_->endpoint(); }
   const KvArgs& args() const { return config_.args; }
@@ -120,6 +123,9 @@ class PrefillManager {
 
   struct Room {
     bool sender_open = false;
+    // A decode aborted the room before its KVSender existed: the sender fails at once
+    // with this reason instead of waiting for pre-allocations that will not come.
+    std::optional<std::string> aborted_early;
     int64_t num_pages = -1;
     std::optional<int64_t> aux_index;
     int64_t next_page = 0;
@@ -193,6 +199,7 @@ class PrefillManager {
   RoomStatusBoard board_;
   PrefillMetadataStore metadata_;
   FailedPeerTracker failed_peers_;
+  EndedRoomLog ended_;  // failed rooms, to answer pre-allocations that arrive after
   StepCounter steps_;
   TransferMetrics metrics_;
 

@@ -165,7 +165,17 @@ class KVManager:
         return self._native.engine_endpoint
 
     def metrics(self) -> dict:
+        """Counters of this rank: rooms by outcome, failures by cause, bytes, queue depth."""
         return self._native.metrics()
+
+    def metrics_text(self) -> str:
+        """The same metrics in the Prometheus text format (what /metrics serves)."""
+        return self._native.metrics_text()
+
+    @property
+    def metrics_port(self) -> int:
+        """Port of this rank's own /metrics endpoint (PDKV_METRICS_PORT), -1 if none."""
+        return self._native.metrics_port
 
     def shutdown(self) -> None:
         self._native.shutdown()

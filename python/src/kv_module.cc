@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/metrics_server.h"
 #include "bootstrap/server.h"
 #include "kv/bootstrap_route_directory.h"
 #include "kv/kv_sender.h"
@@ -148,6 +149,11 @@ class NativeManager {
       decode_ = value_or_raise(
           kv::DecodeManager::create(std::move(config), kv::zmq_channel_factory(), directory));
     }
+    if (options.metrics_port >= 0) {
+      const std::string host = options.local_ip.empty() ? "0.0.0.0" : options.local_ip;
+      metrics_server_ = value_or_raise(bootstrap::MetricsServer::start(
+          host, options.metrics_port, [this] { return metrics_text(); }));
+    }
   }
 
   kv::PrefillManager& prefill() {
@@ -172,7 +178,12 @@ class NativeManager {
            : decode_ ? decode_->metrics()
                      : kv::TransferMetricsSnapshot{};
   }
+  std::string metrics_text() const {
+    return prefill_ ? prefill_->metrics_text() : decode_ ? decode_->metrics_text() : "";
+  }
+  int metrics_port() const { return metrics_server_ ? metrics_server_->port() : -1; }
   void shutdown() {
+    if (metrics_server_) metrics_server_->stop();
     if (prefill_) prefill_->shutdown();
     if (decode_) decode_->shutdown();
   }
@@ -180,6 +191,7 @@ class NativeManager {
  private:
   std::unique_ptr<kv::PrefillManager> prefill_;
   std::unique_ptr<kv::DecodeManager> decode_;
+  std::unique_ptr<bootstrap::MetricsServer> metrics_server_;  // stopped before the manager
 };
 
 std::optional<std::string> failure_text(const Status& s) {
@@ -235,6 +247,8 @@ PYBIND11_MODULE(_native, m) {
              d["latency_sum_ms"] = s.latency_sum_ms;
              return d;
            })
+      .def("metrics_text", &NativeManager::metrics_text, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("metrics_port", &NativeManager::metrics_port)
       .def("shutdown", &NativeManager::shutdown, py::call_guard<py::gil_scoped_release>());
 
   py::class_<kv::KVSender>(m, "KVSender")

@@ -14,6 +14,7 @@ import signal
 import time
 import traceback
 import zlib
+from typing import Optional
 
 import numpy as np
 
@@ -61,6 +62,25 @@ def expected_pages(shape: Shape, buffer: int, room: int, n_pages: int, first_hea
     return ((buffer * 131 + i * 31 + t * 17 + h * 7 + x * 3 + room * 59 + 1) % 256).astype(np.uint8)
 
 
+AUX_ROWS, AUX_ROW_BYTES = 16, 40
+STATE_SLOTS, STATE_SLOT_BYTES = 16, 96
+
+
+def aux_pattern(room: int) -> np.ndarray:
+    return ((np.arange(AUX_ROW_BYTES) * 5 + room * 13 + 3) % 256).astype(np.uint8)
+
+
+def state_pattern(room: int, buffer: int) -> np.ndarray:
+    return ((np.arange(STATE_SLOT_BYTES) * 11 + room * 29 + buffer * 71 + 5) % 256).astype(np.uint8)
+
+
+def room_slots(rooms: list, room: int, n_dst: int):
+    """(prefill aux row, prefill state slot, decode aux row, decode state slots) of a room:
+    different on each side, so a copy to the wrong row or slot is caught."""
+    k = rooms.index(room)
+    return k, k, AUX_ROWS - 1 - k, [STATE_SLOTS - 1 - k * n_dst - j for j in range(n_dst)]
+
+
 class RankMemory:
     def __init__(self, shape: Shape, tp: int, rank_in_group: int):
         self.shape = shape
@@ -70,9 +90,21 @@ class RankMemory:
         self.item = shape.page_size * self.n_heads * hb
         self.bufs = [np.zeros((shape.capacity,) + self.page_shape, np.uint8)
                      for _ in range(shape.buffers())]
+        # One aux buffer (a row per request slot) and two state buffers (a slot each),
+        # allocated always, registered only when the scenario uses them.
+        self.aux = np.zeros((AUX_ROWS, AUX_ROW_BYTES), np.uint8)
+        self.state = [np.zeros((STATE_SLOTS, STATE_SLOT_BYTES), np.uint8) for _ in range(2)]
 
-    def kv_args(self, pdkv, engine_rank: int, tp: int, dp: int):
+    def kv_args(self, pdkv, engine_rank: int, tp: int, dp: int, aux=False, state=False):
         s = self.shape
+        extra = {}
+        if aux:
+            extra.update(aux_data_ptrs=[self.aux.ctypes.data], aux_data_lens=[self.aux.nbytes],
+                         aux_item_lens=[AUX_ROW_BYTES])
+        if state:
+            extra.update(state_data_ptrs=[b.ctypes.data for b in self.state],
+                         state_data_lens=[b.nbytes for b in self.state],
+                         state_item_lens=[STATE_SLOT_BYTES] * 2)
         layer_buffers = [[l] for l in range(s.layers)] if s.mla else \
             [[l, s.layers + l] for l in range(s.layers)]
         return pdkv.KVArgs(
@@ -81,7 +113,33 @@ class RankMemory:
             kv_data_lens=[b.nbytes for b in self.bufs],
             kv_item_lens=[self.item] * len(self.bufs), layer_buffers=layer_buffers,
             kv_head_num=self.n_heads, total_kv_head_num=1 if s.mla else s.heads,
-            head_dim=s.head_dim, dtype_bytes=s.dtype_bytes, page_layout="NHD", is_mla=s.mla)
+            head_dim=s.head_dim, dtype_bytes=s.dtype_bytes, page_layout="NHD", is_mla=s.mla,
+            **extra)
+
+    def layer_buffers_of(self, layer: int) -> list:
+        return [layer] if self.shape.mla else [layer, self.shape.layers + layer]
+
+    def fill_layer(self, room: int, pages: np.ndarray, layer: int) -> None:
+        for b in self.layer_buffers_of(layer):
+            self.bufs[b][pages] = expected_pages(self.shape, b, room, len(pages), self.first_head,
+                                                 self.n_heads)
+
+    def layer_holds(self, room: int, pages: np.ndarray, layer: int) -> bool:
+        return all(np.array_equal(self.bufs[b][pages],
+                                  expected_pages(self.shape, b, room, len(pages), self.first_head,
+                                                 self.n_heads))
+                   for b in self.layer_buffers_of(layer))
+
+    def fill_extras(self, room: int, aux_row: int, slot: int) -> None:
+        self.aux[aux_row] = aux_pattern(room)
+        for b, buf in enumerate(self.state):
+            buf[slot] = state_pattern(room, b)
+
+    def holds_extras(self, room: int, aux_row, slots) -> bool:
+        if aux_row is not None and not np.array_equal(self.aux[aux_row], aux_pattern(room)):
+            return False
+        return all(np.array_equal(buf[slot], state_pattern(room, b))
+                   for b, buf in enumerate(self.state) for slot in slots)
 
     def fill(self, room: int, pages: np.ndarray) -> None:
         for b, buf in enumerate(self.bufs):
@@ -125,6 +183,15 @@ def _apply_env(env):
     os.environ.update(env or {})
 
 
+def scrape(mgr) -> Optional[str]:
+    """GET /metrics of the rank's own endpoint (PDKV_METRICS_PORT), None if it has none."""
+    if mgr.metrics_port < 0:
+        return None
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{mgr.metrics_port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
 def prefill_main(cfg: dict, results, go, stop):
     """One prefill rank: waits for `go`, sends its rooms, reports, stays until `stop`."""
     try:
@@ -134,7 +201,10 @@ def prefill_main(cfg: dict, results, go, stop):
         tp, dp, rank = cfg["tp"], cfg["dp"], cfg["engine_rank"]
         group, in_group = divmod(rank, tp)
         mem = RankMemory(shape, tp, in_group)
-        mgr = pdkv.KVManager(mem.kv_args(pdkv, rank, tp, dp), "prefill", cfg["addr"],
+        aux, n_state = cfg.get("aux", False), cfg.get("state_slots", 0)
+        forward_ms = cfg.get("forward_ms")  # simulated layerwise forward, ms per layer
+        mgr = pdkv.KVManager(mem.kv_args(pdkv, rank, tp, dp, aux, n_state > 0), "prefill",
+                             cfg["addr"],
                              layerwise_interval=cfg.get("layerwise_interval", 0),
                              wait_for_prefill_metadata=cfg.get("wait_for_metadata", False))
         results.put(("ready", "prefill", rank, os.getpid()))
@@ -143,20 +213,40 @@ def prefill_main(cfg: dict, results, go, stop):
             if room % dp != group:
                 continue
             s = pdkv.KVSender(mgr, cfg["addr"], room)
-            s.init(cfg["pages"], aux_index=0)
+            aux_row, slot, _, _ = room_slots(cfg["rooms"], room, max(n_state, 1))
+            s.init(cfg["pages"], aux_index=aux_row if aux else None)
             src = pages_for(cfg["rooms"], room, rank, cfg["pages"], shape.capacity, "src")
-            mem.fill(room, src)
-            senders[room] = (s, src)
+            if forward_ms is None:  # layerwise: the simulated forward writes them later
+                mem.fill(room, src)
+            mem.fill_extras(room, aux_row, slot)
+            senders[room] = (s, src, slot)
         _wait_flag(go, 60)
-        for room, (s, src) in senders.items():
-            if cfg.get("token") is not None:
-                mgr.set_prefill_metadata(room, cfg["token"] + room, [room, 7])
+        token, token_after = cfg.get("token"), cfg.get("token_after", False)
+        if forward_ms is not None:
+            mgr.reserve_layerwise_cache_steps()
+        for room, (s, src, slot) in senders.items():
+            if token is not None and not token_after:
+                mgr.set_prefill_metadata(room, token + room, [room, 7])
             chunks = np.array_split(src, cfg.get("chunks", 1))
-            for c in chunks:
-                s.send(c)
-        out = {room: int(wait_terminal(s, pdkv, cfg.get("timeout", 30))) for room, (s, _) in senders.items()}
+            for i, c in enumerate(chunks):
+                last = i == len(chunks) - 1
+                s.send(c, state_indices=[slot] if last and n_state else None)
+            if cfg.get("abort") == "prefill_after_send":
+                s.abort()
+        if forward_ms is not None:
+            for layer in range(shape.layers if cfg.get("abort") != "decode_mid_forward" else 1):
+                for room, (s, src, _) in senders.items():
+                    mem.fill_layer(room, src, layer)
+                time.sleep(forward_ms / 1000.0)
+                mgr.mark_layers_ready(1)
+        if token is not None and token_after:
+            time.sleep(0.3)  # the KV is in flight or landed; the first token comes later
+            for room in senders:
+                mgr.set_prefill_metadata(room, token + room, [room, 7])
+        out = {room: int(wait_terminal(s, pdkv, cfg.get("timeout", 30)))
+               for room, (s, _, _) in senders.items()}
         reasons = {}
-        for room, (s, _) in senders.items():
+        for room, (s, _, _) in senders.items():
             try:
                 s.failure_exception()
             except pdkv.KVTransferError as e:
@@ -165,7 +255,9 @@ def prefill_main(cfg: dict, results, go, stop):
         while mgr.active_rooms() and time.monotonic() < deadline:
             time.sleep(0.01)
         results.put(("done", "prefill", rank, {"states": out, "reasons": reasons,
-                                               "active": mgr.active_rooms()}))
+                                               "active": mgr.active_rooms(),
+                                               "metrics": mgr.metrics(),
+                                               "metrics_text": scrape(mgr)}))
         _wait_flag(stop, 120)
         mgr.shutdown()
     except Exception:
@@ -181,7 +273,9 @@ def decode_main(cfg: dict, results, go, stop):
         tp, dp, rank = cfg["tp"], cfg["dp"], cfg["engine_rank"]
         group, in_group = divmod(rank, tp)
         mem = RankMemory(shape, tp, in_group)
-        mgr = pdkv.KVManager(mem.kv_args(pdkv, rank, tp, dp), "decode", cfg["addr"])
+        aux, n_state = cfg.get("aux", False), cfg.get("state_slots", 0)
+        mgr = pdkv.KVManager(mem.kv_args(pdkv, rank, tp, dp, aux, n_state > 0), "decode",
+                             cfg["addr"])
         results.put(("ready", "decode", rank, os.getpid()))
         receivers = {}
         for room in cfg["rooms"]:
@@ -190,13 +284,25 @@ def decode_main(cfg: dict, results, go, stop):
             r = pdkv.KVReceiver(mgr, cfg["addr"], room)
             r.init()
             dst = pages_for(cfg["rooms"], room, rank, cfg["pages"], shape.capacity, "dst")
-            r.send_metadata(dst, aux_index=0)
-            receivers[room] = (r, dst)
+            _, _, aux_row, slots = room_slots(cfg["rooms"], room, max(n_state, 1))
+            r.send_metadata(dst, aux_index=aux_row if aux else None,
+                            state_indices=slots if n_state else None)
+            receivers[room] = (r, dst, aux_row if aux else None, slots if n_state else [])
+            if cfg.get("abort") == "decode_before_transfer":
+                r.abort()
+        if cfg.get("abort") == "decode_mid_forward":
+            # Abort once layer 0 has landed: the transfer is under way, the rest never comes.
+            deadline = time.monotonic() + 20
+            for room, (r, dst, _, _) in receivers.items():
+                while not mem.layer_holds(room, dst, 0) and time.monotonic() < deadline:
+                    time.sleep(0.002)
+                r.abort()
         out, ok, meta, reasons = {}, {}, {}, {}
-        for room, (r, dst) in receivers.items():
+        for room, (r, dst, aux_row, slots) in receivers.items():
             state = wait_terminal(r, pdkv, cfg.get("timeout", 30))
             out[room] = int(state)
-            ok[room] = bool(state == pdkv.KVPoll.Success and mem.holds(room, dst))
+            ok[room] = bool(state == pdkv.KVPoll.Success and mem.holds(room, dst)
+                            and mem.holds_extras(room, aux_row, slots))
             meta[room] = r.prefill_metadata() if state == pdkv.KVPoll.Success else None
             try:
                 r.failure_exception()
@@ -206,7 +312,9 @@ def decode_main(cfg: dict, results, go, stop):
         while mgr.active_rooms() and time.monotonic() < deadline:
             time.sleep(0.01)
         results.put(("done", "decode", rank, {"states": out, "bytes_ok": ok, "meta": meta,
-                                              "reasons": reasons, "active": mgr.active_rooms()}))
+                                              "reasons": reasons, "active": mgr.active_rooms(),
+                                              "metrics": mgr.metrics(),
+                                              "metrics_text": scrape(mgr)}))
         _wait_flag(stop, 120)
         mgr.shutdown()
     except Exception:

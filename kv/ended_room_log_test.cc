@@ -1,0 +1,43 @@
+#include "kv/ended_room_log.h"
+
+#include <gtest/gtest.h>
+
+namespace pdkv::kv {
+namespace {
+
+using std::chrono::seconds;
+
+TEST(EndedRoomLogTest, RemembersTheFirstReasonUntilItExpires) {
+  EndedRoomLog log;
+  const TimePoint t0 = now();
+  log.record(7, "aborted by the engine", t0 + seconds(10));
+  log.record(7, "a later reason", t0 + seconds(20));
+  EXPECT_EQ(log.find(7, t0), "aborted by the engine");
+  EXPECT_EQ(log.find(8, t0), std::nullopt);
+  EXPECT_EQ(log.find(7, t0 + seconds(10)), std::nullopt);
+  log.purge(t0 + seconds(11));
+  EXPECT_EQ(log.size(), 0u);
+}
+
+TEST(EndedRoomLogTest, KeepsAtMostCapacityEntriesDroppingTheOldest) {
+  EndedRoomLog log(3);
+  const TimePoint t0 = now();
+  for (uint64_t room = 1; room <= 5; ++room) log.record(room, "r", t0 + seconds(60));
+  EXPECT_EQ(log.size(), 3u);
+  EXPECT_EQ(log.find(1, t0), std::nullopt);
+  EXPECT_EQ(log.find(2, t0), std::nullopt);
+  EXPECT_EQ(log.find(5, t0), "r");
+}
+
+TEST(EndedRoomLogTest, PurgeStopsAtTheFirstLiveEntry) {
+  EndedRoomLog log;
+  const TimePoint t0 = now();
+  log.record(1, "a", t0 + seconds(1));
+  log.record(2, "b", t0 + seconds(5));
+  log.purge(t0 + seconds(2));
+  EXPECT_EQ(log.size(), 1u);
+  EXPECT_EQ(log.find(2, t0 + seconds(2)), "b");
+}
+
+}  // namespace
+}  // namespace pdkv::kv
