@@ -1,0 +1,187 @@
+"""The disaggregated run of the tiny model: a prefill process and 1 or 2 decode processes,
+pdkv moving the real KV cache between them through a bootstrap server in this process.
+
+Prefill (TP 1) computes the prompt's KV into shuffled pages and sends them (in chunks if
+asked, the chunk that completes the page count being the last) with a KVSender; the first
+sampled token travels as prefill metadata. Each decode rank receives its KV-head slice into
+pages from a shuffled free list with a KVReceiver.
+- decode TP 1: the decode process itself generates the tokens from the received pages.
+- decode TP 2: each decode process receives and returns its head slice; this coordinator
+  puts both slices into two rank caches and generates with them (the model's attention
+  concatenates the heads of both ranks). The decode ranks do not run the forward jointly.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+import traceback
+
+import numpy as np
+
+from tiny_model import PagedKVCache, TinyModel
+
+CTX = mp.get_context("spawn")
+
+# Short timeouts so a broken run fails in seconds, not minutes.
+FAST_ENV = {
+    "PDKV_HEARTBEAT_INTERVAL_S": "0.2",
+    "PDKV_HEARTBEAT_MAX_FAILURES": "5",
+    "PDKV_BOOTSTRAP_TIMEOUT_S": "20",
+    "PDKV_WAITING_TIMEOUT_S": "30",
+    "PDKV_LOG_LEVEL": "warn",
+}
+ROOM = 7
+CAPACITY = 64  # pages per buffer on every rank
+
+
+def kv_args(pdkv, cache: PagedKVCache, rank: int, tp: int):
+    cfg = cache.cfg
+    held = cache.head_end - cache.head_begin
+    bufs = cache.buffers
+    return pdkv.KVArgs(
+        engine_rank=rank, tp_size=tp, page_size=cache.page_size,
+        kv_data_ptrs=[b.ctypes.data for b in bufs], kv_data_lens=[b.nbytes for b in bufs],
+        kv_item_lens=[b[0].nbytes for b in bufs], layer_buffers=cache.layer_buffers,
+        kv_head_num=held, total_kv_head_num=cfg.kv_heads, head_dim=cfg.head_dim,
+        dtype_bytes=4, page_layout="NHD", is_mla=False)
+
+
+def free_pages(seed: int, n: int) -> np.ndarray:
+    """n pages from a shuffled (fragmented) free list."""
+    return np.random.default_rng(seed).permutation(CAPACITY)[:n].astype(np.int64)
+
+
+def wait_terminal(obj, pdkv, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = obj.poll()
+        if state in (pdkv.KVPoll.Success, pdkv.KVPoll.Failed):
+            return state
+        time.sleep(0.002)
+    return obj.poll()
+
+
+def _raise_if_failed(obj, pdkv, state, side):
+    if state != pdkv.KVPoll.Success:
+        try:
+            obj.failure_exception()
+        except pdkv.KVTransferError as e:
+            raise RuntimeError(f"{side}: transfer failed: {e}") from e
+        raise RuntimeError(f"{side}: transfer ended in state {state!r}")
+
+
+def prefill_main(addr, prompt, page_size, chunk, results):
+    try:
+        import pdkv
+        model = TinyModel()
+        cache = PagedKVCache(model.cfg, CAPACITY, page_size)
+        n_pages = -(-len(prompt) // page_size)
+        pages = free_pages(101, n_pages)
+        mgr = pdkv.KVManager(kv_args(pdkv, cache, 0, 1), "prefill", addr)
+        sender = pdkv.KVSender(mgr, addr, ROOM)
+        sender.init(n_pages)
+        chunk = chunk or len(prompt)
+        sent, logits, n_chunks = 0, None, 0
+        for start in range(0, len(prompt), chunk):
+            logits = model.forward(prompt[start:start + chunk], start, [cache], [pages])
+            end = min(start + chunk, len(prompt))
+            last = end == len(prompt)
+            # A chunk sends the pages it completed (the last one also its partial page).
+            upto = n_pages if last else end // page_size
+            if last:  # the first token is known now; it rides with the KV
+                mgr.set_prefill_metadata(ROOM, int(np.argmax(logits)))
+            sender.send(pages[sent:upto])
+            sent, n_chunks = upto, n_chunks + 1
+        state = wait_terminal(sender, pdkv)
+        _raise_if_failed(sender, pdkv, state, "prefill")
+        results.put(("prefill", {"chunks": n_chunks, "pages": n_pages}))
+        mgr.shutdown()
+    except Exception:
+        results.put(("error", "prefill:\n" + traceback.format_exc()))
+
+
+def decode_main(addr, prompt_len, steps, page_size, rank, tp, results):
+    try:
+        import pdkv
+        model = TinyModel()
+        cache = PagedKVCache(model.cfg, CAPACITY, page_size, rank, tp)
+        n_prompt_pages = -(-prompt_len // page_size)
+        n_pages = -(-(prompt_len + steps) // page_size)
+        pages = free_pages(202 + rank, n_pages)  # prompt pages first, then room to grow
+        mgr = pdkv.KVManager(kv_args(pdkv, cache, rank, tp), "decode", addr)
+        receiver = pdkv.KVReceiver(mgr, addr, ROOM)
+        receiver.init()
+        receiver.send_metadata(pages[:n_prompt_pages])
+        state = wait_terminal(receiver, pdkv)
+        _raise_if_failed(receiver, pdkv, state, f"decode rank {rank}")
+        first, _ = receiver.prefill_metadata()
+        out = {"rank": rank, "first": int(first), "pages": pages.tolist()}
+        if tp == 1:
+            out["tokens"] = model.decode(int(first), prompt_len, steps, [cache], [pages])
+        else:  # hand the head slice to the coordinator
+            out["slice"] = [cache.read(l, pages, prompt_len) for l in range(model.cfg.layers)]
+            out["heads"] = (cache.head_begin, cache.head_end)
+        results.put(("decode", out))
+        mgr.shutdown()
+    except Exception:
+        results.put(("error", f"decode rank {rank}:\n" + traceback.format_exc()))
+
+
+def run_disaggregated(prompt: np.ndarray, steps: int, page_size: int = 4, tp_decode: int = 1,
+                      chunk: int | None = None, timeout: float = 90.0) -> dict:
+    """Returns {"tokens", "prefill", "decode"} of one disaggregated generation."""
+    os.environ.update({k: v for k, v in FAST_ENV.items() if k not in os.environ})
+    import pdkv
+    prompt = np.asarray(prompt, np.int64)
+    with pdkv.BootstrapServer("127.0.0.1", 0) as server:
+        addr = f"127.0.0.1:{server.port}"
+        results = CTX.Queue()
+        procs = [CTX.Process(target=prefill_main, args=(addr, prompt, page_size, chunk, results))]
+        procs += [CTX.Process(target=decode_main,
+                              args=(addr, len(prompt), steps, page_size, r, tp_decode, results))
+                  for r in range(tp_decode)]
+        for p in procs:
+            p.start()
+        got, decodes = {}, []
+        deadline = time.monotonic() + timeout
+        try:
+            while len(decodes) < tp_decode or "prefill" not in got:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("disaggregated run did not finish in time")
+                kind, payload = results.get(timeout=left)
+                if kind == "error":
+                    raise RuntimeError(payload)
+                if kind == "decode":
+                    decodes.append(payload)
+                else:
+                    got[kind] = payload
+        finally:
+            for p in procs:
+                p.join(10)
+                if p.is_alive():
+                    p.kill()
+    decodes.sort(key=lambda d: d["rank"])
+    if tp_decode == 1:
+        tokens = decodes[0]["tokens"]
+    else:
+        tokens = _generate_from_slices(decodes, len(prompt), steps, page_size, tp_decode)
+    return {"tokens": tokens, "prefill": got["prefill"], "decode": decodes}
+
+
+def _generate_from_slices(decodes, prompt_len, steps, page_size, tp):
+    """The coordinator's half of decode TP 2: one rank cache per received head slice."""
+    model = TinyModel()
+    n_pages = -(-(prompt_len + steps) // page_size)
+    caches = [PagedKVCache(model.cfg, n_pages, page_size, d["rank"], tp) for d in decodes]
+    pages = [np.arange(n_pages)] * tp
+    positions = np.arange(prompt_len)
+    for cache, d in zip(caches, decodes):
+        for layer, (k, v) in enumerate(d["slice"]):
+            cache.k[layer][positions // page_size, positions % page_size] = k
+            cache.v[layer][positions // page_size, positions % page_size] = v
+    firsts = {d["first"] for d in decodes}
+    if len(firsts) != 1:
+        raise RuntimeError(f"decode ranks disagree on the first token: {firsts}")
+    return model.decode(firsts.pop(), prompt_len, steps, caches, pages)
