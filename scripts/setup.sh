@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-build/bin/pdkv bench engine --backend tcp --model llama3-8b --tokens 4096 --page 16
+build/bin/pdkv demo
