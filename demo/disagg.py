@@ -32,7 +32,6 @@ FAST_ENV = {
     "PDKV_LOG_LEVEL": "warn",
 }
 ROOM = 7
-CAPACITY = 64  # pages per buffer on every rank
 
 
 def kv_args(pdkv, cache: PagedKVCache, rank: int, tp: int):
@@ -47,9 +46,14 @@ def kv_args(pdkv, cache: PagedKVCache, rank: int, tp: int):
         dtype_bytes=4, page_layout="NHD", is_mla=False)
 
 
+def pool_pages(n_needed: int) -> int:
+    """Pages per buffer of a rank: twice what the request needs, so its pages scatter."""
+    return 2 * n_needed + 8
+
+
 def free_pages(seed: int, n: int) -> np.ndarray:
     """n pages from a shuffled (fragmented) free list."""
-    return np.random.default_rng(seed).permutation(CAPACITY)[:n].astype(np.int64)
+    return np.random.default_rng(seed).permutation(pool_pages(n))[:n].astype(np.int64)
 
 
 def wait_terminal(obj, pdkv, timeout: float = 30.0):
@@ -75,8 +79,8 @@ def prefill_main(addr, prompt, page_size, chunk, results):
     try:
         import pdkv
         model = TinyModel()
-        cache = PagedKVCache(model.cfg, CAPACITY, page_size)
         n_pages = -(-len(prompt) // page_size)
+        cache = PagedKVCache(model.cfg, pool_pages(n_pages), page_size)
         pages = free_pages(101, n_pages)
         mgr = pdkv.KVManager(kv_args(pdkv, cache, 0, 1), "prefill", addr)
         sender = pdkv.KVSender(mgr, addr, ROOM)
@@ -105,9 +109,9 @@ def decode_main(addr, prompt_len, steps, page_size, rank, tp, results):
     try:
         import pdkv
         model = TinyModel()
-        cache = PagedKVCache(model.cfg, CAPACITY, page_size, rank, tp)
         n_prompt_pages = -(-prompt_len // page_size)
         n_pages = -(-(prompt_len + steps) // page_size)
+        cache = PagedKVCache(model.cfg, pool_pages(n_pages), page_size, rank, tp)
         pages = free_pages(202 + rank, n_pages)  # prompt pages first, then room to grow
         mgr = pdkv.KVManager(kv_args(pdkv, cache, rank, tp), "decode", addr)
         receiver = pdkv.KVReceiver(mgr, addr, ROOM)

@@ -36,6 +36,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="prompt seed")
     ap.add_argument("--no-bench", action="store_true", help="skip the engine benchmark")
     args = ap.parse_args(argv)
+    if args.prompt_len < 1 or args.tokens < 1 or args.page < 1:
+        ap.error("--prompt-len, --tokens and --page must be positive")
+    if args.prompt_len + args.tokens > TinyModel().cfg.max_positions:
+        ap.error(f"--prompt-len + --tokens must be <= {TinyModel().cfg.max_positions}")
 
     prompt = np.random.default_rng(args.seed).integers(0, 256, args.prompt_len)
     chunk = chunk_size(args.prompt_len, args.page) if args.chunked else None
