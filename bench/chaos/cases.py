@@ -1,0 +1,443 @@
+"""The chaos cases. Each returns a row: fault, config, rooms affected, detection time vs
+bound, bytes verified, leaks, crashes/hangs, ok, note."""
+import os
+import random
+import socket
+import time
+
+from cluster import FAILED, SUCCESS, Cluster, rooms_terminal
+
+R1_BOUND = 2.0
+R2_BOUND = 0.5 * 3 + 1.0
+
+
+def cfg_name(n_p, n_d, p_tp, d_tp):
+    s = f"{n_p}P{n_d}D"
+    return s if p_tp == d_tp == 1 else f"{s} TP{p_tp}->TP{d_tp}"
+
+
+def row(fault, config, **kw):
+    r = dict(fault=fault, config=config, rooms_affected=0, detect_s=None, bound_s=None,
+             bytes_verified=0, wrong_bytes=0, leaks=0, crashes=0, ok=False, note="")
+    r.update(kw)
+    return r
+
+
+def fail_time(rk, room):
+    ev = rk.states().get(room)
+    return ev["t"] if ev and ev["state"] == FAILED else None
+
+
+def heal_check(c, n=2, timeout=20):
+    """New rooms over every pair succeed with verified bytes."""
+    rooms = c.submit(max(n, c.n_p * c.n_d))
+    c.wait_rooms(c.ranks_of(rooms), rooms, timeout)
+    ok, nbytes, wrong = c.verdict(rooms)
+    return ok, nbytes, wrong
+
+
+def case_kill_decode(topo, n_p=1, n_d=2, p_tp=1, d_tp=1):
+    """R1: kill -9 of decode instance 0 while its rooms are in flight (pre-allocated on the
+    prefill, chunks sent right after the kill); other decodes' rooms succeed; a decode
+    restarted on the same host registers again and succeeds."""
+    name = cfg_name(n_p, n_d, p_tp, d_tp)
+    c = Cluster(topo, n_p, n_d, p_tp, d_tp)
+    try:
+        rooms = c.submit(4 * n_p * n_d, send=False)
+        victim = {r: pd for r, pd in rooms.items() if pd[1] == 0}
+        others = {r: pd for r, pd in rooms.items() if pd[1] != 0}
+        # the pre-allocations have reached the prefill ranks (rooms WaitingForInput there)
+        Cluster.wait_rooms([], {}, 0)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(
+                rk.states().get(r, {}).get("state", 0) >= 2
+                for r, (p, d) in victim.items() for rk in c.prefill[p]):
+            time.sleep(0.01)
+        t_kill = time.monotonic()
+        for rk in c.decode[0]:
+            rk.kill()
+        c.send_pending()
+        c.wait_rooms(c.ranks_of(victim, ("prefill",)), victim, R1_BOUND + 8)
+        detect = []
+        for r, (p, d) in victim.items():
+            for rk in c.prefill[p]:
+                t = fail_time(rk, r)
+                detect.append(t - t_kill if t else float("inf"))
+        det = max(detect) if detect else None
+        c.wait_rooms(c.ranks_of(others), others, 20)
+        ok_o, nbytes, wrong = c.verdict(others) if others else (True, 0, 0)
+        prefill_alive = all(rk.alive() for inst in c.prefill for rk in inst)
+        c.restart_decode(0)
+        rooms2 = c.submit(2 * n_p, only_decode=0)
+        c.wait_rooms(c.ranks_of(rooms2), rooms2, 20)
+        ok_r, nb2, w2 = c.verdict(rooms2)
+        leaks = c.leaks()
+        ok = (det is not None and det <= R1_BOUND and ok_o and prefill_alive and ok_r
+              and leaks == 0 and wrong + w2 == 0)
+        note = []
+        if not ok_o:
+            note.append("unaffected rooms did not all succeed")
+        if not ok_r:
+            note.append("restarted decode failed: " + reasons(c, rooms2))
+        if not prefill_alive:
+            note.append("prefill died")
+        return row("R1 kill -9 decode", name, rooms_affected=len(victim), detect_s=det,
+                   bound_s=R1_BOUND, bytes_verified=nbytes + nb2, wrong_bytes=wrong + w2,
+                   leaks=leaks, ok=ok, note="; ".join(note))
+    finally:
+        c.crashes = c.close()
+
+
+def reasons(c, rooms):
+    out = []
+    for rk in c.ranks():
+        for r in rooms:
+            ev = rk.states().get(r)
+            if ev and ev.get("reason"):
+                out.append(f"{rk.cfg['role']}{rk.cfg['rank']} room {r}: {ev['reason'][:120]}")
+            elif not ev or ev["state"] not in (0, 4):
+                pass
+    return " | ".join(out[:3]) or "no reason / not terminal"
+
+
+def case_kill_prefill(topo, n_p=2, n_d=1, p_tp=1, d_tp=1):
+    """R2: kill -9 of prefill instance 0 (its bootstrap server lives) with rooms in flight;
+    the decode's rooms of that prefill fail within the heartbeat bound, the decode lives and
+    rooms of the other prefill (if any) succeed."""
+    name = cfg_name(n_p, n_d, p_tp, d_tp)
+    c = Cluster(topo, n_p, n_d, p_tp, d_tp)
+    try:
+        rooms = c.submit(4 * n_p * n_d, send=False)
+        victim = {r: pd for r, pd in rooms.items() if pd[0] == 0}
+        others = {r: pd for r, pd in rooms.items() if pd[0] != 0}
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(
+                rk.states().get(r, {}).get("state", 0) >= 2
+                for r, (p, d) in victim.items() for rk in c.decode[d]):
+            time.sleep(0.01)
+        t_kill = time.monotonic()
+        for rk in c.prefill[0]:
+            rk.kill()
+        c.send_pending()
+        c.wait_rooms(c.ranks_of(victim, ("decode",)), victim, R2_BOUND + 8)
+        detect = []
+        for r, (p, d) in victim.items():
+            for rk in c.decode[d]:
+                t = fail_time(rk, r)
+                detect.append(t - t_kill if t else float("inf"))
+        det = max(detect) if detect else None
+        c.wait_rooms(c.ranks_of(others), others, 20)
+        ok_o, nbytes, wrong = c.verdict(others) if others else (True, 0, 0)
+        decode_alive = all(rk.alive() for inst in c.decode for rk in inst)
+        leaks = c.leaks()
+        ok = det is not None and det <= R2_BOUND and ok_o and decode_alive and leaks == 0 \
+            and wrong == 0
+        return row("R2 kill -9 prefill", name, rooms_affected=len(victim), detect_s=det,
+                   bound_s=R2_BOUND, bytes_verified=nbytes, wrong_bytes=wrong, leaks=leaks,
+                   ok=ok, note="" if ok_o else "unaffected rooms failed: " + reasons(c, others))
+    finally:
+        c.crashes = c.close()
+
+
+def skipped(fault, config, why):
+    return row(fault, config, ok=True, skipped=True, note="SKIPPED: " + why)
+
+
+def case_link_cut(topo, mode="down"):
+    """R3: the decode host's link cut (ip link down or netem loss 100 %) with rooms in
+    flight, then restored; rooms Failed on both sides within the heartbeat bound; new rooms
+    succeed after the restore."""
+    if mode != "down" and not topo.tc_supports("netem"):
+        return skipped("R3 link cut (netem loss 100%)", "1P1D",
+                       "tc netem is not in this kernel (sch_netem missing); ip link down covers R3")
+    c = Cluster(topo, 1, 1)
+    try:
+        rooms = c.submit(4, send=False)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(
+                c.prefill[0][0].states().get(r, {}).get("state", 0) >= 2 for r in rooms):
+            time.sleep(0.01)
+        host = c.host_of("decode", 0)
+        t_cut = time.monotonic()
+        if mode == "down":
+            topo.link_down(host)
+        else:
+            topo.netem(host, "loss", "100%")
+        c.send_pending()
+        bound = R2_BOUND
+        c.wait_rooms(c.ranks(), rooms, bound + 10)
+        det = {}
+        for side in ("prefill", "decode"):
+            rk = c.prefill[0][0] if side == "prefill" else c.decode[0][0]
+            ts = [fail_time(rk, r) for r in rooms]
+            det[side] = max(t - t_cut if t else float("inf") for t in ts)
+        if mode == "down":
+            topo.link_up(host)
+        else:
+            topo.netem(host)
+        time.sleep(0.5)
+        ok_h, nbytes, wrong = heal_check(c)
+        leaks = c.leaks()
+        d = max(det.values())
+        ok = d <= bound and ok_h and leaks == 0 and wrong == 0
+        return row(f"R3 link cut ({'ip link down' if mode == 'down' else 'netem loss 100%'})",
+                   "1P1D", rooms_affected=len(rooms), detect_s=d, bound_s=bound,
+                   bytes_verified=nbytes, wrong_bytes=wrong, leaks=leaks, ok=ok,
+                   note=f"prefill {det['prefill']:.2f}s decode {det['decode']:.2f}s"
+                   + ("" if ok_h else "; after restore: " + reasons(c, {})))
+    finally:
+        if mode == "down":
+            topo.link_up(c.host_of("decode", 0))
+        else:
+            topo.netem(c.host_of("decode", 0))
+        c.crashes = c.close()
+
+
+def case_netem_slow(topo, rooms_n=8):
+    """delay 20ms +-5ms and 2 % loss (tc netem) on the decode host, or where the kernel has
+    no netem a 40 Mbit/s tbf rate limit: transfers slow but all succeed."""
+    has_netem = topo.tc_supports("netem")
+    c = Cluster(topo, 1, 1, pages=32)
+    host = c.host_of("decode", 0)
+    what = "netem delay 20ms loss 2%" if has_netem else "tbf rate 40mbit (no netem)"
+    try:
+        if has_netem:
+            topo.netem(host, "delay", "20ms", "5ms", "loss", "2%")
+        else:
+            topo.tbf(host, "40mbit")
+        t0 = time.monotonic()
+        rooms = c.submit(rooms_n)
+        c.wait_rooms(c.ranks(), rooms, 40)
+        ok, nbytes, wrong = c.verdict(rooms)
+        el = time.monotonic() - t0
+        topo.netem(host)
+        leaks = c.leaks()
+        return row(what, "1P1D", rooms_affected=len(rooms),
+                   bytes_verified=nbytes, wrong_bytes=wrong, leaks=leaks,
+                   ok=ok and leaks == 0, note=f"{len(rooms)} rooms in {el:.1f}s"
+                   + ("" if ok else "; " + reasons(c, rooms)))
+    finally:
+        topo.netem(host)
+        c.crashes = c.close()
+
+
+def case_bootstrap_restart(topo):
+    """The bootstrap server killed and restarted on the same port; ranks that live on must
+    serve new rooms (a prefill registers again, or the decode keeps its resolved route)."""
+    c = Cluster(topo, 1, 1)
+    try:
+        ok0, nb0, w0 = heal_check(c)
+        b, addr = c.boot[0]
+        port = int(addr.rsplit(":", 1)[1])
+        b.kill()
+        b.killed = True
+        time.sleep(0.3)
+        c.start_bootstrap(0, port)
+        time.sleep(1.0)
+        c.decode[0] = [c.start_rank("decode", 0, 0)]  # a fresh decode must resolve anew
+        rooms = c.submit(2)
+        c.wait_rooms(c.ranks(), rooms, 25)
+        ok, nbytes, wrong = c.verdict(rooms)
+        leaks = c.leaks()
+        return row("bootstrap server restart", "1P1D", rooms_affected=0,
+                   bytes_verified=nb0 + nbytes, wrong_bytes=w0 + wrong, leaks=leaks,
+                   ok=ok0 and ok and leaks == 0,
+                   note="" if ok else "new rooms after restart: " + reasons(c, rooms))
+    finally:
+        c.crashes = c.close()
+
+
+def _garbage(host, port, n=20):
+    rnd = random.Random(port)
+    sent = 0
+    for i in range(n):
+        try:
+            s = socket.create_connection((host, port), timeout=1)
+            payloads = [bytes(rnd.getrandbits(8) for _ in range(rnd.randint(1, 4096))),
+                        b"\xff" + b"\x00" * 8 + b"\x7f",  # ZMTP-looking greeting, then junk
+                        b"\x00" * 64, b"\xff" * 100000]
+            s.sendall(payloads[i % len(payloads)])
+            sent += 1
+            s.close()
+        except OSError:
+            pass
+    return sent
+
+
+def _hostport(ep):
+    ep = ep.split("://", 1)[-1]
+    h, p = ep.rsplit(":", 1)
+    return h, int(p)
+
+
+def case_garbage(topo):
+    """A peer (the driver, from loopback) sends random bytes to every rank's control-plane
+    (ZeroMQ) and data-plane (TCP engine) port: ranks survive, later rooms succeed."""
+    c = Cluster(topo, 1, 1)
+    try:
+        rooms = c.submit(2, send=False)
+        n = 0
+        for rk in c.ranks():
+            for key in ("ctrl", "eng"):
+                h, p = _hostport(rk.ready[key])
+                if topo.netns:
+                    # from inside the rank's own namespace
+                    import subprocess
+                    code = ("import sys;sys.path.insert(0,%r);import cases;print(cases._garbage(%r,%d))"
+                            % (os.path.dirname(os.path.abspath(__file__)), h, p))
+                    host = 0 if rk.cfg["role"] == "prefill" else c.host_of("decode", 0)
+                    r = subprocess.run(topo.prefix(host) + ["/usr/bin/python3", "-c", code],
+                                       capture_output=True, text=True, timeout=60)
+                    n += int(r.stdout.strip() or 0)
+                else:
+                    n += _garbage(h, p)
+        c.send_pending()
+        c.wait_rooms(c.ranks(), rooms, 20)
+        ok1, nb1, w1 = c.verdict(rooms)
+        alive = all(rk.alive() for rk in c.ranks())
+        ok2, nb2, w2 = heal_check(c)
+        leaks = c.leaks()
+        return row("garbage to ZeroMQ + TCP engine ports", "1P1D", rooms_affected=0,
+                   bytes_verified=nb1 + nb2, wrong_bytes=w1 + w2, leaks=leaks,
+                   ok=ok1 and ok2 and alive and leaks == 0,
+                   note=f"{n} garbage connections" + ("" if alive else "; a rank died")
+                   + ("" if ok1 and ok2 else "; " + reasons(c, rooms)))
+    finally:
+        c.crashes = c.close()
+
+
+def case_timeouts(topo, decode_unreachable=True):
+    """R4: bootstrap timeout (a prefill room no decode pre-allocates for; with
+    decode_unreachable also a decode room whose bootstrap address nobody serves) and
+    waiting timeout (bootstrapped on both sides, never sent), against configured values."""
+    bt, wt = 2.0, 3.0
+    env = {"PDKV_BOOTSTRAP_TIMEOUT_S": str(bt), "PDKV_WAITING_TIMEOUT_S": str(wt)}
+    c = Cluster(topo, 1, 1, env=env)
+    try:
+        res = {}
+        # waiting timeout: both sides bootstrapped, the prefill never sends
+        rooms_w = c.submit(1, send=False)
+        rw = list(rooms_w)[0]
+        # bootstrap timeout on the prefill: a sender nobody pre-allocates for
+        rp = c.next_room
+        c.next_room += 1
+        c.prefill[0][0].send(op="rooms", rooms=[rp], pages=c.pages, send=False)
+        rd = None
+        if decode_unreachable:
+            c.decode[0][0].wait(lambda ev: ev.get("room") == rw and ev.get("state") == 2, 5)
+            rd = c.next_room
+            c.next_room += 1
+            c.decode[0][0].send(op="rooms", rooms=[rd], pages=c.pages, addr=f"{topo.ip(0)}:1")
+        c.wait_rooms([c.prefill[0][0]], [rp, rw], bt + wt + 10)
+        c.wait_rooms([c.decode[0][0]], [r for r in (rd, rw) if r], bt + wt + 10)
+
+        def since(rk, r):
+            ev = rk.states().get(r)
+            return ev["since"] if ev and ev["state"] == FAILED else None
+
+        def waiting(rk, r):
+            evs = [e for e in rk.events if e["ev"] == "state" and e["room"] == r]
+            t2 = next((e["t"] for e in evs if e["state"] == 2), None)
+            tf = next((e["t"] for e in evs if e["state"] == 0), None)
+            return tf - t2 if t2 and tf else None
+
+        res["bootstrap_prefill"] = since(c.prefill[0][0], rp)
+        if rd:
+            res["bootstrap_decode_unreachable"] = since(c.decode[0][0], rd)
+        res["waiting_prefill"] = waiting(c.prefill[0][0], rw)
+        res["waiting_decode"] = waiting(c.decode[0][0], rw)
+        leaks = c.leaks()
+
+        def ref(k):
+            return bt if k.startswith("bootstrap") else wt
+
+        def err(k, v):
+            return abs(v - ref(k)) / ref(k) if v is not None else 9.9
+
+        worst_k = max(res, key=lambda k: err(k, res[k]))
+        return row("R4 bootstrap + waiting timeout", "1P1D", rooms_affected=len(res),
+                   detect_s=res[worst_k], bound_s=ref(worst_k), leaks=leaks,
+                   ok=all(err(k, v) <= 0.2 for k, v in res.items()) and leaks == 0,
+                   note=" ".join(f"{k}={v:.2f}s" if v is not None else f"{k}=none"
+                                 for k, v in res.items())
+                   + f" (configured {bt}/{wt}s, +-20%)", detail=res,
+                   worst_rel_err=err(worst_k, res[worst_k]), worst=worst_k)
+    finally:
+        c.crashes = c.close()
+
+
+def case_resolve_hol(topo):
+    """A decode room whose bootstrap address nobody serves must not hold back the
+    bootstrapping of the decode's other rooms (measured: time to WaitingForInput of a room
+    with a live prefill, created right after two rooms with a dead bootstrap address)."""
+    c = Cluster(topo, 1, 1, env={"PDKV_BOOTSTRAP_TIMEOUT_S": "5"})
+    try:
+        bad = [c.next_room, c.next_room + 1]
+        c.next_room += 2
+        c.decode[0][0].send(op="rooms", rooms=bad, pages=c.pages, addr=f"{topo.ip(0)}:1")
+        rooms = c.submit(1)
+        c.wait_rooms(c.ranks(), rooms, 15)
+        r = list(rooms)[0]
+        evs = [e for e in c.decode[0][0].events if e["ev"] == "state" and e["room"] == r]
+        t1 = next((e["t"] for e in evs if e["state"] == 1), None)
+        t2 = next((e["t"] for e in evs if e["state"] >= 2), None)
+        d = (t2 - t1) if t1 and t2 else None
+        ok_v, nbytes, wrong = c.verdict(rooms)
+        c.wait_rooms(c.decode[0], bad, 10)
+        leaks = c.leaks()
+        bound = 1.0
+        return row("dead bootstrap addr vs other rooms", "1P1D", rooms_affected=1,
+                   detect_s=d, bound_s=bound, bytes_verified=nbytes, wrong_bytes=wrong,
+                   leaks=leaks, ok=d is not None and d <= bound and ok_v and leaks == 0,
+                   note="detect_s = delay until the healthy room is bootstrapped")
+    finally:
+        c.crashes = c.close()
+
+
+def case_shim(topo, shim, mode, every, calls, n_p=1, n_d=1, p_tp=1, d_tp=1, rounds=3,
+              roles=("prefill", "decode")):
+    """Syscall faults in prefill and decode: every room ends (Success with verified bytes
+    or Failed with a reason) within the timeouts, never hangs, never wrong bytes; ranks
+    survive or exit cleanly."""
+    env = {"PDKV_FAULT_EVERY_N": str(every), "PDKV_FAULT_MODE": mode,
+           "PDKV_FAULT_CALLS": calls, "PDKV_FAULT_STALL_MS": "100",
+           "PDKV_FAULT_SKIP": "2000",  # let start-up and registration through
+           "PDKV_BOOTSTRAP_TIMEOUT_S": "6", "PDKV_WAITING_TIMEOUT_S": "6"}
+    name = cfg_name(n_p, n_d, p_tp, d_tp)
+    fault = f"shim {mode} every {every} ({calls})"
+    try:
+        c = Cluster(topo, n_p, n_d, p_tp, d_tp, env=env, preload=shim, preload_roles=roles)
+    except RuntimeError as e:
+        return row(fault, name, ok=False, note="ranks did not start: " + str(e)[-200:])
+    try:
+        total, succ, failed_noreason, hung, nbytes, wrong = 0, 0, 0, 0, 0, 0
+        for _ in range(rounds):
+            rooms = c.submit(2 * n_p * n_d)
+            total += len(rooms)
+            done = c.wait_rooms(c.ranks(), rooms, 30)
+            for r, (p, d) in rooms.items():
+                for rk in c.prefill[p] + c.decode[d]:
+                    if not rk.alive():
+                        continue
+                    ev = rk.states().get(r)
+                    if not ev or ev["state"] not in (FAILED, SUCCESS):
+                        hung += 1
+                    elif ev["state"] == FAILED and not ev.get("reason"):
+                        failed_noreason += 1
+                    elif ev["state"] == SUCCESS and rk.cfg["role"] == "decode":
+                        if ev.get("bytes_ok"):
+                            succ += 1
+                            nbytes += ev.get("bytes", 0)
+                        else:
+                            wrong += 1
+            if not done:
+                break
+        leaks = c.leaks(8)
+        died = sum(1 for rk in c.ranks() if not rk.alive())
+        ok = hung == 0 and wrong == 0 and failed_noreason == 0 and leaks == 0
+        return row(fault, name, rooms_affected=total, bytes_verified=nbytes, wrong_bytes=wrong,
+                   leaks=leaks, ok=ok,
+                   note=f"{succ} decode-rank rooms ok, hung {hung}, no-reason {failed_noreason}, "
+                        f"ranks exited {died}")
+    finally:
+        c.crashes = c.close()

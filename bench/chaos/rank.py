@@ -1,0 +1,151 @@
+"""One pdkv rank (bootstrap, prefill or decode) driven over stdin/stdout JSON lines.
+
+Runs anywhere the driver puts it (a network namespace via `ip netns exec`, or loopback).
+Commands on stdin: {"op": "rooms", "rooms": [...], "pages": N, "send": bool},
+{"op": "send"}, {"op": "quit"}. Events on stdout: ready, state (room, state, t =
+time.monotonic(), reason, bytes_ok), active (rooms left in the manager's tables).
+"""
+import json
+import os
+import queue
+import sys
+import threading
+import time
+
+import numpy as np
+
+SHAPE = dict(layers=2, heads=4, head_dim=64, dtype_bytes=2, page_size=16, capacity=256)
+
+
+def emit(**ev):
+    ev.setdefault("t", time.monotonic())
+    sys.stdout.write(json.dumps(ev) + "\n")
+    sys.stdout.flush()
+
+
+def pattern(room, buf, n, item, first_head, n_heads):
+    s = SHAPE
+    hb = s["head_dim"] * s["dtype_bytes"]
+    i = np.arange(n).reshape(-1, 1, 1, 1)
+    t = np.arange(s["page_size"]).reshape(1, -1, 1, 1)
+    h = np.arange(first_head, first_head + n_heads).reshape(1, 1, -1, 1)
+    x = np.arange(hb).reshape(1, 1, 1, -1)
+    return ((buf * 131 + i * 31 + t * 17 + h * 7 + x * 3 + room * 59 + 1) % 256).astype(np.uint8)
+
+
+def pages_of(room, n, side, rank):
+    """Shuffled pages of a room, disjoint from rooms with other room % (capacity // n)."""
+    rng = np.random.default_rng(rank * 2 + (1 if side == "dst" else 0))
+    k = room % (SHAPE["capacity"] // n)
+    return rng.permutation(SHAPE["capacity"])[k * n:(k + 1) * n].astype(np.int64)
+
+
+def main():
+    cfg = json.loads(sys.argv[1])
+    role = cfg["role"]
+    import pdkv
+    if role == "bootstrap":
+        srv = pdkv.BootstrapServer(cfg.get("host", "0.0.0.0"), cfg.get("port", 0))
+        emit(ev="ready", pid=os.getpid(), port=srv.port)
+        for line in sys.stdin:
+            if json.loads(line).get("op") == "quit":
+                break
+        srv.stop()
+        return
+    s = SHAPE
+    tp, rank = cfg.get("tp", 1), cfg.get("rank", 0)
+    nh = s["heads"] // tp
+    first = rank * nh
+    hb = s["head_dim"] * s["dtype_bytes"]
+    item = s["page_size"] * nh * hb
+    nbuf = 2 * s["layers"]
+    bufs = [np.zeros((s["capacity"], s["page_size"], nh, hb), np.uint8) for _ in range(nbuf)]
+    args = pdkv.KVArgs(
+        engine_rank=rank, tp_size=tp, dp_size=1, page_size=s["page_size"],
+        kv_data_ptrs=[b.ctypes.data for b in bufs], kv_data_lens=[b.nbytes for b in bufs],
+        kv_item_lens=[item] * nbuf,
+        layer_buffers=[[l, s["layers"] + l] for l in range(s["layers"])],
+        kv_head_num=nh, total_kv_head_num=s["heads"], head_dim=s["head_dim"],
+        dtype_bytes=s["dtype_bytes"], page_layout="NHD", is_mla=False)
+    addr = cfg["addr"]
+    mgr = pdkv.KVManager(args, role, addr, local_ip=cfg.get("ip"))
+    emit(ev="ready", pid=os.getpid(), ctrl=mgr.control_endpoint, eng=mgr.engine_endpoint)
+    rooms = {}  # room -> [obj, pages, last_state]
+    pending_send = []
+    quit_at = None
+    last_active = None
+    cmds = queue.Queue()
+
+    def reader():
+        for line in sys.stdin:
+            cmds.put(line)
+        cmds.put("")
+
+    threading.Thread(target=reader, daemon=True).start()
+    while True:
+        try:
+            line = cmds.get(timeout=0.005)
+        except queue.Empty:
+            line = None
+        if line is not None:
+            if not line:
+                break
+            cmd = json.loads(line)
+            op = cmd["op"]
+            if op == "quit":
+                break
+            if op == "rooms":
+                n = cmd["pages"]
+                for room in cmd["rooms"]:
+                    if role == "prefill":
+                        o = pdkv.KVSender(mgr, cmd.get("addr", addr), room)
+                        o.init(n)
+                        pg = pages_of(room, n, "src", rank)
+                        for b in range(nbuf):
+                            bufs[b][pg] = pattern(room, b, n, item, first, nh)
+                        rooms[room] = [o, pg, None, time.monotonic()]
+                        if cmd.get("send", True):
+                            o.send(pg)
+                        else:
+                            pending_send.append(room)
+                    else:
+                        o = pdkv.KVReceiver(mgr, cmd.get("addr", addr), room)
+                        o.init()
+                        pg = pages_of(room, n, "dst", rank)
+                        for b in range(nbuf):
+                            bufs[b][pg] = 0
+                        if cmd.get("metadata", True):
+                            o.send_metadata(pg)
+                        rooms[room] = [o, pg, None, time.monotonic()]
+                emit(ev="created", rooms=cmd["rooms"])
+            elif op == "send":
+                for room in pending_send:
+                    rooms[room][0].send(rooms[room][1])
+                pending_send = []
+        for room, rec in rooms.items():
+            st = int(rec[0].poll())
+            if st != rec[2]:
+                rec[2] = st
+                ev = dict(ev="state", room=room, state=st, since=time.monotonic() - rec[3])
+                if st == 0:
+                    try:
+                        rec[0].failure_exception()
+                    except Exception as e:  # KVTransferError carries the reason
+                        ev["reason"] = str(e)[:200]
+                if st == 4 and role == "decode":
+                    ok = all(np.array_equal(bufs[b][rec[1]],
+                                            pattern(room, b, len(rec[1]), item, first, nh))
+                             for b in range(nbuf))
+                    ev["bytes_ok"] = ok
+                    ev["bytes"] = int(len(rec[1]) * item * nbuf) if ok else 0
+                emit(**ev)
+        a = mgr.active_rooms()
+        if a != last_active:
+            last_active = a
+            emit(ev="active", n=a)
+    mgr.shutdown()
+    emit(ev="bye")
+
+
+if __name__ == "__main__":
+    main()
