@@ -52,13 +52,18 @@ void DecodeManager::shutdown() {
   }
   if (resolver_.joinable()) resolver_.join();
   if (timer_.joinable()) timer_.join();
-  std::vector<uint64_t> open;
-  {
-    MutexLock lock(mu_);
-    for (const auto& [room, r] : rooms_) open.push_back(room);
-  }
+  // As on the prefill: tell the prefill ranks while the channel still runs.
+  auto fail_open_rooms = [this] {
+    std::vector<uint64_t> open;
+    {
+      MutexLock lock(mu_);
+      for (const auto& [room, r] : rooms_) open.push_back(room);
+    }
+    for (uint64_t room : open) fail_room(room, "shutdown", "the decode manager shut down", true);
+  };
+  fail_open_rooms();
   if (channel_) channel_->stop();  // no handler runs after this
-  for (uint64_t room : open) fail_room(room, "shutdown", "the decode manager shut down", true);
+  fail_open_rooms();
   channel_.reset();
   engine_.reset();
 }

@@ -586,5 +586,29 @@ TEST_F(KvManagerTest, DecodeCheckingAPrefillThatDoesNotSumFailsClosed) {
       << receiver.failure().to_string();
 }
 
+// A prefill that shuts down with rooms in flight tells their decodes why, before its
+// channel closes; they do not wait for the heartbeat to notice.
+TEST_F(KvManagerTest, PrefillShutdownTellsTheDecodeOfEveryOpenRoom) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  KvManagerOptions slow_heartbeat = testing::fast_options();
+  slow_heartbeat.heartbeat_interval = milliseconds(5000);
+  auto prefill = make_prefill(pbuf, 0, slow_heartbeat);
+  auto decode = make_decode(dbuf, 0, slow_heartbeat);
+  KVSender sender(*prefill, 57);
+  ASSERT_TRUE(sender.init(2, 0).ok());
+  KVReceiver receiver(*decode, 57);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({{1, 2}, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(eventually([&] { return sender.poll() == RoomState::kWaitingForInput; }));
+  const TimePoint t0 = now();
+  prefill->shutdown();
+  ASSERT_TRUE(
+      eventually([&] { return receiver.poll() == RoomState::kFailed; }, milliseconds(3000)));
+  EXPECT_LT(now() - t0, milliseconds(3000));
+  EXPECT_NE(receiver.failure().message().find("shut down"), std::string::npos)
+      << receiver.failure().to_string();
+  EXPECT_TRUE(eventually([&] { return decode->active_rooms() == 0; }));
+}
+
 }  // namespace
 }  // namespace pdkv::kv

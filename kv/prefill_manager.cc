@@ -78,15 +78,23 @@ void PrefillManager::shutdown() {
   for (auto& w : workers_) w.join();
   workers_.clear();
   if (timer_.joinable()) timer_.join();
+  // Rooms still open fail while the channel can still tell their decodes (a shutdown
+  // right after an abort must not leave them to find out by heartbeat); a room a
+  // handler opens meanwhile fails after the channel stopped, unannounced.
+  fail_open_rooms();
   if (channel_) channel_->stop();  // no handler runs after this
+  fail_open_rooms();
+  channel_.reset();
+  engine_.reset();
+}
+
+void PrefillManager::fail_open_rooms() {
   std::vector<uint64_t> open;
   {
     MutexLock lock(mu_);
     for (const auto& [room, r] : rooms_) open.push_back(room);
   }
   for (uint64_t room : open) fail_room(room, "shutdown", "the prefill manager shut down");
-  channel_.reset();
-  engine_.reset();
 }
 
 // --- KVSender API ------------------------------------------------------------------

@@ -185,6 +185,7 @@ class PrefillManager {
   // Fails the room, notifies every non-dummy destination, and drops it from the tables.
   void fail_room(uint64_t room, const std::string& cause, const std::string& reason);
   void drop_room(uint64_t room) PDKV_REQUIRES(mu_);
+  void fail_open_rooms();  // shutdown
   void send_status(const std::string& endpoint, const proto::TransferStatus& status);
 
   void timer_loop();
