@@ -610,5 +610,113 @@ TEST_F(KvManagerTest, PrefillShutdownTellsTheDecodeOfEveryOpenRoom) {
   EXPECT_TRUE(eventually([&] { return decode->active_rooms() == 0; }));
 }
 
+// --- MLA L1.5: partial page ownership on either side (SPEC §6.7) --------------------
+
+class L15Test : public KvManagerTest {
+ protected:
+  L15Test() {
+    shape_.is_mla = true;
+    shape_.total_kv_heads = 1;
+  }
+  std::unique_ptr<PrefillManager> make_l15_prefill(RankBuffers& buffers) {
+    PrefillManagerConfig config;
+    config.args = buffers.args(0);
+    config.bootstrap_addr = kAddr;
+    config.engine = testing::loopback_engine();
+    config.options = testing::fast_options();
+    config.enable_mla_l1_5_cache = true;
+    auto m = PrefillManager::create(std::move(config), bus_.factory(), directory_);
+    EXPECT_TRUE(m.ok()) << m.status().to_string();
+    return m.ok() ? std::move(m).value() : nullptr;
+  }
+  // Whether physical page `phys` holds request page `request_page` (every buffer, token,
+  // byte), or, with `request_page` < 0, is still all zero.
+  static bool page_holds(RankBuffers& buf, int64_t request_page, int64_t phys,
+                         const ModelShape& shape) {
+    const int64_t bytes = shape.head_dim * shape.dtype_bytes;
+    for (size_t b = 0; b < buf.buffers().size(); ++b) {
+      for (int64_t t = 0; t < shape.page_size; ++t) {
+        for (int64_t x = 0; x < bytes; ++x) {
+          const uint8_t want =
+              request_page < 0 ? 0 : RankBuffers::pattern_value(b, request_page, t, 0, x);
+          if (buf.at(b, phys, t, 0, x) != want) return false;
+        }
+      }
+    }
+    return true;
+  }
+  void run(PrefillManager& prefill, DecodeManager& decode, uint64_t room,
+           const std::vector<int64_t>& src, std::optional<ChunkOwnership> src_own,
+           const std::vector<int64_t>& dst, std::optional<RequestOwnership> dst_own) {
+    KVSender sender(prefill, room);
+    ASSERT_TRUE(sender.init(static_cast<int64_t>(src.size()), 0).ok());
+    KVReceiver receiver(decode, room);
+    ASSERT_TRUE(receiver.init().ok());
+    ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::move(dst_own)}).ok());
+    ASSERT_TRUE(sender.send(src, {}, std::move(src_own)).ok());
+    ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }))
+        << receiver.failure().to_string();
+    EXPECT_TRUE(
+        eventually([&] { return prefill.active_rooms() == 0 && decode.active_rooms() == 0; }));
+  }
+};
+
+// Prefill owns request pages 0, 2, 3 (at its local pages 5, 6, 7); the decode holds all.
+TEST_F(L15Test, PrefillOwnsPartDecodeOwnsAll) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_l15_prefill(pbuf);
+  auto decode = make_decode(dbuf, 0);
+  pbuf.fill_request({5, 15, 6, 7});  // request page 1 is not this rank's (15: scratch)
+  const std::vector<int64_t> dst = {9, 10, 11, 12};
+  run(*prefill, *decode, 201, {1, 2, 3, 4}, ChunkOwnership{{1, 0, 1, 1}, {5, 6, 7}}, dst,
+      std::nullopt);
+  EXPECT_TRUE(page_holds(dbuf, 0, 9, shape_));
+  EXPECT_TRUE(page_holds(dbuf, -1, 10, shape_));  // not owned by the prefill: untouched
+  EXPECT_TRUE(page_holds(dbuf, 2, 11, shape_));
+  EXPECT_TRUE(page_holds(dbuf, 3, 12, shape_));
+}
+
+// The decode owns request pages 1 and 2, stored at its local pages 3 and 8.
+TEST_F(L15Test, PrefillOwnsAllDecodeOwnsPart) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_prefill(pbuf, 0);
+  auto decode = make_decode(dbuf, 0);
+  const std::vector<int64_t> src = {1, 2, 3, 4};
+  pbuf.fill_request(src);
+  run(*prefill, *decode, 202, src, std::nullopt, {9, 10, 11, 12},
+      RequestOwnership{{0, 1, 1, 0}, {3, 8}});
+  EXPECT_TRUE(page_holds(dbuf, 1, 3, shape_));
+  EXPECT_TRUE(page_holds(dbuf, 2, 8, shape_));
+  for (int64_t untouched : {9, 10, 11, 12}) EXPECT_TRUE(page_holds(dbuf, -1, untouched, shape_));
+}
+
+// Only pages both sides own move: request pages 1 and 3.
+TEST_F(L15Test, BothOwnParts) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_l15_prefill(pbuf);
+  auto decode = make_decode(dbuf, 0);
+  pbuf.fill_request({5, 6, 15, 7});  // prefill local pages of request pages 0, 1, 3
+  run(*prefill, *decode, 203, {1, 2, 3, 4}, ChunkOwnership{{1, 1, 0, 1}, {5, 6, 7}},
+      {9, 10, 11, 12}, RequestOwnership{{0, 1, 1, 1}, {2, 4, 13}});
+  EXPECT_TRUE(page_holds(dbuf, 1, 2, shape_));
+  EXPECT_TRUE(page_holds(dbuf, -1, 4, shape_));  // request page 2: the prefill lacks it
+  EXPECT_TRUE(page_holds(dbuf, 3, 13, shape_));
+}
+
+TEST_F(L15Test, AnL15PrefillChunkWithoutOwnershipFailsWithAReason) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_l15_prefill(pbuf);
+  auto decode = make_decode(dbuf, 0);
+  KVSender sender(*prefill, 204);
+  ASSERT_TRUE(sender.init(1, 0).ok());
+  KVReceiver receiver(*decode, 204);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({{3}, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(sender.send(std::vector<int64_t>{1}).ok());
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
+  EXPECT_NE(receiver.failure().message().find("page ownership"), std::string::npos)
+      << receiver.failure().to_string();
+}
+
 }  // namespace
 }  // namespace pdkv::kv
