@@ -17,7 +17,8 @@ from presets import PRESETS  # noqa: E402
 
 # Per case: model, tokens, page, prefill TP, decode TP, concurrency, rounds.
 CASE_DEFAULTS = {
-    "latency": ("llama3-8b", 16, 16, 1, 1, "1", 200),
+    # One page of one token: 64 x 2 KiB blocks, so latency is not dominated by bandwidth.
+    "latency": ("llama3-8b", 1, 1, 1, 1, "1", 200),
     # 1024 concurrent requests of llama3-8b x 16 tokens = 2 MiB each, 2 GiB per round on each
     # side: 4 k tokens each would be 0.5 TB, far above the machine's 24 GiB.
     "scale": ("llama3-8b", 16, 16, 4, 2, "1024", 10),
