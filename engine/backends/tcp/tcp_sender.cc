@@ -118,6 +118,10 @@ void StreamSender::fail_all(const Status& status) {
     const bool idle = awaiting_.empty() && sending_.empty() && queued.empty();
     if (idle && status.code() == StatusCode::kAborted) {
       PDKV_LOG_DEBUG("tcp stream to {} closed", endpoint_);
+    } else if (idle) {
+      // Nothing in flight: a peer that went away between transfers (a decode shutting
+      // down) loses nothing; the next transfer to it reports the error if it matters.
+      PDKV_LOG_INFO("idle tcp stream to {} ended: {}", endpoint_, status.to_string());
     } else {
       PDKV_LOG_WARN("tcp stream to {} failed: {}", endpoint_, status.to_string());
     }
