@@ -401,7 +401,7 @@ def case_shim(topo, shim, mode, every, calls, n_p=1, n_d=1, p_tp=1, d_tp=1, roun
     survive or exit cleanly."""
     env = {"PDKV_FAULT_EVERY_N": str(every), "PDKV_FAULT_MODE": mode,
            "PDKV_FAULT_CALLS": calls, "PDKV_FAULT_STALL_MS": "100",
-           "PDKV_FAULT_SKIP": "2000",  # let start-up and registration through
+           "PDKV_FAULT_SKIP": "0" if calls == "connect" else "10",  # let start-up and registration through
            "PDKV_BOOTSTRAP_TIMEOUT_S": "6", "PDKV_WAITING_TIMEOUT_S": "6"}
     name = cfg_name(n_p, n_d, p_tp, d_tp)
     fault = f"shim {mode} every {every} ({calls})"
@@ -411,6 +411,7 @@ def case_shim(topo, shim, mode, every, calls, n_p=1, n_d=1, p_tp=1, d_tp=1, roun
         return row(fault, name, ok=False, note="ranks did not start: " + str(e)[-200:])
     try:
         total, succ, failed_noreason, hung, nbytes, wrong = 0, 0, 0, 0, 0, 0
+        why = ""
         for _ in range(rounds):
             rooms = c.submit(2 * n_p * n_d)
             total += len(rooms)
@@ -430,14 +431,26 @@ def case_shim(topo, shim, mode, every, calls, n_p=1, n_d=1, p_tp=1, d_tp=1, roun
                             nbytes += ev.get("bytes", 0)
                         else:
                             wrong += 1
+            why = why or (reasons(c, rooms) if not c.verdict(rooms)[0] else "")
             if not done:
                 break
         leaks = c.leaks(8)
         died = sum(1 for rk in c.ranks() if not rk.alive())
         ok = hung == 0 and wrong == 0 and failed_noreason == 0 and leaks == 0
-        return row(fault, name, rooms_affected=total, bytes_verified=nbytes, wrong_bytes=wrong,
-                   leaks=leaks, ok=ok,
-                   note=f"{succ} decode-rank rooms ok, hung {hung}, no-reason {failed_noreason}, "
-                        f"ranks exited {died}")
-    finally:
+        ranks = c.ranks()
         c.crashes = c.close()
+        time.sleep(0.2)
+        injected = 0
+        for rk in ranks:
+            for line in rk.err:
+                if line.startswith("pdkv_fault_shim: injected"):
+                    injected += int(line.split()[2])
+        return row(fault, name, rooms_affected=total, bytes_verified=nbytes, wrong_bytes=wrong,
+                   leaks=leaks, ok=ok and injected > 0, injected=injected,
+                   note=f"{injected} faults injected; {succ} decode-rank rooms ok, hung {hung}, "
+                        f"failed without reason {failed_noreason}, ranks exited {died}"
+                        + ("" if injected else "; NO FAULT INJECTED")
+                        + (f"; first failure: {why[:160]}" if why else ""))
+    finally:
+        if not c.crashes:
+            c.crashes = c.close()

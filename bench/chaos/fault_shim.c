@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -23,7 +24,7 @@ enum { C_SEND, C_SENDMSG, C_RECV, C_RECVMSG, C_CONNECT, C_WRITE, C_READ, C_N };
 static const char *kNames[C_N] = {"send", "sendmsg", "recv", "recvmsg", "connect", "write", "read"};
 static int g_init, g_every, g_mode, g_errno = ECONNRESET, g_stall_ms = 200, g_enabled[C_N];
 static long g_skip;
-static atomic_long g_count;
+static atomic_long g_count, g_injected;
 
 static void init(void) {
   if (g_init) return;
@@ -61,6 +62,7 @@ static int decide(int call, int fd) {
   if (g_every <= 0 || !g_enabled[call] || !is_sock(fd)) return 0;
   long n = atomic_fetch_add(&g_count, 1) + 1;
   if (n <= g_skip || (n - g_skip) % g_every != 0) return 0;
+  atomic_fetch_add(&g_injected, 1);
   if (g_mode == 2) {
     struct timespec ts = {g_stall_ms / 1000, (long)(g_stall_ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -143,4 +145,15 @@ int connect(int fd, const struct sockaddr *a, socklen_t l) {
   int d = decide(C_CONNECT, fd);
   if (d == 1) { errno = ECONNREFUSED; return -1; }
   return real_connect(fd, a, l);
+}
+
+/* One line on stderr at exit, so the driver knows faults were really injected. */
+__attribute__((destructor)) static void report(void) {
+  if (!g_init || g_every <= 0) return;
+  char buf[128];
+  int n = snprintf(buf, sizeof buf, "pdkv_fault_shim: injected %ld of %ld matching calls\n",
+                   atomic_load(&g_injected), atomic_load(&g_count));
+  static ssize_t (*w)(int, const void *, size_t);
+  if (!w) w = (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
+  if (n > 0 && w) w(2, buf, (size_t)n);
 }

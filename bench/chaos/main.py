@@ -39,9 +39,9 @@ def plan(short, netns, shim):
     """(needs_netns, label, fn) of every case to run."""
     c = []
     sweep = [(1, 1, 1, 1), (1, 2, 1, 1), (2, 1, 1, 1), (2, 2, 1, 1), (1, 1, 1, 2)]
-    shims = [("fail", 40, "send,sendmsg,write"), ("fail", 40, "recv,recvmsg,read"),
-             ("short", 7, "send,sendmsg,write"), ("stall", 50, "send,sendmsg,recv,recvmsg"),
-             ("fail", 1, "connect")]
+    shims = [("fail", 5, "send,sendmsg,write"), ("fail", 5, "recv,recvmsg,read"),
+             ("short", 3, "send,sendmsg,write"), ("short", 3, "recv,recvmsg,read"),
+             ("stall", 4, "send,sendmsg,recv,recvmsg"), ("fail", 2, "connect")]
     if short:
         c.append((True, "R1", lambda t: cases.case_kill_decode(t, 1, 2)))
         c.append((True, "R2", lambda t: cases.case_kill_prefill(t, 2, 1)))
@@ -51,8 +51,8 @@ def plan(short, netns, shim):
         c.append((False, "R4", lambda t: cases.case_timeouts(t, decode_unreachable=False)))
         for mode, n, calls in shims[:3]:
             c.append((False, "shim", lambda t, m=mode, n=n, k=calls:
-                      cases.case_shim(t, shim, m, n, k, rounds=2)))
-        c.append((False, "shim", lambda t: cases.case_shim(t, shim, "fail", 40, "send,sendmsg,write",
+                      cases.case_shim(t, shim, m, n, k, rounds=3)))
+        c.append((False, "shim", lambda t: cases.case_shim(t, shim, "fail", 5, "send,sendmsg,write",
                                                            1, 1, 1, 2, rounds=2)))
         return c
     for (p, d, ptp, dtp) in sweep:
