@@ -74,7 +74,7 @@ int garbage(const std::string& target) {
   send_all({good[0]});                                         // header only
   send_all({good[0], good[1].substr(0, good[1].size() / 2)});  // truncated body
   Multipart v2 = good;
-  v2[0][4] = 2;  // another protocol version
+  v2[0][4] = static_cast<char>(kProtocolVersion + 7);  // another protocol version
   send_all(v2);
   Multipart forged = good;  // header and body agree, body lies about an array count
   encode_fixed<uint32_t>(forged[1].data() + 8 + 1 + 4 + 4 + 8, 0x7fffffff);
