@@ -31,7 +31,7 @@ Status DecodeManager::start(const ControlChannelFactory& channels) {
                                            [this](proto::Message m) { on_message(std::move(m)); }));
   identity_ =
       make_rank_identity(proto::Role::kDecode, a, channel_->endpoint(), engine_->endpoint());
-  resolver_ = std::thread([this] { resolver_loop(); });
+  for (int i = 0; i < kResolverThreads; ++i) resolvers_.emplace_back([this] { resolver_loop(); });
   timer_ = std::thread([this] { timer_loop(); });
   PDKV_LOG_INFO("decode rank {} ready: control {} engine {}", a.engine_rank, channel_->endpoint(),
                 engine_->endpoint());
@@ -50,7 +50,8 @@ void DecodeManager::shutdown() {
     MutexLock lock(timer_mu_);
     timer_wake_.notify_all();
   }
-  if (resolver_.joinable()) resolver_.join();
+  for (std::thread& t : resolvers_) t.join();
+  resolvers_.clear();
   if (timer_.joinable()) timer_.join();
   // As on the prefill: tell the prefill ranks while the channel still runs.
   auto fail_open_rooms = [this] {

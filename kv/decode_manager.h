@@ -12,7 +12,7 @@
 // the waiting timeout each fail the room with a reason, and the other prefill ranks of the
 // room are told (Abort) so they stop. A room that ended leaves every table.
 //
-// Threads it owns: the control channel's receive thread (handlers), a resolver thread
+// Threads it owns: the control channel's receive thread (handlers), resolver threads
 // (bootstrap lookups: the only place that blocks on HTTP), and a timer thread (deadlines,
 // pings). Public methods are thread-safe and never block on the network.
 #pragma once
@@ -196,7 +196,10 @@ class DecodeManager {
   std::deque<uint64_t> resolve_queue_ PDKV_GUARDED_BY(mu_);
   CondVar resolve_wake_;
 
-  std::thread resolver_;
+  // Several, so one unreachable bootstrap address (each lookup blocks until its
+  // deadline) does not hold up the rooms of healthy ones (found by the chaos suite).
+  static constexpr int kResolverThreads = 4;
+  std::vector<std::thread> resolvers_;
   std::thread timer_;
   Mutex timer_mu_;
   CondVar timer_wake_;
