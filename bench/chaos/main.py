@@ -48,7 +48,8 @@ def plan(short, netns, shim):
         c.append((True, "R3", lambda t: cases.case_link_cut(t, "down")))
         c.append((True, "netem", lambda t: cases.case_netem_slow(t, 4)))
         c.append((True, "garbage", cases.case_garbage))
-        c.append((False, "R4", lambda t: cases.case_timeouts(t, decode_unreachable=False)))
+        c.append((False, "R4", cases.case_timeouts))
+        c.append((False, "hol", cases.case_resolve_hol))
         for mode, n, calls in shims[:3]:
             c.append((False, "shim", lambda t, m=mode, n=n, k=calls:
                       cases.case_shim(t, shim, m, n, k, rounds=3)))
