@@ -406,6 +406,7 @@ void DecodeManager::on_registration_result(const proto::RegistrationResult& resu
     PrefillPeer& peer = prefills_[endpoint];
     peer.incarnation = result.prefill.incarnation;
     peer.last_heard = now();
+    peer.registration_acked = true;
     if (result.accepted) return;
     peer.refused = failed_precondition(result.reason);
     for (const auto& [room, r] : rooms_) {
@@ -533,6 +534,7 @@ void DecodeManager::heartbeat() {
         ping.sender = identity_;
         ping.seq = ++peer.ping_seq;
         send(it->first, ping);
+        if (peer.registration_sent && !peer.registration_acked) send(it->first, registration());
         ++it;
         continue;
       }

@@ -145,6 +145,9 @@ class DecodeManager {
     int64_t tp_rank = 0;
     uint64_t incarnation = 0;  // from its messages; 0 = not heard yet
     bool registration_sent = false;
+    // A RegistrationResult answered it; until then each heartbeat sends it again, since a
+    // registration lost on the wire would make every pre-allocation to this rank refused.
+    bool registration_acked = false;
     Status refused;  // set if it refused our registration
     TimePoint last_heard;
     uint64_t ping_seq = 0;

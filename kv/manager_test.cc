@@ -718,5 +718,33 @@ TEST_F(L15Test, AnL15PrefillChunkWithoutOwnershipFailsWithAReason) {
       << receiver.failure().to_string();
 }
 
+// A registration lost on the wire is sent again with the heartbeat until it is answered;
+// before, every later pre-allocation to that prefill rank was refused ("never registered").
+TEST_F(KvManagerTest, ALostRegistrationIsResentAndLaterRoomsSucceed) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_prefill(pbuf, 0);
+  auto decode = make_decode(dbuf, 0);
+  bus_.set_unreachable(prefill->control_endpoint(), true);
+  KVReceiver lost(*decode, 61);  // its registration and pre-allocation are dropped
+  ASSERT_TRUE(lost.init().ok());
+  ASSERT_TRUE(lost.send_metadata({{1}, 0, {}, 0, std::nullopt}).ok());
+  std::this_thread::sleep_for(milliseconds(50));
+  bus_.set_unreachable(prefill->control_endpoint(), false);
+  std::this_thread::sleep_for(milliseconds(400));  // a few heartbeats
+  const std::vector<int64_t> src = {2, 3}, dst = {7, 9};
+  pbuf.fill_request(src);
+  KVSender sender(*prefill, 62);
+  ASSERT_TRUE(sender.init(2, 0).ok());
+  KVReceiver receiver(*decode, 62);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(sender.send(src).ok());
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }))
+      << receiver.failure().to_string();
+  EXPECT_TRUE(dbuf.holds_request(dst));
+  lost.abort("test over");
+  EXPECT_TRUE(eventually([&] { return decode->active_rooms() == 0; }));
+}
+
 }  // namespace
 }  // namespace pdkv::kv
