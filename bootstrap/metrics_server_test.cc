@@ -32,7 +32,7 @@ TEST(MetricsServerTest, ServesWhatRenderReturnsAtEachScrape) {
 }
 
 TEST(MetricsServerTest, ARenderThatThrowsIsA500AndTheServerGoesOn) {
-  bool fail = true;
+  std::atomic<bool> fail{true};  // read on the server's worker thread
   auto m = MetricsServer::start("127.0.0.1", 0, [&]() -> std::string {
     if (fail) throw std::runtime_error("snapshot failed");
     return "ok 1\n";

@@ -558,8 +558,11 @@ TEST_F(KvManagerTest, ChecksumTurnsCorruptionAfterLandingIntoAFailedRoom) {
   ASSERT_TRUE(receiver.init().ok());
   ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
   ASSERT_TRUE(sender.send(src).ok());
-  // The status waits for the first token, so the bytes are in place before it is sent.
-  ASSERT_TRUE(eventually([&] { return dbuf.holds_request(dst); }));
+  // The status waits for the first token. The prefill counts the bytes once the decode's
+  // engine acknowledged them (written); reading the decode's pages before that would race
+  // with the engine.
+  ASSERT_TRUE(eventually([&] { return prefill->metrics().bytes_written > 0; }));
+  ASSERT_TRUE(dbuf.holds_request(dst));
   dbuf.at(1, 1, 2, 0, 3) ^= 0x40;
   prefill->set_prefill_metadata(55, 12, {});
   ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
