@@ -547,6 +547,15 @@ TEST_F(KvManagerTest, ChecksumPassesHeadSlicedChunkedTransfers) {
 // A byte that changes between landing and the status (a stray writer, a transport that
 // reported success for bytes it did not deliver) fails the room instead of decoding junk.
 TEST_F(KvManagerTest, ChecksumTurnsCorruptionAfterLandingIntoAFailedRoom) {
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  // The test flips a decode byte between the engine's write and the status. The order is
+  // real (the write is acknowledged over the socket before the prefill counts the bytes)
+  // but TSan does not see that hand-off through the kernel, so it would report the flip
+  // as a race with the engine. The plain and ASan suites run it.
+  GTEST_SKIP() << "writes into engine-owned memory mid-room; see comment";
+#endif
+#endif
   RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
   auto prefill = make_prefill(pbuf, 0, checksum_options(), 0, /*wait_for_metadata=*/true);
   auto decode = make_decode(dbuf, 0, checksum_options());
