@@ -26,7 +26,9 @@ Status DecodeManager::start(const ControlChannelFactory& channels) {
   if (!config_.options.local_ip.empty()) config_.engine.host = config_.options.local_ip;
   PDKV_ASSIGN_OR_RETURN(engine_, engine::TransferEngine::create(config_.engine));
   PDKV_RETURN_IF_ERROR(register_rank_buffers(*engine_, a));
-  registered_ = sorted_regions(rank_regions(a));
+  for (const engine::Region& r : rank_regions(a)) {
+    PDKV_RETURN_IF_ERROR(registered_.add(r.addr, r.length));
+  }
   PDKV_ASSIGN_OR_RETURN(channel_, channels(config_.engine.host,
                                            [this](proto::Message m) { on_message(std::move(m)); }));
   identity_ =

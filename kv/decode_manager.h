@@ -188,7 +188,7 @@ class DecodeManager {
   std::unique_ptr<engine::TransferEngine> engine_;
   std::unique_ptr<ControlChannel> channel_;
   proto::RankIdentity identity_;
-  std::vector<MemoryRegion> registered_;  // sorted; what checksum regions must lie in
+  engine::MemoryRegistry registered_;  // this rank's buffers: where checksum regions must lie
   RoomStatusBoard board_;
   TransferMetrics metrics_;
 

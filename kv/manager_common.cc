@@ -43,11 +43,11 @@ std::string rank_metrics_text(const TransferMetrics& metrics, const std::string&
          prefix + "_active_rooms{" + labels + "} " + std::to_string(active_rooms) + "\n";
 }
 
-std::vector<MemoryRegion> rank_regions(const KvArgs& args) {
-  std::vector<MemoryRegion> regions;
+std::vector<engine::Region> rank_regions(const KvArgs& args) {
+  std::vector<engine::Region> regions;
   auto add = [&](const std::vector<uint64_t>& ptrs, const std::vector<uint64_t>& lens) {
     for (size_t i = 0; i < ptrs.size() && i < lens.size(); ++i) {
-      if (lens[i] != 0) regions.push_back(MemoryRegion{ptrs[i], lens[i]});
+      if (lens[i] != 0) regions.push_back(engine::Region{ptrs[i], lens[i]});
     }
   };
   add(args.kv_data_ptrs, args.kv_data_lens);
@@ -57,7 +57,7 @@ std::vector<MemoryRegion> rank_regions(const KvArgs& args) {
 }
 
 Status register_rank_buffers(engine::TransferEngine& engine, const KvArgs& args) {
-  for (const MemoryRegion& r : rank_regions(args)) {
+  for (const engine::Region& r : rank_regions(args)) {
     PDKV_RETURN_IF_ERROR(engine.register_memory(r.addr, r.length));
   }
   return Status();

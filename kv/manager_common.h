@@ -35,7 +35,7 @@ std::string rank_metrics_text(const TransferMetrics& metrics, const std::string&
                               int64_t engine_rank, size_t active_rooms);
 
 // Every non-empty KV, aux and state buffer of `args`, in argument order.
-std::vector<MemoryRegion> rank_regions(const KvArgs& args);
+std::vector<engine::Region> rank_regions(const KvArgs& args);
 
 // Registers every non-empty KV, aux and state buffer of `args` with the engine: on a
 // decode these are what peers may write; on a prefill, what backends with memory keys

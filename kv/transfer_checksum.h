@@ -15,14 +15,10 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/memory_registry.h"
 #include "engine/write_block.h"
 
 namespace pdkv::kv {
-
-struct MemoryRegion {
-  uint64_t addr = 0;
-  uint64_t length = 0;
-};
 
 class TransferChecksum {
  public:
@@ -38,12 +34,10 @@ class TransferChecksum {
   std::vector<uint64_t> ranges_;
 };
 
-// The registered regions sorted by address, for verify_transfer_checksum.
-std::vector<MemoryRegion> sorted_regions(std::vector<MemoryRegion> regions);
-
-// InvalidArgument if `ranges` is malformed or leaves `registered` (sorted); DataLoss
-// naming both values if the bytes there do not sum to `expected`.
+// InvalidArgument if `ranges` is malformed or leaves `registered` (the same registry check
+// the engine's receivers apply to writes); DataLoss naming both values if the bytes there
+// do not sum to `expected`.
 Status verify_transfer_checksum(uint32_t expected, std::span<const uint64_t> ranges,
-                                std::span<const MemoryRegion> registered);
+                                const engine::MemoryRegistry& registered);
 
 }  // namespace pdkv::kv

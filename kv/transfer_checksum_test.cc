@@ -17,12 +17,12 @@ uint64_t addr_of(const std::vector<uint8_t>& v, size_t offset = 0) {
 struct Copy {
   std::vector<uint8_t> src = std::vector<uint8_t>(256);
   std::vector<uint8_t> dst = std::vector<uint8_t>(256, 0);
-  std::vector<MemoryRegion> registered;
+  engine::MemoryRegistry registered;
   TransferChecksum sum;
 
   Copy() {
     for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
-    registered = sorted_regions({{addr_of(dst), dst.size()}});
+    EXPECT_TRUE(registered.add(addr_of(dst), dst.size()).ok());
   }
   // Sums then "transfers" (copies) src[s, s+n) to dst[d, d+n).
   void write(size_t s, size_t d, size_t n) {
@@ -81,11 +81,10 @@ TEST(TransferChecksumTest, ARegionOutsideRegisteredMemoryIsRefusedBeforeReading)
 
 TEST(TransferChecksumTest, RegionsAreFoundAmongManyRegistrations) {
   std::vector<std::vector<uint8_t>> bufs(5, std::vector<uint8_t>(32, 9));
-  std::vector<MemoryRegion> regs;
-  for (auto it = bufs.rbegin(); it != bufs.rend(); ++it) regs.push_back({addr_of(*it), 32});
-  regs.push_back({0x1000, 0});  // empty registrations are ignored
-  auto sorted = sorted_regions(regs);
-  ASSERT_EQ(sorted.size(), 5u);
+  engine::MemoryRegistry sorted;
+  for (auto it = bufs.rbegin(); it != bufs.rend(); ++it) {
+    ASSERT_TRUE(sorted.add(addr_of(*it), 32).ok());
+  }
   std::vector<uint64_t> ranges;
   uint32_t crc = 0;
   for (auto& b : bufs) {
