@@ -1,6 +1,13 @@
 #include "kv/failed_peer_tracker.h"
 
+#include <algorithm>
+
 namespace pdkv::kv {
+
+FailedPeerTracker::FailedPeerTracker(std::chrono::milliseconds ttl,
+                                     std::chrono::milliseconds first_cooldown)
+    : ttl_(ttl),
+      first_cooldown_(std::max(std::chrono::milliseconds(1), std::min(first_cooldown, ttl))) {}
 
 void FailedPeerTracker::mark_failed(const std::string& peer, TimePoint at) {
   if (ttl_.count() <= 0) return;
@@ -8,16 +15,31 @@ void FailedPeerTracker::mark_failed(const std::string& peer, TimePoint at) {
   Mark& mark = marks_[peer];
   mark.failed_at = at;
   ++mark.failures;
+  // Doubling, capped at the TTL; the shift is bounded so it cannot overflow.
+  auto cooldown = first_cooldown_ * (int64_t{1} << std::min(mark.failures - 1, 30));
+  mark.refused_until = at + std::min<std::chrono::milliseconds>(cooldown, ttl_);
 }
 
 bool FailedPeerTracker::is_failed(const std::string& peer, TimePoint at) {
-  if (ttl_.count() <= 0) return false;
+  return refused_for(peer, at).count() > 0;
+}
+
+std::chrono::milliseconds FailedPeerTracker::refused_for(const std::string& peer, TimePoint at) {
+  if (ttl_.count() <= 0) return std::chrono::milliseconds(0);
   MutexLock lock(mu_);
   auto it = marks_.find(peer);
-  if (it == marks_.end()) return false;
-  if (at - it->second.failed_at < ttl_) return true;
-  marks_.erase(it);
-  return false;
+  if (it == marks_.end()) return std::chrono::milliseconds(0);
+  if (at - it->second.failed_at >= ttl_) {
+    marks_.erase(it);
+    return std::chrono::milliseconds(0);
+  }
+  if (at >= it->second.refused_until) return std::chrono::milliseconds(0);  // probe allowed
+  return std::chrono::ceil<std::chrono::milliseconds>(it->second.refused_until - at);
+}
+
+void FailedPeerTracker::record_success(const std::string& peer) {
+  MutexLock lock(mu_);
+  if (!marks_.empty()) marks_.erase(peer);
 }
 
 void FailedPeerTracker::clear(const std::string& peer) {

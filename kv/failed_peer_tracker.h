@@ -1,9 +1,15 @@
-// FailedPeerTracker: which transfer destinations recently failed (SPEC §10 item 1).
+// FailedPeerTracker: which transfer destinations recently failed (SPEC §10 item 1), as a
+// circuit breaker.
 //
-// After a write to a peer fails, further transfers to it are refused for `ttl` so that
-// every room queued behind a dead decode fails at once instead of each waiting for its
-// own I/O timeout. A new buffer registration from the peer (it restarted) clears the
-// mark. ttl <= 0 disables tracking.
+// After a write to a peer fails (its retries spent), further transfers to it are refused
+// for a cooldown, so every room queued behind a dead decode fails at once instead of each
+// waiting for its own I/O timeout. The reference refused for the whole TTL (30 s) after a
+// single failure, so one transient reset failed every room to a healthy decode for 30 s
+// (found by the chaos suite). Here the first cooldown is short (`first_cooldown`, at most
+// the TTL) and doubles with each failure in a row, up to the TTL; once it has passed, the
+// next transfer is let through as a probe. A success or a new buffer registration from
+// the peer (it restarted) closes the breaker; so does a TTL without failures.
+// ttl <= 0 disables tracking.
 //
 // Thread safety: every method may be called from any thread.
 #pragma once
@@ -19,21 +25,30 @@ namespace pdkv::kv {
 
 class FailedPeerTracker {
  public:
-  explicit FailedPeerTracker(std::chrono::milliseconds ttl) : ttl_(ttl) {}
+  static constexpr std::chrono::milliseconds kDefaultFirstCooldown{1000};
+
+  explicit FailedPeerTracker(std::chrono::milliseconds ttl,
+                             std::chrono::milliseconds first_cooldown = kDefaultFirstCooldown);
 
   void mark_failed(const std::string& peer, TimePoint at = now());
-  // True while the peer's mark is younger than the TTL; an expired mark is removed.
+  // True while the peer's cooldown runs; a mark older than the TTL is removed.
   bool is_failed(const std::string& peer, TimePoint at = now());
+  // How long transfers to the peer stay refused from `at` (0 = not refused).
+  std::chrono::milliseconds refused_for(const std::string& peer, TimePoint at = now());
+  // A transfer to the peer succeeded: forget its failures.
+  void record_success(const std::string& peer);
   void clear(const std::string& peer);
-  // Failures recorded for the peer since its last clear().
+  // Failures in a row recorded for the peer since its last success or clear().
   int failure_count(const std::string& peer) const;
 
  private:
   struct Mark {
     TimePoint failed_at;
+    TimePoint refused_until;
     int failures = 0;
   };
   const std::chrono::milliseconds ttl_;
+  const std::chrono::milliseconds first_cooldown_;
   mutable Mutex mu_;
   std::unordered_map<std::string, Mark> marks_ PDKV_GUARDED_BY(mu_);
 };

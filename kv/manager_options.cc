@@ -27,6 +27,9 @@ Result<KvManagerOptions> KvManagerOptions::from_env() {
                         config::read_int("PDKV_HEARTBEAT_MAX_FAILURES", 3, 1, 100));
   PDKV_ASSIGN_OR_RETURN(double ttl_s,
                         config::read_double("PDKV_FAILED_PEER_TTL_S", 30.0, 0.0, 3600.0));
+  PDKV_ASSIGN_OR_RETURN(double cooldown_s,
+                        config::read_double("PDKV_FAILED_PEER_COOLDOWN_S", 1.0, 0.001, 3600.0));
+  PDKV_ASSIGN_OR_RETURN(int64_t attempts, config::read_int("PDKV_TRANSFER_ATTEMPTS", 3, 1, 10));
   PDKV_ASSIGN_OR_RETURN(int64_t queues, config::read_int("PDKV_TRANSFER_QUEUES", 4, 1, 64));
   PDKV_ASSIGN_OR_RETURN(bool checksum, config::read_bool("PDKV_VERIFY_CHECKSUM", false));
   PDKV_ASSIGN_OR_RETURN(std::string local_ip, config::read_string("PDKV_LOCAL_IP", ""));
@@ -37,6 +40,8 @@ Result<KvManagerOptions> KvManagerOptions::from_env() {
   o.heartbeat_interval = seconds_to_ms(heartbeat_s);
   o.heartbeat_max_failures = static_cast<int>(max_failures);
   o.failed_peer_ttl = seconds_to_ms(ttl_s);
+  o.failed_peer_first_cooldown = seconds_to_ms(cooldown_s);
+  o.transfer_attempts = static_cast<int>(attempts);
   o.transfer_queues = static_cast<int>(queues);
   o.verify_checksum = checksum;
   o.local_ip = std::move(local_ip);

@@ -20,8 +20,14 @@ struct KvManagerOptions {
   // Per-rank liveness probes and how many may go unanswered before the peer is dead.
   std::chrono::milliseconds heartbeat_interval{500};
   int heartbeat_max_failures = 3;
-  // How long a peer whose transfer failed is refused (0 = never refused).
+  // Longest refusal of a peer whose transfers keep failing (0 = never refused); the first
+  // failure refuses it for failed_peer_first_cooldown, each further one in a row twice as
+  // long (FailedPeerTracker).
   std::chrono::milliseconds failed_peer_ttl{30'000};
+  std::chrono::milliseconds failed_peer_first_cooldown{1'000};
+  // Tries of one write batch when the connection fails (reset, refused, handshake); each
+  // retry opens a new connection.
+  int transfer_attempts = 3;
   // Transfer queues on a prefill, each served by one worker thread.
   int transfer_queues = 4;
   // crc32c of every written region sent with the status and checked by the decode.

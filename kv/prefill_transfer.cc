@@ -3,6 +3,7 @@
 
 #include "common/logging.h"
 #include "kv/prefill_manager.h"
+#include "kv/transfer_retry.h"
 #include "plan/schedule.h"
 
 namespace pdkv::kv {
@@ -56,18 +57,19 @@ void PrefillManager::process_chunk(const Chunk& chunk) {
         if (!slot) slot = std::make_shared<TransferChecksum>();
         checksum = slot;
       }
-      targets.push_back(
-          ChunkDestination{key, dest, peer->second.registration.decode.session_id, checksum});
+      targets.push_back(ChunkDestination{chunk.room, key, dest,
+                                         peer->second.registration.decode.session_id, checksum});
     }
   }
   if (first_in_room) board_.advance(chunk.room, RoomState::kTransferring);
   uint64_t bytes = 0;
   for (const ChunkDestination& t : targets) {
-    if (failed_peers_.is_failed(t.engine_endpoint)) {
+    if (auto refused = failed_peers_.refused_for(t.engine_endpoint); refused.count() > 0) {
       fail_room(chunk.room, "peer_dead",
-                "decode " + t.key + " failed a transfer less than " +
-                    std::to_string(config_.options.failed_peer_ttl.count() / 1000) +
-                    " s ago; refusing to send to it");
+                "decode " + t.key + " failed its last transfer after " +
+                    std::to_string(config_.options.transfer_attempts) +
+                    " attempts; refusing to send to it for another " +
+                    std::to_string(refused.count()) + " ms");
       return;
     }
     Status sent = transfer_kv(t, chunk, bytes);
@@ -78,6 +80,7 @@ void PrefillManager::process_chunk(const Chunk& chunk) {
                     ": " + sent.to_string());
       return;
     }
+    failed_peers_.record_success(t.engine_endpoint);
   }
   {
     MutexLock lock(mu_);
@@ -163,12 +166,22 @@ Status PrefillManager::write_blocks(const ChunkDestination& dest, std::vector<pl
   }
   // Summed before sending: the bytes the forward pass wrote, which is what must arrive.
   if (dest.checksum) dest.checksum->add(writes);
-  PDKV_ASSIGN_OR_RETURN(engine::SessionId session, session_for(engine_endpoint));
-  Status written = engine_->transfer(session, writes);
-  if (!written.ok()) {
-    forget_session(engine_endpoint);
+  auto attempt = [&](int) -> Status {
+    PDKV_ASSIGN_OR_RETURN(engine::SessionId session, session_for(engine_endpoint));
+    Status written = engine_->transfer(session, writes);
+    // A failed connection is not reused: the next attempt (or room) opens a new one.
+    if (!written.ok()) forget_session(engine_endpoint);
     return written;
-  }
+  };
+  auto room_ended = [&] {
+    if (stopping_) return true;
+    auto status = board_.get(dest.room);
+    return !status || status->state == RoomState::kFailed;
+  };
+  TransferRetryPolicy policy;
+  policy.max_attempts = config_.options.transfer_attempts;
+  Status written = retry_transient(policy, attempt, room_ended);
+  if (!written.ok()) return written;
   bytes += total;
   metrics_.wrote(total, writes.size());
   return Status();
