@@ -255,6 +255,7 @@ Status DecodeManager::resolve(uint64_t room) {
         peer.tp_rank = t.route.prefill_tp_rank;
         peer.last_heard = now();
         peer.registration_sent = true;
+        peer.registration_sent_at = now();
         send(t.endpoint, registration());
       }
     }
@@ -282,9 +283,22 @@ proto::BufferRegistration DecodeManager::registration() const {
   return reg;
 }
 
-void DecodeManager::send_pre_allocations(uint64_t room, Room& r) {
+bool DecodeManager::ready_for_pre_allocation(const std::string& endpoint) const {
+  auto peer = prefills_.find(endpoint);
+  return peer != prefills_.end() && peer->second.registration_acked && peer->second.refused.ok();
+}
+
+void DecodeManager::send_pre_allocations(uint64_t room, Room& r, std::set<std::string>* skip) {
   const PreAllocationRequest& req = *r.pending;
-  for (const Target& t : r.targets) {
+  if (r.pre_sent.size() != r.targets.size()) r.pre_sent.assign(r.targets.size(), false);
+  bool all_sent = true;
+  for (size_t i = 0; i < r.targets.size(); ++i) {
+    if (r.pre_sent[i]) continue;
+    const Target& t = r.targets[i];
+    if (!ready_for_pre_allocation(t.endpoint) || (skip && skip->count(t.endpoint))) {
+      all_sent = false;
+      continue;
+    }
     proto::PreAllocation pre;
     pre.room = room;
     pre.decode = identity_;
@@ -306,18 +320,29 @@ void DecodeManager::send_pre_allocations(uint64_t room, Room& r) {
         pre.dst_l1_5 = std::move(own);
       }
     }
-    send(t.endpoint, pre);
+    if (send(t.endpoint, pre)) {
+      r.pre_sent[i] = true;
+    } else {
+      all_sent = false;
+      if (skip) skip->insert(t.endpoint);
+    }
   }
+  if (!all_sent) {
+    unsent_pre_allocations_.insert(room);
+    return;
+  }
+  unsent_pre_allocations_.erase(room);
   r.pre_allocated = true;
   r.pending.reset();  // the pages travel in the messages; nothing else needs them
 }
 
 // --- control plane -----------------------------------------------------------------
 
-void DecodeManager::send(const std::string& endpoint, const proto::Message& message) {
-  if (!channel_) return;  // start() failed before the channel existed
+bool DecodeManager::send(const std::string& endpoint, const proto::Message& message) {
+  if (!channel_) return false;  // start() failed before the channel existed
   Status sent = channel_->send(endpoint, message);
   if (!sent.ok()) PDKV_LOG_WARN("message to {} not sent: {}", endpoint, sent.to_string());
+  return sent.ok();
 }
 
 void DecodeManager::on_message(proto::Message message) {
@@ -409,7 +434,24 @@ void DecodeManager::on_registration_result(const proto::RegistrationResult& resu
     peer.incarnation = result.prefill.incarnation;
     peer.last_heard = now();
     peer.registration_acked = true;
-    if (result.accepted) return;
+    if (result.accepted) {
+      // Rooms that were waiting for this answer to send their pre-allocations.
+      std::vector<uint64_t> waiting(unsent_pre_allocations_.begin(), unsent_pre_allocations_.end());
+      for (uint64_t room : waiting) {
+        auto it = rooms_.find(room);
+        if (it == rooms_.end() || !it->second.pending) {
+          unsent_pre_allocations_.erase(room);
+          continue;
+        }
+        for (const Target& t : it->second.targets) {
+          if (t.endpoint == endpoint) {
+            send_pre_allocations(room, it->second);
+            break;
+          }
+        }
+      }
+      return;
+    }
     peer.refused = failed_precondition(result.reason);
     for (const auto& [room, r] : rooms_) {
       for (const Target& t : r.targets) {
@@ -439,6 +481,7 @@ void DecodeManager::on_pong(const proto::Pong& pong) {
     // A new process at the same endpoint: it knows nothing of our rooms or buffers.
     peer.incarnation = pong.sender.incarnation;
     peer.registration_sent = false;
+    peer.registration_acked = false;
     peer.refused = Status();
     for (const auto& [room, r] : rooms_) {
       for (const Target& t : r.targets) {
@@ -461,6 +504,7 @@ void DecodeManager::on_abort(const proto::Abort& abort) {
 
 void DecodeManager::drop_room(uint64_t room) {
   rooms_.erase(room);
+  unsent_pre_allocations_.erase(room);
   board_.erase(room);
 }
 
@@ -517,6 +561,7 @@ void DecodeManager::timer_loop() {
       auto status = board_.get(room);
       fail_room(room, "timeout", status ? status->failure_reason : "timeout", true);
     }
+    resend_unacknowledged();
     if (now() >= next_ping) {
       heartbeat();
       next_ping = now() + config_.options.heartbeat_interval;
@@ -536,7 +581,6 @@ void DecodeManager::heartbeat() {
         ping.sender = identity_;
         ping.seq = ++peer.ping_seq;
         send(it->first, ping);
-        if (peer.registration_sent && !peer.registration_acked) send(it->first, registration());
         ++it;
         continue;
       }
@@ -557,6 +601,28 @@ void DecodeManager::heartbeat() {
     fail_room(room, "peer_dead",
               "prefill " + endpoint + " stopped answering for more than " + format_seconds(bound),
               false);
+  }
+}
+
+void DecodeManager::resend_unacknowledged() {
+  MutexLock lock(mu_);
+  std::set<std::string> unreachable;
+  for (auto& [endpoint, peer] : prefills_) {
+    if (!peer.registration_sent || peer.registration_acked ||
+        now() - peer.registration_sent_at < kRegistrationRetry) {
+      continue;
+    }
+    peer.registration_sent_at = now();
+    if (!send(endpoint, registration())) unreachable.insert(endpoint);
+  }
+  std::vector<uint64_t> unsent(unsent_pre_allocations_.begin(), unsent_pre_allocations_.end());
+  for (uint64_t room : unsent) {
+    auto it = rooms_.find(room);
+    if (it == rooms_.end() || !it->second.pending) {
+      unsent_pre_allocations_.erase(room);
+      continue;
+    }
+    send_pre_allocations(room, it->second, &unreachable);
   }
 }
 

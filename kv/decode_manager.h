@@ -130,8 +130,12 @@ class DecodeManager {
     bool resolved = false;
     std::vector<Target> targets;
     uint32_t required_responses = 1;
-    std::set<int64_t> responders;                 // prefill TP ranks that reported Success
-    std::optional<PreAllocationRequest> pending;  // send_metadata before resolution
+    std::set<int64_t> responders;  // prefill TP ranks that reported Success
+    // From send_metadata until every target has its pre-allocation: a target is sent
+    // one only once its prefill rank has accepted our registration (else it would refuse
+    // it), and a send that fails (peer not connected yet) is retried by the timer.
+    std::optional<PreAllocationRequest> pending;
+    std::vector<bool> pre_sent;  // per target
     bool pre_allocated = false;
     // Aborted while its prefill ranks were still being resolved: once they are, they are
     // told (instead of sent the pre-allocation), then the room is dropped.
@@ -145,8 +149,10 @@ class DecodeManager {
     int64_t tp_rank = 0;
     uint64_t incarnation = 0;  // from its messages; 0 = not heard yet
     bool registration_sent = false;
-    // A RegistrationResult answered it; until then each heartbeat sends it again, since a
-    // registration lost on the wire would make every pre-allocation to this rank refused.
+    TimePoint registration_sent_at;
+    // A RegistrationResult answered it; until then the timer sends it again every
+    // kRegistrationRetry, since a registration lost on the wire (a reset connection, a
+    // send timing out before ZeroMQ connected) would leave this rank's rooms without it.
     bool registration_acked = false;
     Status refused;  // set if it refused our registration
     TimePoint last_heard;
@@ -172,13 +178,19 @@ class DecodeManager {
   void resolver_loop();
   Status resolve(uint64_t room);
   Result<Instance> instance_for(const std::string& addr, TimePoint deadline);
-  void send_pre_allocations(uint64_t room, Room& r) PDKV_REQUIRES(mu_);
+  // Sends the room's pre-allocations its targets are ready for; `skip` collects endpoints
+  // a send failed to this pass, so a retry pass waits for each unreachable peer only once.
+  void send_pre_allocations(uint64_t room, Room& r, std::set<std::string>* skip = nullptr)
+      PDKV_REQUIRES(mu_);
+  bool ready_for_pre_allocation(const std::string& endpoint) const PDKV_REQUIRES(mu_);
+  // Timer: registrations not answered yet, pre-allocations not sent yet.
+  void resend_unacknowledged();
   proto::BufferRegistration registration() const;
 
   void fail_room(uint64_t room, const std::string& cause, const std::string& reason,
                  bool tell_prefill);
   void drop_room(uint64_t room) PDKV_REQUIRES(mu_);
-  void send(const std::string& endpoint, const proto::Message& message);
+  bool send(const std::string& endpoint, const proto::Message& message);
 
   void timer_loop();
   void heartbeat();
@@ -197,11 +209,13 @@ class DecodeManager {
   std::unordered_map<std::string, PrefillPeer> prefills_ PDKV_GUARDED_BY(mu_);
   std::unordered_map<std::string, Instance> instances_ PDKV_GUARDED_BY(mu_);
   std::deque<uint64_t> resolve_queue_ PDKV_GUARDED_BY(mu_);
+  std::set<uint64_t> unsent_pre_allocations_ PDKV_GUARDED_BY(mu_);  // rooms
   CondVar resolve_wake_;
 
   // Several, so one unreachable bootstrap address (each lookup blocks until its
   // deadline) does not hold up the rooms of healthy ones (found by the chaos suite).
   static constexpr int kResolverThreads = 4;
+  static constexpr std::chrono::milliseconds kRegistrationRetry{200};
   std::vector<std::thread> resolvers_;
   std::thread timer_;
   Mutex timer_mu_;

@@ -730,7 +730,7 @@ TEST_F(L15Test, AnL15PrefillChunkWithoutOwnershipFailsWithAReason) {
       << receiver.failure().to_string();
 }
 
-// A registration lost on the wire is sent again with the heartbeat until it is answered;
+// A registration lost on the wire is sent again until it is answered;
 // before, every later pre-allocation to that prefill rank was refused ("never registered").
 TEST_F(KvManagerTest, ALostRegistrationIsResentAndLaterRoomsSucceed) {
   RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
@@ -756,6 +756,65 @@ TEST_F(KvManagerTest, ALostRegistrationIsResentAndLaterRoomsSucceed) {
   EXPECT_TRUE(dbuf.holds_request(dst));
   lost.abort("test over");
   EXPECT_TRUE(eventually([&] { return decode->active_rooms() == 0; }));
+}
+
+// The room whose registration (and, before, pre-allocation) is lost is not lost itself:
+// its pre-allocation waits for the prefill to accept the resent registration, then goes.
+// Before, it was sent at once, dropped, and the room failed on the waiting timeout.
+TEST_F(KvManagerTest, ARoomOpenedWhileItsRegistrationIsLostSucceedsOnceItGetsThrough) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  KvManagerOptions options = testing::fast_options();
+  options.heartbeat_interval = milliseconds(300);  // the outage must stay below liveness
+  auto prefill = make_prefill(pbuf, 0, options);
+  auto decode = make_decode(dbuf, 0, options);
+  const std::vector<int64_t> src = {4, 5, 6}, dst = {1, 8, 11};
+  pbuf.fill_request(src);
+  bus_.set_unreachable(prefill->control_endpoint(), true);
+  KVReceiver receiver(*decode, 63);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  KVSender sender(*prefill, 63);
+  ASSERT_TRUE(sender.init(3, 0).ok());
+  std::this_thread::sleep_for(milliseconds(450));  // registration sent and resent, all lost
+  EXPECT_EQ(sender.poll(), RoomState::kBootstrapping);
+  bus_.set_unreachable(prefill->control_endpoint(), false);
+  ASSERT_TRUE(eventually([&] { return sender.poll() == RoomState::kWaitingForInput; }))
+      << sender.failure().to_string();
+  ASSERT_TRUE(sender.send(src).ok());
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }))
+      << receiver.failure().to_string();
+  EXPECT_TRUE(dbuf.holds_request(dst));
+  EXPECT_TRUE(
+      eventually([&] { return decode->active_rooms() == 0 && prefill->active_rooms() == 0; }));
+}
+
+// A Success status whose send fails (the decode's socket not connected for a moment) is
+// retried by the prefill's timer; before, it was dropped and the finished room failed on
+// the decode's waiting timeout.
+TEST_F(KvManagerTest, AStatusThatCannotBeSentYetIsRetried) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  KvManagerOptions options = testing::fast_options();
+  options.heartbeat_interval = milliseconds(300);  // the outage must stay below liveness
+  auto prefill = make_prefill(pbuf, 0, options);
+  auto decode = make_decode(dbuf, 0, options);
+  const std::vector<int64_t> src = {0, 2}, dst = {5, 3};
+  pbuf.fill_request(src);
+  KVSender sender(*prefill, 64);
+  ASSERT_TRUE(sender.init(2, 0).ok());
+  KVReceiver receiver(*decode, 64);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(eventually([&] { return sender.poll() == RoomState::kWaitingForInput; }));
+  bus_.set_refusing(decode->control_endpoint(), true);
+  ASSERT_TRUE(sender.send(src).ok());
+  ASSERT_TRUE(eventually([&] { return sender.poll() == RoomState::kSuccess; }));
+  std::this_thread::sleep_for(milliseconds(250));  // a few retries, all refused
+  EXPECT_NE(receiver.poll(), RoomState::kSuccess);
+  EXPECT_NE(receiver.poll(), RoomState::kFailed) << receiver.failure().to_string();
+  bus_.set_refusing(decode->control_endpoint(), false);
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }))
+      << receiver.failure().to_string();
+  EXPECT_TRUE(dbuf.holds_request(dst));
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "kv/prefill_manager.h"
 
+#include <iterator>
+#include <set>
+
 #include "common/logging.h"
 #include "kv/destination_shard.h"
 #include "kv/manager_common.h"
@@ -9,7 +12,7 @@ PrefillManager::PrefillManager(PrefillManagerConfig config,
                                std::shared_ptr<RouteDirectory> directory)
     : config_(std::move(config)),
       directory_(std::move(directory)),
-      failed_peers_(config_.options.failed_peer_ttl) {}
+      failed_peers_(config_.options.failed_peer_ttl, config_.options.failed_peer_first_cooldown) {}
 
 Result<std::unique_ptr<PrefillManager>> PrefillManager::create(
     PrefillManagerConfig config, const ControlChannelFactory& channels,
@@ -267,9 +270,42 @@ void PrefillManager::fail_room(uint64_t room, const std::string& cause, const st
 void PrefillManager::send_status(const std::string& endpoint, const proto::TransferStatus& status) {
   if (!channel_) return;  // start() failed before the channel existed
   Status sent = channel_->send(endpoint, status);
-  if (!sent.ok()) {
-    PDKV_LOG_WARN("status of room {} to {} not sent: {}", status.room, endpoint, sent.to_string());
+  if (sent.ok() || stopping_) return;
+  PDKV_LOG_WARN("status of room {} to {} not sent, will retry: {}", status.room, endpoint,
+                sent.to_string());
+  MutexLock lock(outbox_mu_);
+  if (unsent_statuses_.size() >= kMaxUnsentStatuses) {
+    PDKV_LOG_ERROR("status of room {} to {} dropped: {} statuses already wait for a retry",
+                   unsent_statuses_.front().status.room, unsent_statuses_.front().endpoint,
+                   unsent_statuses_.size());
+    unsent_statuses_.pop_front();
   }
+  unsent_statuses_.push_back(UnsentStatus{endpoint, status, now() + kStatusRetryWindow});
+}
+
+void PrefillManager::resend_statuses() {
+  std::deque<UnsentStatus> pending;
+  {
+    MutexLock lock(outbox_mu_);
+    if (unsent_statuses_.empty()) return;
+    pending.swap(unsent_statuses_);
+  }
+  std::set<std::string> unreachable;  // one wait per unreachable peer and pass
+  std::deque<UnsentStatus> still_unsent;
+  for (UnsentStatus& u : pending) {
+    if (!unreachable.count(u.endpoint) && channel_->send(u.endpoint, u.status).ok()) continue;
+    unreachable.insert(u.endpoint);
+    if (now() < u.give_up) {
+      still_unsent.push_back(std::move(u));
+    } else {
+      PDKV_LOG_ERROR("status of room {} to {} given up after {} ms of retries", u.status.room,
+                     u.endpoint, kStatusRetryWindow.count());
+    }
+  }
+  MutexLock lock(outbox_mu_);
+  // Ahead of any queued meanwhile, in their original order.
+  unsent_statuses_.insert(unsent_statuses_.begin(), std::make_move_iterator(still_unsent.begin()),
+                          std::make_move_iterator(still_unsent.end()));
 }
 
 // --- control plane -----------------------------------------------------------------
@@ -438,6 +474,7 @@ void PrefillManager::timer_loop() {
       fail_room(room, "timeout", status ? status->failure_reason : "timeout");
     }
     ended_.purge(now());
+    resend_statuses();
     std::vector<uint64_t> orphans;
     {
       MutexLock lock(mu_);

@@ -169,6 +169,7 @@ class PrefillManager {
   // Where one chunk goes: a decode rank's plan and engine endpoint, and (checksums on)
   // the running sum of what that rank was sent.
   struct ChunkDestination {
+    uint64_t room = 0;
     std::string key;
     std::shared_ptr<const DestinationPlan> plan;
     std::string engine_endpoint;
@@ -186,7 +187,11 @@ class PrefillManager {
   void fail_room(uint64_t room, const std::string& cause, const std::string& reason);
   void drop_room(uint64_t room) PDKV_REQUIRES(mu_);
   void fail_open_rooms();  // shutdown
+  // A status whose send fails (the decode's socket not connected, a reset) is kept and
+  // retried by the timer for up to kStatusRetryWindow: a lost Success would otherwise
+  // fail a finished room on the decode's waiting timeout.
   void send_status(const std::string& endpoint, const proto::TransferStatus& status);
+  void resend_statuses();
 
   void timer_loop();
   void check_liveness();
@@ -214,6 +219,16 @@ class PrefillManager {
   std::vector<std::unique_ptr<Queue>> queues_;
   std::vector<std::thread> workers_;
   std::thread timer_;
+  struct UnsentStatus {
+    std::string endpoint;
+    proto::TransferStatus status;
+    TimePoint give_up;
+  };
+  static constexpr std::chrono::milliseconds kStatusRetryWindow{5000};
+  static constexpr size_t kMaxUnsentStatuses = 4096;
+  Mutex outbox_mu_;
+  std::deque<UnsentStatus> unsent_statuses_ PDKV_GUARDED_BY(outbox_mu_);
+
   Mutex timer_mu_;
   CondVar timer_wake_;
   std::atomic<bool> stopping_{false};

@@ -28,6 +28,10 @@ class InProcessBus::Channel : public ControlChannel {
     proto::Multipart frames = proto::encode_message(message);
     MutexLock lock(bus_.mu_);
     if (bus_.unreachable_[peer]) return Status();  // lost on the way, as on a dead link
+    if (bus_.refusing_[peer]) {
+      // As ZeroMQ answers a send to a peer it is not connected to (ZMQ_IMMEDIATE).
+      return unavailable("in-process bus: " + peer + " is not connected");
+    }
     auto it = bus_.channels_.find(peer);
     if (it == bus_.channels_.end()) return Status();  // ZeroMQ would queue, then drop
     it->second->deliver(std::move(frames));
@@ -85,6 +89,11 @@ ControlChannelFactory InProcessBus::factory() {
 void InProcessBus::set_unreachable(const std::string& endpoint, bool unreachable) {
   MutexLock lock(mu_);
   unreachable_[endpoint] = unreachable;
+}
+
+void InProcessBus::set_refusing(const std::string& endpoint, bool refusing) {
+  MutexLock lock(mu_);
+  refusing_[endpoint] = refusing;
 }
 
 Status MemoryDirectory::register_prefill_rank(const std::string& addr, const PrefillRankInfo& info,

@@ -21,6 +21,8 @@ class InProcessBus {
   ControlChannelFactory factory();
   // Drops every message to `endpoint` from now on (a dead peer), or stops dropping.
   void set_unreachable(const std::string& endpoint, bool unreachable);
+  // Sends to `endpoint` fail with kUnavailable (not connected) from now on, or stop failing.
+  void set_refusing(const std::string& endpoint, bool refusing);
 
  private:
   class Channel;
@@ -28,6 +30,7 @@ class InProcessBus {
   Mutex mu_;
   std::map<std::string, Channel*> channels_ PDKV_GUARDED_BY(mu_);
   std::map<std::string, bool> unreachable_ PDKV_GUARDED_BY(mu_);
+  std::map<std::string, bool> refusing_ PDKV_GUARDED_BY(mu_);
   int next_id_ PDKV_GUARDED_BY(mu_) = 0;
 };
 
