@@ -97,9 +97,18 @@ class TcpBackend final : public Backend {
     std::vector<std::unique_ptr<StreamSender>> streams;
     streams.reserve(static_cast<size_t>(options_.tcp.streams));
     for (int i = 0; i < options_.tcp.streams; ++i) {
-      PDKV_ASSIGN_OR_RETURN(auto s,
-                            StreamSender::connect(endpoint, static_cast<uint32_t>(i), options_));
-      streams.push_back(std::move(s));
+      auto s = StreamSender::connect(endpoint, static_cast<uint32_t>(streams.size()), options_);
+      if (s.ok()) {
+        streams.push_back(std::move(s).value());
+        continue;
+      }
+      // The first stream failing says the peer is unreachable: report it (the caller
+      // retries). A later one failing (a reset, a full backlog) costs parallelism only: the
+      // streams already up carry the session, rather than failing it.
+      if (streams.empty()) return s.status();
+      PDKV_LOG_WARN("tcp session to {} runs on {} of {} streams: {}", endpoint, streams.size(),
+                    options_.tcp.streams, s.status().to_string());
+      break;
     }
     return std::unique_ptr<BackendPeer>(new TcpPeer(endpoint, std::move(streams)));
   }
