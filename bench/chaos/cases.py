@@ -395,27 +395,38 @@ def case_resolve_hol(topo):
 
 
 def case_shim(topo, shim, mode, every, calls, n_p=1, n_d=1, p_tp=1, d_tp=1, rounds=3,
-              roles=("prefill", "decode")):
+              roles=("prefill", "decode"), max_faults=0):
     """Syscall faults in prefill and decode: every room ends (Success with verified bytes
     or Failed with a reason) within the timeouts, never hangs, never wrong bytes; ranks
-    survive or exit cleanly."""
+    survive or exit cleanly. With max_faults, the faults are a transient burst (each
+    process injects at most that many): every room of the last round, submitted once the
+    burst and the prefill's refusal cooldowns are over, must succeed, i.e. the managers
+    heal instead of refusing the peer for the 30 s TTL."""
     env = {"PDKV_FAULT_EVERY_N": str(every), "PDKV_FAULT_MODE": mode,
            "PDKV_FAULT_CALLS": calls, "PDKV_FAULT_STALL_MS": "100",
            "PDKV_FAULT_SKIP": "0" if calls == "connect" else "10",  # let start-up and registration through
+           "PDKV_FAULT_MAX": str(max_faults),
            "PDKV_BOOTSTRAP_TIMEOUT_S": "6", "PDKV_WAITING_TIMEOUT_S": "6"}
     name = cfg_name(n_p, n_d, p_tp, d_tp)
-    fault = f"shim {mode} every {every} ({calls})"
+    fault = f"shim {mode} every {every} ({calls})" + (f", burst of {max_faults}" if max_faults else "")
     try:
         c = Cluster(topo, n_p, n_d, p_tp, d_tp, env=env, preload=shim, preload_roles=roles)
     except RuntimeError as e:
         return row(fault, name, ok=False, note="ranks did not start: " + str(e)[-200:])
     try:
         total, succ, failed_noreason, hung, nbytes, wrong = 0, 0, 0, 0, 0, 0
+        per_round = []  # (decode-rank rooms, of them succeeded)
         why = ""
-        for _ in range(rounds):
+        for rnd in range(rounds):
+            if max_faults and rnd:
+                # The prefill refuses a failed peer for 1 s, 2 s after a second failure in
+                # a row (PDKV_FAILED_PEER_COOLDOWN_S); the last round comes after both.
+                time.sleep(2.5 if rnd == rounds - 1 else 1.2)
             rooms = c.submit(2 * n_p * n_d)
             total += len(rooms)
             done = c.wait_rooms(c.ranks(), rooms, 30)
+            succ_before = succ
+            expected = sum(len(c.decode[d]) for (_, d) in rooms.values())
             for r, (p, d) in rooms.items():
                 for rk in c.prefill[p] + c.decode[d]:
                     if not rk.alive():
@@ -431,12 +442,16 @@ def case_shim(topo, shim, mode, every, calls, n_p=1, n_d=1, p_tp=1, d_tp=1, roun
                             nbytes += ev.get("bytes", 0)
                         else:
                             wrong += 1
+            per_round.append((expected, succ - succ_before))
             why = why or (reasons(c, rooms) if not c.verdict(rooms)[0] else "")
             if not done:
                 break
         leaks = c.leaks(8)
         died = sum(1 for rk in c.ranks() if not rk.alive())
         ok = hung == 0 and wrong == 0 and failed_noreason == 0 and leaks == 0
+        healed = len(per_round) == rounds and per_round[-1][0] == per_round[-1][1]
+        if max_faults:
+            ok = ok and healed
         ranks = c.ranks()
         c.crashes = c.close()
         time.sleep(0.2)
@@ -447,7 +462,9 @@ def case_shim(topo, shim, mode, every, calls, n_p=1, n_d=1, p_tp=1, d_tp=1, roun
                     injected += int(line.split()[2])
         return row(fault, name, rooms_affected=total, bytes_verified=nbytes, wrong_bytes=wrong,
                    leaks=leaks, ok=ok and injected > 0, injected=injected,
-                   note=f"{injected} faults injected; {succ} decode-rank rooms ok, hung {hung}, "
+                   succeeded=succ, expected=sum(e for e, _ in per_round),
+                   note=f"{injected} faults injected; {succ} decode-rank rooms ok "
+                        f"(per round {' '.join(f'{s}/{e}' for e, s in per_round)}), hung {hung}, "
                         f"failed without reason {failed_noreason}, ranks exited {died}"
                         + ("" if injected else "; NO FAULT INJECTED")
                         + (f"; first failure: {why[:160]}" if why else ""))

@@ -1,12 +1,19 @@
 /* LD_PRELOAD fault shim for the chaos suite: makes every N-th socket call fail,
  * short-write or stall. Only calls on sockets are touched (fstat S_ISSOCK).
  *   PDKV_FAULT_EVERY_N   inject on every N-th matching call (0 or unset = off)
- *   PDKV_FAULT_MODE      fail | short | stall (default fail)
+ *   PDKV_FAULT_MODE      fail | short | stall (default fail). fail on send/recv really
+ *                        breaks the connection (shutdown(SHUT_RDWR), then the error),
+ *                        as a reset does: an error the kernel socket does not share
+ *                        would be a fault no real network makes (ZeroMQ, for one,
+ *                        stops writing after a send error and waits for the read side
+ *                        to see the connection die, so a faked error black-holes it)
  *   PDKV_FAULT_ERRNO     EIO | ECONNRESET (default ECONNRESET) for mode fail
  *   PDKV_FAULT_STALL_MS  sleep before the call in mode stall (default 200)
  *   PDKV_FAULT_CALLS     comma list of send,sendmsg,recv,recvmsg,connect,write,read
  *                        (default all)
  *   PDKV_FAULT_SKIP      let this many matching calls through first (default 0)
+ *   PDKV_FAULT_MAX       stop after injecting this many faults (0 = never stop): a
+ *                        transient burst, after which the process must heal
  * Build: cc -shared -fPIC -O2 -o libpdkv_fault_shim.so fault_shim.c -ldl */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -23,7 +30,7 @@
 enum { C_SEND, C_SENDMSG, C_RECV, C_RECVMSG, C_CONNECT, C_WRITE, C_READ, C_N };
 static const char *kNames[C_N] = {"send", "sendmsg", "recv", "recvmsg", "connect", "write", "read"};
 static int g_init, g_every, g_mode, g_errno = ECONNRESET, g_stall_ms = 200, g_enabled[C_N];
-static long g_skip;
+static long g_skip, g_max;
 static atomic_long g_count, g_injected;
 
 static void init(void) {
@@ -38,6 +45,8 @@ static void init(void) {
   if (s) g_stall_ms = atoi(s);
   const char *k = getenv("PDKV_FAULT_SKIP");
   g_skip = k ? atol(k) : 0;
+  const char *mx = getenv("PDKV_FAULT_MAX");
+  g_max = mx ? atol(mx) : 0;
   const char *c = getenv("PDKV_FAULT_CALLS");
   for (int i = 0; i < C_N; ++i) {
     if (!c || !*c) { g_enabled[i] = 1; continue; }
@@ -62,13 +71,23 @@ static int decide(int call, int fd) {
   if (g_every <= 0 || !g_enabled[call] || !is_sock(fd)) return 0;
   long n = atomic_fetch_add(&g_count, 1) + 1;
   if (n <= g_skip || (n - g_skip) % g_every != 0) return 0;
-  atomic_fetch_add(&g_injected, 1);
+  if (atomic_fetch_add(&g_injected, 1) >= g_max && g_max > 0) {
+    atomic_fetch_sub(&g_injected, 1);
+    return 0;
+  }
   if (g_mode == 2) {
     struct timespec ts = {g_stall_ms / 1000, (long)(g_stall_ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
     return 3;
   }
   return g_mode == 0 ? 1 : 2;
+}
+
+/* Injected failure of a data call: the connection dies for both sides, as on a reset. */
+static int broken(int fd) {
+  shutdown(fd, SHUT_RDWR);
+  errno = g_errno;
+  return -1;
 }
 
 #define REAL(name, ret, ...)                                   \
@@ -78,7 +97,7 @@ static int decide(int call, int fd) {
 ssize_t send(int fd, const void *b, size_t n, int fl) {
   REAL(send, ssize_t, int, const void *, size_t, int);
   int d = decide(C_SEND, fd);
-  if (d == 1) { errno = g_errno; return -1; }
+  if (d == 1) return broken(fd);
   if (d == 2 && n > 1) n = n / 2;
   return real_send(fd, b, n, fl);
 }
@@ -86,7 +105,7 @@ ssize_t send(int fd, const void *b, size_t n, int fl) {
 ssize_t write(int fd, const void *b, size_t n) {
   REAL(write, ssize_t, int, const void *, size_t);
   int d = decide(C_WRITE, fd);
-  if (d == 1) { errno = g_errno; return -1; }
+  if (d == 1) return broken(fd);
   if (d == 2 && n > 1) n = n / 2;
   return real_write(fd, b, n);
 }
@@ -94,7 +113,7 @@ ssize_t write(int fd, const void *b, size_t n) {
 ssize_t sendmsg(int fd, const struct msghdr *m, int fl) {
   REAL(sendmsg, ssize_t, int, const struct msghdr *, int);
   int d = decide(C_SENDMSG, fd);
-  if (d == 1) { errno = g_errno; return -1; }
+  if (d == 1) return broken(fd);
   if (d == 2 && m->msg_iovlen > 0) {
     /* short: send only the first half of the first iovec */
     struct msghdr c = *m;
@@ -110,7 +129,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int fl) {
 ssize_t recv(int fd, void *b, size_t n, int fl) {
   REAL(recv, ssize_t, int, void *, size_t, int);
   int d = decide(C_RECV, fd);
-  if (d == 1) { errno = g_errno; return -1; }
+  if (d == 1) return broken(fd);
   if (d == 2 && n > 1) n = n / 2;
   return real_recv(fd, b, n, fl);
 }
@@ -118,7 +137,7 @@ ssize_t recv(int fd, void *b, size_t n, int fl) {
 ssize_t read(int fd, void *b, size_t n) {
   REAL(read, ssize_t, int, void *, size_t);
   int d = decide(C_READ, fd);
-  if (d == 1) { errno = g_errno; return -1; }
+  if (d == 1) return broken(fd);
   if (d == 2 && n > 1) n = n / 2;
   return real_read(fd, b, n);
 }
@@ -126,7 +145,7 @@ ssize_t read(int fd, void *b, size_t n) {
 ssize_t recvmsg(int fd, struct msghdr *m, int fl) {
   REAL(recvmsg, ssize_t, int, struct msghdr *, int);
   int d = decide(C_RECVMSG, fd);
-  if (d == 1) { errno = g_errno; return -1; }
+  if (d == 1) return broken(fd);
   if (d == 2 && m->msg_iovlen > 0 && m->msg_iov[0].iov_len > 1) {
     size_t keep = m->msg_iov[0].iov_len;
     size_t cnt = m->msg_iovlen;

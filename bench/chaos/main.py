@@ -42,6 +42,9 @@ def plan(short, netns, shim):
     shims = [("fail", 5, "send,sendmsg,write"), ("fail", 5, "recv,recvmsg,read"),
              ("short", 3, "send,sendmsg,write"), ("short", 3, "recv,recvmsg,read"),
              ("stall", 4, "send,sendmsg,recv,recvmsg"), ("fail", 2, "connect")]
+    # Transient: a few faults per process, then none; later rounds must all succeed.
+    bursts = [("fail", 5, "send,sendmsg,write"), ("fail", 5, "recv,recvmsg,read"),
+              ("fail", 1, "connect")]
     if short:
         c.append((True, "R1", lambda t: cases.case_kill_decode(t, 1, 2)))
         c.append((True, "R2", lambda t: cases.case_kill_prefill(t, 2, 1)))
@@ -55,6 +58,9 @@ def plan(short, netns, shim):
                       cases.case_shim(t, shim, m, n, k, rounds=3)))
         c.append((False, "shim", lambda t: cases.case_shim(t, shim, "fail", 5, "send,sendmsg,write",
                                                            1, 1, 1, 2, rounds=2)))
+        for mode, n, calls in bursts:
+            c.append((False, "shim-burst", lambda t, m=mode, n=n, k=calls: cases.case_shim(
+                t, shim, m, n, k, 1, 2, 1, 1, rounds=3, max_faults=3)))
         return c
     for (p, d, ptp, dtp) in sweep:
         if d >= 2 or True:
@@ -72,6 +78,9 @@ def plan(short, netns, shim):
         for mode, n, calls in shims:
             c.append((False, "shim", lambda t, m=mode, n=n, k=calls, a=(p, d, ptp, dtp):
                       cases.case_shim(t, shim, m, n, k, *a)))
+        for mode, n, calls in bursts:
+            c.append((False, "shim-burst", lambda t, m=mode, n=n, k=calls, a=(p, d, ptp, dtp):
+                      cases.case_shim(t, shim, m, n, k, *a, max_faults=3)))
     return c
 
 
