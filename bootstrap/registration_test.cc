@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "bootstrap/route_table.h"
 #include "bootstrap/test_util.h"
 
 namespace pdkv::bootstrap {
@@ -110,6 +111,21 @@ TEST(RegistrationTest, ParallelInfoRoundTrips) {
   auto back = parse_parallel_info("{" + layout_to_json_fields(l) + "}");
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_EQ(*back, l);
+}
+
+// Prefill ranks register again every few seconds (a restarted server starts empty): an
+// identical registration is not a change, a moved rank is.
+TEST(RouteTableTest, RepeatedRegistrationIsNotAChange) {
+  RouteTable table;
+  PrefillRegistration reg = sample_registration(1);
+  bool changed = false;
+  ASSERT_TRUE(table.register_rank(reg, &changed).ok());
+  EXPECT_TRUE(changed);
+  ASSERT_TRUE(table.register_rank(reg, &changed).ok());
+  EXPECT_FALSE(changed);
+  reg.rank_port += 1;
+  ASSERT_TRUE(table.register_rank(reg, &changed).ok());
+  EXPECT_TRUE(changed);
 }
 
 }  // namespace

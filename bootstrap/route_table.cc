@@ -4,7 +4,7 @@
 
 namespace pdkv::bootstrap {
 
-Status RouteTable::register_rank(const PrefillRegistration& reg) {
+Status RouteTable::register_rank(const PrefillRegistration& reg, bool* changed) {
   const InstanceLayout& l = reg.layout;
   int64_t p = l.tp_size_per_dp();
   std::pair<int64_t, int64_t> key{reg.engine_rank / p, reg.engine_rank % p};
@@ -21,9 +21,14 @@ Status RouteTable::register_rank(const PrefillRegistration& reg) {
           field, reg.engine_rank, ranks_.size() - (ranks_.count(key) ? 1 : 0)));
     }
   }
+  RankEndpoint endpoint{reg.engine_rank, key.second, reg.rank_ip, reg.rank_port};
+  if (changed) {
+    auto it = ranks_.find(key);
+    *changed = !(layout_ && *layout_ == l && it != ranks_.end() && it->second == endpoint);
+  }
   if (!others) ranks_.clear();  // a lone rank's old key may differ under a new layout
   layout_ = l;
-  ranks_[key] = RankEndpoint{reg.engine_rank, key.second, reg.rank_ip, reg.rank_port};
+  ranks_[key] = std::move(endpoint);
   return Status();
 }
 

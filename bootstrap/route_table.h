@@ -32,7 +32,9 @@ struct RankEndpoint {
 class RouteTable {
  public:
   // OK, or kFailedPrecondition when the layout conflicts with another registered rank.
-  Status register_rank(const PrefillRegistration& reg) PDKV_EXCLUDES(mu_);
+  // `changed` (optional) tells whether the table differs afterwards: prefill ranks
+  // register again periodically, and only a change is worth logging.
+  Status register_rank(const PrefillRegistration& reg, bool* changed = nullptr) PDKV_EXCLUDES(mu_);
   // kNotFound if (dp_group, tp_rank) is not registered.
   Status remove(int64_t dp_group, int64_t tp_rank) PDKV_EXCLUDES(mu_);
 

@@ -111,13 +111,16 @@ void BootstrapServer::install_routes(httplib::Server& h) {
           std::string field;
           auto reg = parse_registration(req.body, &field);
           if (!reg.ok()) return reply_error(res, 400, field, reg.status().message());
-          Status st = table_.register_rank(*reg);
+          bool changed = true;
+          Status st = table_.register_rank(*reg, &changed);
           if (!st.ok()) {
             PDKV_LOG_WARN("bootstrap: refused engine_rank {}: {}", reg->engine_rank, st.message());
             return reply_error(res, http_status_of(st), "", st.message());
           }
-          PDKV_LOG_INFO("bootstrap: registered engine_rank {} at {}:{}", reg->engine_rank,
-                        reg->rank_ip, reg->rank_port);
+          if (changed) {
+            PDKV_LOG_INFO("bootstrap: registered engine_rank {} at {}:{}", reg->engine_rank,
+                          reg->rank_ip, reg->rank_port);
+          }
           res.set_content("OK", "text/plain");
         }));
   h.Get("/route",

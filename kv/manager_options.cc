@@ -30,6 +30,8 @@ Result<KvManagerOptions> KvManagerOptions::from_env() {
   PDKV_ASSIGN_OR_RETURN(double cooldown_s,
                         config::read_double("PDKV_FAILED_PEER_COOLDOWN_S", 1.0, 0.001, 3600.0));
   PDKV_ASSIGN_OR_RETURN(int64_t attempts, config::read_int("PDKV_TRANSFER_ATTEMPTS", 3, 1, 10));
+  PDKV_ASSIGN_OR_RETURN(double refresh_s,
+                        config::read_double("PDKV_BOOTSTRAP_REFRESH_S", 2.0, 0.0, 3600.0));
   PDKV_ASSIGN_OR_RETURN(int64_t queues, config::read_int("PDKV_TRANSFER_QUEUES", 4, 1, 64));
   PDKV_ASSIGN_OR_RETURN(bool checksum, config::read_bool("PDKV_VERIFY_CHECKSUM", false));
   PDKV_ASSIGN_OR_RETURN(std::string local_ip, config::read_string("PDKV_LOCAL_IP", ""));
@@ -42,6 +44,7 @@ Result<KvManagerOptions> KvManagerOptions::from_env() {
   o.failed_peer_ttl = seconds_to_ms(ttl_s);
   o.failed_peer_first_cooldown = seconds_to_ms(cooldown_s);
   o.transfer_attempts = static_cast<int>(attempts);
+  o.bootstrap_refresh = seconds_to_ms(refresh_s);
   o.transfer_queues = static_cast<int>(queues);
   o.verify_checksum = checksum;
   o.local_ip = std::move(local_ip);

@@ -28,6 +28,9 @@ struct KvManagerOptions {
   // Tries of one write batch when the connection fails (reset, refused, handshake); each
   // retry opens a new connection.
   int transfer_attempts = 3;
+  // How often a prefill rank registers with the bootstrap server again, so a restarted
+  // (empty) server learns it within this long; 0 = only at start.
+  std::chrono::milliseconds bootstrap_refresh{2'000};
   // Transfer queues on a prefill, each served by one worker thread.
   int transfer_queues = 4;
   // crc32c of every written region sent with the status and checked by the decode.

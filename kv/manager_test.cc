@@ -817,5 +817,30 @@ TEST_F(KvManagerTest, AStatusThatCannotBeSentYetIsRetried) {
   EXPECT_TRUE(dbuf.holds_request(dst));
 }
 
+// A bootstrap server that restarts comes back empty; the prefill registers again every
+// bootstrap_refresh, so a decode that resolves afresh finds it. Before, the new decode's
+// rooms failed on the bootstrap timeout until the prefill itself restarted.
+TEST_F(KvManagerTest, APrefillRegistersAgainWithARestartedBootstrapServer) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  KvManagerOptions options = testing::fast_options();
+  options.bootstrap_refresh = milliseconds(200);
+  auto prefill = make_prefill(pbuf, 0, options);
+  directory_->forget(kAddr);  // the server restarted
+  KvManagerOptions decode_options = testing::fast_options();
+  decode_options.bootstrap_timeout = milliseconds(3000);
+  auto decode = make_decode(dbuf, 0, decode_options);
+  const std::vector<int64_t> src = {1, 3}, dst = {2, 6};
+  pbuf.fill_request(src);
+  KVSender sender(*prefill, 65);
+  ASSERT_TRUE(sender.init(2, 0).ok());
+  KVReceiver receiver(*decode, 65);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(sender.send(src).ok());
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }))
+      << receiver.failure().to_string();
+  EXPECT_TRUE(dbuf.holds_request(dst));
+}
+
 }  // namespace
 }  // namespace pdkv::kv

@@ -58,6 +58,9 @@ Status PrefillManager::start(const ControlChannelFactory& channels) {
           ->register_prefill_rank(config_.bootstrap_addr, info,
                                   now() + config_.options.bootstrap_timeout)
           .with_context("registering with the bootstrap server at " + config_.bootstrap_addr));
+  rank_info_ = std::move(info);
+  if (config_.options.bootstrap_refresh.count() > 0)
+    bootstrap_refresher_ = std::thread([this] { bootstrap_refresh_loop(); });
   PDKV_LOG_INFO("prefill rank {} ready: control {} engine {} ({} queues)", a.engine_rank,
                 channel_->endpoint(), engine_->endpoint(), queues_.size());
   return Status();
@@ -81,6 +84,7 @@ void PrefillManager::shutdown() {
   for (auto& w : workers_) w.join();
   workers_.clear();
   if (timer_.joinable()) timer_.join();
+  if (bootstrap_refresher_.joinable()) bootstrap_refresher_.join();
   // Rooms still open fail while the channel can still tell their decodes (a shutdown
   // right after an abort must not leave them to find out by heartbeat); a room a
   // handler opens meanwhile fails after the channel stopped, unannounced.
@@ -491,6 +495,33 @@ void PrefillManager::timer_loop() {
                     format_seconds(config_.options.bootstrap_timeout));
     }
     check_liveness();
+  }
+}
+
+void PrefillManager::bootstrap_refresh_loop() {
+  constexpr std::chrono::milliseconds kSecond{1000};
+  const auto period = config_.options.bootstrap_refresh;
+  bool reachable = true;
+  while (!stopping_) {
+    {
+      MutexLock lock(timer_mu_);
+      timer_wake_.wait_for(timer_mu_, period, [this] { return stopping_.load(); });
+    }
+    if (stopping_) break;
+    // Bounded so that shutdown, which joins this thread, waits at most a second.
+    const auto deadline = now() + std::min<std::chrono::milliseconds>(period, kSecond);
+    Status registered =
+        directory_->register_prefill_rank(config_.bootstrap_addr, rank_info_, deadline);
+    if (registered.ok() != reachable) {  // log the transitions, not every attempt
+      reachable = registered.ok();
+      if (reachable) {
+        PDKV_LOG_INFO("prefill rank {} registered again with the bootstrap server at {}",
+                      identity_.engine_rank, config_.bootstrap_addr);
+      } else {
+        PDKV_LOG_WARN("prefill rank {} cannot refresh its registration at {}: {}",
+                      identity_.engine_rank, config_.bootstrap_addr, registered.to_string());
+      }
+    }
   }
 }
 

@@ -194,6 +194,11 @@ class PrefillManager {
   void resend_statuses();
 
   void timer_loop();
+  // Registers this rank with the bootstrap server again every bootstrap_refresh: a
+  // restarted server starts empty, and decodes that resolve routes afresh (new ones, or
+  // ones that lost this rank) would time out on it. Own thread: a dead server blocks
+  // each attempt up to its deadline.
+  void bootstrap_refresh_loop();
   void check_liveness();
 
   PrefillManagerConfig config_;
@@ -219,6 +224,8 @@ class PrefillManager {
   std::vector<std::unique_ptr<Queue>> queues_;
   std::vector<std::thread> workers_;
   std::thread timer_;
+  std::thread bootstrap_refresher_;
+  PrefillRankInfo rank_info_;  // what start() registered
   struct UnsentStatus {
     std::string endpoint;
     proto::TransferStatus status;

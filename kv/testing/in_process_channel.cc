@@ -96,6 +96,11 @@ void InProcessBus::set_refusing(const std::string& endpoint, bool refusing) {
   refusing_[endpoint] = refusing;
 }
 
+void MemoryDirectory::forget(const std::string& addr) {
+  MutexLock lock(mu_);
+  ranks_.erase(addr);
+}
+
 Status MemoryDirectory::register_prefill_rank(const std::string& addr, const PrefillRankInfo& info,
                                               TimePoint) {
   MutexLock lock(mu_);

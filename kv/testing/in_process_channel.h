@@ -42,6 +42,8 @@ class MemoryDirectory : public RouteDirectory {
                                           TimePoint deadline) override;
   Result<PrefillRankInfo> lookup_prefill_rank(const std::string& bootstrap_addr, int64_t dp_group,
                                               int64_t tp_rank, TimePoint deadline) override;
+  // Forgets every rank registered at the address: a bootstrap server that restarted.
+  void forget(const std::string& bootstrap_addr);
 
  private:
   Result<PrefillRankInfo> wait_for(const std::string& addr, int64_t engine_rank, bool any,
