@@ -1,5 +1,7 @@
 #include "kv/decode_manager.h"
 
+#include <algorithm>
+
 #include "common/logging.h"
 #include "kv/manager_common.h"
 
@@ -436,20 +438,7 @@ void DecodeManager::on_registration_result(const proto::RegistrationResult& resu
     peer.registration_acked = true;
     if (result.accepted) {
       // Rooms that were waiting for this answer to send their pre-allocations.
-      std::vector<uint64_t> waiting(unsent_pre_allocations_.begin(), unsent_pre_allocations_.end());
-      for (uint64_t room : waiting) {
-        auto it = rooms_.find(room);
-        if (it == rooms_.end() || !it->second.pending) {
-          unsent_pre_allocations_.erase(room);
-          continue;
-        }
-        for (const Target& t : it->second.targets) {
-          if (t.endpoint == endpoint) {
-            send_pre_allocations(room, it->second);
-            break;
-          }
-        }
-      }
+      send_unsent_pre_allocations(&endpoint, nullptr);
       return;
     }
     peer.refused = failed_precondition(result.reason);
@@ -615,6 +604,11 @@ void DecodeManager::resend_unacknowledged() {
     peer.registration_sent_at = now();
     if (!send(endpoint, registration())) unreachable.insert(endpoint);
   }
+  send_unsent_pre_allocations(nullptr, &unreachable);
+}
+
+void DecodeManager::send_unsent_pre_allocations(const std::string* target,
+                                                std::set<std::string>* skip) {
   std::vector<uint64_t> unsent(unsent_pre_allocations_.begin(), unsent_pre_allocations_.end());
   for (uint64_t room : unsent) {
     auto it = rooms_.find(room);
@@ -622,7 +616,12 @@ void DecodeManager::resend_unacknowledged() {
       unsent_pre_allocations_.erase(room);
       continue;
     }
-    send_pre_allocations(room, it->second, &unreachable);
+    const auto& targets = it->second.targets;
+    if (target && std::none_of(targets.begin(), targets.end(),
+                               [&](const Target& t) { return t.endpoint == *target; })) {
+      continue;
+    }
+    send_pre_allocations(room, it->second, skip);
   }
 }
 

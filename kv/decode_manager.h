@@ -185,6 +185,10 @@ class DecodeManager {
   bool ready_for_pre_allocation(const std::string& endpoint) const PDKV_REQUIRES(mu_);
   // Timer: registrations not answered yet, pre-allocations not sent yet.
   void resend_unacknowledged();
+  // Sends what it can of the rooms' unsent pre-allocations: only rooms with a target at
+  // `target` if given (its registration was just accepted), skipping `skip`'s endpoints.
+  void send_unsent_pre_allocations(const std::string* target, std::set<std::string>* skip)
+      PDKV_REQUIRES(mu_);
   proto::BufferRegistration registration() const;
 
   void fail_room(uint64_t room, const std::string& cause, const std::string& reason,

@@ -177,6 +177,8 @@ class PrefillManager {
   };
   Status transfer_kv(const ChunkDestination& dest, const Chunk& chunk, uint64_t& bytes);
   Status wait_for_layers(uint64_t room, int64_t target_step);
+  // The manager stops, or the room failed or left the board: its work is moot.
+  bool room_ended(uint64_t room) const;
   Status write_blocks(const ChunkDestination& dest, std::vector<plan::Block>& blocks,
                       uint64_t& bytes);
   Result<engine::SessionId> session_for(const std::string& engine_endpoint);

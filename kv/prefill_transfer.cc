@@ -142,14 +142,16 @@ Status PrefillManager::transfer_kv(const ChunkDestination& target, const Chunk& 
   return write_blocks(target, blocks, bytes);
 }
 
+bool PrefillManager::room_ended(uint64_t room) const {
+  if (stopping_) return true;
+  auto status = board_.get(room);
+  return !status || status->state == RoomState::kFailed;
+}
+
 Status PrefillManager::wait_for_layers(uint64_t room, int64_t target_step) {
-  auto cancelled = [&] {
-    if (stopping_) return true;
-    auto status = board_.get(room);
-    return !status || status->state == RoomState::kFailed;
-  };
   // The room's waiting deadline bounds this wait; the timer fails the room when it passes.
-  if (steps_.wait_ready(target_step, TimePoint::max(), cancelled)) return Status();
+  if (steps_.wait_ready(target_step, TimePoint::max(), [&] { return room_ended(room); }))
+    return Status();
   return aborted("room " + std::to_string(room) + " ended while waiting for its layers");
 }
 
@@ -173,14 +175,9 @@ Status PrefillManager::write_blocks(const ChunkDestination& dest, std::vector<pl
     if (!written.ok()) forget_session(engine_endpoint);
     return written;
   };
-  auto room_ended = [&] {
-    if (stopping_) return true;
-    auto status = board_.get(dest.room);
-    return !status || status->state == RoomState::kFailed;
-  };
   TransferRetryPolicy policy;
   policy.max_attempts = config_.options.transfer_attempts;
-  Status written = retry_transient(policy, attempt, room_ended);
+  Status written = retry_transient(policy, attempt, [&] { return room_ended(dest.room); });
   if (!written.ok()) return written;
   bytes += total;
   metrics_.wrote(total, writes.size());
