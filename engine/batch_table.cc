@@ -4,7 +4,7 @@
 
 namespace pdkv::engine {
 
-BatchId BatchTable::allocate() {
+BatchId BatchTable::allocate(std::function<void(Status)> on_done) {
   MutexLock lock(mu_);
   uint32_t index;
   if (!free_.empty()) {
@@ -19,6 +19,7 @@ BatchId BatchTable::allocate() {
   s.released = false;
   s.state = BatchState::kPending;
   s.error = Status();
+  s.on_done = std::move(on_done);
   ++live_;
   return BatchId{index, s.generation};
 }
@@ -28,6 +29,7 @@ void BatchTable::free_slot(uint32_t index) {
   s.in_use = false;
   s.released = false;
   s.error = Status();
+  s.on_done = nullptr;
   // Generation 0 is reserved for "never valid".
   if (++s.generation == 0) s.generation = 1;
   free_.push_back(index);
@@ -45,21 +47,41 @@ BatchStatus BatchTable::status_of(const Slot& slot) { return BatchStatus{slot.st
 
 void BatchTable::complete(uint64_t token, Status status) {
   const BatchId id{static_cast<uint32_t>(token), static_cast<uint32_t>(token >> 32)};
-  MutexLock lock(mu_);
-  if (id.index >= slots_.size()) return;
-  Slot& s = slots_[id.index];
-  if (!s.in_use || s.generation != id.generation || s.state != BatchState::kPending) {
-    PDKV_LOG_WARN("batch table: ignoring duplicate or stale completion {}", token);
-    return;
+  std::function<void(Status)> on_done;
+  {
+    MutexLock lock(mu_);
+    if (id.index >= slots_.size()) return;
+    Slot& s = slots_[id.index];
+    if (!s.in_use || s.generation != id.generation || s.state != BatchState::kPending) {
+      PDKV_LOG_WARN("batch table: ignoring duplicate or stale completion {}", token);
+      return;
+    }
+    if (!s.on_done) {
+      complete_locked(s, id.index, std::move(status));
+      return;
+    }
+    on_done = std::move(s.on_done);
+    free_slot(id.index);
   }
+  on_done(std::move(status));
+}
+
+void BatchTable::complete_locked(Slot& s, uint32_t index, Status status) {
   if (s.released) {
     if (!status.ok()) PDKV_LOG_WARN("released batch failed: {}", status.to_string());
-    free_slot(id.index);
+    free_slot(index);
     return;
   }
   s.state = status.ok() ? BatchState::kSucceeded : BatchState::kFailed;
   s.error = std::move(status);
   done_cv_.notify_all();
+}
+
+void BatchTable::abandon(BatchId id) {
+  MutexLock lock(mu_);
+  if (id.generation == 0 || id.index >= slots_.size()) return;
+  Slot& s = slots_[id.index];
+  if (s.in_use && s.generation == id.generation) free_slot(id.index);
 }
 
 Result<BatchStatus> BatchTable::poll(BatchId id) const {

@@ -30,6 +30,10 @@ Result<EngineOptions> EngineOptions::from_env() {
   PDKV_ASSIGN_OR_RETURN(int64_t entries, config::read_int("PDKV_TCP_MAX_PART_ENTRIES",
                                                           o.tcp.max_part_entries, 1, 1 << 24));
   o.tcp.max_part_entries = static_cast<uint32_t>(entries);
+  PDKV_ASSIGN_OR_RETURN(int64_t stage, config::read_int("PDKV_TCP_STAGE_MAX_BYTES",
+                                                        static_cast<int64_t>(o.tcp.stage_max_bytes),
+                                                        0, int64_t{1} << 20));
+  o.tcp.stage_max_bytes = static_cast<uint64_t>(stage);
   return o;
 }
 

@@ -32,6 +32,15 @@ struct TcpOptions {
   // Largest entry table per frame. A receiver rejects larger declared counts before it
   // allocates anything; a sender splits its parts to stay below.
   uint32_t max_part_entries = 1 << 20;
+  // Entries of at most this many bytes are gathered (sender) and scattered (receiver)
+  // with memcpy through a staging buffer and cross the socket as one contiguous run,
+  // instead of one iovec each: the kernel's per-iovec copy into memory spread over a large
+  // pool is several times slower than memcpy on the machines measured (BENCHMARKS.md,
+  // "small blocks"). 0 turns staging off. Sender and receiver decide independently (the
+  // bytes on the wire are the same either way).
+  uint64_t stage_max_bytes = 8 << 10;
+  // Largest run staged at once (the staging buffer of each stream).
+  uint64_t stage_buffer_bytes = 4 << 20;
 };
 
 struct EngineOptions {

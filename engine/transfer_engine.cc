@@ -91,6 +91,18 @@ class TransferEngine::Impl final : public CompletionSink {
   }
 
   Result<BatchId> submit(SessionId id, std::span<const WriteBlock> blocks) {
+    return submit_with(id, blocks, nullptr);
+  }
+
+  Status submit_async(SessionId id, std::span<const WriteBlock> blocks,
+                      std::function<void(Status)> on_done) {
+    if (!on_done) return invalid_argument("submit_async needs a completion callback");
+    return submit_with(id, blocks, std::move(on_done)).status();
+  }
+
+  // A null on_done gives a batch to poll/wait; otherwise the callback gets the result.
+  Result<BatchId> submit_with(SessionId id, std::span<const WriteBlock> blocks,
+                              std::function<void(Status)> on_done) {
     std::shared_ptr<BackendPeer> peer;
     {
       MutexLock lock(sessions_mu_);
@@ -109,18 +121,24 @@ class TransferEngine::Impl final : public CompletionSink {
       }
       any_bytes = true;
     }
-    const BatchId batch = batches_.allocate();
+    if (!any_bytes && on_done) {
+      on_done(Status());
+      return BatchId{};
+    }
+    const bool async = static_cast<bool>(on_done);
+    const BatchId batch = batches_.allocate(std::move(on_done));
     if (!any_bytes) {
       batches_.complete(BatchTable::token_of(batch), Status());
       return batch;
     }
     Status posted = backend_->post(*peer, blocks, BatchTable::token_of(batch));
     if (!posted.ok()) {
-      // Nothing was posted, so no completion will come: release, then complete to free.
-      (void)batches_.release(batch);
-      batches_.complete(BatchTable::token_of(batch), Status());
+      // Nothing was posted, so no completion will come: free the slot without reporting
+      // (an error return means the callback is never called).
+      batches_.abandon(batch);
       return posted;
     }
+    if (async) return BatchId{};
     return batch;
   }
 
@@ -250,6 +268,10 @@ Result<SessionId> TransferEngine::open_session(const std::string& peer_endpoint)
 Status TransferEngine::close_session(SessionId session) { return impl_->close_session(session); }
 Result<BatchId> TransferEngine::submit(SessionId session, std::span<const WriteBlock> blocks) {
   return impl_->submit(session, blocks);
+}
+Status TransferEngine::submit_async(SessionId session, std::span<const WriteBlock> blocks,
+                                    std::function<void(Status)> on_done) {
+  return impl_->submit_async(session, blocks, std::move(on_done));
 }
 Result<BatchStatus> TransferEngine::poll(BatchId batch) const { return impl_->poll(batch); }
 Result<BatchStatus> TransferEngine::wait(BatchId batch, std::chrono::milliseconds timeout) {

@@ -30,6 +30,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -97,6 +98,13 @@ class TransferEngine {
   // Errors (nothing submitted): NotFound (stale session), InvalidArgument (a block whose
   // src+length or dst+length overflows), Unavailable (the session's connection broke).
   Result<BatchId> submit(SessionId session, std::span<const WriteBlock> blocks);
+  // Same as submit(), but the result goes to `on_done` instead of a BatchId, so nothing
+  // waits for it (pipelines keep many batches in flight and advance on completions).
+  // `on_done` runs exactly once if (and only if) this returns OK, on an engine thread or
+  // on the caller's before submit_async returns (an empty list); it must be short, must not
+  // block, and must not call this engine's blocking methods (transfer, wait, close_session).
+  Status submit_async(SessionId session, std::span<const WriteBlock> blocks,
+                      std::function<void(Status)> on_done);
   // Current state. NotFound for a stale or released id.
   Result<BatchStatus> poll(BatchId batch) const;
   // Blocks until the batch finishes or `timeout` passes; on timeout the state is kPending

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "engine/testing/guarded_buffer.h"
@@ -145,6 +147,74 @@ TEST(TransferEngine, ReleasingAPendingBatchIsSafe) {
   // Both batches span both streams and each stream is FIFO, so the released batch was
   // applied before the second one was acknowledged: dst_a is no longer written.
   EXPECT_EQ(dst_a.back(), 2);
+}
+
+// submit_async: many batches in flight at once, each reported exactly once through its
+// callback; small scattered blocks (staged through memcpy) and large ones land intact;
+// a batch to a bad destination reports OutOfRange through the callback too.
+TEST(TransferEngine, SubmitAsyncReportsEveryBatchOnceThroughItsCallback) {
+  auto sender = make_engine();
+  auto receiver = make_engine();
+  constexpr size_t kBytes = 4 << 20;
+  std::vector<uint8_t> src(kBytes), dst(kBytes, 0);
+  for (size_t i = 0; i < kBytes; ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
+  ASSERT_TRUE(receiver->register_memory(addr(dst.data()), dst.size()).ok());
+  auto session = sender->open_session(receiver->endpoint());
+  ASSERT_TRUE(session.ok());
+  constexpr int kBatches = 32;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int> calls(kBatches + 1, 0);
+  std::vector<Status> results(kBatches + 1);
+  int done = 0;
+  for (int b = 0; b < kBatches; ++b) {
+    // Batch b: its share of the buffer, as 512-byte blocks written in reverse order.
+    const size_t share = kBytes / kBatches, base = b * share;
+    std::vector<WriteBlock> blocks;
+    for (size_t off = share; off > 0; off -= 512) {
+      blocks.push_back(WriteBlock{addr(src.data()) + base + off - 512,
+                                  addr(dst.data()) + base + off - 512, 512});
+    }
+    ASSERT_TRUE(sender
+                    ->submit_async(*session, blocks,
+                                   [&, b](Status st) {
+                                     std::lock_guard<std::mutex> lock(mu);
+                                     ++calls[b];
+                                     results[b] = std::move(st);
+                                     ++done;
+                                     cv.notify_all();
+                                   })
+                    .ok());
+  }
+  std::vector<WriteBlock> bad{{addr(src.data()), addr(dst.data()) + kBytes, 64}};
+  ASSERT_TRUE(sender
+                  ->submit_async(*session, bad,
+                                 [&](Status st) {
+                                   std::lock_guard<std::mutex> lock(mu);
+                                   ++calls[kBatches];
+                                   results[kBatches] = std::move(st);
+                                   ++done;
+                                   cv.notify_all();
+                                 })
+                  .ok());
+  std::unique_lock<std::mutex> lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, seconds(30), [&] { return done == kBatches + 1; }));
+  for (int b = 0; b < kBatches; ++b) {
+    EXPECT_EQ(calls[b], 1);
+    EXPECT_TRUE(results[b].ok()) << results[b].to_string();
+  }
+  EXPECT_EQ(calls[kBatches], 1);
+  EXPECT_EQ(results[kBatches].code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(std::memcmp(src.data(), dst.data(), kBytes), 0);
+  // An empty list succeeds at once; a stale session is an error and no callback.
+  bool empty_called = false;
+  EXPECT_TRUE(sender->submit_async(*session, {}, [&](Status st) { empty_called = st.ok(); }).ok());
+  EXPECT_TRUE(empty_called);
+  ASSERT_TRUE(sender->close_session(*session).ok());
+  bool stale_called = false;
+  EXPECT_EQ(sender->submit_async(*session, bad, [&](Status) { stale_called = true; }).code(),
+            StatusCode::kNotFound);
+  EXPECT_FALSE(stale_called);
 }
 
 }  // namespace

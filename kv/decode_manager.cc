@@ -31,8 +31,10 @@ Status DecodeManager::start(const ControlChannelFactory& channels) {
   for (const engine::Region& r : rank_regions(a)) {
     PDKV_RETURN_IF_ERROR(registered_.add(r.addr, r.length));
   }
-  PDKV_ASSIGN_OR_RETURN(channel_, channels(config_.engine.host,
-                                           [this](proto::Message m) { on_message(std::move(m)); }));
+  ChannelCallbacks callbacks;
+  callbacks.on_message = [this](proto::Message m) { on_message(std::move(m)); };
+  callbacks.on_peer_gone = [this](const std::string& endpoint) { on_peer_gone(endpoint); };
+  PDKV_ASSIGN_OR_RETURN(channel_, channels(config_.engine.host, std::move(callbacks)));
   identity_ =
       make_rank_identity(proto::Role::kDecode, a, channel_->endpoint(), engine_->endpoint());
   for (int i = 0; i < kResolverThreads; ++i) resolvers_.emplace_back([this] { resolver_loop(); });
@@ -117,16 +119,20 @@ Status DecodeManager::send_metadata(uint64_t room, PreAllocationRequest request)
       request.ownership->page_transfer_mask.size() != request.kv_pages.size()) {
     return invalid_argument("page_transfer_mask must have one entry per destination page");
   }
-  MutexLock lock(mu_);
-  auto it = rooms_.find(room);
-  if (it == rooms_.end()) return not_found("room " + std::to_string(room) + " is not open here");
-  Room& r = it->second;
-  if (r.pending || r.pre_allocated) {
-    return failed_precondition("send_metadata() was already called for room " +
-                               std::to_string(room));
+  Outbox out;
+  {
+    MutexLock lock(mu_);
+    auto it = rooms_.find(room);
+    if (it == rooms_.end()) return not_found("room " + std::to_string(room) + " is not open here");
+    Room& r = it->second;
+    if (r.pending) {
+      return failed_precondition("send_metadata() was already called for room " +
+                                 std::to_string(room));
+    }
+    r.pending = std::move(request);
+    if (r.resolved) send_pre_allocations(room, r, out);
   }
-  r.pending = std::move(request);
-  if (r.resolved) send_pre_allocations(room, r);
+  flush(out);
   return Status();
 }
 
@@ -231,6 +237,7 @@ Status DecodeManager::resolve(uint64_t room) {
     targets.push_back(Target{rt, endpoint});
   }
   std::string refused;
+  Outbox out;
   {
     MutexLock lock(mu_);
     auto it = rooms_.find(room);
@@ -244,10 +251,19 @@ Status DecodeManager::resolve(uint64_t room) {
       abort.room = room;
       abort.sender = identity_;
       abort.reason = *r.abort_after_resolve;
-      for (const Target& t : r.targets) send(t.endpoint, abort);
+      for (const Target& t : r.targets) out.add(t.endpoint, abort);
       drop_room(room);
-      return Status();
     }
+  }
+  if (!out.empty()) {
+    flush(out);
+    return Status();
+  }
+  {
+    MutexLock lock(mu_);
+    auto it = rooms_.find(room);
+    if (it == rooms_.end()) return Status();
+    Room& r = it->second;
     for (const Target& t : r.targets) {
       PrefillPeer& peer = prefills_[t.endpoint];
       if (!peer.refused.ok())
@@ -258,7 +274,7 @@ Status DecodeManager::resolve(uint64_t room) {
         peer.last_heard = now();
         peer.registration_sent = true;
         peer.registration_sent_at = now();
-        send(t.endpoint, registration());
+        out.add(t.endpoint, registration());
       }
     }
     if (refused.empty()) {
@@ -266,9 +282,10 @@ Status DecodeManager::resolve(uint64_t room) {
       board_.set_deadline(room, now() + config_.options.waiting_timeout,
                           "waiting timeout: no KV for room " + std::to_string(room) + " within " +
                               format_seconds(config_.options.waiting_timeout) + " of bootstrap");
-      if (r.pending) send_pre_allocations(room, r);
+      if (r.pending) send_pre_allocations(room, r, out);
     }
   }
+  flush(out);
   if (!refused.empty()) return failed_precondition(refused);
   return Status();
 }
@@ -290,7 +307,8 @@ bool DecodeManager::ready_for_pre_allocation(const std::string& endpoint) const 
   return peer != prefills_.end() && peer->second.registration_acked && peer->second.refused.ok();
 }
 
-void DecodeManager::send_pre_allocations(uint64_t room, Room& r, std::set<std::string>* skip) {
+void DecodeManager::send_pre_allocations(uint64_t room, Room& r, Outbox& out,
+                                         const std::set<std::string>* skip) {
   const PreAllocationRequest& req = *r.pending;
   if (r.pre_sent.size() != r.targets.size()) r.pre_sent.assign(r.targets.size(), false);
   bool all_sent = true;
@@ -322,12 +340,9 @@ void DecodeManager::send_pre_allocations(uint64_t room, Room& r, std::set<std::s
         pre.dst_l1_5 = std::move(own);
       }
     }
-    if (send(t.endpoint, pre)) {
-      r.pre_sent[i] = true;
-    } else {
-      all_sent = false;
-      if (skip) skip->insert(t.endpoint);
-    }
+    // Counted as sent now; flush() takes it back if the channel refuses it.
+    out.add(t.endpoint, std::move(pre));
+    r.pre_sent[i] = true;
   }
   if (!all_sent) {
     unsent_pre_allocations_.insert(room);
@@ -335,20 +350,44 @@ void DecodeManager::send_pre_allocations(uint64_t room, Room& r, std::set<std::s
   }
   unsent_pre_allocations_.erase(room);
   r.pre_allocated = true;
-  r.pending.reset();  // the pages travel in the messages; nothing else needs them
 }
 
 // --- control plane -----------------------------------------------------------------
 
-bool DecodeManager::send(const std::string& endpoint, const proto::Message& message) {
-  if (!channel_) return false;  // start() failed before the channel existed
-  Status sent = channel_->send(endpoint, message);
-  if (!sent.ok()) PDKV_LOG_WARN("message to {} not sent: {}", endpoint, sent.to_string());
-  return sent.ok();
+void DecodeManager::flush(Outbox& out) {
+  if (!channel_ || out.empty()) return;  // start() failed before the channel existed
+  std::vector<Outbox::Unsent> unsent = out.flush(*channel_);
+  if (unsent.empty()) return;
+  PDKV_LOG_WARN("{} control message(s) to {} not sent, will retry: {}", unsent.size(),
+                unsent.front().endpoint, unsent.front().why.to_string());
+  // Pre-allocations go back to the timer's retry list; registrations are resent until
+  // answered anyway; a lost ping is what liveness tolerates.
+  MutexLock lock(mu_);
+  for (const Outbox::Unsent& u : unsent) {
+    const auto* pre = std::get_if<proto::PreAllocation>(&u.message);
+    if (pre == nullptr) continue;
+    auto it = rooms_.find(pre->room);
+    if (it == rooms_.end()) continue;
+    Room& r = it->second;
+    for (size_t i = 0; i < r.targets.size() && i < r.pre_sent.size(); ++i) {
+      if (r.targets[i].endpoint == u.endpoint) r.pre_sent[i] = false;
+    }
+    r.pre_allocated = false;
+    unsent_pre_allocations_.insert(pre->room);
+  }
+}
+
+void DecodeManager::heard_from(const std::string& endpoint) {
+  MutexLock lock(mu_);
+  auto it = prefills_.find(endpoint);
+  if (it == prefills_.end()) return;
+  it->second.last_heard = now();
+  it->second.unanswered = 0;
 }
 
 void DecodeManager::on_message(proto::Message message) {
   if (stopping_) return;
+  if (const proto::RankIdentity* sender = sender_of(message)) heard_from(sender->control_endpoint);
   if (auto* status = std::get_if<proto::TransferStatus>(&message)) {
     on_status(*status);
   } else if (auto* result = std::get_if<proto::RegistrationResult>(&message)) {
@@ -357,6 +396,14 @@ void DecodeManager::on_message(proto::Message message) {
     on_pong(*pong);
   } else if (auto* abort = std::get_if<proto::Abort>(&message)) {
     on_abort(*abort);
+  } else if (auto* ping = std::get_if<proto::Ping>(&message)) {
+    // The prefill probes us too (its liveness check of this rank): answer at once.
+    proto::Pong pong;
+    pong.sender = identity_;
+    pong.seq = ping->seq;
+    Status sent = channel_->send(ping->sender.control_endpoint, pong);
+    if (!sent.ok())
+      PDKV_LOG_DEBUG("pong to {} not sent: {}", ping->sender.control_endpoint, sent.to_string());
   } else {
     PDKV_LOG_WARN("decode rank {} ignores an unexpected message type", identity_.engine_rank);
   }
@@ -397,7 +444,10 @@ void DecodeManager::on_status(const proto::TransferStatus& status) {
       return;
     }
     auto peer = prefills_.find(from->endpoint);
-    if (peer != prefills_.end()) peer->second.last_heard = now();
+    if (peer != prefills_.end()) {
+      peer->second.last_heard = now();
+      peer->second.unanswered = 0;
+    }
     if (status.state == proto::TransferState::kFailed) {
       failure = "prefill rank " + std::to_string(tp) + " (" + from->endpoint +
                 ") failed the room: " +
@@ -430,6 +480,7 @@ void DecodeManager::on_registration_result(const proto::RegistrationResult& resu
   if (result.decode_incarnation != identity_.incarnation) return;  // for an earlier us
   std::vector<uint64_t> rooms;
   const std::string& endpoint = result.prefill.control_endpoint;
+  Outbox out;
   {
     MutexLock lock(mu_);
     PrefillPeer& peer = prefills_[endpoint];
@@ -438,9 +489,16 @@ void DecodeManager::on_registration_result(const proto::RegistrationResult& resu
     peer.registration_acked = true;
     if (result.accepted) {
       // Rooms that were waiting for this answer to send their pre-allocations.
-      send_unsent_pre_allocations(&endpoint, nullptr);
-      return;
+      send_unsent_pre_allocations(&endpoint, nullptr, out);
     }
+  }
+  if (result.accepted) {
+    flush(out);
+    return;
+  }
+  {
+    MutexLock lock(mu_);
+    PrefillPeer& peer = prefills_[endpoint];
     peer.refused = failed_precondition(result.reason);
     for (const auto& [room, r] : rooms_) {
       for (const Target& t : r.targets) {
@@ -531,7 +589,9 @@ void DecodeManager::fail_room(uint64_t room, const std::string& cause, const std
   abort.room = room;
   abort.sender = identity_;
   abort.reason = reason;
-  for (const std::string& endpoint : notify) send(endpoint, abort);
+  Outbox out;
+  for (const std::string& endpoint : notify) out.add(endpoint, abort);
+  flush(out);
 }
 
 // --- timer -------------------------------------------------------------------------
@@ -561,15 +621,18 @@ void DecodeManager::timer_loop() {
 void DecodeManager::heartbeat() {
   const auto bound = config_.options.liveness_bound();
   std::vector<std::pair<uint64_t, std::string>> lost;
+  Outbox out;
   {
     MutexLock lock(mu_);
     for (auto it = prefills_.begin(); it != prefills_.end();) {
       PrefillPeer& peer = it->second;
-      if (now() - peer.last_heard <= bound) {
+      if (now() - peer.last_heard <= bound ||
+          peer.unanswered < config_.options.heartbeat_max_failures) {
         proto::Ping ping;
         ping.sender = identity_;
         ping.seq = ++peer.ping_seq;
-        send(it->first, ping);
+        ++peer.unanswered;
+        out.add(it->first, ping);
         ++it;
         continue;
       }
@@ -586,6 +649,7 @@ void DecodeManager::heartbeat() {
       it = prefills_.erase(it);
     }
   }
+  flush(out);
   for (const auto& [room, endpoint] : lost) {
     fail_room(room, "peer_dead",
               "prefill " + endpoint + " stopped answering for more than " + format_seconds(bound),
@@ -593,22 +657,54 @@ void DecodeManager::heartbeat() {
   }
 }
 
-void DecodeManager::resend_unacknowledged() {
-  MutexLock lock(mu_);
-  std::set<std::string> unreachable;
-  for (auto& [endpoint, peer] : prefills_) {
-    if (!peer.registration_sent || peer.registration_acked ||
-        now() - peer.registration_sent_at < kRegistrationRetry) {
-      continue;
+void DecodeManager::on_peer_gone(const std::string& endpoint) {
+  std::vector<uint64_t> lost;
+  {
+    MutexLock lock(mu_);
+    auto it = prefills_.find(endpoint);
+    if (it == prefills_.end()) return;
+    for (const auto& [room, r] : rooms_) {
+      for (const Target& t : r.targets) {
+        if (t.endpoint == endpoint) {
+          lost.push_back(room);
+          break;
+        }
+      }
     }
-    peer.registration_sent_at = now();
-    if (!send(endpoint, registration())) unreachable.insert(endpoint);
+    // Forget it, as the heartbeat does: a later room looks it up again and registers anew.
+    instances_.erase(it->second.bootstrap_addr);
+    prefills_.erase(it);
   }
-  send_unsent_pre_allocations(nullptr, &unreachable);
+  PDKV_LOG_WARN(
+      "prefill {} is gone (its connection closed and reconnecting is refused): failing "
+      "its {} room(s)",
+      endpoint, lost.size());
+  for (uint64_t room : lost) {
+    fail_room(room, "peer_dead",
+              "prefill " + endpoint + " is gone: its connection closed and it refuses new ones",
+              false);
+  }
+}
+
+void DecodeManager::resend_unacknowledged() {
+  Outbox out;
+  {
+    MutexLock lock(mu_);
+    for (auto& [endpoint, peer] : prefills_) {
+      if (!peer.registration_sent || peer.registration_acked ||
+          now() - peer.registration_sent_at < kRegistrationRetry) {
+        continue;
+      }
+      peer.registration_sent_at = now();
+      out.add(endpoint, registration());
+    }
+    send_unsent_pre_allocations(nullptr, nullptr, out);
+  }
+  flush(out);
 }
 
 void DecodeManager::send_unsent_pre_allocations(const std::string* target,
-                                                std::set<std::string>* skip) {
+                                                const std::set<std::string>* skip, Outbox& out) {
   std::vector<uint64_t> unsent(unsent_pre_allocations_.begin(), unsent_pre_allocations_.end());
   for (uint64_t room : unsent) {
     auto it = rooms_.find(room);
@@ -621,7 +717,7 @@ void DecodeManager::send_unsent_pre_allocations(const std::string* target,
                                [&](const Target& t) { return t.endpoint == *target; })) {
       continue;
     }
-    send_pre_allocations(room, it->second, skip);
+    send_pre_allocations(room, it->second, out, skip);
   }
 }
 

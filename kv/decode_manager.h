@@ -12,9 +12,15 @@
 // the waiting timeout each fail the room with a reason, and the other prefill ranks of the
 // room are told (Abort) so they stop. A room that ended leaves every table.
 //
+// Liveness: any message from a prefill rank counts as a sign of life; a rank whose
+// control connection closed and refuses reconnection (its process is gone) fails its
+// rooms at once; silence longer than heartbeat_interval x max_failures is the fallback.
+//
 // Threads it owns: the control channel's receive thread (handlers), resolver threads
 // (bootstrap lookups: the only place that blocks on HTTP), and a timer thread (deadlines,
-// pings). Public methods are thread-safe and never block on the network.
+// pings). Public methods are thread-safe and never block on the network. No thread sends
+// while holding mu_: messages decided under it go into an Outbox flushed after it is
+// released (send paths are marked PDKV_EXCLUDES(mu_)), and control sends never block.
 #pragma once
 
 #include <atomic>
@@ -36,6 +42,7 @@
 #include "kv/control_channel.h"
 #include "kv/kv_args.h"
 #include "kv/manager_options.h"
+#include "kv/outbox.h"
 #include "kv/room_status_board.h"
 #include "kv/route_directory.h"
 #include "kv/route_plan.h"
@@ -131,9 +138,9 @@ class DecodeManager {
     std::vector<Target> targets;
     uint32_t required_responses = 1;
     std::set<int64_t> responders;  // prefill TP ranks that reported Success
-    // From send_metadata until every target has its pre-allocation: a target is sent
-    // one only once its prefill rank has accepted our registration (else it would refuse
-    // it), and a send that fails (peer not connected yet) is retried by the timer.
+    // From send_metadata on (kept until the room ends, for resends): a target is sent its
+    // pre-allocation only once its prefill rank has accepted our registration (else it
+    // would refuse it), and one the channel refused is retried by the timer.
     std::optional<PreAllocationRequest> pending;
     std::vector<bool> pre_sent;  // per target
     bool pre_allocated = false;
@@ -157,6 +164,10 @@ class DecodeManager {
     Status refused;  // set if it refused our registration
     TimePoint last_heard;
     uint64_t ping_seq = 0;
+    // Pings sent since it was last heard from. A peer is dead only after max_failures of
+    // them went unanswered for the liveness bound: a stall of this process (its timer
+    // not sending) never counts against the peer.
+    int unanswered = 0;
   };
   struct Instance {
     PrefillRankInfo info;
@@ -167,37 +178,41 @@ class DecodeManager {
   DecodeManager(DecodeManagerConfig config, std::shared_ptr<RouteDirectory> directory);
   Status start(const ControlChannelFactory& channels);
 
-  void on_message(proto::Message message);
-  void on_status(const proto::TransferStatus& status);
+  void on_message(proto::Message message) PDKV_EXCLUDES(mu_);
+  void on_status(const proto::TransferStatus& status) PDKV_EXCLUDES(mu_);
   // PDKV_VERIFY_CHECKSUM: OK, or why this success status must not count.
   Status check_status_checksum(const proto::TransferStatus& status) const;
-  void on_registration_result(const proto::RegistrationResult& result);
-  void on_pong(const proto::Pong& pong);
-  void on_abort(const proto::Abort& abort);
+  void on_registration_result(const proto::RegistrationResult& result) PDKV_EXCLUDES(mu_);
+  void on_pong(const proto::Pong& pong) PDKV_EXCLUDES(mu_);
+  void on_abort(const proto::Abort& abort) PDKV_EXCLUDES(mu_);
+  // The prefill rank's process is gone (its control connection closed for good).
+  void on_peer_gone(const std::string& endpoint) PDKV_EXCLUDES(mu_);
+  void heard_from(const std::string& endpoint) PDKV_EXCLUDES(mu_);
 
   void resolver_loop();
-  Status resolve(uint64_t room);
+  Status resolve(uint64_t room) PDKV_EXCLUDES(mu_);
   Result<Instance> instance_for(const std::string& addr, TimePoint deadline);
-  // Sends the room's pre-allocations its targets are ready for; `skip` collects endpoints
-  // a send failed to this pass, so a retry pass waits for each unreachable peer only once.
-  void send_pre_allocations(uint64_t room, Room& r, std::set<std::string>* skip = nullptr)
-      PDKV_REQUIRES(mu_);
+  // Puts the room's pre-allocations its targets are ready for into `out`, skipping the
+  // endpoints in `skip`.
+  void send_pre_allocations(uint64_t room, Room& r, Outbox& out,
+                            const std::set<std::string>* skip = nullptr) PDKV_REQUIRES(mu_);
   bool ready_for_pre_allocation(const std::string& endpoint) const PDKV_REQUIRES(mu_);
   // Timer: registrations not answered yet, pre-allocations not sent yet.
-  void resend_unacknowledged();
-  // Sends what it can of the rooms' unsent pre-allocations: only rooms with a target at
+  void resend_unacknowledged() PDKV_EXCLUDES(mu_);
+  // Queues what it can of the rooms' unsent pre-allocations: only rooms with a target at
   // `target` if given (its registration was just accepted), skipping `skip`'s endpoints.
-  void send_unsent_pre_allocations(const std::string* target, std::set<std::string>* skip)
-      PDKV_REQUIRES(mu_);
+  void send_unsent_pre_allocations(const std::string* target, const std::set<std::string>* skip,
+                                   Outbox& out) PDKV_REQUIRES(mu_);
   proto::BufferRegistration registration() const;
 
   void fail_room(uint64_t room, const std::string& cause, const std::string& reason,
-                 bool tell_prefill);
+                 bool tell_prefill) PDKV_EXCLUDES(mu_);
   void drop_room(uint64_t room) PDKV_REQUIRES(mu_);
-  bool send(const std::string& endpoint, const proto::Message& message);
+  // Sends what `out` holds; pre-allocations the channel refused go back to the timer.
+  void flush(Outbox& out) PDKV_EXCLUDES(mu_);
 
   void timer_loop();
-  void heartbeat();
+  void heartbeat() PDKV_EXCLUDES(mu_);
 
   DecodeManagerConfig config_;
   std::shared_ptr<RouteDirectory> directory_;

@@ -26,8 +26,10 @@ class KVSender {
   // The request has num_pages pages in total.
   Status init(int64_t num_pages, std::optional<int64_t> aux_index);
   // One chunk; a chunk after the room ended is ignored (poll() already says why).
+  // `layerwise`: see PrefillManager::send_chunk.
   Status send(std::span<const int64_t> pages, std::span<const int64_t> state_slots = {},
-              std::optional<ChunkOwnership> ownership = std::nullopt);
+              std::optional<ChunkOwnership> ownership = std::nullopt,
+              std::optional<bool> layerwise = std::nullopt);
   RoomState poll() const { return handle_->status().state; }
   // The reason of a Failed room; OK otherwise.
   Status failure() const;

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <random>
+#include <type_traits>
+#include <variant>
 
 #include "common/clock.h"
 
@@ -61,6 +63,25 @@ Status register_rank_buffers(engine::TransferEngine& engine, const KvArgs& args)
     PDKV_RETURN_IF_ERROR(engine.register_memory(r.addr, r.length));
   }
   return Status();
+}
+
+const proto::RankIdentity* sender_of(const proto::Message& message) {
+  return std::visit(
+      [](const auto& m) -> const proto::RankIdentity* {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, proto::BufferRegistration> ||
+                      std::is_same_v<T, proto::PreAllocation>) {
+          return &m.decode;
+        } else if constexpr (std::is_same_v<T, proto::RegistrationResult>) {
+          return &m.prefill;
+        } else if constexpr (std::is_same_v<T, proto::Abort> || std::is_same_v<T, proto::Ping> ||
+                             std::is_same_v<T, proto::Pong>) {
+          return &m.sender;
+        } else {
+          return nullptr;
+        }
+      },
+      message);
 }
 
 }  // namespace pdkv::kv

@@ -34,6 +34,10 @@ proto::RankIdentity make_rank_identity(proto::Role role, const KvArgs& args,
 std::string rank_metrics_text(const TransferMetrics& metrics, const std::string& prefix,
                               int64_t engine_rank, size_t active_rooms);
 
+// The rank that sent `message`, for the messages that name it (every one but
+// TransferStatus, which the decode matches to its room's targets); nullptr otherwise.
+const proto::RankIdentity* sender_of(const proto::Message& message);
+
 // Every non-empty KV, aux and state buffer of `args`, in argument order.
 std::vector<engine::Region> rank_regions(const KvArgs& args);
 

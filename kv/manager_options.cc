@@ -32,7 +32,12 @@ Result<KvManagerOptions> KvManagerOptions::from_env() {
   PDKV_ASSIGN_OR_RETURN(int64_t attempts, config::read_int("PDKV_TRANSFER_ATTEMPTS", 3, 1, 10));
   PDKV_ASSIGN_OR_RETURN(double refresh_s,
                         config::read_double("PDKV_BOOTSTRAP_REFRESH_S", 2.0, 0.0, 3600.0));
-  PDKV_ASSIGN_OR_RETURN(int64_t queues, config::read_int("PDKV_TRANSFER_QUEUES", 4, 1, 64));
+  PDKV_ASSIGN_OR_RETURN(int64_t window,
+                        config::read_int("PDKV_TRANSFER_WINDOW_BYTES", int64_t{64} << 20,
+                                         int64_t{1} << 16, int64_t{1} << 40));
+  PDKV_ASSIGN_OR_RETURN(int64_t batch,
+                        config::read_int("PDKV_TRANSFER_BATCH_BYTES", int64_t{4} << 20,
+                                         int64_t{4} << 10, int64_t{1} << 32));
   PDKV_ASSIGN_OR_RETURN(bool checksum, config::read_bool("PDKV_VERIFY_CHECKSUM", false));
   PDKV_ASSIGN_OR_RETURN(std::string local_ip, config::read_string("PDKV_LOCAL_IP", ""));
   PDKV_ASSIGN_OR_RETURN(int64_t metrics_port, config::read_int("PDKV_METRICS_PORT", -1, -1, 65535));
@@ -45,7 +50,8 @@ Result<KvManagerOptions> KvManagerOptions::from_env() {
   o.failed_peer_first_cooldown = seconds_to_ms(cooldown_s);
   o.transfer_attempts = static_cast<int>(attempts);
   o.bootstrap_refresh = seconds_to_ms(refresh_s);
-  o.transfer_queues = static_cast<int>(queues);
+  o.transfer_window_bytes = static_cast<uint64_t>(window);
+  o.transfer_batch_bytes = static_cast<uint64_t>(batch);
   o.verify_checksum = checksum;
   o.local_ip = std::move(local_ip);
   o.metrics_port = static_cast<int>(metrics_port);

@@ -31,8 +31,10 @@ struct KvManagerOptions {
   // How often a prefill rank registers with the bootstrap server again, so a restarted
   // (empty) server learns it within this long; 0 = only at start.
   std::chrono::milliseconds bootstrap_refresh{2'000};
-  // Transfer queues on a prefill, each served by one worker thread.
-  int transfer_queues = 4;
+  // Prefill data path (kv/transfer_pipeline.h): bytes in flight per decode rank, and
+  // most bytes per engine batch (several rooms' blocks share one).
+  uint64_t transfer_window_bytes = 64ull << 20;
+  uint64_t transfer_batch_bytes = 4ull << 20;
   // crc32c of every written region sent with the status and checked by the decode.
   bool verify_checksum = false;
   // Address this rank advertises; empty = detected.

@@ -4,7 +4,6 @@
 #include <set>
 
 #include "common/logging.h"
-#include "kv/destination_shard.h"
 #include "kv/manager_common.h"
 
 namespace pdkv::kv {
@@ -34,14 +33,29 @@ Status PrefillManager::start(const ControlChannelFactory& channels) {
   PDKV_ASSIGN_OR_RETURN(engine_, engine::TransferEngine::create(config_.engine));
   PDKV_RETURN_IF_ERROR(register_rank_buffers(*engine_, a));
 
-  PDKV_ASSIGN_OR_RETURN(channel_, channels(config_.engine.host,
-                                           [this](proto::Message m) { on_message(std::move(m)); }));
+  PipelineOptions po;
+  po.window_bytes = config_.options.transfer_window_bytes;
+  po.batch_bytes = config_.options.transfer_batch_bytes;
+  po.transfer_attempts = config_.options.transfer_attempts;
+  po.layer_num = a.layer_num();
+  po.layerwise_interval = std::max<int64_t>(config_.layerwise_interval, 1);
+  po.mla_l1_5 = config_.enable_mla_l1_5_cache;
+  TransferPipeline::Hooks hooks;
+  hooks.on_transferred = [this](const std::vector<std::pair<uint64_t, uint64_t>>& rooms) {
+    on_rooms_transferred(rooms);
+  };
+  hooks.on_failed = [this](uint64_t room, const std::string& cause, const std::string& reason) {
+    fail_room(room, cause, reason);
+  };
+  pipeline_ = std::make_unique<TransferPipeline>(*engine_, po, failed_peers_, metrics_, steps_,
+                                                 std::move(hooks));
+
+  ChannelCallbacks callbacks;
+  callbacks.on_message = [this](proto::Message m) { on_message(std::move(m)); };
+  callbacks.on_peer_gone = [this](const std::string& endpoint) { on_peer_gone(endpoint); };
+  PDKV_ASSIGN_OR_RETURN(channel_, channels(config_.engine.host, std::move(callbacks)));
   identity_ =
       make_rank_identity(proto::Role::kPrefill, a, channel_->endpoint(), engine_->endpoint());
-
-  for (int q = 0; q < config_.options.transfer_queues; ++q)
-    queues_.push_back(std::make_unique<Queue>());
-  for (auto& q : queues_) workers_.emplace_back([this, queue = q.get()] { worker_loop(*queue); });
   timer_ = std::thread([this] { timer_loop(); });
 
   PrefillRankInfo info;
@@ -61,8 +75,8 @@ Status PrefillManager::start(const ControlChannelFactory& channels) {
   rank_info_ = std::move(info);
   if (config_.options.bootstrap_refresh.count() > 0)
     bootstrap_refresher_ = std::thread([this] { bootstrap_refresh_loop(); });
-  PDKV_LOG_INFO("prefill rank {} ready: control {} engine {} ({} queues)", a.engine_rank,
-                channel_->endpoint(), engine_->endpoint(), queues_.size());
+  PDKV_LOG_INFO("prefill rank {} ready: control {} engine {}", a.engine_rank, channel_->endpoint(),
+                engine_->endpoint());
   return Status();
 }
 
@@ -70,19 +84,13 @@ PrefillManager::~PrefillManager() { shutdown(); }
 
 void PrefillManager::shutdown() {
   if (stopping_.exchange(true)) return;
-  // Workers and the timer send through the channel, so they stop first; the channel's
-  // receive thread (handlers) stops with the channel.
-  for (auto& q : queues_) {
-    MutexLock lock(q->mu);
-    q->ready.notify_all();
-  }
-  steps_.wake_all();
+  // The pipeline and the timer send through the channel, so they stop first; the
+  // channel's receive thread (handlers) stops with the channel.
+  if (pipeline_) pipeline_->stop();
   {
     MutexLock lock(timer_mu_);
     timer_wake_.notify_all();
   }
-  for (auto& w : workers_) w.join();
-  workers_.clear();
   if (timer_.joinable()) timer_.join();
   if (bootstrap_refresher_.joinable()) bootstrap_refresher_.join();
   // Rooms still open fail while the channel can still tell their decodes (a shutdown
@@ -92,7 +100,10 @@ void PrefillManager::shutdown() {
   if (channel_) channel_->stop();  // no handler runs after this
   fail_open_rooms();
   channel_.reset();
+  // The engine completes the batches still in flight into the pipeline's callbacks, so it
+  // goes before the pipeline.
   engine_.reset();
+  pipeline_.reset();
 }
 
 void PrefillManager::fail_open_rooms() {
@@ -144,7 +155,8 @@ Status PrefillManager::init_room(uint64_t room, int64_t num_pages,
 
 Status PrefillManager::send_chunk(uint64_t room, std::span<const int64_t> pages,
                                   std::span<const int64_t> state_slots,
-                                  std::optional<ChunkOwnership> ownership) {
+                                  std::optional<ChunkOwnership> ownership,
+                                  std::optional<bool> layerwise) {
   MutexLock lock(mu_);
   auto it = rooms_.find(room);
   if (it == rooms_.end() || !it->second.sender_open) {
@@ -165,18 +177,25 @@ Status PrefillManager::send_chunk(uint64_t room, std::span<const int64_t> pages,
   for (int64_t p : pages) {
     if (p < 0) return invalid_argument("negative page index " + std::to_string(p));
   }
-  Chunk c;
-  c.room = room;
+  TransferChunk c;
   c.first_page = r.next_page;
   c.pages.assign(pages.begin(), pages.end());
   c.is_last = r.next_page + n == r.num_pages;
-  if (c.is_last) c.state_slots.assign(state_slots.begin(), state_slots.end());
-  if (config_.layerwise_interval > 0) c.begin_cache_step = steps_.last_reservation();
+  if (c.is_last) {
+    c.state_slots.assign(state_slots.begin(), state_slots.end());
+    c.aux_index = r.aux_index;
+  }
+  if (layerwise.value_or(config_.layerwise_interval > 0)) {
+    if (config_.layerwise_interval <= 0) {
+      return failed_precondition("a layerwise chunk needs a manager with layerwise_interval > 0");
+    }
+    c.begin_cache_step = steps_.last_reservation();
+  }
   c.ownership = std::move(ownership);
   r.next_page += n;
   r.last_chunk_sent = c.is_last;
   if (r.bootstrapped) {
-    enqueue(std::move(c), r);
+    hand_to_pipeline(room, r, std::move(c));
   } else {
     r.waiting_chunks.push_back(std::move(c));
   }
@@ -190,14 +209,29 @@ void PrefillManager::abort_room(uint64_t room, const std::string& reason) {
 void PrefillManager::set_prefill_metadata(uint64_t room, int64_t token, std::vector<int32_t> ids) {
   if (!metadata_.publish(room, PrefillMetadata{token, std::move(ids)})) {
     PDKV_LOG_DEBUG("prefill metadata for room {} dropped (room not open or already set)", room);
+    return;
   }
+  // The room's bytes may all be written already, its statuses waiting for this.
+  Outbox out;
+  {
+    MutexLock lock(mu_);
+    if (!awaiting_metadata_.count(room)) return;
+    auto it = rooms_.find(room);
+    auto meta = metadata_.peek(room);
+    if (it == rooms_.end() || !meta) return;
+    complete_room(room, it->second, *meta, out);
+  }
+  flush(out);
 }
 
 int64_t PrefillManager::reserve_layerwise_cache_steps() {
   return steps_.reserve(config_.args.layer_num());
 }
 
-void PrefillManager::mark_layers_ready(int64_t layers) { steps_.mark_ready(layers); }
+void PrefillManager::mark_layers_ready(int64_t layers) {
+  steps_.mark_ready(layers);
+  if (pipeline_) pipeline_->steps_advanced();
+}
 
 std::string PrefillManager::metrics_text() const {
   return rank_metrics_text(metrics_, "pdkv_prefill", config_.args.engine_rank, active_rooms());
@@ -217,74 +251,95 @@ void PrefillManager::maybe_bootstrap(uint64_t room, Room& r) {
     return;
   }
   r.bootstrapped = true;
-  std::vector<std::string> keys;
-  for (const auto& [key, dest] : r.destinations) keys.push_back(key);
-  r.shard = destination_shard(std::move(keys), queues_.size());
+  std::vector<TransferDestination> targets;
+  for (const auto& [key, dest] : r.destinations) {
+    if (dest->is_dummy()) continue;
+    auto peer = decodes_.find(key);
+    if (peer == decodes_.end()) continue;
+    std::shared_ptr<TransferChecksum> checksum;
+    if (config_.options.verify_checksum) {
+      checksum = std::make_shared<TransferChecksum>();
+      r.checksums[key] = checksum;
+    }
+    targets.push_back(
+        TransferDestination{key, peer->second.registration.decode.session_id, dest, checksum});
+  }
+  pipeline_->start_room(room, std::move(targets));
   board_.advance(room, RoomState::kWaitingForInput);
   board_.set_deadline(room, now() + config_.options.waiting_timeout,
                       "waiting timeout: the transfer did not finish within " +
                           format_seconds(config_.options.waiting_timeout) + " of bootstrap");
   while (!r.waiting_chunks.empty()) {
-    enqueue(std::move(r.waiting_chunks.front()), r);
+    hand_to_pipeline(room, r, std::move(r.waiting_chunks.front()));
     r.waiting_chunks.pop_front();
   }
 }
 
-void PrefillManager::enqueue(Chunk chunk, Room& r) {
-  ++r.queued_chunks;
-  metrics_.queue_depth_delta(1);
-  Queue& q = *queues_[r.shard];
-  MutexLock lock(q.mu);
-  q.chunks.push_back(std::move(chunk));
-  q.ready.notify_one();
+void PrefillManager::hand_to_pipeline(uint64_t room, Room& r, TransferChunk chunk) {
+  if (chunk.is_last) chunk.aux_index = r.aux_index;  // init() may have come after send()
+  if (!r.transferring) {
+    r.transferring = true;
+    r.transfer_start = now();
+    board_.advance(room, RoomState::kTransferring);
+  }
+  pipeline_->add_chunk(room, std::move(chunk));
 }
 
 void PrefillManager::drop_room(uint64_t room) {
   rooms_.erase(room);
+  awaiting_metadata_.erase(room);
   metadata_.close(room);
   board_.erase(room);
 }
 
 void PrefillManager::fail_room(uint64_t room, const std::string& cause, const std::string& reason) {
-  std::vector<std::string> notify;
+  Outbox out;
   bool known = board_.fail(room, reason);
   {
     MutexLock lock(mu_);
     auto it = rooms_.find(room);
     if (it == rooms_.end() && !known) return;
     if (it != rooms_.end()) {
+      proto::TransferStatus status = status_of(room, proto::TransferState::kFailed);
+      status.failure_reason = reason;
       for (const auto& [key, dest] : it->second.destinations) {
-        if (!dest->is_dummy()) notify.push_back(key);
+        if (!dest->is_dummy()) out.add(key, status);
       }
+      if (it->second.bootstrapped && pipeline_) pipeline_->cancel_room(room);
     }
     drop_room(room);
   }
   ended_.record(room, reason, now() + config_.options.bootstrap_timeout);
   metrics_.room_failed(cause);
   PDKV_LOG_WARN("room {} failed: {}", room, reason);
-  proto::TransferStatus status;
-  status.room = room;
-  status.state = proto::TransferState::kFailed;
-  status.prefill_engine_rank = identity_.engine_rank;
-  status.prefill_attn_tp_rank = identity_.attn_tp_rank;
-  status.failure_reason = reason;
-  for (const std::string& endpoint : notify) send_status(endpoint, status);
+  flush(out);
 }
 
-void PrefillManager::send_status(const std::string& endpoint, const proto::TransferStatus& status) {
-  if (!channel_) return;  // start() failed before the channel existed
-  Status sent = channel_->send(endpoint, status);
-  if (sent.ok() || stopping_) return;
-  PDKV_LOG_WARN("status of room {} to {} not sent, will retry: {}", status.room, endpoint,
-                sent.to_string());
+proto::TransferStatus PrefillManager::status_of(uint64_t room, proto::TransferState state) const {
+  proto::TransferStatus status;
+  status.room = room;
+  status.state = state;
+  status.prefill_engine_rank = identity_.engine_rank;
+  status.prefill_attn_tp_rank = identity_.attn_tp_rank;
+  return status;
+}
+
+void PrefillManager::flush(Outbox& out) {
+  if (!channel_ || out.empty()) return;  // start() failed before the channel existed
+  std::vector<Outbox::Unsent> unsent = out.flush(*channel_);
+  if (unsent.empty() || stopping_) return;
+  PDKV_LOG_WARN("{} control message(s) to {} not sent, will retry: {}", unsent.size(),
+                unsent.front().endpoint, unsent.front().why.to_string());
   MutexLock lock(outbox_mu_);
-  if (unsent_statuses_.size() >= kMaxUnsentStatuses) {
-    PDKV_LOG_ERROR("status of room {} to {} dropped: {} statuses already wait for a retry",
-                   unsent_statuses_.front().status.room, unsent_statuses_.front().endpoint,
-                   unsent_statuses_.size());
-    unsent_statuses_.pop_front();
+  for (Outbox::Unsent& u : unsent) {
+    if (unsent_statuses_.size() >= kMaxUnsentStatuses) {
+      PDKV_LOG_ERROR("a control message to {} dropped: {} messages already wait for a retry",
+                     unsent_statuses_.front().endpoint, unsent_statuses_.size());
+      unsent_statuses_.pop_front();
+    }
+    unsent_statuses_.push_back(
+        UnsentStatus{std::move(u.endpoint), std::move(u.message), now() + kStatusRetryWindow});
   }
-  unsent_statuses_.push_back(UnsentStatus{endpoint, status, now() + kStatusRetryWindow});
 }
 
 void PrefillManager::resend_statuses() {
@@ -294,7 +349,7 @@ void PrefillManager::resend_statuses() {
     if (unsent_statuses_.empty()) return;
     pending.swap(unsent_statuses_);
   }
-  std::set<std::string> unreachable;  // one wait per unreachable peer and pass
+  std::set<std::string> unreachable;  // keep per-peer order: stop at its first refusal
   std::deque<UnsentStatus> still_unsent;
   for (UnsentStatus& u : pending) {
     if (!unreachable.count(u.endpoint) && channel_->send(u.endpoint, u.status).ok()) continue;
@@ -302,8 +357,8 @@ void PrefillManager::resend_statuses() {
     if (now() < u.give_up) {
       still_unsent.push_back(std::move(u));
     } else {
-      PDKV_LOG_ERROR("status of room {} to {} given up after {} ms of retries", u.status.room,
-                     u.endpoint, kStatusRetryWindow.count());
+      PDKV_LOG_ERROR("a control message to {} given up after {} ms of retries", u.endpoint,
+                     kStatusRetryWindow.count());
     }
   }
   MutexLock lock(outbox_mu_);
@@ -314,8 +369,20 @@ void PrefillManager::resend_statuses() {
 
 // --- control plane -----------------------------------------------------------------
 
+void PrefillManager::heard_from(const std::string& endpoint, uint64_t incarnation) {
+  MutexLock lock(mu_);
+  auto peer = decodes_.find(endpoint);
+  if (peer != decodes_.end() && peer->second.registration.decode.incarnation == incarnation) {
+    peer->second.last_seen = now();
+    peer->second.unanswered = 0;
+  }
+}
+
 void PrefillManager::on_message(proto::Message message) {
   if (stopping_) return;
+  if (const proto::RankIdentity* sender = sender_of(message)) {
+    heard_from(sender->control_endpoint, sender->incarnation);
+  }
   if (auto* reg = std::get_if<proto::BufferRegistration>(&message)) {
     on_registration(std::move(*reg));
   } else if (auto* pre = std::get_if<proto::PreAllocation>(&message)) {
@@ -324,6 +391,8 @@ void PrefillManager::on_message(proto::Message message) {
     on_abort(*abort);
   } else if (auto* ping = std::get_if<proto::Ping>(&message)) {
     on_ping(*ping);
+  } else if (std::holds_alternative<proto::Pong>(message)) {
+    // An answer to our probe: heard_from() counted it.
   } else {
     PDKV_LOG_WARN("prefill rank {} ignores an unexpected message type", identity_.engine_rank);
   }
@@ -335,6 +404,7 @@ void PrefillManager::on_registration(proto::BufferRegistration reg) {
   std::vector<uint64_t> orphaned;
   std::optional<std::string> stale_engine_endpoint;
   const uint64_t incarnation = reg.decode.incarnation;
+  const std::string engine_endpoint = reg.decode.session_id;
   {
     MutexLock lock(mu_);
     auto it = decodes_.find(key);
@@ -351,7 +421,8 @@ void PrefillManager::on_registration(proto::BufferRegistration reg) {
     peer.layout_status = layout;
     peer.last_seen = now();
   }
-  if (stale_engine_endpoint) forget_session(*stale_engine_endpoint);
+  if (stale_engine_endpoint) pipeline_->reset_peer(*stale_engine_endpoint);
+  if (layout.ok()) pipeline_->prepare_peer(engine_endpoint);
   for (uint64_t room : orphaned) fail_room(room, "peer_restarted", "decode " + key + " restarted");
   proto::RegistrationResult result;
   result.prefill = identity_;
@@ -360,8 +431,9 @@ void PrefillManager::on_registration(proto::BufferRegistration reg) {
   result.reason = layout.ok() ? "" : layout.message();
   if (!layout.ok())
     PDKV_LOG_ERROR("registration from decode {} refused: {}", key, layout.message());
-  Status sent = channel_->send(key, result);
-  if (!sent.ok()) PDKV_LOG_WARN("registration result to {} not sent: {}", key, sent.to_string());
+  Outbox out;
+  out.add(key, result);
+  flush(out);
 }
 
 void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
@@ -370,13 +442,11 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
   Status refused;
   if (auto ended = ended_.find(room, now())) {
     // Crossed our failure on the wire: answer with its reason instead of opening a room.
-    proto::TransferStatus status;
-    status.room = room;
-    status.state = proto::TransferState::kFailed;
-    status.prefill_engine_rank = identity_.engine_rank;
-    status.prefill_attn_tp_rank = identity_.attn_tp_rank;
+    proto::TransferStatus status = status_of(room, proto::TransferState::kFailed);
     status.failure_reason = *ended;
-    send_status(key, status);
+    Outbox out;
+    out.add(key, std::move(status));
+    flush(out);
     return;
   }
   {
@@ -416,13 +486,11 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
     fail_room(room, "bad_pre_allocation", reason);
   }
   // The sender of the bad pre-allocation is not a destination yet: tell it directly.
-  proto::TransferStatus status;
-  status.room = room;
-  status.state = proto::TransferState::kFailed;
-  status.prefill_engine_rank = identity_.engine_rank;
-  status.prefill_attn_tp_rank = identity_.attn_tp_rank;
+  proto::TransferStatus status = status_of(room, proto::TransferState::kFailed);
   status.failure_reason = reason;
-  send_status(key, status);
+  Outbox out;
+  out.add(key, std::move(status));
+  flush(out);
 }
 
 void PrefillManager::on_abort(const proto::Abort& abort) {
@@ -446,14 +514,7 @@ void PrefillManager::on_abort(const proto::Abort& abort) {
 }
 
 void PrefillManager::on_ping(const proto::Ping& ping) {
-  {
-    MutexLock lock(mu_);
-    auto peer = decodes_.find(ping.sender.control_endpoint);
-    if (peer != decodes_.end() &&
-        peer->second.registration.decode.incarnation == ping.sender.incarnation) {
-      peer->second.last_seen = now();
-    }
-  }
+  // heard_from() already counted it; answering must not wait for anything.
   proto::Pong pong;
   pong.sender = identity_;
   pong.seq = ping.seq;
@@ -462,11 +523,35 @@ void PrefillManager::on_ping(const proto::Ping& ping) {
     PDKV_LOG_DEBUG("pong to {} not sent: {}", ping.sender.control_endpoint, sent.to_string());
 }
 
+void PrefillManager::on_peer_gone(const std::string& endpoint) {
+  std::vector<uint64_t> lost;
+  std::string engine_endpoint;
+  {
+    MutexLock lock(mu_);
+    auto peer = decodes_.find(endpoint);
+    if (peer == decodes_.end()) return;
+    engine_endpoint = peer->second.registration.decode.session_id;
+    for (const auto& [room, r] : rooms_) {
+      if (r.destinations.count(endpoint)) lost.push_back(room);
+    }
+  }
+  PDKV_LOG_WARN(
+      "decode {} is gone (its connection closed and reconnecting is refused): failing "
+      "its {} room(s)",
+      endpoint, lost.size());
+  pipeline_->reset_peer(engine_endpoint);
+  for (uint64_t room : lost) {
+    fail_room(room, "peer_dead",
+              "decode " + endpoint + " is gone: its connection closed and it refuses new ones");
+  }
+}
+
 // --- timer ------------------------------------------------------------------------
 
 void PrefillManager::timer_loop() {
   const auto period = std::min<std::chrono::milliseconds>(config_.options.heartbeat_interval,
                                                           std::chrono::milliseconds(100));
+  TimePoint next_ping = now();
   while (!stopping_) {
     {
       MutexLock lock(timer_mu_);
@@ -479,6 +564,7 @@ void PrefillManager::timer_loop() {
     }
     ended_.purge(now());
     resend_statuses();
+    expire_metadata_waits();
     std::vector<uint64_t> orphans;
     {
       MutexLock lock(mu_);
@@ -494,7 +580,10 @@ void PrefillManager::timer_loop() {
                     std::to_string(room) + " within " +
                     format_seconds(config_.options.bootstrap_timeout));
     }
-    check_liveness();
+    if (now() >= next_ping) {
+      check_liveness();
+      next_ping = now() + config_.options.heartbeat_interval;
+    }
   }
 }
 
@@ -528,18 +617,38 @@ void PrefillManager::bootstrap_refresh_loop() {
 void PrefillManager::check_liveness() {
   const auto bound = config_.options.liveness_bound();
   std::vector<std::pair<uint64_t, std::string>> lost;
+  Outbox out;
   {
     MutexLock lock(mu_);
+    std::set<std::string> in_use;
+    for (const auto& [room, r] : rooms_) {
+      for (const auto& [key, dest] : r.destinations) in_use.insert(key);
+    }
+    std::set<std::string> dead;
+    for (const std::string& key : in_use) {
+      auto peer = decodes_.find(key);
+      if (peer == decodes_.end()) continue;
+      DecodePeer& p = peer->second;
+      if (now() - p.last_seen > bound && p.unanswered >= config_.options.heartbeat_max_failures) {
+        dead.insert(key);
+        continue;
+      }
+      proto::Ping ping;
+      ping.sender = identity_;
+      ping.seq = ++p.ping_seq;
+      ++p.unanswered;
+      out.add(key, ping);
+    }
     for (const auto& [room, r] : rooms_) {
       for (const auto& [key, dest] : r.destinations) {
-        auto peer = decodes_.find(key);
-        if (peer != decodes_.end() && now() - peer->second.last_seen > bound) {
+        if (dead.count(key)) {
           lost.emplace_back(room, key);
           break;
         }
       }
     }
   }
+  flush(out);
   for (const auto& [room, key] : lost) {
     fail_room(room, "peer_dead",
               "decode " + key + " stopped answering for more than " + format_seconds(bound));

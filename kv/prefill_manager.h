@@ -1,21 +1,22 @@
 // PrefillManager: the prefill side of one rank (SPEC §4, §5.2, §9, §10).
 //
 // It serves decode ranks' buffer registrations and per-room pre-allocations, takes each
-// room's chunks from its KVSender, plans the writes (DestinationPlan over plan/) and
-// pushes them through the transfer engine, then reports each room's status to every
-// decode rank that pre-allocated it. Improvements over the reference, each tested:
+// room's chunks from its KVSender, hands them to the TransferPipeline (plans the writes,
+// keeps many engine batches in flight per decode rank), then reports each room's status to
+// every decode rank that pre-allocated it. Improvements over the reference, each tested:
 //  * every failure reaches every decode rank of the room, not only the failing one;
 //  * bootstrap, waiting and first-token timeouts fire (RoomStatusBoard deadlines);
-//  * a decode that stops answering pings fails its rooms (liveness per rank);
+//  * a decode that goes silent or whose process is gone fails its rooms (liveness per
+//    rank: any message from it counts as a sign of life; a closed connection that cannot
+//    be re-opened is death at once);
 //  * a bad pre-allocation fails its room with a reason instead of killing a worker;
 //  * a room that ended is removed from every table (active_rooms() drops to 0).
 //
 // Threads it owns: the control channel's receive thread (message handlers: short, never
-// wait on transfers), `transfer_queues` workers (each serves the rooms whose destination
-// set hashes to it, so one slow decode stalls only its queue), and a timer thread
-// (deadlines, liveness). Every public method is thread-safe and non-blocking except
-// shutdown(), which joins the threads (a transfer in flight is bounded by the engine's
-// I/O timeout).
+// wait on transfers), the pipeline's dispatcher and session connector, a timer thread
+// (deadlines, liveness, unsent statuses) and the bootstrap refresher. No thread sends on
+// the network while holding mu_ (sends are marked PDKV_EXCLUDES(mu_)), and control sends
+// never block. Every public method is thread-safe and non-blocking except shutdown().
 #pragma once
 
 #include <atomic>
@@ -24,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -39,12 +41,14 @@
 #include "kv/failed_peer_tracker.h"
 #include "kv/kv_args.h"
 #include "kv/manager_options.h"
+#include "kv/outbox.h"
 #include "kv/prefill_metadata_store.h"
 #include "kv/room_status_board.h"
 #include "kv/route_directory.h"
 #include "kv/step_counter.h"
 #include "kv/transfer_checksum.h"
 #include "kv/transfer_metrics.h"
+#include "kv/transfer_pipeline.h"
 
 namespace pdkv::kv {
 
@@ -56,12 +60,6 @@ struct PrefillManagerConfig {
   bool wait_for_prefill_metadata = false;
   engine::EngineOptions engine;
   KvManagerOptions options;
-};
-
-// Prefill-side L1.5 ownership of one chunk (copied; see plan::SrcOwnership).
-struct ChunkOwnership {
-  std::vector<uint8_t> page_transfer_mask;
-  std::vector<int64_t> page_local_indices;
 };
 
 class PrefillManager {
@@ -80,9 +78,13 @@ class PrefillManager {
   Status init_room(uint64_t room, int64_t num_pages, std::optional<int64_t> aux_index);
   // One chunk of prefill page indices; the one that completes num_pages is the last and
   // may carry the state slots. Chunks may arrive before the pre-allocations (they wait).
+  // `layerwise`: unset = the manager's setting (layerwise_interval > 0 streams the chunk's
+  // layer groups as the forward marks them); false = the chunk's KV is complete already
+  // (e.g. a prefix-cache hit without a forward): send it at once.
   Status send_chunk(uint64_t room, std::span<const int64_t> pages,
                     std::span<const int64_t> state_slots,
-                    std::optional<ChunkOwnership> ownership = std::nullopt);
+                    std::optional<ChunkOwnership> ownership = std::nullopt,
+                    std::optional<bool> layerwise = std::nullopt);
   // Fails the room (reason kept) and tells every decode rank that pre-allocated it.
   void abort_room(uint64_t room, const std::string& reason);
 
@@ -105,20 +107,15 @@ class PrefillManager {
   void shutdown();
 
  private:
-  struct Chunk {
-    uint64_t room = 0;
-    int64_t first_page = 0;
-    std::vector<int64_t> pages;
-    std::vector<int64_t> state_slots;
-    bool is_last = false;
-    std::optional<int64_t> begin_cache_step;
-    std::optional<ChunkOwnership> ownership;
-  };
-
   struct DecodePeer {
     proto::BufferRegistration registration;
     Status layout_status;  // why its pre-allocations are refused, if they are
     TimePoint last_seen;
+    // This rank probes decodes with rooms here too, and a decode is dead only after
+    // max_failures probes went unanswered for the liveness bound: a stall of this process
+    // (its receive thread or timer not running) never counts against the peer.
+    uint64_t ping_seq = 0;
+    int unanswered = 0;
   };
 
   struct Room {
@@ -136,64 +133,54 @@ class PrefillManager {
     // PDKV_VERIFY_CHECKSUM: what was sent to each destination so far, same keys.
     std::map<std::string, std::shared_ptr<TransferChecksum>> checksums;
     bool bootstrapped = false;
-    std::deque<Chunk> waiting_chunks;  // sent before the room was bootstrapped
-    int queued_chunks = 0;
-    size_t shard = 0;
+    bool transferring = false;                 // a chunk went to the pipeline
+    std::deque<TransferChunk> waiting_chunks;  // sent before the room was bootstrapped
+    // Every byte written; waiting for the first token (wait_for_prefill_metadata) until
+    // metadata_deadline.
+    bool transferred = false;
+    TimePoint metadata_deadline;
     TimePoint first_seen;
     TimePoint transfer_start;
     uint64_t bytes_written = 0;
-  };
-
-  struct Queue {
-    Mutex mu;
-    CondVar ready;
-    std::deque<Chunk> chunks PDKV_GUARDED_BY(mu);
   };
 
   PrefillManager(PrefillManagerConfig config, std::shared_ptr<RouteDirectory> directory);
   Status start(const ControlChannelFactory& channels);
 
   // Control-plane handlers (receive thread).
-  void on_message(proto::Message message);
-  void on_registration(proto::BufferRegistration reg);
-  void on_pre_allocation(proto::PreAllocation pre);
-  void on_abort(const proto::Abort& abort);
-  void on_ping(const proto::Ping& ping);
+  void on_message(proto::Message message) PDKV_EXCLUDES(mu_);
+  void on_registration(proto::BufferRegistration reg) PDKV_EXCLUDES(mu_);
+  void on_pre_allocation(proto::PreAllocation pre) PDKV_EXCLUDES(mu_);
+  void on_abort(const proto::Abort& abort) PDKV_EXCLUDES(mu_);
+  void on_ping(const proto::Ping& ping) PDKV_EXCLUDES(mu_);
+  // The decode's process is gone (its control connection closed for good).
+  void on_peer_gone(const std::string& endpoint) PDKV_EXCLUDES(mu_);
 
   void maybe_bootstrap(uint64_t room, Room& r) PDKV_REQUIRES(mu_);
-  void enqueue(Chunk chunk, Room& r) PDKV_REQUIRES(mu_);
+  void hand_to_pipeline(uint64_t room, Room& r, TransferChunk chunk) PDKV_REQUIRES(mu_);
 
-  // Transfer path (workers), in prefill_transfer.cc.
-  void worker_loop(Queue& queue);
-  void process_chunk(const Chunk& chunk);
-  // Where one chunk goes: a decode rank's plan and engine endpoint, and (checksums on)
-  // the running sum of what that rank was sent.
-  struct ChunkDestination {
-    uint64_t room = 0;
-    std::string key;
-    std::shared_ptr<const DestinationPlan> plan;
-    std::string engine_endpoint;
-    std::shared_ptr<TransferChecksum> checksum;  // null unless verify_checksum
-  };
-  Status transfer_kv(const ChunkDestination& dest, const Chunk& chunk, uint64_t& bytes);
-  Status wait_for_layers(uint64_t room, int64_t target_step);
-  // The manager stops, or the room failed or left the board: its work is moot.
-  bool room_ended(uint64_t room) const;
-  Status write_blocks(const ChunkDestination& dest, std::vector<plan::Block>& blocks,
-                      uint64_t& bytes);
-  Result<engine::SessionId> session_for(const std::string& engine_endpoint);
-  void forget_session(const std::string& engine_endpoint);
-  void finish_success(uint64_t room);
+  // Pipeline hooks (dispatcher thread), in prefill_transfer.cc.
+  void on_rooms_transferred(const std::vector<std::pair<uint64_t, uint64_t>>& rooms)
+      PDKV_EXCLUDES(mu_);
+  // Success statuses of a room whose bytes are all written and whose metadata is in (or
+  // not waited for); the room leaves the tables.
+  void complete_room(uint64_t room, Room& r, const PrefillMetadata& meta, Outbox& out)
+      PDKV_REQUIRES(mu_);
+  void expire_metadata_waits() PDKV_EXCLUDES(mu_);
 
   // Fails the room, notifies every non-dummy destination, and drops it from the tables.
-  void fail_room(uint64_t room, const std::string& cause, const std::string& reason);
+  void fail_room(uint64_t room, const std::string& cause, const std::string& reason)
+      PDKV_EXCLUDES(mu_);
   void drop_room(uint64_t room) PDKV_REQUIRES(mu_);
-  void fail_open_rooms();  // shutdown
-  // A status whose send fails (the decode's socket not connected, a reset) is kept and
-  // retried by the timer for up to kStatusRetryWindow: a lost Success would otherwise
+  void fail_open_rooms() PDKV_EXCLUDES(mu_);  // shutdown
+  proto::TransferStatus status_of(uint64_t room, proto::TransferState state) const;
+  // Sends what `out` holds; what the channel refuses (the decode's queue full) is kept
+  // and retried by the timer for up to kStatusRetryWindow: a lost Success would otherwise
   // fail a finished room on the decode's waiting timeout.
-  void send_status(const std::string& endpoint, const proto::TransferStatus& status);
-  void resend_statuses();
+  void flush(Outbox& out) PDKV_EXCLUDES(mu_);
+  void resend_statuses() PDKV_EXCLUDES(mu_);
+  // Any message from a decode rank is a sign of life.
+  void heard_from(const std::string& endpoint, uint64_t incarnation) PDKV_EXCLUDES(mu_);
 
   void timer_loop();
   // Registers this rank with the bootstrap server again every bootstrap_refresh: a
@@ -201,7 +188,8 @@ class PrefillManager {
   // ones that lost this rank) would time out on it. Own thread: a dead server blocks
   // each attempt up to its deadline.
   void bootstrap_refresh_loop();
-  void check_liveness();
+  // Pings decodes with rooms here; fails the rooms of those that stopped answering.
+  void check_liveness() PDKV_EXCLUDES(mu_);
 
   PrefillManagerConfig config_;
   std::shared_ptr<RouteDirectory> directory_;
@@ -219,18 +207,15 @@ class PrefillManager {
   mutable Mutex mu_;
   std::unordered_map<std::string, DecodePeer> decodes_ PDKV_GUARDED_BY(mu_);
   std::unordered_map<uint64_t, Room> rooms_ PDKV_GUARDED_BY(mu_);
+  std::set<uint64_t> awaiting_metadata_ PDKV_GUARDED_BY(mu_);
 
-  Mutex sessions_mu_;
-  std::unordered_map<std::string, engine::SessionId> sessions_ PDKV_GUARDED_BY(sessions_mu_);
-
-  std::vector<std::unique_ptr<Queue>> queues_;
-  std::vector<std::thread> workers_;
+  std::unique_ptr<TransferPipeline> pipeline_;
   std::thread timer_;
   std::thread bootstrap_refresher_;
   PrefillRankInfo rank_info_;  // what start() registered
   struct UnsentStatus {
     std::string endpoint;
-    proto::TransferStatus status;
+    proto::Message status;
     TimePoint give_up;
   };
   static constexpr std::chrono::milliseconds kStatusRetryWindow{5000};

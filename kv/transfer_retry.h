@@ -1,34 +1,28 @@
-// Retrying a KV write that failed for a transient reason (SPEC §12: the reference failed
-// the room on the first error).
+// Which KV write failures are retried, and how long to wait before each retry (SPEC §12:
+// the reference failed the room on the first error). The retry loop itself is the
+// transfer pipeline's (kv/transfer_pipeline.h): a failed batch goes back on its link with
+// a backoff, nothing sleeps.
 //
 // A write batch is idempotent: the same source bytes go to the same destination
 // addresses, and the decode reads nothing before the room's status arrives, so sending a
 // batch again after a connection reset cannot leave wrong bytes behind. Only kUnavailable
-// (connect, handshake, reset, peer closed) is retried: a validation error or a rejected
+// (connect, handshake, reset, peer closed) is transient: a validation error or a rejected
 // write would fail the same way again, and a stalled peer (kDeadlineExceeded) has
 // already cost a full I/O timeout.
 //
-// Thread safety: stateless; `op` and `give_up` run on the calling thread.
+// Thread safety: pure functions.
 #pragma once
 
 #include <chrono>
-#include <functional>
 
 #include "common/status.h"
 
 namespace pdkv::kv {
 
-struct TransferRetryPolicy {
-  int max_attempts = 3;                         // 1 = no retry
-  std::chrono::milliseconds first_backoff{50};  // doubled before each further attempt
-};
-
 bool is_transient_transfer_error(const Status& status);
 
-// Runs op(attempt) (attempt counts from 0) until it succeeds, fails for a reason that is
-// not transient, the attempts are spent, or give_up() is true before a retry (the room
-// ended, the manager stops). Returns the last result.
-Status retry_transient(const TransferRetryPolicy& policy, const std::function<Status(int)>& op,
-                       const std::function<bool()>& give_up);
+// The wait before retry number `retry` (1 = the first): first, then doubling, capped at
+// 2^10 x first.
+std::chrono::milliseconds retry_backoff(std::chrono::milliseconds first, int retry);
 
 }  // namespace pdkv::kv

@@ -13,6 +13,10 @@ class ZmqControlChannel : public ControlChannel {
   Status send(const std::string& peer, const proto::Message& message) override {
     return endpoint_->send(peer, message);
   }
+  Result<size_t> send_burst(const std::string& peer,
+                            std::span<const proto::Message> messages) override {
+    return endpoint_->send_burst(peer, messages);
+  }
   void stop() override { endpoint_->shutdown(); }
 
  private:
@@ -23,15 +27,19 @@ class ZmqControlChannel : public ControlChannel {
 
 ControlChannelFactory zmq_channel_factory() {
   return [](const std::string& host,
-            MessageHandler handler) -> Result<std::unique_ptr<ControlChannel>> {
+            ChannelCallbacks callbacks) -> Result<std::unique_ptr<ControlChannel>> {
     PDKV_ASSIGN_OR_RETURN(proto::EndpointOptions options, proto::EndpointOptions::from_env());
     options.bind_host = host;
+    proto::ZmqEndpoint::PeerGoneHandler on_gone;
+    if (callbacks.on_peer_gone) on_gone = std::move(callbacks.on_peer_gone);
     PDKV_ASSIGN_OR_RETURN(auto endpoint, proto::ZmqEndpoint::start(
-                                             options, [handler = std::move(handler)](
-                                                          proto::Message&& m, const std::string&) {
+                                             options,
+                                             [handler = std::move(callbacks.on_message)](
+                                                 proto::Message&& m, const std::string&) {
                                                handler(std::move(m));
                                                return Status();
-                                             }));
+                                             },
+                                             std::move(on_gone)));
     return std::unique_ptr<ControlChannel>(
         std::make_unique<ZmqControlChannel>(std::move(endpoint)));
   };

@@ -1,28 +1,52 @@
+// ZmqEndpoint: start, shutdown and the send side. The receive thread is in
+// zmq_endpoint_receive.cc, death detection in peer_monitor.cc.
 #include "proto/zmq_endpoint.h"
 
 #include <fmt/format.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
 
 #include "common/config.h"
 #include "common/logging.h"
+#include "proto/peer_monitor.h"
 
 namespace pdkv::proto {
 
 Result<EndpointOptions> EndpointOptions::from_env() {
   EndpointOptions o;
-  PDKV_ASSIGN_OR_RETURN(int64_t timeout_ms,
-                        config::read_int("PDKV_ZMQ_SEND_TIMEOUT_MS", 200, 0, 60000));
-  PDKV_ASSIGN_OR_RETURN(int64_t hwm, config::read_int("PDKV_ZMQ_SNDHWM", 1000, 1, 1000000));
-  o.send_timeout = std::chrono::milliseconds(timeout_ms);
+  PDKV_ASSIGN_OR_RETURN(int64_t hwm, config::read_int("PDKV_ZMQ_SNDHWM", 10000, 1, 1000000));
   o.send_hwm = static_cast<int>(hwm);
   return o;
 }
 
-ZmqEndpoint::ZmqEndpoint(const EndpointOptions& options, Handler handler)
-    : options_(options), handler_(std::move(handler)), context_(1) {}
+bool is_urgent(const Message& message) {
+  return std::holds_alternative<Ping>(message) || std::holds_alternative<Pong>(message);
+}
+
+ZmqEndpoint::ZmqEndpoint(const EndpointOptions& options, Handler handler,
+                         PeerGoneHandler on_peer_gone)
+    : options_(options),
+      handler_(std::move(handler)),
+      on_peer_gone_(std::move(on_peer_gone)),
+      context_(1) {}
 
 Result<std::unique_ptr<ZmqEndpoint>> ZmqEndpoint::start(const EndpointOptions& options,
-                                                        Handler handler) {
-  std::unique_ptr<ZmqEndpoint> ep(new ZmqEndpoint(options, std::move(handler)));
+                                                        Handler handler,
+                                                        PeerGoneHandler on_peer_gone) {
+  if (options.drain_batch == 0 || options.send_hwm <= 0 || options.reconnect_interval_ms <= 0) {
+    return invalid_argument(
+        "zmq endpoint: drain_batch, send_hwm and reconnect_interval_ms must be positive");
+  }
+  std::unique_ptr<ZmqEndpoint> ep(
+      new ZmqEndpoint(options, std::move(handler), std::move(on_peer_gone)));
+  ep->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (ep->wake_fd_ < 0) {
+    return unavailable(
+        fmt::format("zmq endpoint: eventfd: {}", std::generic_category().message(errno)));
+  }
   try {
     ep->pull_ = zmq::socket_t(ep->context_, zmq::socket_type::pull);
     ep->pull_.set(zmq::sockopt::linger, options.linger_ms);
@@ -47,74 +71,10 @@ Result<std::unique_ptr<ZmqEndpoint>> ZmqEndpoint::start(const EndpointOptions& o
   return ep;
 }
 
-ZmqEndpoint::~ZmqEndpoint() { shutdown(); }
-
-void ZmqEndpoint::receive_loop() {
-  for (;;) {
-    std::vector<zmq::message_t> parts;
-    bool too_many = false;
-    try {
-      zmq::message_t first;
-      if (!pull_.recv(first, zmq::recv_flags::none)) continue;
-      bool more = first.more();
-      parts.push_back(std::move(first));
-      // The rest of a multipart message is already here (ZeroMQ delivers it atomically);
-      // beyond max_frames it is drained and the message is dropped as malformed.
-      while (more) {
-        zmq::message_t part;
-        if (!pull_.recv(part, zmq::recv_flags::none)) break;
-        more = part.more();
-        if (parts.size() < options_.max_frames) {
-          parts.push_back(std::move(part));
-        } else {
-          too_many = true;
-        }
-      }
-    } catch (const zmq::error_t& e) {
-      if (e.num() == ETERM) break;  // shutdown()
-      if (e.num() != EINTR)
-        PDKV_LOG_WARN("zmq endpoint {}: receive failed: {}", endpoint_, e.what());
-      continue;
-    }
-    dispatch(parts, too_many);
-  }
-  pull_.close();
-}
-
-void ZmqEndpoint::dispatch(std::vector<zmq::message_t>& parts, bool too_many) {
-  std::string peer = "unknown peer";
-  try {
-    if (const char* addr = parts[0].gets("Peer-Address")) peer = addr;
-  } catch (const zmq::error_t&) {
-    // Not every transport reports it; the log just says "unknown peer".
-  }
-  Result<Message> msg = data_loss(fmt::format("more than {} frames", options_.max_frames));
-  if (!too_many) {
-    std::vector<std::string_view> views;
-    views.reserve(parts.size());
-    for (const auto& p : parts) views.emplace_back(p.data<char>(), p.size());
-    msg = decode_message(views);
-  }
-  if (!msg.ok()) {
-    malformed_.fetch_add(1, std::memory_order_relaxed);
-    PDKV_LOG_WARN("zmq endpoint {}: dropped a malformed message from {}: {}", endpoint_, peer,
-                  msg.status().message());
-    return;
-  }
-  received_.fetch_add(1, std::memory_order_relaxed);
-  Status st;
-  try {
-    st = handler_(std::move(msg).value(), peer);
-  } catch (const std::exception& e) {
-    st = internal_error(fmt::format("handler threw: {}", e.what()));
-  } catch (...) {
-    st = internal_error("handler threw a non-standard exception");
-  }
-  if (!st.ok()) {
-    handler_errors_.fetch_add(1, std::memory_order_relaxed);
-    PDKV_LOG_WARN("zmq endpoint {}: handler failed on a message from {}: {}", endpoint_, peer,
-                  st.to_string());
-  }
+ZmqEndpoint::~ZmqEndpoint() {
+  shutdown();
+  // Here, not in shutdown(): a forget_peer() racing shutdown() may still wake().
+  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 Result<std::shared_ptr<ZmqEndpoint::PeerSocket>> ZmqEndpoint::peer_socket(
@@ -124,21 +84,76 @@ Result<std::shared_ptr<ZmqEndpoint::PeerSocket>> ZmqEndpoint::peer_socket(
   auto it = peers_.find(peer_endpoint);
   if (it != peers_.end()) return it->second;
   auto p = std::make_shared<PeerSocket>();
-  try {
+  p->monitor_id = ++next_monitor_id_;
+  std::unique_ptr<PeerMonitor> monitor;
+  {
     MutexLock peer_lock(p->mu);
-    p->socket = zmq::socket_t(context_, zmq::socket_type::push);
-    p->socket.set(zmq::sockopt::linger, options_.linger_ms);
-    p->socket.set(zmq::sockopt::sndhwm, options_.send_hwm);
-    p->socket.set(zmq::sockopt::sndtimeo, static_cast<int>(options_.send_timeout.count()));
-    p->socket.set(zmq::sockopt::immediate, true);
-    p->socket.connect(peer_endpoint);
-  } catch (const zmq::error_t& e) {
-    if (e.num() == ETERM) return aborted("zmq endpoint is shut down");
-    return invalid_argument(
-        fmt::format("zmq endpoint: cannot connect to '{}': {}", peer_endpoint, e.what()));
+    try {
+      p->socket = zmq::socket_t(context_, zmq::socket_type::push);
+      p->socket.set(zmq::sockopt::linger, options_.linger_ms);
+      p->socket.set(zmq::sockopt::sndhwm, options_.send_hwm);
+      // Off: the connect creates the queue at once, so a send before the TCP connection
+      // is up queues instead of failing, and a reconnect keeps what is queued.
+      p->socket.set(zmq::sockopt::immediate, false);
+      p->socket.set(zmq::sockopt::reconnect_ivl, options_.reconnect_interval_ms);
+      p->socket.set(zmq::sockopt::reconnect_ivl_max, options_.reconnect_interval_max_ms);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return aborted("zmq endpoint is shut down");
+      return internal_error(fmt::format("zmq endpoint: cannot create a socket: {}", e.what()));
+    }
+    // Before connect(), so the monitor sees the first connection.
+    auto attached = PeerMonitor::attach(context_, p->socket, peer_endpoint, p->monitor_id);
+    if (!attached.ok()) return attached.status();
+    monitor = std::move(attached).value();
+    try {
+      p->socket.connect(peer_endpoint);
+    } catch (const zmq::error_t& e) {
+      PeerMonitor::detach(p->socket);
+      p->socket.close();
+      if (e.num() == ETERM) return aborted("zmq endpoint is shut down");
+      return invalid_argument(
+          fmt::format("zmq endpoint: cannot connect to '{}': {}", peer_endpoint, e.what()));
+    }
   }
+  // Under peers_mu_: shutdown() sets shut_down_ under it before it stops the receive
+  // thread, which takes every posted monitor on its way out, so none is left behind.
+  post(MonitorCommand{p->monitor_id, std::move(monitor)});
   peers_.emplace(peer_endpoint, p);
   return p;
+}
+
+Status ZmqEndpoint::queue_frames(PeerSocket& peer, const std::string& peer_endpoint,
+                                 const Multipart& frames) {
+  if (peer.closed) return aborted("zmq endpoint: peer socket closed");
+  auto flags = [&](size_t i) {
+    return (i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none) |
+           zmq::send_flags::dontwait;
+  };
+  try {
+    if (!peer.socket.send(zmq::buffer(frames[0]), flags(0))) {
+      return unavailable(fmt::format(
+          "zmq endpoint: queue to {} is full ({} messages): the peer is not reading or not there",
+          peer_endpoint, options_.send_hwm));
+    }
+    // Only the first frame can fail: ZeroMQ counts whole messages against the HWM
+    // (pipe.cpp check_hwm: _msgs_written grows with a message's last frame) and a PUSH
+    // socket takes the rest of a message once its first frame is in (lb.cpp has_out:
+    // "if one part of the message was already written we can definitely write the
+    // rest"). Were the pipe to die mid-message (only at close, which peer.mu excludes),
+    // lb.cpp rolls the message back and drops its remaining frames; sending them anyway
+    // leaves the socket ready for the next message.
+    bool whole = true;
+    for (size_t i = 1; i < frames.size(); ++i) {
+      if (!peer.socket.send(zmq::buffer(frames[i]), flags(i))) whole = false;
+    }
+    if (!whole) {
+      return unavailable(fmt::format("zmq endpoint: {} dropped a message mid-way", peer_endpoint));
+    }
+  } catch (const zmq::error_t& e) {
+    if (e.num() == ETERM) return aborted("zmq endpoint is shut down");
+    return unavailable(fmt::format("zmq endpoint: send to {} failed: {}", peer_endpoint, e.what()));
+  }
+  return Status();
 }
 
 Status ZmqEndpoint::send(const std::string& peer_endpoint, const Message& message) {
@@ -146,33 +161,56 @@ Status ZmqEndpoint::send(const std::string& peer_endpoint, const Message& messag
 }
 
 Status ZmqEndpoint::send_frames(const std::string& peer_endpoint, const Multipart& frames) {
-  auto fail = [this](Status s) {
-    send_failures_.fetch_add(1, std::memory_order_relaxed);
-    return s;
-  };
-  if (frames.empty()) return fail(invalid_argument("zmq endpoint: no frames to send"));
-  auto p = peer_socket(peer_endpoint);
-  if (!p.ok()) return fail(p.status());
-  PeerSocket& peer = **p;
-  MutexLock lock(peer.mu);
-  if (peer.closed) return fail(aborted("zmq endpoint: peer socket closed"));
-  try {
-    for (size_t i = 0; i < frames.size(); ++i) {
-      auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
-      // Only the first part can time out: once it is queued ZeroMQ takes the rest.
-      if (!peer.socket.send(zmq::buffer(frames[i]), flags)) {
-        return fail(unavailable(
-            fmt::format("zmq endpoint: {} not reachable within {} ms (not connected or queue full)",
-                        peer_endpoint, options_.send_timeout.count())));
-      }
-    }
-  } catch (const zmq::error_t& e) {
-    if (e.num() == ETERM) return fail(aborted("zmq endpoint is shut down"));
-    return fail(
-        unavailable(fmt::format("zmq endpoint: send to {} failed: {}", peer_endpoint, e.what())));
+  Status st;
+  if (frames.empty()) {
+    st = invalid_argument("zmq endpoint: no frames to send");
+  } else if (auto p = peer_socket(peer_endpoint); !p.ok()) {
+    st = p.status();
+  } else {
+    PeerSocket& peer = **p;
+    MutexLock lock(peer.mu);
+    st = queue_frames(peer, peer_endpoint, frames);
   }
-  sent_.fetch_add(1, std::memory_order_relaxed);
-  return Status();
+  (st.ok() ? sent_ : send_failures_).fetch_add(1, std::memory_order_relaxed);
+  return st;
+}
+
+Result<size_t> ZmqEndpoint::send_burst(const std::string& peer_endpoint,
+                                       std::span<const Message> messages) {
+  if (messages.empty()) return size_t{0};
+  std::vector<Multipart> encoded;
+  encoded.reserve(messages.size());
+  for (const Message& m : messages) encoded.push_back(encode_message(m));
+  size_t queued = 0;
+  Status first_error;
+  if (auto p = peer_socket(peer_endpoint); !p.ok()) {
+    first_error = p.status();
+  } else {
+    PeerSocket& peer = **p;
+    MutexLock lock(peer.mu);
+    for (const Multipart& frames : encoded) {
+      first_error = queue_frames(peer, peer_endpoint, frames);
+      if (!first_error.ok()) break;
+      ++queued;
+    }
+  }
+  sent_.fetch_add(queued, std::memory_order_relaxed);
+  send_failures_.fetch_add(messages.size() - queued, std::memory_order_relaxed);
+  if (queued == 0 && !first_error.ok() && first_error.code() != StatusCode::kUnavailable) {
+    return first_error;
+  }
+  return queued;
+}
+
+void ZmqEndpoint::close_peer(PeerSocket& peer) {
+  {
+    MutexLock lock(peer.mu);
+    if (peer.closed) return;
+    PeerMonitor::detach(peer.socket);
+    peer.socket.close();
+    peer.closed = true;
+  }
+  post(MonitorCommand{peer.monitor_id, nullptr});
 }
 
 void ZmqEndpoint::forget_peer(const std::string& peer_endpoint) {
@@ -184,14 +222,41 @@ void ZmqEndpoint::forget_peer(const std::string& peer_endpoint) {
     p = std::move(it->second);
     peers_.erase(it);
   }
-  MutexLock lock(p->mu);
-  p->socket.close();
-  p->closed = true;
+  close_peer(*p);
+}
+
+void ZmqEndpoint::post(MonitorCommand command) {
+  {
+    MutexLock lock(control_mu_);
+    commands_.push_back(std::move(command));
+  }
+  wake();
+}
+
+void ZmqEndpoint::wake() {
+  uint64_t one = 1;
+  // Fails only if the counter would overflow, i.e. the thread is already woken.
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+}
+
+bool ZmqEndpoint::is_current_monitor(const std::string& peer_endpoint, uint64_t id) {
+  MutexLock lock(peers_mu_);
+  auto it = peers_.find(peer_endpoint);
+  return it != peers_.end() && it->second->monitor_id == id;
 }
 
 EndpointStats ZmqEndpoint::stats() const {
-  return EndpointStats{received_.load(), malformed_.load(), handler_errors_.load(), sent_.load(),
-                       send_failures_.load()};
+  EndpointStats s;
+  s.received = received_.load();
+  s.malformed = malformed_.load();
+  s.handler_errors = handler_errors_.load();
+  s.sent = sent_.load();
+  s.send_failures = send_failures_.load();
+  s.urgent = urgent_.load();
+  s.drained_batches = drained_batches_.load();
+  s.disconnects = disconnects_.load();
+  s.peers_gone = peers_gone_.load();
+  return s;
 }
 
 void ZmqEndpoint::shutdown() {
@@ -202,14 +267,11 @@ void ZmqEndpoint::shutdown() {
     shut_down_ = true;
     peers.swap(peers_);
   }
-  for (auto& [name, p] : peers) {
-    MutexLock lock(p->mu);  // waits for an in-flight send, at most send_timeout
-    p->socket.close();
-    p->closed = true;
-  }
-  context_.shutdown();  // the receive thread's blocking recv fails with ETERM
+  for (auto& [name, p] : peers) close_peer(*p);  // a send in flight holds it for microseconds
+  stopping_.store(true);
   if (receiver_.joinable()) {
-    receiver_.join();  // it closes pull_ on its way out
+    wake();
+    receiver_.join();  // it closes the monitors and pull_ on its way out
   } else {
     pull_.close();  // start() failed before the thread existed
   }

@@ -2,70 +2,75 @@
 //
 // - One PULL socket, bound to tcp://<bind_host>:* and read back through ZMQ_LAST_ENDPOINT,
 //   so there is no "bind port 0, close, rebind" race (SPEC §3.1, §12 item 20).
-// - One receive thread (owned here, named "receive thread" below) that reads multipart
-//   messages, decodes them (codec.h) and calls the handler. A malformed message is
-//   logged with the peer address and the reason, counted and dropped; a handler's error
-//   or exception is logged and counted. Neither stops the thread.
 // - One PUSH socket per peer endpoint, created on first send and cached, each behind its
 //   own mutex, so senders to different peers never wait for each other and a socket is
 //   never used by two threads at once (the reference shared them unlocked, §12 item 11).
-//   Sends are bounded: ZMQ_IMMEDIATE (queue only to connected peers), ZMQ_SNDHWM and
-//   ZMQ_SNDTIMEO, so a dead or absent peer costs a caller at most send_timeout, then
-//   kUnavailable. Nothing retries: the caller (a KV manager) decides.
+//   Sends never block (ZMQ_DONTWAIT): a message is queued or the call fails at once.
+//   ZMQ_IMMEDIATE is off, so a message sent before the TCP connection is up waits in the
+//   socket's queue and leaves once connected (first contact does not fail); a full queue
+//   (send_hwm messages: the peer is not reading, or is not there) is kUnavailable.
+//   Nothing retries: the caller (a KV manager) decides.
+// - One receive thread (owned here, "the receive thread" below). It waits in zmq_poll on
+//   the PULL socket, the per-peer monitor sockets and an eventfd that wakes it for a new
+//   monitor or shutdown (no periodic tick). It drains the messages already queued (up to
+//   drain_batch per read, again between handler calls, at most send_hwm held decoded),
+//   decodes them (codec.h) and calls the handler first for urgent ones (is_urgent:
+//   Ping, Pong), then on_peer_gone reports, then the rest in arrival order; so a ping
+//   waits for one handler call, not behind a backlog (and messages a dead peer sent
+//   before dying may be handled after its report). A malformed message is logged with
+//   the peer address and the reason, counted and dropped; a handler's error or exception
+//   is logged and counted. Neither stops the thread.
+// - Peer-process death: a monitor on every PUSH socket (peer_monitor.h) reports a peer
+//   whose established connection closed and whose reconnect was then refused: its
+//   process is gone. Reported once per connection, on the receive thread, about one
+//   reconnect interval (50-100 ms) after the death. A peer that never accepted a
+//   connection, one whose connection was reset while it lives, or a stopped (SIGSTOP)
+//   one is never reported: silence stays the callers' (heartbeat) business.
 // - One zmq::context_t per endpoint, shared by its sockets; shutdown() terminates it.
 //
-// Thread safety: send(), forget_peer(), stats() and endpoint() may be called from any
-// thread, concurrently. The handler runs only on the receive thread, one message at a
-// time, and must not call shutdown() (it would wait for itself); it may call send().
-// shutdown() (also run by the destructor) is idempotent: it wakes and joins the receive
-// thread, closes every socket and terminates the context; later sends return kAborted.
+// Thread safety: send(), send_burst(), send_frames(), forget_peer(), stats() and
+// endpoint() may be called from any thread, concurrently, including from the handler and
+// on_peer_gone. Those two run only on the receive thread, one call at a time, never
+// concurrently with each other, and must not call shutdown() (it would wait for itself).
+// shutdown() (also run by the destructor) is idempotent: it closes every socket, wakes
+// and joins the receive thread and terminates the context; later sends return kAborted.
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
+#include <vector>
 #include <zmq.hpp>
 
 #include "common/mutex.h"
 #include "common/status.h"
 #include "proto/codec.h"
+#include "proto/zmq_endpoint_options.h"
 
 namespace pdkv::proto {
 
-struct EndpointOptions {
-  std::string bind_host = "127.0.0.1";
-  // Host put into endpoint() for peers to connect to; empty = bind_host (set it when
-  // binding a wildcard address such as 0.0.0.0).
-  std::string advertise_host;
-  int send_hwm = 1000;                          // messages queued per peer
-  std::chrono::milliseconds send_timeout{200};  // longest a send may block
-  int linger_ms = 0;                            // unsent messages at close are dropped
-  size_t max_frames = 8;                        // more = malformed (drained, dropped)
+class PeerMonitor;
 
-  // PDKV_ZMQ_SEND_TIMEOUT_MS, PDKV_ZMQ_SNDHWM (docs/CONFIG.md); other fields default.
-  static Result<EndpointOptions> from_env();
-};
-
-struct EndpointStats {
-  uint64_t received = 0;        // decoded and handed to the handler
-  uint64_t malformed = 0;       // dropped by the decoder
-  uint64_t handler_errors = 0;  // handler returned an error or threw
-  uint64_t sent = 0;
-  uint64_t send_failures = 0;
-};
+// Messages the receive thread hands to the handler before any other it holds: the
+// liveness probe and its answer (Ping, Pong).
+bool is_urgent(const Message& message);
 
 class ZmqEndpoint {
  public:
   // `peer` is the sender's TCP address as ZeroMQ reports it ("127.0.0.1"), for logs.
   using Handler = std::function<Status(Message&& message, const std::string& peer)>;
+  // `peer_endpoint` is the string that was passed to send() ("tcp://host:port").
+  using PeerGoneHandler = std::function<void(const std::string& peer_endpoint)>;
 
-  // Binds and starts the receive thread. kUnavailable if the bind fails.
-  static Result<std::unique_ptr<ZmqEndpoint>> start(const EndpointOptions& options,
-                                                    Handler handler);
+  // Binds and starts the receive thread. kUnavailable if the bind fails,
+  // kInvalidArgument if drain_batch, send_hwm or reconnect_interval_ms is not positive.
+  // on_peer_gone may be null (a death is then only counted and logged).
+  static Result<std::unique_ptr<ZmqEndpoint>> start(const EndpointOptions& options, Handler handler,
+                                                    PeerGoneHandler on_peer_gone = nullptr);
   ~ZmqEndpoint();
   ZmqEndpoint(const ZmqEndpoint&) = delete;
   ZmqEndpoint& operator=(const ZmqEndpoint&) = delete;
@@ -73,15 +78,27 @@ class ZmqEndpoint {
   // "tcp://host:port": what peers send to (RankIdentity::control_endpoint).
   const std::string& endpoint() const { return endpoint_; }
 
-  // Sends one message to `peer_endpoint` ("tcp://host:port"). Returns within about
-  // send_timeout: OK once ZeroMQ queued it to a connected peer (not delivery!),
-  // kUnavailable if the peer is not connected or its queue is full, kAborted after
-  // shutdown, kInvalidArgument for an endpoint ZeroMQ rejects.
+  // Queues one message to `peer_endpoint` ("tcp://host:port") without blocking. OK once
+  // ZeroMQ queued it (not delivery! a peer that is not connected yet gets it once it
+  // is); kUnavailable at once if the peer's queue is full (send_hwm messages: it is not
+  // reading or not there); kAborted after shutdown or forget_peer() racing this call;
+  // kInvalidArgument for an endpoint ZeroMQ rejects; kInternal if the socket's monitor
+  // cannot be created. A multipart message is queued whole or not at all.
   Status send(const std::string& peer_endpoint, const Message& message);
-  // Same for pre-encoded frames (tests use it to send malformed input).
+  // Encodes every message, then queues them in order under one lock of the peer's socket
+  // until the queue is full. Returns how many were queued: always a prefix of
+  // `messages`, possibly 0 (queue full). An error only if none was queued for another
+  // reason (the codes of send()).
+  Result<size_t> send_burst(const std::string& peer_endpoint, std::span<const Message> messages);
+  // send() for pre-encoded frames (tests use it to send malformed input).
   Status send_frames(const std::string& peer_endpoint, const Multipart& frames);
 
-  // Closes the cached socket of a peer (e.g. declared dead); the next send reconnects.
+  // Closes the cached socket of a peer (e.g. declared dead), dropping what it still
+  // queues, and its monitor (no on_peer_gone for it after this returns, unless the
+  // receive thread is already reporting it); the next send connects again. Without it
+  // a gone peer's socket stays, retrying every reconnect_interval_max_ms and queueing
+  // up to send_hwm messages for a process restarted at the same port (then watched
+  // again); call it from on_peer_gone to drop them instead.
   void forget_peer(const std::string& peer_endpoint);
 
   EndpointStats stats() const;
@@ -89,30 +106,51 @@ class ZmqEndpoint {
 
  private:
   struct PeerSocket {
+    uint64_t monitor_id = 0;  // immutable once the socket is in peers_
     Mutex mu;
     zmq::socket_t socket PDKV_GUARDED_BY(mu);
     bool closed PDKV_GUARDED_BY(mu) = false;
   };
+  // A monitor handed to the receive thread (monitor set) or taken back (monitor null).
+  struct MonitorCommand {
+    uint64_t id = 0;
+    std::unique_ptr<PeerMonitor> monitor;
+  };
+  class ReceiveLoop;  // the receive thread's state (zmq_endpoint_receive.cc)
 
-  ZmqEndpoint(const EndpointOptions& options, Handler handler);
-  void receive_loop();  // the receive thread
-  void dispatch(std::vector<zmq::message_t>& parts, bool too_many);
+  ZmqEndpoint(const EndpointOptions& options, Handler handler, PeerGoneHandler on_peer_gone);
+  void receive_loop();  // the receive thread's body (zmq_endpoint_receive.cc)
   Result<std::shared_ptr<PeerSocket>> peer_socket(const std::string& peer_endpoint)
       PDKV_EXCLUDES(peers_mu_);
+  // Queues one encoded message without blocking.
+  Status queue_frames(PeerSocket& peer, const std::string& peer_endpoint, const Multipart& frames)
+      PDKV_REQUIRES(peer.mu);
+  void close_peer(PeerSocket& peer) PDKV_EXCLUDES(peer.mu, control_mu_);
+  void post(MonitorCommand command) PDKV_EXCLUDES(control_mu_);
+  void wake();
+  // True if the monitor `id` still belongs to the cached socket of `peer_endpoint`.
+  bool is_current_monitor(const std::string& peer_endpoint, uint64_t id) PDKV_EXCLUDES(peers_mu_);
 
   const EndpointOptions options_;
   const Handler handler_;
+  const PeerGoneHandler on_peer_gone_;
   zmq::context_t context_;
   zmq::socket_t pull_;  // used by the receive thread only once it started
   std::string endpoint_;
+  int wake_fd_ = -1;  // eventfd, set by start(): written by any thread, read by the receive one
   std::thread receiver_;
+  std::atomic<bool> stopping_{false};
 
   Mutex peers_mu_;  // guards the cache, not the sockets (each has its own mutex)
   std::map<std::string, std::shared_ptr<PeerSocket>> peers_ PDKV_GUARDED_BY(peers_mu_);
   bool shut_down_ PDKV_GUARDED_BY(peers_mu_) = false;
+  uint64_t next_monitor_id_ PDKV_GUARDED_BY(peers_mu_) = 0;
+
+  Mutex control_mu_;  // lock order: peers_mu_ before control_mu_
+  std::vector<MonitorCommand> commands_ PDKV_GUARDED_BY(control_mu_);
 
   std::atomic<uint64_t> received_{0}, malformed_{0}, handler_errors_{0}, sent_{0},
-      send_failures_{0};
+      send_failures_{0}, urgent_{0}, drained_batches_{0}, disconnects_{0}, peers_gone_{0};
 };
 
 }  // namespace pdkv::proto

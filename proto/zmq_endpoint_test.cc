@@ -1,13 +1,14 @@
 // ZmqEndpoint over real loopback TCP, with a second process (proto_zmq_peer) where the
-// point is crossing a process boundary.
+// point is crossing a process boundary or killing a peer.
 #include "proto/zmq_endpoint.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <algorithm>
 #include <thread>
 
 #include "common/clock.h"
@@ -23,28 +24,77 @@ class Inbox {
     return [this](Message&& m, const std::string&) {
       MutexLock lock(mu_);
       messages_.push_back(std::move(m));
+      thread_ = std::this_thread::get_id();
       cv_.notify_all();
       return Status();
     };
   }
-  // Waits up to 20 s for n messages; returns what arrived.
-  std::vector<Message> wait_for(size_t n) {
+  // Waits up to `timeout` for n messages; returns what arrived.
+  std::vector<Message> wait_for(size_t n, Millis timeout = Millis(20000)) {
     MutexLock lock(mu_);
     // The predicate runs with mu_ held (CondVar contract); clang cannot see that.
-    cv_.wait_for(mu_, std::chrono::seconds(20),
+    cv_.wait_for(mu_, timeout,
                  [&]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return messages_.size() >= n; });
     return messages_;
+  }
+  // Waits up to 20 s for a Pong carrying `seq`.
+  bool wait_for_pong(uint64_t seq) {
+    MutexLock lock(mu_);
+    return cv_.wait_for(mu_, std::chrono::seconds(20), [&]() PDKV_NO_THREAD_SAFETY_ANALYSIS {
+      for (const Message& m : messages_) {
+        if (auto* p = std::get_if<Pong>(&m); p && p->seq == seq) return true;
+      }
+      return false;
+    });
+  }
+  std::thread::id handler_thread() {
+    MutexLock lock(mu_);
+    return thread_;
   }
 
  private:
   Mutex mu_;
   CondVar cv_;
   std::vector<Message> messages_ PDKV_GUARDED_BY(mu_);
+  std::thread::id thread_ PDKV_GUARDED_BY(mu_);
+};
+
+// Records on_peer_gone calls.
+class GoneLog {
+ public:
+  ZmqEndpoint::PeerGoneHandler handler() {
+    return [this](const std::string& peer) {
+      MutexLock lock(mu_);
+      peers_.push_back(peer);
+      thread_ = std::this_thread::get_id();
+      cv_.notify_all();
+    };
+  }
+  // Waits up to `timeout` for n reports; returns how many there are.
+  size_t wait_for(size_t n, Millis timeout) {
+    MutexLock lock(mu_);
+    cv_.wait_for(mu_, timeout, [&]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return peers_.size() >= n; });
+    return peers_.size();
+  }
+  std::vector<std::string> peers() {
+    MutexLock lock(mu_);
+    return peers_;
+  }
+  std::thread::id thread() {
+    MutexLock lock(mu_);
+    return thread_;
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::string> peers_ PDKV_GUARDED_BY(mu_);
+  std::thread::id thread_ PDKV_GUARDED_BY(mu_);
 };
 
 class PeerProcess {
  public:
-  PeerProcess(const char* mode, const std::string& endpoint) {
+  PeerProcess(const char* mode, const std::string& endpoint, const std::string& extra = "") {
     const char* dir = std::getenv("PDKV_BIN_DIR");
     std::string bin = std::string(dir ? dir : "build/bin") + "/proto_zmq_peer";
     int out[2];
@@ -54,25 +104,41 @@ class PeerProcess {
       dup2(out[1], STDOUT_FILENO);
       close(out[0]);
       close(out[1]);
-      execl(bin.c_str(), "proto_zmq_peer", mode, endpoint.c_str(), nullptr);
+      if (extra.empty()) {
+        execl(bin.c_str(), "proto_zmq_peer", mode, endpoint.c_str(), nullptr);
+      } else {
+        execl(bin.c_str(), "proto_zmq_peer", mode, endpoint.c_str(), extra.c_str(), nullptr);
+      }
       _exit(127);
     }
     close(out[1]);
-    out_ = fdopen(out[0], "r");
+    out_ = out[0];
   }
   ~PeerProcess() {
     if (pid_ > 0 && !reaped_) {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
-    if (out_) fclose(out_);
+    if (out_ >= 0) close(out_);
   }
+  // The next line the peer printed, "" at its exit or after 20 s (a peer that misbehaves
+  // fails the test instead of hanging it).
   std::string read_line() {
-    char buf[512] = {};
-    if (!out_ || !fgets(buf, sizeof(buf), out_)) return "";
-    std::string s(buf);
-    while (!s.empty() && s.back() == '\n') s.pop_back();
-    return s;
+    auto start = now();
+    for (;;) {
+      if (size_t nl = buffered_.find('\n'); nl != std::string::npos) {
+        std::string line = buffered_.substr(0, nl);
+        buffered_.erase(0, nl + 1);
+        return line;
+      }
+      pollfd p{out_, POLLIN, 0};
+      int left_ms = 20000 - static_cast<int>(elapsed_ms(start));
+      if (out_ < 0 || left_ms <= 0 || poll(&p, 1, left_ms) <= 0) return "";
+      char buf[512];
+      ssize_t n = read(out_, buf, sizeof(buf));
+      if (n <= 0) return "";
+      buffered_.append(buf, static_cast<size_t>(n));
+    }
   }
   // Exit code, or -1 if it did not exit within timeout_ms (bounded poll of waitpid).
   int wait_exit(int timeout_ms) {
@@ -92,18 +158,96 @@ class PeerProcess {
     waitpid(pid_, nullptr, 0);
     reaped_ = true;
   }
+  void stop() { kill(pid_, SIGSTOP); }
+  void resume() { kill(pid_, SIGCONT); }
 
  private:
   pid_t pid_ = -1;
-  FILE* out_ = nullptr;
+  int out_ = -1;  // the peer's stdout
+  std::string buffered_;
   bool reaped_ = false;
 };
 
-std::unique_ptr<ZmqEndpoint> start(Inbox& inbox, EndpointOptions o = {}) {
-  auto ep = ZmqEndpoint::start(o, inbox.handler());
+std::unique_ptr<ZmqEndpoint> start(Inbox& inbox, EndpointOptions o = {},
+                                   ZmqEndpoint::PeerGoneHandler gone = nullptr) {
+  auto ep = ZmqEndpoint::start(o, inbox.handler(), std::move(gone));
   EXPECT_TRUE(ep.ok()) << ep.status().to_string();
   return ep.ok() ? std::move(ep).value() : nullptr;
 }
+
+// An endpoint nobody listens on: bind one, note it, shut it down.
+std::string unused_endpoint() {
+  Inbox other;
+  return start(other)->endpoint();
+}
+
+RankIdentity identity_of(const ZmqEndpoint& ep) {
+  RankIdentity me = testing::sample_identity(Role::kDecode, 0);
+  me.control_endpoint = ep.endpoint();
+  return me;
+}
+
+// Starts an echo peer and waits until it answered a ping (so the connection to it is
+// established); returns its endpoint.
+std::string connect_echo_peer(ZmqEndpoint& ep, Inbox& inbox, PeerProcess& peer) {
+  std::string peer_endpoint = peer.read_line();
+  EXPECT_EQ(peer_endpoint.rfind("tcp://", 0), 0u) << "peer printed '" << peer_endpoint << "'";
+  EXPECT_TRUE(ep.send(peer_endpoint, Ping{identity_of(ep), 1}).ok());
+  EXPECT_TRUE(inbox.wait_for_pong(1));
+  return peer_endpoint;
+}
+
+// The receive thread hands urgent messages (Ping, Pong) over first, so only each class
+// keeps its order: compares `got` with `sent` class by class.
+void expect_same_messages_urgent_first(const std::vector<Message>& got,
+                                       const std::vector<Message>& sent) {
+  auto split = [](const std::vector<Message>& all, bool urgent) {
+    std::vector<Message> part;
+    for (const Message& m : all) {
+      if (is_urgent(m) == urgent) part.push_back(m);
+    }
+    return part;
+  };
+  for (bool urgent : {true, false}) {
+    auto g = split(got, urgent), s = split(sent, urgent);
+    ASSERT_EQ(g.size(), s.size()) << (urgent ? "urgent" : "other");
+    for (size_t i = 0; i < s.size(); ++i) EXPECT_TRUE(g[i] == s[i]) << "message " << i;
+  }
+}
+
+TransferStatus status_of_room(uint64_t room) {
+  TransferStatus st;
+  st.room = room;
+  st.state = TransferState::kSuccess;
+  return st;
+}
+
+// Durations of sends that must not block. The old sends blocked up to ZMQ_SNDTIMEO
+// (200 ms) before failing; a non-blocking one takes microseconds. The median tells them
+// apart on a loaded machine, where any single call may be descheduled for a while.
+class SendTimes {
+ public:
+  template <typename F>
+  auto time(F&& send) {
+    auto t0 = now();
+    auto result = send();
+    ms_.push_back(elapsed_ms(t0));
+    return result;
+  }
+  int64_t median_ms() {
+    if (ms_.empty()) return 0;
+    std::nth_element(ms_.begin(), ms_.begin() + ms_.size() / 2, ms_.end());
+    return ms_[ms_.size() / 2];
+  }
+  int64_t max_ms() const { return ms_.empty() ? 0 : *std::max_element(ms_.begin(), ms_.end()); }
+  void expect_never_blocked() {
+    EXPECT_LE(median_ms(), 20);
+    EXPECT_LT(max_ms(), 1000);  // a descheduled call, not a 200 ms wait per call
+  }
+
+ private:
+  std::vector<int64_t> ms_;
+};
 
 TEST(ZmqEndpointTest, BindsAWildcardPortAndAdvertisesIt) {
   Inbox inbox;
@@ -122,19 +266,12 @@ TEST(ZmqEndpointTest, EveryMessageRoundTripsThroughAnotherProcess) {
   for (const Message& m : sent) ASSERT_TRUE(ep->send(peer_endpoint, m).ok());
   auto got = inbox.wait_for(sent.size());
   ASSERT_GE(got.size(), sent.size());
-  for (size_t i = 0; i < sent.size(); ++i) EXPECT_TRUE(got[i] == sent[i]) << "message " << i;
+  expect_same_messages_urgent_first(got, sent);
 
   // Liveness probe: the peer echoes the Ping and answers with a Pong of the same seq.
-  RankIdentity me = testing::sample_identity(Role::kDecode, 0);
-  me.control_endpoint = ep->endpoint();
-  ASSERT_TRUE(ep->send(peer_endpoint, Ping{me, 77}).ok());
-  got = inbox.wait_for(sent.size() + 2);
-  bool pong = false;
-  for (const Message& m : got) {
-    if (auto* p = std::get_if<Pong>(&m)) pong = pong || p->seq == 77;
-  }
-  EXPECT_TRUE(pong);
-  ASSERT_TRUE(ep->send(peer_endpoint, Abort{0, me, "exit"}).ok());
+  ASSERT_TRUE(ep->send(peer_endpoint, Ping{identity_of(*ep), 77}).ok());
+  EXPECT_TRUE(inbox.wait_for_pong(77));
+  ASSERT_TRUE(ep->send(peer_endpoint, Abort{0, identity_of(*ep), "exit"}).ok());
   EXPECT_EQ(peer.wait_exit(10000), 0);
 }
 
@@ -145,7 +282,7 @@ TEST(ZmqEndpointTest, MalformedMessagesAreDroppedAndGoodOnesStillArrive) {
   auto sent = testing::sample_messages();
   auto got = inbox.wait_for(sent.size());
   ASSERT_EQ(got.size(), sent.size());
-  for (size_t i = 0; i < sent.size(); ++i) EXPECT_TRUE(got[i] == sent[i]) << "message " << i;
+  expect_same_messages_urgent_first(got, sent);
   EXPECT_EQ(ep->stats().malformed, 7u);
   EXPECT_EQ(ep->stats().received, sent.size());
   EXPECT_EQ(peer.wait_exit(10000), 0);
@@ -175,47 +312,160 @@ TEST(ZmqEndpointTest, HandlerErrorsAndExceptionsDoNotStopTheReceiver) {
   EXPECT_EQ((*ep)->stats().handler_errors, 2u);
 }
 
-TEST(ZmqEndpointTest, SendToAnAbsentPeerReturnsQuicklyWithUnavailable) {
+// ---- sends never block ----
+
+TEST(ZmqEndpointTest, SendsToAnAbsentPeerQueueUpToTheHwmThenFailAtOnce) {
   Inbox inbox;
   EndpointOptions o;
-  o.send_timeout = std::chrono::milliseconds(100);
+  o.send_hwm = 4;
   auto ep = start(inbox, o);
-  // A port nobody listens on: bind an endpoint, note its port, shut it down.
-  std::string dead;
-  {
-    Inbox other;
-    dead = start(other)->endpoint();
+  std::string dead = unused_endpoint();
+  SendTimes times;
+  for (int i = 0; i < 10; ++i) {
+    Status st = times.time([&] { return ep->send(dead, Ping{RankIdentity{}, 1}); });
+    if (i < o.send_hwm) {
+      EXPECT_TRUE(st.ok()) << "send " << i << ": " << st.to_string();
+    } else {
+      EXPECT_EQ(st.code(), StatusCode::kUnavailable) << "send " << i << ": " << st.to_string();
+    }
   }
-  for (int i = 0; i < 5; ++i) {
-    auto t0 = now();
-    Status st = ep->send(dead, Ping{RankIdentity{}, 1});
-    EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.to_string();
-    EXPECT_LT(elapsed_ms(t0), 2000);
-  }
-  EXPECT_EQ(ep->stats().send_failures, 5u);
+  times.expect_never_blocked();
+  EXPECT_EQ(ep->stats().sent, 4u);
+  EXPECT_EQ(ep->stats().send_failures, 6u);
   EXPECT_EQ(ep->send("not an endpoint", Ping{}).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ZmqEndpointTest, FirstContactQueuesUntilThePeerListens) {
+  Inbox inbox;
+  auto ep = start(inbox);
+  std::string later = unused_endpoint();
+  Status st = ep->send(later, Ping{identity_of(*ep), 5});
+  ASSERT_TRUE(st.ok()) << st.to_string();    // the old send refused after 200 ms
+  std::this_thread::sleep_for(Millis(300));  // several refused connect attempts
+  PeerProcess peer("listen", ep->endpoint(), later);
+  ASSERT_EQ(peer.read_line(), "ready");
+  EXPECT_TRUE(inbox.wait_for_pong(5));  // the peer got the ping queued before it listened
+}
+
+TEST(ZmqEndpointTest, SendsToAPeerThatStopsReadingFailAtOnceAndQueueWholeMessages) {
+  Inbox inbox;
+  GoneLog gone;
+  EndpointOptions o;
+  o.send_hwm = 64;
+  auto ep = start(inbox, o, gone.handler());
+  PeerProcess peer("echo", ep->endpoint());
+  std::string peer_endpoint = connect_echo_peer(*ep, inbox, peer);
+  size_t before = inbox.wait_for(2).size();  // the ping's echo and the pong
+  peer.stop();                               // SIGSTOP: alive, reads nothing
+
+  PreAllocation big;  // 64 KiB: fills the kernel's buffers in a few dozen messages
+  big.dst_kv_pages.assign(8192, 7);
+  uint64_t queued = 0;
+  Status refused;
+  SendTimes fill;
+  for (; queued < 100000; ++queued) {
+    big.room = queued;
+    refused = fill.time([&] { return ep->send(peer_endpoint, big); });
+    if (!refused.ok()) break;
+  }
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused.to_string();
+  EXPECT_GT(queued, uint64_t(o.send_hwm / 2));  // the pipe acknowledges reads in steps
+  EXPECT_LT(fill.max_ms(), 1000);
+  // The queue is full by count: small messages are refused too, each at once.
+  SendTimes refusals;
+  for (int i = 0; i < 100; ++i) {
+    Status st = refusals.time([&] { return ep->send(peer_endpoint, status_of_room(1000000 + i)); });
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.to_string();
+  }
+  refusals.expect_never_blocked();
+
+  // Resumed, the peer echoes exactly the queued messages, each whole, in order.
+  peer.resume();
+  auto got = inbox.wait_for(before + queued);
+  ASSERT_EQ(got.size(), before + queued);
+  for (uint64_t i = 0; i < queued; ++i) {
+    auto* pa = std::get_if<PreAllocation>(&got[before + i]);
+    ASSERT_NE(pa, nullptr) << "message " << i;
+    EXPECT_EQ(pa->room, i);
+    EXPECT_EQ(pa->dst_kv_pages, big.dst_kv_pages);
+  }
+  EXPECT_EQ(ep->stats().malformed, 0u);
+  EXPECT_EQ(gone.peers().size(), 0u);  // a stopped process is not a dead one
 }
 
 TEST(ZmqEndpointTest, SendToAKilledPeerNeverBlocksForLong) {
   Inbox inbox;
   EndpointOptions o;
-  o.send_timeout = std::chrono::milliseconds(100);
   o.send_hwm = 4;
   auto ep = start(inbox, o);
   PeerProcess peer("echo", ep->endpoint());
-  std::string peer_endpoint = peer.read_line();
-  ASSERT_TRUE(ep->send(peer_endpoint, Ping{RankIdentity{}, 1}).ok());
-  inbox.wait_for(1);
+  std::string peer_endpoint = connect_echo_peer(*ep, inbox, peer);
   peer.kill9();
-  // Some sends may still be queued while ZeroMQ notices the closed connection; none
-  // may block beyond the timeout, and they must start failing.
+  // Sends queue while ZeroMQ reconnects, up to the HWM; none may block, and they must
+  // start failing.
   int failures = 0;
+  SendTimes times;
   for (int i = 0; i < 200 && failures < 3; ++i) {
-    auto t0 = now();
-    if (!ep->send(peer_endpoint, Ping{RankIdentity{}, 2}).ok()) ++failures;
-    EXPECT_LT(elapsed_ms(t0), 2000);
+    if (!times.time([&] { return ep->send(peer_endpoint, Ping{RankIdentity{}, 2}); }).ok()) {
+      ++failures;
+    }
   }
   EXPECT_GT(failures, 0);
+  times.expect_never_blocked();
+}
+
+TEST(ZmqEndpointTest, SendBurstQueuesInOrderAndReportsThePrefix) {
+  Inbox inbox;
+  EndpointOptions o;
+  o.send_hwm = 16;
+  auto ep = start(inbox, o);
+  std::string later = unused_endpoint();
+  std::vector<Message> burst;
+  for (uint64_t room = 0; room < 40; ++room) burst.push_back(status_of_room(room));
+  auto queued = ep->send_burst(later, burst);
+  ASSERT_TRUE(queued.ok()) << queued.status().to_string();
+  EXPECT_GT(*queued, 0u);
+  EXPECT_LT(*queued, burst.size());
+  EXPECT_EQ(ep->stats().sent, *queued);
+  EXPECT_EQ(ep->stats().send_failures, burst.size() - *queued);
+  auto again = ep->send_burst(later, burst);  // still full: nothing queued, not an error
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(*again, 0u);
+
+  PeerProcess peer("listen", ep->endpoint(), later);
+  ASSERT_EQ(peer.read_line(), "ready");
+  auto got = inbox.wait_for(*queued);
+  ASSERT_EQ(got.size(), *queued);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(got[i] == burst[i]) << "message " << i;
+  // Nothing beyond the prefix arrives.
+  EXPECT_EQ(inbox.wait_for(*queued + 1, Millis(300)).size(), *queued);
+}
+
+TEST(ZmqEndpointTest, SendBurstToALivePeerArrivesWholeAndInOrder) {
+  Inbox inbox;
+  auto receiver = start(inbox);
+  Inbox unused;
+  auto sender = start(unused);
+  std::vector<Message> burst;
+  for (uint64_t room = 0; room < 3000; ++room) burst.push_back(status_of_room(room));
+  auto queued = sender->send_burst(receiver->endpoint(), burst);
+  ASSERT_TRUE(queued.ok()) << queued.status().to_string();
+  EXPECT_EQ(*queued, burst.size());
+  auto got = inbox.wait_for(burst.size());
+  ASSERT_EQ(got.size(), burst.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(got[i] == burst[i]) << "message " << i;
+}
+
+TEST(ZmqEndpointTest, SendBurstFailsOnlyWhenNothingCanBeQueued) {
+  Inbox inbox;
+  auto ep = start(inbox);
+  std::vector<Message> burst{status_of_room(1), status_of_room(2)};
+  EXPECT_EQ(ep->send_burst("not an endpoint", burst).status().code(), StatusCode::kInvalidArgument);
+  auto none = ep->send_burst(ep->endpoint(), {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, 0u);
+  ep->shutdown();
+  EXPECT_EQ(ep->send_burst(ep->endpoint(), burst).status().code(), StatusCode::kAborted);
 }
 
 TEST(ZmqEndpointTest, ConcurrentSendersAllArrive) {
@@ -229,13 +479,17 @@ TEST(ZmqEndpointTest, ConcurrentSendersAllArrive) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kEach; ++i) {
-        TransferStatus st;
-        st.room = uint64_t(t) * kEach + i;
-        st.state = TransferState::kSuccess;
         // The same peer from every thread (one cached socket, its mutex) and also a
-        // second sender endpoint, so both paths run concurrently.
+        // second sender endpoint, so both paths run concurrently; bursts too.
         ZmqEndpoint& from = (i % 2) ? *sender : *receiver;
-        if (!from.send(receiver->endpoint(), st).ok()) failures++;
+        uint64_t room = uint64_t(t) * kEach + i;
+        if (i % 4 == 3) {
+          Message one[] = {status_of_room(room)};
+          auto n = from.send_burst(receiver->endpoint(), one);
+          if (!n.ok() || *n != 1) failures++;
+        } else if (!from.send(receiver->endpoint(), status_of_room(room)).ok()) {
+          failures++;
+        }
       }
     });
   }
@@ -244,10 +498,135 @@ TEST(ZmqEndpointTest, ConcurrentSendersAllArrive) {
   EXPECT_EQ(inbox.wait_for(kThreads * kEach).size(), size_t{kThreads * kEach});
 }
 
+// ---- the receive thread: urgent messages first ----
+
+TEST(ZmqEndpointTest, APingIsHandledBeforeABacklogOfSlowMessages) {
+  constexpr int kBacklog = 2000;
+  Mutex mu;
+  CondVar cv;
+  int handled = 0;      // non-urgent messages handled
+  int ping_after = -1;  // how many of them were handled before the ping
+  auto receiver = ZmqEndpoint::start({}, [&](Message&& m, const std::string&) {
+    if (!is_urgent(m)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    MutexLock lock(mu);
+    if (std::holds_alternative<Ping>(m)) {
+      ping_after = handled;
+    } else {
+      ++handled;
+    }
+    cv.notify_all();
+    return Status();
+  });
+  ASSERT_TRUE(receiver.ok());
+  Inbox unused;
+  auto sender = start(unused);
+  std::vector<Message> backlog;
+  for (int room = 0; room < kBacklog; ++room) backlog.push_back(status_of_room(room));
+  auto queued = sender->send_burst((*receiver)->endpoint(), backlog);
+  ASSERT_TRUE(queued.ok() && *queued == backlog.size());
+  // Same socket, so it travels behind the whole backlog.
+  ASSERT_TRUE(sender->send((*receiver)->endpoint(), Ping{identity_of(*sender), 9}).ok());
+  {
+    MutexLock lock(mu);
+    ASSERT_TRUE(cv.wait_for(mu, std::chrono::seconds(30), [&] { return ping_after >= 0; }));
+    // Handled in arrival order it would come after all 2000 (2 s of handling);
+    // drained in batches of 256 without re-draining, after ~1750.
+    EXPECT_LT(ping_after, kBacklog / 2);
+  }
+  EXPECT_GE((*receiver)->stats().urgent, 1u);
+  EXPECT_GT((*receiver)->stats().drained_batches, 0u);
+}
+
+// ---- peer-process death ----
+
+TEST(ZmqEndpointTest, AKilledPeerIsReportedGoneOnceWithinASecond) {
+  Inbox inbox;
+  GoneLog gone;
+  auto ep = start(inbox, {}, gone.handler());
+  PeerProcess peer("echo", ep->endpoint());
+  std::string peer_endpoint = connect_echo_peer(*ep, inbox, peer);
+  auto t0 = now();
+  peer.kill9();
+  ASSERT_EQ(gone.wait_for(1, Millis(5000)), 1u);
+  EXPECT_LT(elapsed_ms(t0), 1000);
+  EXPECT_EQ(gone.peers()[0], peer_endpoint);
+  EXPECT_EQ(gone.thread(), inbox.handler_thread());  // the receive thread
+  // Reconnect attempts keep being refused: still one report.
+  EXPECT_EQ(gone.wait_for(2, Millis(600)), 1u);
+  EXPECT_EQ(ep->stats().peers_gone, 1u);
+  EXPECT_GE(ep->stats().disconnects, 1u);
+}
+
+TEST(ZmqEndpointTest, APeerWhoseConnectionIsResetIsNotReportedGone) {
+  Inbox inbox;
+  GoneLog gone;
+  auto ep = start(inbox, {}, gone.handler());
+  PeerProcess peer("echo", ep->endpoint());
+  std::string peer_endpoint = connect_echo_peer(*ep, inbox, peer);
+  ASSERT_TRUE(ep->send(peer_endpoint, Abort{0, identity_of(*ep), "reset"}).ok());
+  std::string reset = peer.read_line();
+  ASSERT_EQ(reset.rfind("reset ", 0), 0u) << reset;
+  EXPECT_GE(std::atoi(reset.c_str() + 6), 1) << "the peer found no connection to reset";
+  // Our side saw the connection close...
+  auto t0 = now();
+  while (ep->stats().disconnects == 0 && elapsed_ms(t0) < 5000) usleep(5000);
+  ASSERT_GE(ep->stats().disconnects, 1u);
+  // ...reconnected to the live process...
+  ASSERT_TRUE(ep->send(peer_endpoint, Ping{identity_of(*ep), 2}).ok());
+  EXPECT_TRUE(inbox.wait_for_pong(2));
+  // ...and never reports it (several reconnect intervals later).
+  EXPECT_EQ(gone.wait_for(1, Millis(500)), 0u);
+  EXPECT_EQ(ep->stats().peers_gone, 0u);
+}
+
+TEST(ZmqEndpointTest, APeerThatNeverListenedIsNotReportedGone) {
+  Inbox inbox;
+  GoneLog gone;
+  auto ep = start(inbox, {}, gone.handler());
+  ASSERT_TRUE(ep->send(unused_endpoint(), Ping{identity_of(*ep), 1}).ok());
+  EXPECT_EQ(gone.wait_for(1, Millis(600)), 0u);  // ~5 refused connects
+  EXPECT_EQ(ep->stats().peers_gone, 0u);
+  EXPECT_EQ(ep->stats().disconnects, 0u);
+}
+
+TEST(ZmqEndpointTest, APeerRestartedAtTheSamePortIsReportedAgainWhenItDies) {
+  Inbox inbox;
+  GoneLog gone;
+  auto ep = start(inbox, {}, gone.handler());
+  auto first = std::make_unique<PeerProcess>("echo", ep->endpoint());
+  std::string peer_endpoint = connect_echo_peer(*ep, inbox, *first);
+  first->kill9();
+  ASSERT_EQ(gone.wait_for(1, Millis(5000)), 1u);
+  // The same port, a new process: the cached socket reconnects and is watched again.
+  PeerProcess second("listen", ep->endpoint(), peer_endpoint);
+  ASSERT_EQ(second.read_line(), "ready");
+  ASSERT_TRUE(ep->send(peer_endpoint, Ping{identity_of(*ep), 3}).ok());
+  ASSERT_TRUE(inbox.wait_for_pong(3));
+  EXPECT_EQ(gone.peers().size(), 1u);
+  auto t0 = now();
+  second.kill9();
+  ASSERT_EQ(gone.wait_for(2, Millis(5000)), 2u);
+  EXPECT_LT(elapsed_ms(t0), 1000);
+  EXPECT_EQ(gone.peers()[1], peer_endpoint);
+}
+
+TEST(ZmqEndpointTest, AForgottenPeerIsNotReportedGone) {
+  Inbox inbox;
+  GoneLog gone;
+  auto ep = start(inbox, {}, gone.handler());
+  PeerProcess peer("echo", ep->endpoint());
+  std::string peer_endpoint = connect_echo_peer(*ep, inbox, peer);
+  ep->forget_peer(peer_endpoint);
+  peer.kill9();
+  EXPECT_EQ(gone.wait_for(1, Millis(600)), 0u);
+  EXPECT_EQ(ep->stats().peers_gone, 0u);
+}
+
 TEST(ZmqEndpointTest, ShutdownIsPromptAndLaterSendsAreAborted) {
   Inbox inbox;
   auto ep = start(inbox);
   ASSERT_TRUE(ep->send(ep->endpoint(), Ping{}).ok());
+  ASSERT_TRUE(ep->send(unused_endpoint(), Ping{}).ok());  // a monitor still reconnecting
   auto t0 = now();
   ep->shutdown();
   EXPECT_LT(elapsed_ms(t0), 2000);

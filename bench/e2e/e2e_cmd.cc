@@ -1,10 +1,10 @@
-// Registers `pdkv bench e2e` (bench/e2e/main.py): P5, P6, P7 over real processes.
+// Registers `pdkv bench e2e` (bench/e2e/main.py): P5, P6, P7, P8 over real processes.
 #include "tools/python_tool.h"
 
 namespace {
 const bool kE2eRegistered = pdkv::cli::register_python_tool(
     {"bench", "e2e",
      "End-to-end: bootstrap, prefill and decode processes over loopback (P5 latency, P6 scale, "
-     "P7 layerwise)",
+     "P7 layerwise, P8 soak)",
      "bench/e2e/main.py"});
 }  // namespace

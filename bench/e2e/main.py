@@ -1,18 +1,27 @@
-"""`pdkv bench e2e`: P5 (latency), P6 (scale), P7 (layerwise) over real processes.
+"""`pdkv bench e2e`: P5 (latency), P6 (scale), P7 (layerwise), P8 (soak) over real processes.
 
-Run as `build/bin/pdkv bench e2e --case latency|scale|layerwise [...]`; the CLI sets
-PYTHONPATH=build/python and PDKV_BIN_DIR."""
+Run as `build/bin/pdkv bench e2e --case latency|scale|layerwise|soak [...]`; the CLI sets
+PYTHONPATH=build/python and PDKV_BIN_DIR. --repeat N runs the case N times, each on a fresh
+cluster; --hogs N runs N CPU busy loops beside it. The JSON is written whatever happens
+(failed rooms, a dead rank, a timeout, an exception, Ctrl-C): a failed run is a result."""
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import time
+import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import baselines  # noqa: E402
-import cluster  # noqa: E402
+import failures  # noqa: E402
+import hogs  # noqa: E402
 import report  # noqa: E402
+import results  # noqa: E402
+import rounds  # noqa: E402
+import soak  # noqa: E402
 from presets import PRESETS  # noqa: E402
 
 # Per case: model, tokens, page, prefill TP, decode TP, concurrency, rounds.
@@ -23,7 +32,19 @@ CASE_DEFAULTS = {
     # side: 4 k tokens each would be 0.5 TB, far above the machine's 24 GiB.
     "scale": ("llama3-8b", 16, 16, 4, 2, "1024", 10),
     "layerwise": ("llama3-8b", 1024, 16, 1, 1, "1", 5),
+    # Sizes come from the distribution (soak.py), one continuous run instead of rounds;
+    # heterogeneous TP 2 -> 1 so every room is gathered from two prefill ranks.
+    "soak": ("llama3-8b", 0, 16, 2, 1, "1", 0),
 }
+# Decode polling per case (polling.py). Latency: 9 runs of 300 samples per mode on the
+# 2-core machine (2026-12-03, pre-pipelining transfer path, other builds running), medians
+# over runs: spin p50 667 / p99 5593 us, 20 us sleeps 764 / 4295, 50 us sleeps 596 / 2997.
+# Sleeping 50 us wins both: a spinning decode takes one of the two cores from the threads
+# that move the bytes, and a 20 us sleep wakes too often to leave them that core.
+DECODE_POLL = {"latency": "sleep", "scale": "engine", "layerwise": "engine", "soak": "engine"}
+# Soak default rate: ~0.13 GB/s offered (mean ~63 MiB per request at page 16), a small
+# fraction of what the scale case moves on this machine, so a sustained load, not overload.
+SOAK_RATE = 2.0
 
 
 def parse():
@@ -40,118 +61,186 @@ def parse():
     ap.add_argument("--layer-ms", type=float, default=5.0, help="simulated ms per layer (P7)")
     ap.add_argument("--layerwise-interval", type=int, default=1)
     ap.add_argument("--no-baselines", action="store_true", help="skip iperf3 / P1 (quick runs)")
-    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--timeout", type=float, default=300.0,
+                    help="s a rank waits for its rooms (a round; the soak's drain)")
     ap.add_argument("--json")
     ap.add_argument("--plot")
+    g = ap.add_argument_group("robustness (issue 20)")
+    g.add_argument("--repeat", type=int, default=1,
+                   help="runs of the case, each on a fresh cluster")
+    g.add_argument("--hogs", type=int, default=0, help="CPU busy loops beside the cluster")
+    g.add_argument("--rank-env", action="append", default=[], metavar="KEY=VALUE",
+                   help="environment of every rank (e.g. PDKV_BOOTSTRAP_TIMEOUT_S=0.1)")
+    g.add_argument("--kill-rank", metavar="NAME", help="SIGKILL rank NAME (e.g. decode0) "
+                   "--kill-after-s after each cluster is up: checks failure reporting")
+    g.add_argument("--kill-after-s", type=float, default=2.0)
+    g.add_argument("--kill-signal", default="KILL", help="KILL (a dead rank) or STOP (a hung one)")
+    g.add_argument("--decode-poll", choices=["spin", "sleep", "engine"],
+                   help="decode polling (polling.py); default per case")
+    g.add_argument("--poll-sleep-us", type=float, default=50.0,
+                   help="sleep between poll passes with --decode-poll sleep")
+    s = ap.add_argument_group("soak (P8)")
+    s.add_argument("--rate", type=float, default=SOAK_RATE, help="Poisson arrivals, requests/s")
+    s.add_argument("--minutes", type=float, default=3.0)
+    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--max-tokens", type=int, default=4096)
+    s.add_argument("--expect-latency-s", type=float, default=1.0,
+                   help="latency assumed when sizing the page pool (Little's law)")
+    s.add_argument("--pool-limit-gib", type=float, default=2.0, help="largest pool per rank")
     a = ap.parse_args()
     d = CASE_DEFAULTS[a.case]
     for name, v in zip(("model", "tokens", "page", "prefill_tp", "decode_tp", "concurrency",
                         "rounds"), d):
         if getattr(a, name) is None:
             setattr(a, name, v)
-    if a.tokens % a.page:
+    if a.decode_poll is None:
+        a.decode_poll = DECODE_POLL[a.case]
+    if a.case != "soak" and a.tokens % a.page:
         ap.error("--tokens must be a multiple of --page")
+    if a.repeat < 1 or a.hogs < 0 or a.rate <= 0 or a.minutes <= 0 or a.max_tokens < 1:
+        ap.error("--repeat >= 1, --hogs >= 0, --rate > 0, --minutes > 0, --max-tokens >= 1")
+    try:
+        a.rank_env = dict(kv.split("=", 1) for kv in a.rank_env)
+    except ValueError:
+        ap.error("--rank-env takes KEY=VALUE")
     a.concurrency = [int(c) for c in str(a.concurrency).split(",")]
+    if a.case == "soak":
+        why = soak.check_fits(a)
+        if why:
+            ap.error(why)
     return a
 
 
-def run_sweep(pdkv, a):
-    """Every concurrency of the sweep on one cluster; returns (rows, rss per round)."""
-    ppr = a.tokens // a.page
-    cap = max(a.concurrency) * ppr
-    cfg = dict(model=a.model, page=a.page, pages_per_req=ppr, capacity=cap,
-               backend=a.backend, timeout=a.timeout, spin=a.case == "latency",
-               layer_ms=a.layer_ms,
-               layerwise_interval=a.layerwise_interval if a.case == "layerwise" else 0)
-    cl = cluster.Cluster(pdkv, cfg, a.prefill_tp, a.decode_tp)
-    rows, rss_rounds, room = [], [], 1
+def describe(a) -> str:
+    topo = (f"model {a.model}, page {a.page}, prefill TP {a.prefill_tp} -> decode TP "
+            f"{a.decode_tp}, backend {a.backend}")
+    if a.case == "soak":
+        return (f"case soak: {topo}, {a.rate} req/s Poisson for {a.minutes} min, sizes 1.."
+                f"{a.max_tokens} tokens ({soak.DISTRIBUTION}), seed {a.seed}")
+    return (f"case {a.case}: {topo}, {a.tokens} tokens, concurrency {a.concurrency}, "
+            f"{a.rounds} rounds (+1 warm-up), destination pages shuffled")
+
+
+def measure_baselines(a, bin_dir) -> dict:
+    """Baselines measured once, before the hogs start: the engine's P1 and iperf3 are the
+    unloaded references the targets name. (P5's ZeroMQ RTT is measured in every run
+    instead, under the same conditions as the run, hogs included.)"""
+    base = {}
+    if a.no_baselines:
+        return base
+    base["iperf3_gbps"] = baselines.iperf3_gbps()
+    if a.case == "scale":
+        try:
+            base["P1"] = baselines.engine_p1(bin_dir)
+        except Exception as e:  # no P1 means no ratio, not a lost run
+            base["P1_error"] = f"{type(e).__name__}: {e}"
+    return base
+
+
+def one_run(pdkv, a, base):
+    """One run on a fresh cluster -> (its figures, the Ctrl-C / SIGTERM that cut it short
+    or None). An exception is the run's failure, not the bench's: it is logged."""
+    log, t_start, stop = failures.FailureLog(), time.monotonic(), None
+    rr = rounds.new_result(a) if a.case != "soak" else None
+    extra = dict(p1=base.get("P1", {}).get("value"), layer_ms=a.layer_ms,
+                 decode_tp=a.decode_tp, soak=None)
     try:
-        for conc in a.concurrency:
-            rounds = []
-            for i in range(a.rounds + 1):  # round 0: warm-up (faults pages in), not reported
-                rooms = list(range(room, room + conc))
-                room += conc
-                s = report.summarize(cl.run_round(rooms, a.timeout), rooms)
-                if i:
-                    rounds.append(s)
-                if conc == max(a.concurrency):
-                    rss_rounds.append(s["rss"])
-                cluster.progress(f"{a.case} c={conc}", i, a.rounds,
-                                 f"{s['gbps']:.3f} GB/s p50 {s['lat_p50_us']:.0f} us")
-            rows.append(merge(rounds, conc))
-    finally:
-        cl.close()
-    return rows, rss_rounds
+        if a.case == "latency":
+            try:
+                extra["zmq"] = baselines.zmq_rtt_us()
+            except Exception as e:
+                extra["zmq"] = {"error": f"{type(e).__name__}: {e}"}
+        if a.case == "soak":
+            extra["soak"] = soak.run_soak(pdkv, a, log)
+        else:
+            rounds.run_rounds(pdkv, a, log, rr)
+    except Exception as e:
+        traceback.print_exc()
+        log.problem("driver", f"bench raised {type(e).__name__}: {e}", time.monotonic())
+    except BaseException as e:  # noqa: B036 -- recorded, then re-raised by main()
+        log.problem("driver", f"interrupted ({e!r})", time.monotonic())
+        stop = e
+    if rr is not None:
+        print(report.table(rr["rows"], f"pdkv bench e2e --case {a.case}"))
+    fig = results.run_figures(a.case, rr, log, extra)
+    fig["seconds"] = time.monotonic() - t_start
+    return fig, stop
 
 
-def merge(rounds, conc):
-    """Rounds of one concurrency: median throughput, latency percentiles over all rounds."""
-    import numpy as np
-    med = lambda k: float(np.median([r[k] for r in rounds]))  # noqa: E731
-    out = {"concurrency": conc, "rounds": len(rounds), "gbps": med("gbps"),
-           "req_per_s": med("req_per_s"), "lat_p50_us": med("lat_p50_us"),
-           "lat_p99_us": float(np.max([r["lat_p99_us"] for r in rounds])),
-           "all_succeeded": all(r["all_succeeded"] for r in rounds),
-           "bytes_ok": all(r["bytes_ok"] for r in rounds),
-           "per_rank_gbps": {k: float(np.median([r["per_rank_gbps"][k] for r in rounds]))
-                             for k in rounds[0]["per_rank_gbps"]}}
-    if "tail_us" in rounds[0]:
-        out["tail_us"] = med("tail_us")
-    return out
+def print_run(i, n, fig) -> None:
+    keys = ("value", "baseline", "ratio", "p99_us", "min_us", "lat_p50_us", "lat_p99_us",
+            "rss_growth", "offered_gbps", "achieved_gbps")
+    shown = ", ".join(f"{k} {fig[k]:.4g}" for k in keys if isinstance(fig.get(k), float))
+    print(f"run {i}/{n}: {shown}; failed rooms {fig['failed_rooms']}, "
+          f"verified_bytes_ok {fig['verified_bytes_ok']}")
+    for f in fig["first_failures"]:
+        rooms = f"{f['count']} rooms (e.g. {f['rooms'][:5]})" if f["count"] else "no room"
+        print(f"  {rooms} at {','.join(f['where'])}: {f['reason']}")
 
 
-def rss_growth(rss_rounds):
-    """Worst rank's (last - first after warm-up) / first."""
-    if len(rss_rounds) < 3:
-        return 0.0
-    first, last = rss_rounds[1], rss_rounds[-1]
-    return max((last[k] - first[k]) / first[k] for k in first)
+def _raise_exit(signum, frame):
+    raise SystemExit(128 + signum)  # so finally blocks stop the hogs and the ranks
 
 
 def main():
     a = parse()
+    signal.signal(signal.SIGTERM, _raise_exit)
     import pdkv
     bin_dir = os.environ.get("PDKV_BIN_DIR", os.path.join(os.getcwd(), "build", "bin"))
-    print(f"case {a.case}: model {a.model}, {a.tokens} tokens x page {a.page}, prefill TP "
-          f"{a.prefill_tp} -> decode TP {a.decode_tp}, backend {a.backend}, concurrency "
-          f"{a.concurrency}, {a.rounds} rounds (+1 warm-up), destination pages shuffled")
-    result, base = {}, {}
+    print(describe(a))
+    base, runs, hog_info, interrupted = {}, [], {"hogs": 0}, None
+    try:
+        base.update(measure_baselines(a, bin_dir))
+        with hogs.Hogs(a.hogs) as h:
+            hog_info = h.describe()
+            for i in range(a.repeat):
+                fig, stop = one_run(pdkv, a, base)
+                runs.append(fig)
+                print_run(i + 1, a.repeat, fig)
+                if stop is not None:
+                    raise stop
+    except BaseException as e:  # Ctrl-C / SIGTERM / a harness bug: still write the JSON
+        if isinstance(e, Exception):
+            traceback.print_exc()
+        interrupted = e
+    finally:
+        code = finish(a, base, runs, hog_info, interrupted)
+    if isinstance(interrupted, BaseException) and not isinstance(interrupted, Exception):
+        raise interrupted
+    return code
+
+
+def finish(a, base, runs, hog_info, interrupted) -> int:
+    """Print, write the JSON, return the exit code (non-zero when anything failed)."""
+    key = results.KEYS[a.case]
+    agg = results.aggregate(runs, {"hogs": hog_info["hogs"]})
+    if a.case == "scale":
+        agg.update(requests_per_round=a.concurrency[-1],
+                   request_bytes=PRESETS[a.model].bytes_per_token() * a.tokens)
+    broken = a.case in ("latency", "soak") and agg.get("negative_samples", 0) > 0
+    if a.case in ("latency", "soak"):
+        agg["measurement_ok"] = not broken
     if a.case == "latency":
-        base["zmq_rtt_us"] = baselines.zmq_rtt_us()
-    if not a.no_baselines:
-        base["iperf3_gbps"] = baselines.iperf3_gbps()
-        if a.case == "scale":
-            base["P1"] = baselines.engine_p1(bin_dir)
-    rows, rss_rounds = run_sweep(pdkv, a)
-    print(report.table(rows, f"pdkv bench e2e --case {a.case}"))
-    print("baselines:", base)
-    top = rows[-1]
-    ok = all(r["bytes_ok"] and r["all_succeeded"] for r in rows)
-    if a.case == "latency":
-        zb = base["zmq_rtt_us"]["p50"]
-        result["P5"] = {"ratio": top["lat_p50_us"] / zb, "value": top["lat_p50_us"],
-                        "baseline": zb, "unit": "us", "verified_bytes_ok": ok,
-                        "p99_us": top["lat_p99_us"], "baseline_what": "ZeroMQ PUSH/PULL RTT p50"}
-    elif a.case == "scale":
-        p1 = base.get("P1", {}).get("value")
-        growth = rss_growth(rss_rounds)
-        result["P6"] = {"ratio": top["gbps"] / p1 if p1 else None, "value": top["gbps"],
-                        "baseline": p1, "unit": "GB/s", "verified_bytes_ok": ok,
-                        "all_succeeded": all(r["all_succeeded"] for r in rows),
-                        "rss_growth": growth, "requests_per_round": top["concurrency"],
-                        "request_bytes": PRESETS[a.model].bytes_per_token() * a.tokens}
-    else:
-        layer_us = a.layer_ms * 1000.0
-        result["P7"] = {"ratio": top["tail_us"] / layer_us, "value": top["tail_us"],
-                        "baseline": layer_us, "unit": "us", "verified_bytes_ok": ok}
-    for k, v in result.items():
-        print(k, v)
-    extra = {"case": a.case, "args": {k: v for k, v in vars(a).items()}, "rows": rows,
-             "baselines": base, "rss_per_round": rss_rounds}
+        agg["baseline_what"] = "ZeroMQ PUSH/PULL RTT p50, measured in each run"
+    if interrupted is not None:
+        agg["interrupted"] = repr(interrupted)
+    print(key, {k: v for k, v in agg.items() if k not in ("runs", "first_failures")})
+    if agg["runs_with_failures"]:
+        print(f"{key}: {agg['runs_with_failures']} of {agg['repeat']} runs had failures "
+              f"({agg['failed_rooms']} failed rooms in all)", file=sys.stderr)
+    if broken:
+        print(f"{key}: THE MEASUREMENT IS BROKEN: {agg['negative_samples']} negative latency "
+              f"samples (min {agg.get('min_us')} us); a sample must start before the decode's "
+              f"Success", file=sys.stderr)
+    last = runs[-1] if runs else {}
+    extra = {"case": a.case, "args": vars(a), "rows": last.get("rows", []),
+             "baselines": base, "rss_per_round": last.get("rss_per_round", []), **hog_info}
     if a.json:
-        report.write_json(a.json, dict(result, e2e=extra))
-    if a.plot:
-        report.plot(a.plot, rows, f"pdkv e2e {a.case} ({a.model}, {a.tokens} tok)")
+        report.write_json(a.json, {key: agg, "e2e": extra})
+    if a.plot and last.get("rows"):
+        report.plot(a.plot, last["rows"], f"pdkv e2e {a.case} ({a.model}, {a.tokens} tok)")
+    ok = bool(runs) and len(runs) == a.repeat and agg["all_succeeded"] and \
+        agg["verified_bytes_ok"] and not broken
     return 0 if ok else 1
 
 

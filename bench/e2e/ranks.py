@@ -1,59 +1,32 @@
-"""Prefill and decode rank processes. The driver sends each rank one command per round
-over its own queue; ranks report (role, rank, payload) on a shared result queue.
+"""Prefill and decode rank processes. The driver sends each rank commands over its own
+queue; ranks report (role, rank, kind, payload) on a shared result queue.
 
-Round protocol: decode "prepare" (receivers, destination pages poisoned, metadata sent),
-prefill "prepare" (senders, source pages filled, wait for the pre-allocation), prefill
-"go" (send, or the simulated layerwise forward). Times are time.monotonic(), which is
-CLOCK_MONOTONIC and system-wide on Linux, so they compare across processes."""
+Round protocol (latency, scale, layerwise): decode "prepare" (receivers, destination pages
+poisoned, metadata sent, then poll until every room ends), prefill "prepare" (senders,
+source pages filled, wait for the pre-allocation), prefill "go" (send, or the simulated
+layerwise forward). The soak case is one "soak" command (soak_rank.py). Times are
+time.monotonic(), which is CLOCK_MONOTONIC and system-wide on Linux, so they compare across
+processes. Every room that does not reach Success is reported with its reason
+(failure_exception()), so the driver can say why a run failed."""
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 import time
 import traceback
-import zlib
 
 import numpy as np
 
+import failures
 import pattern
+import polling
+import sysutil
+from memory import Memory, shuffled_pages
 
 RANK_ENV = {"PDKV_LOG_LEVEL": "warn", "PDKV_BOOTSTRAP_TIMEOUT_S": "60",
             "PDKV_WAITING_TIMEOUT_S": "120"}
-
-
-def rss_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-class Memory:
-    """KV buffers of one rank: capacity pages each, page = (page_size, heads, head bytes)."""
-
-    def __init__(self, preset, page_size: int, tp: int, rank: int, capacity: int):
-        self.preset, self.page_size, self.capacity = preset, page_size, capacity
-        self.first_head, self.n_heads = preset.heads_of(rank, tp)
-        head_bytes = preset.head_dim * preset.dtype_bytes
-        self.item = page_size * self.n_heads * head_bytes
-        self.bufs = [np.zeros((capacity, page_size, self.n_heads, head_bytes), np.uint8)
-                     for _ in range(preset.buffers())]
-        self.offsets = pattern.page_offsets(page_size, self.first_head, self.n_heads, head_bytes)
-
-    def kv_args(self, pdkv, rank: int, tp: int):
-        p = self.preset
-        return pdkv.KVArgs(
-            engine_rank=rank, tp_size=tp, dp_size=1, page_size=self.page_size,
-            kv_data_ptrs=[b.ctypes.data for b in self.bufs],
-            kv_data_lens=[b.nbytes for b in self.bufs],
-            kv_item_lens=[self.item] * len(self.bufs), layer_buffers=p.layer_buffers(),
-            kv_head_num=self.n_heads, total_kv_head_num=p.heads, head_dim=p.head_dim,
-            dtype_bytes=p.dtype_bytes, page_layout="NHD", is_mla=p.mla)
-
-
-def shuffled_pages(capacity: int, seed: str) -> np.ndarray:
-    """A rank's pages in shuffled order (a fragmented free list)."""
-    return np.random.default_rng(zlib.crc32(seed.encode())).permutation(capacity)
+PREALLOC_WAIT_S = 60.0
 
 
 def round_layout(rooms, pages_per_req, order):
@@ -65,104 +38,162 @@ def round_layout(rooms, pages_per_req, order):
     return pages, room_of, idx_of
 
 
-def wait_all(objs, pdkv, timeout, spin):
-    """Poll until each is terminal; {room: (state, monotonic time it turned terminal)}."""
-    out, pending = {}, dict(objs)
-    deadline = time.monotonic() + timeout
-    while pending and time.monotonic() < deadline:
-        for room in list(pending):
-            st = pending[room].poll()
-            if st in (pdkv.KVPoll.Success, pdkv.KVPoll.Failed):
-                out[room] = (int(st), time.monotonic())
-                del pending[room]
-        if pending and not spin:
-            time.sleep(0.0005)
-    for room, o in pending.items():
-        out[room] = (int(o.poll()), time.monotonic())
+def outcomes(objs: dict, states: dict, pdkv, waited_s: float) -> dict:
+    """{room: (t, reason)} for every room that did not reach Success."""
+    out = {}
+    for room, (st, t) in states.items():
+        if st != polling.SUCCESS:
+            name = pdkv.KVPoll(st).name
+            out[room] = (t, failures.room_reason(objs[room], pdkv, name, waited_s))
     return out
+
+
+def verify_rooms(mem: Memory, layout, ok_rooms) -> list:
+    """Rooms among `ok_rooms` (they reached Success) whose destination bytes differ from
+    the pattern; vectorised over the round, per room only when something differs."""
+    pages, room_of, idx_of = layout
+    mask = np.isin(room_of, np.fromiter(ok_rooms, np.int64))
+
+    def good(m):
+        return all(pattern.check(buf, b, pages[m], room_of[m], idx_of[m], mem.offsets)
+                   for b, buf in enumerate(mem.bufs))
+
+    if not mask.any() or good(mask):
+        return []
+    return [room for room in sorted(ok_rooms) if not good(room_of == room)]
+
+
+class Rank:
+    """One rank's manager, memory and round state."""
+
+    def __init__(self, cfg, pdkv, results):
+        from presets import PRESETS
+        self.cfg, self.pdkv, self.results = cfg, pdkv, results
+        self.role, self.rank = cfg["role"], cfg["rank"]
+        self.preset = PRESETS[cfg["model"]]
+        self.ppr = cfg["pages_per_req"]
+        self.mem = Memory(self.preset, cfg["page"], cfg["tp"], self.rank, cfg["capacity"],
+                          prefault=cfg.get("prefault", False))
+        self.mgr = pdkv.KVManager(self.mem.kv_args(pdkv, self.rank, cfg["tp"]), self.role,
+                                  cfg["addr"], backend=cfg["backend"],
+                                  layerwise_interval=cfg.get("layerwise_interval", 0))
+        self.order = shuffled_pages(cfg["capacity"], f"{self.role}/{self.rank}")
+        self.objs, self.layout = {}, None
+
+    def put(self, kind, payload=None):
+        self.results.put((self.role, self.rank, kind, payload))
+
+    def prepare(self, rooms):
+        self.layout = round_layout(rooms, self.ppr, self.order)
+        if self.role == "decode":
+            self._prepare_decode(rooms)
+        else:
+            self._prepare_prefill(rooms)
+
+    def _prepare_decode(self, rooms):
+        pdkv, mem, ppr = self.pdkv, self.mem, self.ppr
+        pages, room_of, idx_of = self.layout
+        for b, buf in enumerate(mem.bufs):  # poison: expected + 1
+            pattern.fill(buf, b, pages, room_of, idx_of, mem.offsets, delta=1)
+        self.objs = {}
+        for k, room in enumerate(rooms):
+            r = pdkv.KVReceiver(self.mgr, self.cfg["addr"], room)
+            r.init()
+            r.send_metadata(pages[k * ppr:(k + 1) * ppr])
+            self.objs[room] = r
+        self.put("prepared")
+        timeout = self.cfg["timeout"]
+        states = polling.wait_all(self.objs, timeout, self.cfg.get("decode_poll", "engine"),
+                                  self.cfg.get("poll_sleep_us", 50.0))
+        ok_rooms = {r for r, (st, _) in states.items() if st == polling.SUCCESS}
+        bad = verify_rooms(mem, self.layout, ok_rooms)
+        self.put("done", {
+            "states": {r: st for r, (st, _) in states.items()},
+            "times": {r: t for r, (_, t) in states.items()},
+            "reasons": outcomes(self.objs, states, pdkv, timeout),
+            "bad_rooms": bad, "room_bytes": mem.room_bytes(ppr),
+            "bytes_ok": len(ok_rooms) == len(rooms) and not bad,
+            "bytes": len(pages) * mem.item * len(mem.bufs), "rss": sysutil.rss_bytes()})
+
+    def _prepare_prefill(self, rooms):
+        pdkv, mem = self.pdkv, self.mem
+        pages, room_of, idx_of = self.layout
+        if not self.cfg.get("layerwise_interval"):
+            for b, buf in enumerate(mem.bufs):
+                pattern.fill(buf, b, pages, room_of, idx_of, mem.offsets)
+        self.objs = {}
+        for room in rooms:
+            s = pdkv.KVSender(self.mgr, self.cfg["addr"], room)
+            s.init(self.ppr)
+            self.objs[room] = s
+        # Wait for every pre-allocation so the timed part is the transfer only.
+        deadline = time.monotonic() + min(PREALLOC_WAIT_S, self.cfg["timeout"])
+        pacer = polling.Pacer("engine")
+        while time.monotonic() < deadline and any(
+                s.poll() == pdkv.KVPoll.Bootstrapping for s in self.objs.values()):
+            pacer.wait(deadline)
+        self.put("prepared")
+
+    def go(self):
+        """Prefill: send every room (or run the simulated layerwise forward), then poll."""
+        pdkv, mem, ppr, cfg = self.pdkv, self.mem, self.ppr, self.cfg
+        pages, room_of, idx_of = self.layout
+        send_t, fwd_end = {}, None
+        if cfg.get("layerwise_interval"):
+            self.mgr.reserve_layerwise_cache_steps()
+        for k, (room, s) in enumerate(self.objs.items()):
+            # Taken BEFORE send(): a latency sample must start at a point that provably
+            # precedes the decode's Success. After send() returns, a prefill preempted on a
+            # busy host could stamp a time later than the decode's Success (P5 saw -44 us).
+            send_t[room] = time.monotonic()
+            s.send(pages[k * ppr:(k + 1) * ppr])
+        if cfg.get("layerwise_interval"):
+            layer_s = cfg["layer_ms"] / 1000.0
+            for layer, bufs in enumerate(self.preset.layer_buffers()):
+                t0 = time.monotonic()
+                for b in bufs:
+                    pattern.fill(mem.bufs[b], b, pages, room_of, idx_of, mem.offsets)
+                rest = layer_s - (time.monotonic() - t0)
+                if rest > 0:
+                    time.sleep(rest)  # the rest of the simulated layer's compute
+                self.mgr.mark_layers_ready(1)
+            fwd_end = time.monotonic()
+        states = polling.wait_all(self.objs, cfg["timeout"], "engine")
+        self.put("done", {
+            "states": {r: st for r, (st, _) in states.items()},
+            "reasons": outcomes(self.objs, states, pdkv, cfg["timeout"]),
+            "send_t": send_t, "forward_end": fwd_end, "rss": sysutil.rss_bytes()})
+
+    def soak(self, schedule, t0, seconds, deadline):
+        import soak_rank
+        self.put("done", soak_rank.run(self, schedule, t0, seconds, deadline))
 
 
 def rank_main(cfg, commands, results):
     role, rank = cfg["role"], cfg["rank"]
+    sysutil.die_with_parent()
+    # `kill -USR1 <rank pid>` prints where a rank is stuck (a silent rank is a finding).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    r = None
     try:
         os.environ.update(RANK_ENV)
         os.environ.update(cfg.get("env", {}))
+        if cfg.get("decode_poll") == "sleep":
+            sysutil.set_timer_slack_ns(1000)
         import pdkv
-        from presets import PRESETS
-        preset = PRESETS[cfg["model"]]
-        ppr = cfg["pages_per_req"]
-        mem = Memory(preset, cfg["page"], cfg["tp"], rank, cfg["capacity"])
-        mgr = pdkv.KVManager(mem.kv_args(pdkv, rank, cfg["tp"]), role, cfg["addr"],
-                             backend=cfg["backend"],
-                             layerwise_interval=cfg.get("layerwise_interval", 0))
-        order = shuffled_pages(cfg["capacity"], f"{role}/{rank}")
-        results.put((role, rank, "ready", os.getpid()))
-        objs, layout = {}, None
+        r = Rank(cfg, pdkv, results)
+        r.put("ready", os.getpid())
         while True:
             cmd = commands.get()
             if cmd[0] == "stop":
                 break
             if cmd[0] == "prepare":
-                rooms = cmd[1]
-                layout = round_layout(rooms, ppr, order)
-                pages, room_of, idx_of = layout
-                objs = {}
-                if role == "decode":
-                    for b, buf in enumerate(mem.bufs):  # poison: expected + 1
-                        pattern.fill(buf, b, pages, room_of, idx_of, mem.offsets, delta=1)
-                    for k, room in enumerate(rooms):
-                        r = pdkv.KVReceiver(mgr, cfg["addr"], room)
-                        r.init()
-                        r.send_metadata(pages[k * ppr:(k + 1) * ppr])
-                        objs[room] = r
-                else:
-                    if not cfg.get("layerwise_interval"):
-                        for b, buf in enumerate(mem.bufs):
-                            pattern.fill(buf, b, pages, room_of, idx_of, mem.offsets)
-                    for room in rooms:
-                        s = pdkv.KVSender(mgr, cfg["addr"], room)
-                        s.init(ppr)
-                        objs[room] = s
-                    # Wait for every pre-allocation so the timed part is the transfer only.
-                    deadline = time.monotonic() + 60
-                    while time.monotonic() < deadline and any(
-                            s.poll() == pdkv.KVPoll.Bootstrapping for s in objs.values()):
-                        time.sleep(0.001)
-                results.put((role, rank, "prepared", None))
-                if role == "decode":
-                    states = wait_all(objs, pdkv, cfg["timeout"], cfg.get("spin", False))
-                    ok = all(st == int(pdkv.KVPoll.Success) for st, _ in states.values())
-                    ok = ok and all(pattern.check(buf, b, pages, room_of, idx_of, mem.offsets)
-                                    for b, buf in enumerate(mem.bufs))
-                    results.put((role, rank, "done", {
-                        "states": {r: st for r, (st, _) in states.items()},
-                        "times": {r: t for r, (_, t) in states.items()},
-                        "bytes_ok": ok, "bytes": len(pages) * mem.item * len(mem.bufs),
-                        "rss": rss_bytes()}))
+                r.prepare(cmd[1])
             elif cmd[0] == "go":
-                pages, room_of, idx_of = layout
-                send_t, fwd_end = {}, None
-                if cfg.get("layerwise_interval"):
-                    mgr.reserve_layerwise_cache_steps()
-                for k, (room, s) in enumerate(objs.items()):
-                    s.send(pages[k * ppr:(k + 1) * ppr])
-                    send_t[room] = time.monotonic()
-                if cfg.get("layerwise_interval"):
-                    layer_s = cfg["layer_ms"] / 1000.0
-                    for layer, bufs in enumerate(preset.layer_buffers()):
-                        t0 = time.monotonic()
-                        for b in bufs:
-                            pattern.fill(mem.bufs[b], b, pages, room_of, idx_of, mem.offsets)
-                        rest = layer_s - (time.monotonic() - t0)
-                        if rest > 0:
-                            time.sleep(rest)  # the rest of the simulated layer's compute
-                        mgr.mark_layers_ready(1)
-                    fwd_end = time.monotonic()
-                states = wait_all(objs, pdkv, cfg["timeout"], False)
-                results.put((role, rank, "done", {
-                    "states": {r: st for r, (st, _) in states.items()},
-                    "send_t": send_t, "forward_end": fwd_end, "rss": rss_bytes()}))
-        mgr.shutdown()
+                r.go()
+            elif cmd[0] == "soak":
+                r.soak(*cmd[1:])
+        r.mgr.shutdown()
         results.put((role, rank, "stopped", None))
     except Exception:
         results.put((role, rank, "error", traceback.format_exc()))

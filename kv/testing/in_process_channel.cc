@@ -6,8 +6,8 @@ namespace pdkv::kv::testing {
 
 class InProcessBus::Channel : public ControlChannel {
  public:
-  Channel(InProcessBus& bus, std::string endpoint, MessageHandler handler)
-      : bus_(bus), endpoint_(std::move(endpoint)), handler_(std::move(handler)) {
+  Channel(InProcessBus& bus, std::string endpoint, ChannelCallbacks callbacks)
+      : bus_(bus), endpoint_(std::move(endpoint)), callbacks_(std::move(callbacks)) {
     thread_ = std::thread([this] { run(); });
   }
   ~Channel() override { stop(); }
@@ -29,17 +29,34 @@ class InProcessBus::Channel : public ControlChannel {
     MutexLock lock(bus_.mu_);
     if (bus_.unreachable_[peer]) return Status();  // lost on the way, as on a dead link
     if (bus_.refusing_[peer]) {
-      // As ZeroMQ answers a send to a peer it is not connected to (ZMQ_IMMEDIATE).
-      return unavailable("in-process bus: " + peer + " is not connected");
+      // As ZeroMQ answers a send to a peer whose queue is full.
+      return unavailable("in-process bus: " + peer + " does not take messages");
     }
     auto it = bus_.channels_.find(peer);
     if (it == bus_.channels_.end()) return Status();  // ZeroMQ would queue, then drop
     it->second->deliver(std::move(frames));
     return Status();
   }
+  Result<size_t> send_burst(const std::string& peer,
+                            std::span<const proto::Message> messages) override {
+    for (size_t i = 0; i < messages.size(); ++i) {
+      Status sent = send(peer, messages[i]);
+      if (!sent.ok()) {
+        if (i == 0 && sent.code() != StatusCode::kUnavailable) return sent;
+        return i;
+      }
+    }
+    return messages.size();
+  }
   void deliver(proto::Multipart frames) {
     MutexLock lock(mu_);
     inbox_.push_back(std::move(frames));
+    wake_.notify_one();
+  }
+  // Runs on_peer_gone on this channel's thread, as the ZeroMQ channel does.
+  void report_gone(const std::string& peer) {
+    MutexLock lock(mu_);
+    gone_.push_back(peer);
     wake_.notify_one();
   }
 
@@ -47,39 +64,49 @@ class InProcessBus::Channel : public ControlChannel {
   void run() {
     while (true) {
       proto::Multipart frames;
+      std::vector<std::string> gone;
       {
         MutexLock lock(mu_);
-        wake_.wait_until(mu_, TimePoint::max(),
-                         [&]() PDKV_REQUIRES(mu_) { return stopping_ || !inbox_.empty(); });
+        wake_.wait_until(mu_, TimePoint::max(), [&]() PDKV_REQUIRES(mu_) {
+          return stopping_ || !inbox_.empty() || !gone_.empty();
+        });
         if (stopping_) return;
-        frames = std::move(inbox_.front());
-        inbox_.pop_front();
+        gone.swap(gone_);
+        if (!inbox_.empty()) {
+          frames = std::move(inbox_.front());
+          inbox_.pop_front();
+        }
       }
+      for (const std::string& peer : gone) {
+        if (callbacks_.on_peer_gone) callbacks_.on_peer_gone(peer);
+      }
+      if (frames.empty()) continue;
       auto views = proto::views_of(frames);
       auto message = proto::decode_message(views);
-      if (message.ok()) handler_(std::move(message).value());
+      if (message.ok()) callbacks_.on_message(std::move(message).value());
     }
   }
 
   InProcessBus& bus_;
   const std::string endpoint_;
-  MessageHandler handler_;
+  ChannelCallbacks callbacks_;
   Mutex mu_;
   CondVar wake_;
   std::deque<proto::Multipart> inbox_ PDKV_GUARDED_BY(mu_);
+  std::vector<std::string> gone_ PDKV_GUARDED_BY(mu_);
   bool stopping_ PDKV_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
 ControlChannelFactory InProcessBus::factory() {
   return [this](const std::string& host,
-                MessageHandler handler) -> Result<std::unique_ptr<ControlChannel>> {
+                ChannelCallbacks callbacks) -> Result<std::unique_ptr<ControlChannel>> {
     std::string endpoint;
     {
       MutexLock lock(mu_);
       endpoint = "inproc://" + host + "/" + std::to_string(next_id_++);
     }
-    auto channel = std::make_unique<Channel>(*this, endpoint, std::move(handler));
+    auto channel = std::make_unique<Channel>(*this, endpoint, std::move(callbacks));
     MutexLock lock(mu_);
     channels_[endpoint] = channel.get();
     return std::unique_ptr<ControlChannel>(std::move(channel));
@@ -89,6 +116,14 @@ ControlChannelFactory InProcessBus::factory() {
 void InProcessBus::set_unreachable(const std::string& endpoint, bool unreachable) {
   MutexLock lock(mu_);
   unreachable_[endpoint] = unreachable;
+}
+
+void InProcessBus::kill(const std::string& endpoint) {
+  MutexLock lock(mu_);
+  unreachable_[endpoint] = true;
+  for (auto& [name, channel] : channels_) {
+    if (name != endpoint) channel->report_gone(endpoint);
+  }
 }
 
 void InProcessBus::set_refusing(const std::string& endpoint, bool refusing) {

@@ -21,7 +21,10 @@ class InProcessBus {
   ControlChannelFactory factory();
   // Drops every message to `endpoint` from now on (a dead peer), or stops dropping.
   void set_unreachable(const std::string& endpoint, bool unreachable);
-  // Sends to `endpoint` fail with kUnavailable (not connected) from now on, or stop failing.
+  // The process behind `endpoint` died: its messages are lost from now on and every other
+  // channel's on_peer_gone hears of it (as ZeroMQ channels do when a reconnect is refused).
+  void kill(const std::string& endpoint);
+  // Sends to `endpoint` fail with kUnavailable (queue full) from now on, or stop failing.
   void set_refusing(const std::string& endpoint, bool refusing);
 
  private:

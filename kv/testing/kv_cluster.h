@@ -71,7 +71,6 @@ inline KvManagerOptions fast_options() {
   o.waiting_timeout = std::chrono::milliseconds(10000);
   o.heartbeat_interval = std::chrono::milliseconds(100);
   o.heartbeat_max_failures = 3;
-  o.transfer_queues = 2;
   return o;
 }
 

@@ -216,9 +216,13 @@ class KVSender(_Room):
     def init(self, num_kv_indices: int, aux_index: Optional[int] = None) -> None:
         self._native.init(int(num_kv_indices), None if aux_index is None else int(aux_index))
 
-    def send(self, kv_indices, state_indices=None) -> None:
+    def send(self, kv_indices, state_indices=None, layerwise: Optional[bool] = None) -> None:
+        """One chunk. `layerwise`: None = the manager's setting; False = this chunk's KV is
+        complete already (e.g. a prefix-cache hit without a forward), so it is sent at once
+        instead of waiting for the layer steps of the current forward."""
         self._native.send(_indices(kv_indices, "kv_indices"),
-                          _indices(state_indices, "state_indices"))
+                          _indices(state_indices, "state_indices"),
+                          None if layerwise is None else bool(layerwise))
 
 
 class KVReceiver(_Room):

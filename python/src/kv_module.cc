@@ -267,16 +267,19 @@ PYBIND11_MODULE(_native, m) {
              }
              raise_if_error(s);
            })
-      .def("send",
-           [](kv::KVSender& self, const Int64Array& pages, const Int64Array& state) {
-             std::vector<int64_t> p = to_vector(pages), st = to_vector(state);
-             Status s;
-             {
-               py::gil_scoped_release release;
-               s = self.send(p, st);
-             }
-             raise_if_error(s);
-           })
+      .def(
+          "send",
+          [](kv::KVSender& self, const Int64Array& pages, const Int64Array& state,
+             std::optional<bool> layerwise) {
+            std::vector<int64_t> p = to_vector(pages), st = to_vector(state);
+            Status s;
+            {
+              py::gil_scoped_release release;
+              s = self.send(p, st, std::nullopt, layerwise);
+            }
+            raise_if_error(s);
+          },
+          py::arg("pages"), py::arg("state"), py::arg("layerwise") = py::none())
       .def("poll", [](const kv::KVSender& self) { return static_cast<int>(self.poll()); })
       .def("failure", [](const kv::KVSender& self) { return failure_text(self.failure()); })
       .def("abort", &kv::KVSender::abort, py::call_guard<py::gil_scoped_release>());

@@ -106,6 +106,8 @@ def test_kill_9_of_a_prefill_fails_the_decode_rooms_within_the_heartbeat_bound()
         detect = time.monotonic() - killed
         report = done[("decode", 0)]
         assert report["states"][80] == FAILED
-        assert "stopped answering" in report["reasons"][80]
+        # Found by its connection closing (at once) or, failing that, by silence.
+        assert ("stopped answering" in report["reasons"][80] or
+                "is gone" in report["reasons"][80]), report["reasons"][80]
         # heartbeat 0.2 s x 3 failures + 1 s (R2), plus the polling slack of this harness.
         assert detect < 0.6 + 1.0 + 1.0

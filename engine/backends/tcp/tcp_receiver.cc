@@ -15,20 +15,65 @@
 #include "engine/memory_registry.h"
 
 namespace pdkv::engine::tcp {
+
 namespace {
 
 constexpr int kMaxIov = IOV_MAX < 1024 ? IOV_MAX : 1024;
 constexpr size_t kScratchBytes = 256 * 1024;
 
+}  // namespace
+
 // Per-connection buffers, reused across parts so the hot path does not allocate.
-struct ConnBuffers {
+struct ReceiveBuffers {
   std::vector<uint8_t> table;
   std::vector<DstRange> ranges;
   std::vector<uint8_t> scratch;  // discarded payload of a rejected part
+  std::vector<uint8_t> stage;    // small entries land here, then memcpy to their places
   iovec iov[kMaxIov];
 };
 
-}  // namespace
+// Reads a validated part's payload into its destinations, in entry order: runs of small
+// entries through the staging buffer (one contiguous read, then memcpy), large ones
+// straight in with readv (adjacent destinations share an iovec).
+Status TcpReceiver::scatter(int fd, ReceiveBuffers& buf, int stop) const {
+  const int io = options_.io_timeout_ms;
+  const auto& ranges = buf.ranges;
+  const uint64_t stage_max = options_.stage_max_bytes;
+  size_t i = 0;
+  while (i < ranges.size()) {
+    if (ranges[i].length <= stage_max) {
+      if (buf.stage.size() < options_.stage_buffer_bytes)
+        buf.stage.resize(options_.stage_buffer_bytes);
+      size_t end = i;
+      uint64_t bytes = 0;
+      while (end < ranges.size() && ranges[end].length <= stage_max &&
+             bytes + ranges[end].length <= buf.stage.size()) {
+        bytes += ranges[end].length;
+        ++end;
+      }
+      PDKV_RETURN_IF_ERROR(read_full(fd, buf.stage.data(), bytes, stop, io, io));
+      const uint8_t* src = buf.stage.data();
+      for (; i < end; ++i) {
+        std::memcpy(reinterpret_cast<void*>(ranges[i].addr), src, ranges[i].length);
+        src += ranges[i].length;
+      }
+      continue;
+    }
+    int n_iov = 0;
+    while (i < ranges.size() && n_iov < kMaxIov && ranges[i].length > stage_max) {
+      auto* base = reinterpret_cast<uint8_t*>(ranges[i].addr);
+      if (n_iov > 0 &&
+          static_cast<uint8_t*>(buf.iov[n_iov - 1].iov_base) + buf.iov[n_iov - 1].iov_len == base) {
+        buf.iov[n_iov - 1].iov_len += ranges[i].length;
+      } else {
+        buf.iov[n_iov++] = iovec{base, ranges[i].length};
+      }
+      ++i;
+    }
+    PDKV_RETURN_IF_ERROR(readv_full(fd, buf.iov, n_iov, stop, io));
+  }
+  return Status();
+}
 
 TcpReceiver::TcpReceiver(const TcpOptions& options, const MemoryRegistry* registry)
     : options_(options), registry_(registry) {}
@@ -85,7 +130,7 @@ void TcpReceiver::serve(int raw_fd) {
   UniqueFd fd(raw_fd);
   const int io = options_.io_timeout_ms;
   const int stop = stop_.fd();
-  ConnBuffers buf;
+  ReceiveBuffers buf;
   uint8_t header_bytes[kHeaderSize];
   // The loop returns (closing the connection) on any error; the reason is logged.
   auto drop = [&](const Status& why) {
@@ -138,22 +183,7 @@ void TcpReceiver::serve(int raw_fd) {
         left -= n;
       }
     } else {
-      size_t i = 0;
-      while (i < buf.ranges.size() && st.ok()) {
-        int n_iov = 0;
-        while (i < buf.ranges.size() && n_iov < kMaxIov) {
-          auto* base = reinterpret_cast<uint8_t*>(buf.ranges[i].addr);
-          if (n_iov > 0 &&
-              static_cast<uint8_t*>(buf.iov[n_iov - 1].iov_base) + buf.iov[n_iov - 1].iov_len ==
-                  base) {
-            buf.iov[n_iov - 1].iov_len += buf.ranges[i].length;
-          } else {
-            buf.iov[n_iov++] = iovec{base, buf.ranges[i].length};
-          }
-          ++i;
-        }
-        st = readv_full(fd.get(), buf.iov, n_iov, stop, io);
-      }
+      st = scatter(fd.get(), buf, stop);
       written = header->payload_bytes;
     }
     if (!st.ok()) return drop(st);

@@ -4,7 +4,9 @@
 // connection (owns that socket). A connection thread reads a part's header and entry
 // table, validates every entry against the MemoryRegistry under one WritePin, and only
 // then scatters the payload with readv() straight into the destinations (adjacent
-// destinations share an iovec; IOV_MAX per call). It ACKs the part after its last byte
+// destinations share an iovec; IOV_MAX per call), or, for runs of small entries (at most
+// TcpOptions::stage_max_bytes each), reads them into a staging buffer and copies them into
+// place with memcpy. It ACKs the part after its last byte
 // landed. A part with an entry outside registered memory is read into a scratch buffer
 // and discarded (not one byte of it reaches memory) and ACKed with OutOfRange naming the
 // entry; the connection stays usable.
@@ -32,6 +34,8 @@ class MemoryRegistry;
 
 namespace pdkv::engine::tcp {
 
+struct ReceiveBuffers;
+
 class TcpReceiver {
  public:
   // `registry` outlives the receiver.
@@ -50,6 +54,7 @@ class TcpReceiver {
   };
   void accept_loop();
   void serve(int fd);
+  Status scatter(int fd, ReceiveBuffers& buf, int stop) const;
   void reap_finished(bool all) PDKV_REQUIRES(conns_mu_);
 
   const TcpOptions options_;

@@ -134,27 +134,55 @@ void StreamSender::fail_all(const Status& status) {
   }
 }
 
+void StreamSender::stage_next_run(const PartEntry* entries, uint32_t entry_count) {
+  if (stage_.size() < options_.stage_buffer_bytes) stage_.resize(options_.stage_buffer_bytes);
+  uint32_t end = entry_cursor_;
+  uint64_t bytes = 0;
+  while (end < entry_count && entries[end].length <= options_.stage_max_bytes &&
+         bytes + entries[end].length <= stage_.size()) {
+    std::memcpy(stage_.data() + bytes, reinterpret_cast<const void*>(entries[end].src_addr),
+                entries[end].length);
+    bytes += entries[end].length;
+    ++end;
+  }
+  staged_end_ = end;
+  stage_len_ = bytes;
+  stage_sent_ = 0;
+}
+
 bool StreamSender::write_some() {
   iovec iov[kMaxIov];
   while (!sending_.empty()) {
     OutPart& part = sending_.front();
     const PlannedPart& plan = part.post->plan.parts[part.part_index];
     const PartEntry* entries = part.post->plan.entries.data() + plan.first_entry;
+    // A run of small entries goes out of the staging buffer as one piece (see
+    // TcpOptions::stage_max_bytes); the rest are gathered straight from their sources.
+    if (staged_end_ == 0 && entry_cursor_ < plan.entry_count && entry_offset_ == 0 &&
+        entries[entry_cursor_].length <= options_.stage_max_bytes) {
+      stage_next_run(entries, plan.entry_count);
+    }
     int n_iov = 0;
     if (head_sent_ < part.head.size()) {
       iov[n_iov++] = iovec{part.head.data() + head_sent_, part.head.size() - head_sent_};
     }
-    // Gather source runs; entries that continue each other in source (but not in
-    // destination) still share one iovec.
-    for (uint32_t e = entry_cursor_; e < plan.entry_count && n_iov < kMaxIov; ++e) {
-      const uint64_t skip = (e == entry_cursor_) ? entry_offset_ : 0;
-      auto* base = reinterpret_cast<uint8_t*>(entries[e].src_addr) + skip;
-      const size_t len = entries[e].length - skip;
-      if (n_iov > 0 &&
-          static_cast<uint8_t*>(iov[n_iov - 1].iov_base) + iov[n_iov - 1].iov_len == base) {
-        iov[n_iov - 1].iov_len += len;
-      } else {
-        iov[n_iov++] = iovec{base, len};
+    const bool staged = staged_end_ != 0;
+    if (staged) {
+      iov[n_iov++] = iovec{stage_.data() + stage_sent_, stage_len_ - stage_sent_};
+    } else {
+      // Entries that continue each other in source (but not in destination) still share
+      // one iovec; a small entry ends the list (it is staged next).
+      for (uint32_t e = entry_cursor_; e < plan.entry_count && n_iov < kMaxIov; ++e) {
+        if (e != entry_cursor_ && entries[e].length <= options_.stage_max_bytes) break;
+        const uint64_t skip = (e == entry_cursor_) ? entry_offset_ : 0;
+        auto* base = reinterpret_cast<uint8_t*>(entries[e].src_addr) + skip;
+        const size_t len = entries[e].length - skip;
+        if (n_iov > 0 &&
+            static_cast<uint8_t*>(iov[n_iov - 1].iov_base) + iov[n_iov - 1].iov_len == base) {
+          iov[n_iov - 1].iov_len += len;
+        } else {
+          iov[n_iov++] = iovec{base, len};
+        }
       }
     }
     msghdr msg{};
@@ -172,6 +200,14 @@ bool StreamSender::write_some() {
     const size_t from_head = static_cast<size_t>(std::min<uint64_t>(done, head_left));
     head_sent_ += from_head;
     done -= from_head;
+    if (staged) {
+      stage_sent_ += static_cast<size_t>(done);
+      if (stage_sent_ == stage_len_) {
+        entry_cursor_ = staged_end_;
+        staged_end_ = 0;
+      }
+      done = 0;
+    }
     while (done > 0) {
       const uint64_t left = entries[entry_cursor_].length - entry_offset_;
       if (done >= left) {
@@ -284,9 +320,10 @@ void StreamSender::run() {
       const uint32_t cursor = entry_cursor_;
       const uint64_t offset = entry_offset_;
       const size_t head = head_sent_;
+      const size_t staged = stage_sent_;
       if (!write_some()) continue;
       if (sending_.size() != before || cursor != entry_cursor_ || offset != entry_offset_ ||
-          head != head_sent_) {
+          head != head_sent_ || staged != stage_sent_) {
         last_progress = now();
       }
     }

@@ -3,7 +3,9 @@
 //
 // A StreamSender's thread owns the non-blocking socket. It gathers each part straight
 // from source memory with sendmsg() over iovecs (header + entry table, then coalesced
-// source runs, at most IOV_MAX per call, resumed after partial writes), and reads the
+// source runs, at most IOV_MAX per call, resumed after partial writes); runs of small
+// entries are first copied into a staging buffer and sent as one piece
+// (TcpOptions::stage_max_bytes). It reads the
 // receiver's ACKs on the same socket; ACKs come back in part order. Many parts may be in
 // flight per stream: nothing waits for an ACK before sending the next part.
 //
@@ -72,6 +74,8 @@ class StreamSender {
   void run();
   // Each returns false once the stream broke (fail_all was called).
   bool write_some();
+  // Copies the run of small entries at entry_cursor_ into stage_.
+  void stage_next_run(const PartEntry* entries, uint32_t entry_count);
   bool read_acks();
   bool finish_ack(const FrameHeader& header, std::span<const uint8_t> body);
   void fail_all(const Status& status);
@@ -94,6 +98,11 @@ class StreamSender {
   size_t head_sent_ = 0;
   uint32_t entry_cursor_ = 0;  // within the front part's entries
   uint64_t entry_offset_ = 0;  // bytes of that entry already sent
+  // Staged run of small entries [entry_cursor_, staged_end_) of the front part; 0 = none.
+  std::vector<uint8_t> stage_;
+  uint32_t staged_end_ = 0;
+  size_t stage_len_ = 0;
+  size_t stage_sent_ = 0;
   uint64_t next_part_id_ = 1;
   std::vector<uint8_t> ack_buf_;
   size_t ack_fill_ = 0;
