@@ -167,6 +167,13 @@ TEST(TransferEngine, SubmitAsyncReportsEveryBatchOnceThroughItsCallback) {
   std::vector<int> calls(kBatches + 1, 0);
   std::vector<Status> results(kBatches + 1);
   int done = 0;
+  auto record = [&](int batch, Status st) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++calls[batch];
+    results[batch] = std::move(st);
+    ++done;
+    cv.notify_all();
+  };
   for (int b = 0; b < kBatches; ++b) {
     // Batch b: its share of the buffer, as 512-byte blocks written in reverse order.
     const size_t share = kBytes / kBatches, base = b * share;
@@ -175,28 +182,14 @@ TEST(TransferEngine, SubmitAsyncReportsEveryBatchOnceThroughItsCallback) {
       blocks.push_back(WriteBlock{addr(src.data()) + base + off - 512,
                                   addr(dst.data()) + base + off - 512, 512});
     }
-    ASSERT_TRUE(sender
-                    ->submit_async(*session, blocks,
-                                   [&, b](Status st) {
-                                     std::lock_guard<std::mutex> lock(mu);
-                                     ++calls[b];
-                                     results[b] = std::move(st);
-                                     ++done;
-                                     cv.notify_all();
-                                   })
-                    .ok());
+    ASSERT_TRUE(
+        sender->submit_async(*session, blocks, [&, b](Status st) { record(b, std::move(st)); })
+            .ok());
   }
   std::vector<WriteBlock> bad{{addr(src.data()), addr(dst.data()) + kBytes, 64}};
-  ASSERT_TRUE(sender
-                  ->submit_async(*session, bad,
-                                 [&](Status st) {
-                                   std::lock_guard<std::mutex> lock(mu);
-                                   ++calls[kBatches];
-                                   results[kBatches] = std::move(st);
-                                   ++done;
-                                   cv.notify_all();
-                                 })
-                  .ok());
+  ASSERT_TRUE(
+      sender->submit_async(*session, bad, [&](Status st) { record(kBatches, std::move(st)); })
+          .ok());
   std::unique_lock<std::mutex> lock(mu);
   ASSERT_TRUE(cv.wait_for(lock, seconds(30), [&] { return done == kBatches + 1; }));
   for (int b = 0; b < kBatches; ++b) {

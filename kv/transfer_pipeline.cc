@@ -52,52 +52,48 @@ void TransferPipeline::stop() {
   if (connector_) connector_->stop();
 }
 
-void TransferPipeline::start_room(uint64_t room, std::vector<TransferDestination> destinations) {
+void TransferPipeline::push(Command command) {
   MutexLock lock(mu_);
+  commands_.push_back(std::move(command));
+  wake_.notify_one();
+}
+
+void TransferPipeline::start_room(uint64_t room, std::vector<TransferDestination> destinations) {
   Command c;
   c.kind = Command::Kind::kStartRoom;
   c.room = room;
   c.destinations = std::move(destinations);
-  commands_.push_back(std::move(c));
-  wake_.notify_one();
+  push(std::move(c));
 }
 
 void TransferPipeline::add_chunk(uint64_t room, TransferChunk chunk) {
   metrics_.queue_depth_delta(1);
-  MutexLock lock(mu_);
   Command c;
   c.kind = Command::Kind::kAddChunk;
   c.room = room;
   c.chunk = std::move(chunk);
-  commands_.push_back(std::move(c));
-  wake_.notify_one();
+  push(std::move(c));
 }
 
 void TransferPipeline::cancel_room(uint64_t room) {
-  MutexLock lock(mu_);
   Command c;
   c.kind = Command::Kind::kCancelRoom;
   c.room = room;
-  commands_.push_back(std::move(c));
-  wake_.notify_one();
+  push(std::move(c));
 }
 
 void TransferPipeline::reset_peer(const std::string& engine_endpoint) {
-  MutexLock lock(mu_);
   Command c;
   c.kind = Command::Kind::kResetPeer;
   c.engine_endpoint = engine_endpoint;
-  commands_.push_back(std::move(c));
-  wake_.notify_one();
+  push(std::move(c));
 }
 
 void TransferPipeline::prepare_peer(const std::string& engine_endpoint) {
-  MutexLock lock(mu_);
   Command c;
   c.kind = Command::Kind::kPreparePeer;
   c.engine_endpoint = engine_endpoint;
-  commands_.push_back(std::move(c));
-  wake_.notify_one();
+  push(std::move(c));
 }
 
 void TransferPipeline::steps_advanced() {

@@ -166,6 +166,7 @@ class TransferPipeline {
     uint64_t written_bytes = 0;
   };
 
+  void push(Command command) PDKV_EXCLUDES(mu_);
   void run();
   void apply(Command& command);
   void on_completion(Completion& completion);
