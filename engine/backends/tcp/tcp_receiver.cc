@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "engine/backends/tcp/stage_buffer.h"
 #include "engine/backends/tcp/tcp_frame.h"
 #include "engine/memory_registry.h"
 
@@ -28,7 +29,7 @@ struct ReceiveBuffers {
   std::vector<uint8_t> table;
   std::vector<DstRange> ranges;
   std::vector<uint8_t> scratch;  // discarded payload of a rejected part
-  std::vector<uint8_t> stage;    // small entries land here, then memcpy to their places
+  StageBuffer stage;             // small entries land here, then memcpy to their places
   iovec iov[kMaxIov];
 };
 
@@ -42,17 +43,16 @@ Status TcpReceiver::scatter(int fd, ReceiveBuffers& buf, int stop) const {
   size_t i = 0;
   while (i < ranges.size()) {
     if (ranges[i].length <= stage_max) {
-      if (buf.stage.size() < options_.stage_buffer_bytes)
-        buf.stage.resize(options_.stage_buffer_bytes);
       size_t end = i;
       uint64_t bytes = 0;
       while (end < ranges.size() && ranges[end].length <= stage_max &&
-             bytes + ranges[end].length <= buf.stage.size()) {
+             (end == i || bytes + ranges[end].length <= options_.stage_buffer_bytes)) {
         bytes += ranges[end].length;
         ++end;
       }
-      PDKV_RETURN_IF_ERROR(read_full(fd, buf.stage.data(), bytes, stop, io, io));
-      const uint8_t* src = buf.stage.data();
+      uint8_t* stage = buf.stage.reserve(bytes);
+      PDKV_RETURN_IF_ERROR(read_full(fd, stage, bytes, stop, io, io));
+      const uint8_t* src = stage;
       for (; i < end; ++i) {
         std::memcpy(reinterpret_cast<void*>(ranges[i].addr), src, ranges[i].length);
         src += ranges[i].length;

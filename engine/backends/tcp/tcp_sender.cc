@@ -135,15 +135,18 @@ void StreamSender::fail_all(const Status& status) {
 }
 
 void StreamSender::stage_next_run(const PartEntry* entries, uint32_t entry_count) {
-  if (stage_.size() < options_.stage_buffer_bytes) stage_.resize(options_.stage_buffer_bytes);
   uint32_t end = entry_cursor_;
   uint64_t bytes = 0;
   while (end < entry_count && entries[end].length <= options_.stage_max_bytes &&
-         bytes + entries[end].length <= stage_.size()) {
-    std::memcpy(stage_.data() + bytes, reinterpret_cast<const void*>(entries[end].src_addr),
-                entries[end].length);
+         (end == entry_cursor_ || bytes + entries[end].length <= options_.stage_buffer_bytes)) {
     bytes += entries[end].length;
     ++end;
+  }
+  uint8_t* stage = stage_.reserve(bytes);
+  uint64_t at = 0;
+  for (uint32_t e = entry_cursor_; e < end; ++e) {
+    std::memcpy(stage + at, reinterpret_cast<const void*>(entries[e].src_addr), entries[e].length);
+    at += entries[e].length;
   }
   staged_end_ = end;
   stage_len_ = bytes;

@@ -31,6 +31,7 @@
 #include "engine/backend.h"
 #include "engine/backends/tcp/part_planner.h"
 #include "engine/backends/tcp/socket_util.h"
+#include "engine/backends/tcp/stage_buffer.h"
 #include "engine/backends/tcp/tcp_frame.h"
 
 namespace pdkv::engine::tcp {
@@ -99,7 +100,7 @@ class StreamSender {
   uint32_t entry_cursor_ = 0;  // within the front part's entries
   uint64_t entry_offset_ = 0;  // bytes of that entry already sent
   // Staged run of small entries [entry_cursor_, staged_end_) of the front part; 0 = none.
-  std::vector<uint8_t> stage_;
+  StageBuffer stage_;
   uint32_t staged_end_ = 0;
   size_t stage_len_ = 0;
   size_t stage_sent_ = 0;
