@@ -34,11 +34,12 @@ struct TcpOptions {
   uint32_t max_part_entries = 1 << 20;
   // Entries of at most this many bytes are gathered (sender) and scattered (receiver)
   // with memcpy through a staging buffer and cross the socket as one contiguous run,
-  // instead of one iovec each: the kernel's per-iovec copy into memory spread over a large
-  // pool is several times slower than memcpy on the machines measured (BENCHMARKS.md,
-  // "small blocks"). 0 turns staging off. Sender and receiver decide independently (the
-  // bytes on the wire are the same either way).
-  uint64_t stage_max_bytes = 8 << 10;
+  // instead of one iovec each. 0 (the default) = never. Worth turning on for pools
+  // without huge pages: there the kernel's per-iovec copy into a 1 GiB pool measured 3-10x
+  // slower than memcpy, while into huge-page memory (numpy arrays, the engine bench)
+  // iovecs were as fast or faster even at 512 B (BENCHMARKS.md, "small blocks"). Sender
+  // and receiver decide independently (the bytes on the wire are the same either way).
+  uint64_t stage_max_bytes = 0;
   // Largest run staged at once (the staging buffer of each stream).
   uint64_t stage_buffer_bytes = 4 << 20;
 };

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -16,9 +17,10 @@ namespace {
 
 using std::chrono::seconds;
 
-std::unique_ptr<TransferEngine> make_engine() {
+std::unique_ptr<TransferEngine> make_engine(uint64_t stage_max_bytes = 0) {
   EngineOptions o;
   o.tcp.streams = 2;
+  o.tcp.stage_max_bytes = stage_max_bytes;
   auto e = TransferEngine::create(o);
   EXPECT_TRUE(e.ok()) << e.status().to_string();
   return std::move(e).value();
@@ -150,11 +152,12 @@ TEST(TransferEngine, ReleasingAPendingBatchIsSafe) {
 }
 
 // submit_async: many batches in flight at once, each reported exactly once through its
-// callback; small scattered blocks (staged through memcpy) and large ones land intact;
+// callback; small scattered blocks (staged through memcpy) land intact;
 // a batch to a bad destination reports OutOfRange through the callback too.
 TEST(TransferEngine, SubmitAsyncReportsEveryBatchOnceThroughItsCallback) {
-  auto sender = make_engine();
-  auto receiver = make_engine();
+  // Staging on for the 512-byte blocks on both sides, so the memcpy paths are covered.
+  auto sender = make_engine(1024);
+  auto receiver = make_engine(1024);
   constexpr size_t kBytes = 4 << 20;
   std::vector<uint8_t> src(kBytes), dst(kBytes, 0);
   for (size_t i = 0; i < kBytes; ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
@@ -199,6 +202,20 @@ TEST(TransferEngine, SubmitAsyncReportsEveryBatchOnceThroughItsCallback) {
   EXPECT_EQ(calls[kBatches], 1);
   EXPECT_EQ(results[kBatches].code(), StatusCode::kOutOfRange);
   EXPECT_EQ(std::memcmp(src.data(), dst.data(), kBytes), 0);
+  // Small (staged) and large (iovec) blocks mixed in one batch, sources out of order.
+  std::vector<uint8_t> src2(1 << 20), dst2(1 << 20, 0);
+  for (size_t i = 0; i < src2.size(); ++i) src2[i] = static_cast<uint8_t>(i * 13 + 5);
+  ASSERT_TRUE(receiver->register_memory(addr(dst2.data()), dst2.size()).ok());
+  std::vector<WriteBlock> mixed;
+  for (size_t off = 0, k = 0; off < src2.size(); ++k) {
+    const size_t len = std::min<size_t>(k % 3 == 2 ? 70'000 : 300, src2.size() - off);
+    mixed.push_back(WriteBlock{addr(src2.data()) + off, addr(dst2.data()) + off, len});
+    off += len;
+  }
+  std::reverse(mixed.begin(), mixed.end());
+  lock.unlock();
+  ASSERT_TRUE(sender->transfer(*session, mixed).ok());
+  EXPECT_EQ(std::memcmp(src2.data(), dst2.data(), src2.size()), 0);
   // An empty list succeeds at once; a stale session is an error and no callback.
   bool empty_called = false;
   EXPECT_TRUE(sender->submit_async(*session, {}, [&](Status st) { empty_called = st.ok(); }).ok());
