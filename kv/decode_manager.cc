@@ -650,10 +650,13 @@ void DecodeManager::heartbeat() {
     }
   }
   flush(out);
+  // Told all the same: silence may be a partition, not a death, and a prefill that is
+  // alive would otherwise hold the room (and its pages) until its own timeout. Sends
+  // never block, so telling a dead peer costs nothing.
   for (const auto& [room, endpoint] : lost) {
     fail_room(room, "peer_dead",
               "prefill " + endpoint + " stopped answering for more than " + format_seconds(bound),
-              false);
+              true);
   }
 }
 
