@@ -271,7 +271,7 @@ Status DecodeManager::resolve(uint64_t room) {
       if (!peer.registration_sent) {
         peer.bootstrap_addr = addr;
         peer.tp_rank = t.route.prefill_tp_rank;
-        peer.last_heard = now();
+        peer.liveness.heard();
         peer.registration_sent = true;
         peer.registration_sent_at = now();
         out.add(t.endpoint, registration());
@@ -349,7 +349,6 @@ void DecodeManager::send_pre_allocations(uint64_t room, Room& r, Outbox& out,
     return;
   }
   unsent_pre_allocations_.erase(room);
-  r.pre_allocated = true;
 }
 
 // --- control plane -----------------------------------------------------------------
@@ -372,7 +371,6 @@ void DecodeManager::flush(Outbox& out) {
     for (size_t i = 0; i < r.targets.size() && i < r.pre_sent.size(); ++i) {
       if (r.targets[i].endpoint == u.endpoint) r.pre_sent[i] = false;
     }
-    r.pre_allocated = false;
     unsent_pre_allocations_.insert(pre->room);
   }
 }
@@ -381,8 +379,7 @@ void DecodeManager::heard_from(const std::string& endpoint) {
   MutexLock lock(mu_);
   auto it = prefills_.find(endpoint);
   if (it == prefills_.end()) return;
-  it->second.last_heard = now();
-  it->second.unanswered = 0;
+  it->second.liveness.heard();
 }
 
 void DecodeManager::on_message(proto::Message message) {
@@ -445,8 +442,7 @@ void DecodeManager::on_status(const proto::TransferStatus& status) {
     }
     auto peer = prefills_.find(from->endpoint);
     if (peer != prefills_.end()) {
-      peer->second.last_heard = now();
-      peer->second.unanswered = 0;
+      peer->second.liveness.heard();
     }
     if (status.state == proto::TransferState::kFailed) {
       failure = "prefill rank " + std::to_string(tp) + " (" + from->endpoint +
@@ -485,7 +481,7 @@ void DecodeManager::on_registration_result(const proto::RegistrationResult& resu
     MutexLock lock(mu_);
     PrefillPeer& peer = prefills_[endpoint];
     peer.incarnation = result.prefill.incarnation;
-    peer.last_heard = now();
+    peer.liveness.heard();
     peer.registration_acked = true;
     if (result.accepted) {
       // Rooms that were waiting for this answer to send their pre-allocations.
@@ -520,7 +516,7 @@ void DecodeManager::on_pong(const proto::Pong& pong) {
     auto it = prefills_.find(endpoint);
     if (it == prefills_.end()) return;
     PrefillPeer& peer = it->second;
-    peer.last_heard = now();
+    peer.liveness.heard();
     if (peer.incarnation == 0 || peer.incarnation == pong.sender.incarnation) {
       peer.incarnation = pong.sender.incarnation;
       return;
@@ -626,12 +622,10 @@ void DecodeManager::heartbeat() {
     MutexLock lock(mu_);
     for (auto it = prefills_.begin(); it != prefills_.end();) {
       PrefillPeer& peer = it->second;
-      if (now() - peer.last_heard <= bound ||
-          peer.unanswered < config_.options.heartbeat_max_failures) {
+      if (!peer.liveness.dead(bound, config_.options.heartbeat_max_failures)) {
         proto::Ping ping;
         ping.sender = identity_;
-        ping.seq = ++peer.ping_seq;
-        ++peer.unanswered;
+        ping.seq = peer.liveness.next_probe();
         out.add(it->first, ping);
         ++it;
         continue;

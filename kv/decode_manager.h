@@ -43,6 +43,7 @@
 #include "kv/kv_args.h"
 #include "kv/manager_options.h"
 #include "kv/outbox.h"
+#include "kv/peer_liveness.h"
 #include "kv/room_status_board.h"
 #include "kv/route_directory.h"
 #include "kv/route_plan.h"
@@ -143,7 +144,6 @@ class DecodeManager {
     // would refuse it), and one the channel refused is retried by the timer.
     std::optional<PreAllocationRequest> pending;
     std::vector<bool> pre_sent;  // per target
-    bool pre_allocated = false;
     // Aborted while its prefill ranks were still being resolved: once they are, they are
     // told (instead of sent the pre-allocation), then the room is dropped.
     std::optional<std::string> abort_after_resolve;
@@ -162,12 +162,7 @@ class DecodeManager {
     // send timing out before ZeroMQ connected) would leave this rank's rooms without it.
     bool registration_acked = false;
     Status refused;  // set if it refused our registration
-    TimePoint last_heard;
-    uint64_t ping_seq = 0;
-    // Pings sent since it was last heard from. A peer is dead only after max_failures of
-    // them went unanswered for the liveness bound: a stall of this process (its timer
-    // not sending) never counts against the peer.
-    int unanswered = 0;
+    PeerLiveness liveness;
   };
   struct Instance {
     PrefillRankInfo info;

@@ -12,30 +12,36 @@ struct RoomKeyHash {
   }
 };
 
-// Drops the segments of rooms that ended, compacting the blocks; false if none is left.
+// Drops the segments of rooms that ended; false if none is left.
 bool drop_dead_segments(WriteBatch& batch, const std::function<bool(const RoomKey&)>& alive) {
   bool all_alive = std::all_of(batch.segments.begin(), batch.segments.end(),
                                [&](const BatchSegment& s) { return alive(s.key); });
-  if (all_alive) return !batch.segments.empty();
-  std::vector<engine::WriteBlock> blocks;
-  std::vector<BatchSegment> segments;
-  uint64_t bytes = 0;
-  for (const BatchSegment& s : batch.segments) {
-    if (!alive(s.key)) continue;
-    BatchSegment moved{s.key, blocks.size(), 0, s.bytes};
-    blocks.insert(blocks.end(), batch.blocks.begin() + static_cast<ptrdiff_t>(s.begin),
-                  batch.blocks.begin() + static_cast<ptrdiff_t>(s.end));
-    moved.end = blocks.size();
-    bytes += s.bytes;
-    segments.push_back(moved);
-  }
-  batch.blocks = std::move(blocks);
-  batch.segments = std::move(segments);
-  batch.bytes = bytes;
+  if (!all_alive) batch = select_segments(batch, alive);
   return !batch.segments.empty();
 }
 
 }  // namespace
+
+WriteBatch select_segments(const WriteBatch& batch,
+                           const std::function<bool(const RoomKey&)>& keep) {
+  WriteBatch out;
+  out.id = batch.id;
+  out.endpoint = batch.endpoint;
+  out.attempt = batch.attempt;
+  out.single_room = batch.single_room;
+  out.not_before = batch.not_before;
+  out.session = batch.session;
+  for (const BatchSegment& s : batch.segments) {
+    if (!keep(s.key)) continue;
+    BatchSegment moved{s.key, out.blocks.size(), 0, s.bytes};
+    out.blocks.insert(out.blocks.end(), batch.blocks.begin() + static_cast<ptrdiff_t>(s.begin),
+                      batch.blocks.begin() + static_cast<ptrdiff_t>(s.end));
+    moved.end = out.blocks.size();
+    out.bytes += s.bytes;
+    out.segments.push_back(moved);
+  }
+  return out;
+}
 
 void PeerLink::add(WritePiece piece) {
   if (piece.begin >= piece.end) return;

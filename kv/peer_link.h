@@ -62,6 +62,11 @@ struct WriteBatch {
   engine::SessionId session;  // what it was last submitted on
 };
 
+// The part of `batch` whose segments `keep` accepts, as a batch of its own (blocks
+// compacted, segments renumbered, bytes summed; id, attempt, session and flags copied).
+WriteBatch select_segments(const WriteBatch& batch,
+                           const std::function<bool(const RoomKey&)>& keep);
+
 class PeerLink {
  public:
   explicit PeerLink(std::string endpoint) : endpoint_(std::move(endpoint)) {}

@@ -90,7 +90,8 @@ TEST(PeerLinkTest, ARequeuedBatchWaitsForItsBackoffThenGoesFirst) {
   EXPECT_EQ(early->segments[0].key.room, 2u);
   ASSERT_TRUE(wake);
   EXPECT_EQ(*wake, t0 + std::chrono::milliseconds(50));
-  auto later = link.next_batch(1 << 20, 100, t0 + std::chrono::milliseconds(60), all_alive, nullptr);
+  auto later =
+      link.next_batch(1 << 20, 100, t0 + std::chrono::milliseconds(60), all_alive, nullptr);
   ASSERT_TRUE(later);
   EXPECT_EQ(later->segments[0].key.room, 1u);
 }

@@ -41,7 +41,7 @@ Status PrefillManager::start(const ControlChannelFactory& channels) {
   po.layerwise_interval = std::max<int64_t>(config_.layerwise_interval, 1);
   po.mla_l1_5 = config_.enable_mla_l1_5_cache;
   TransferPipeline::Hooks hooks;
-  hooks.on_transferred = [this](const std::vector<std::pair<uint64_t, uint64_t>>& rooms) {
+  hooks.on_transferred = [this](const std::vector<uint64_t>& rooms) {
     on_rooms_transferred(rooms);
   };
   hooks.on_failed = [this](uint64_t room, const std::string& cause, const std::string& reason) {
@@ -276,7 +276,6 @@ void PrefillManager::maybe_bootstrap(uint64_t room, Room& r) {
 }
 
 void PrefillManager::hand_to_pipeline(uint64_t room, Room& r, TransferChunk chunk) {
-  if (chunk.is_last) chunk.aux_index = r.aux_index;  // init() may have come after send()
   if (!r.transferring) {
     r.transferring = true;
     r.transfer_start = now();
@@ -373,8 +372,7 @@ void PrefillManager::heard_from(const std::string& endpoint, uint64_t incarnatio
   MutexLock lock(mu_);
   auto peer = decodes_.find(endpoint);
   if (peer != decodes_.end() && peer->second.registration.decode.incarnation == incarnation) {
-    peer->second.last_seen = now();
-    peer->second.unanswered = 0;
+    peer->second.liveness.heard();
   }
 }
 
@@ -419,7 +417,7 @@ void PrefillManager::on_registration(proto::BufferRegistration reg) {
     DecodePeer& peer = decodes_[key];
     peer.registration = std::move(reg);
     peer.layout_status = layout;
-    peer.last_seen = now();
+    peer.liveness.heard();
   }
   if (stale_engine_endpoint) pipeline_->reset_peer(*stale_engine_endpoint);
   if (layout.ok()) pipeline_->prepare_peer(engine_endpoint);
@@ -460,7 +458,7 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
     } else if (!peer->second.layout_status.ok()) {
       refused = peer->second.layout_status;
     } else {
-      peer->second.last_seen = now();
+      peer->second.liveness.heard();
       auto plan = DestinationPlan::create(config_.args, peer->second.registration, std::move(pre));
       if (!plan.ok()) {
         refused = plan.status();
@@ -499,7 +497,7 @@ void PrefillManager::on_abort(const proto::Abort& abort) {
   {
     MutexLock lock(mu_);
     auto peer = decodes_.find(abort.sender.control_endpoint);
-    if (peer != decodes_.end()) peer->second.last_seen = now();
+    if (peer != decodes_.end()) peer->second.liveness.heard();
     if (ended_.find(abort.room, now())) return;  // ended here already (e.g. our own abort)
     if (!board_.get(abort.room)) {
       // No KVSender yet: keep the abort (like an early pre-allocation, dropped after the
@@ -629,14 +627,13 @@ void PrefillManager::check_liveness() {
       auto peer = decodes_.find(key);
       if (peer == decodes_.end()) continue;
       DecodePeer& p = peer->second;
-      if (now() - p.last_seen > bound && p.unanswered >= config_.options.heartbeat_max_failures) {
+      if (p.liveness.dead(bound, config_.options.heartbeat_max_failures)) {
         dead.insert(key);
         continue;
       }
       proto::Ping ping;
       ping.sender = identity_;
-      ping.seq = ++p.ping_seq;
-      ++p.unanswered;
+      ping.seq = p.liveness.next_probe();
       out.add(key, ping);
     }
     for (const auto& [room, r] : rooms_) {

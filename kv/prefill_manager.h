@@ -42,6 +42,7 @@
 #include "kv/kv_args.h"
 #include "kv/manager_options.h"
 #include "kv/outbox.h"
+#include "kv/peer_liveness.h"
 #include "kv/prefill_metadata_store.h"
 #include "kv/room_status_board.h"
 #include "kv/route_directory.h"
@@ -109,13 +110,8 @@ class PrefillManager {
  private:
   struct DecodePeer {
     proto::BufferRegistration registration;
-    Status layout_status;  // why its pre-allocations are refused, if they are
-    TimePoint last_seen;
-    // This rank probes decodes with rooms here too, and a decode is dead only after
-    // max_failures probes went unanswered for the liveness bound: a stall of this process
-    // (its receive thread or timer not running) never counts against the peer.
-    uint64_t ping_seq = 0;
-    int unanswered = 0;
+    Status layout_status;   // why its pre-allocations are refused, if they are
+    PeerLiveness liveness;  // this rank probes the decodes it holds rooms for
   };
 
   struct Room {
@@ -135,13 +131,11 @@ class PrefillManager {
     bool bootstrapped = false;
     bool transferring = false;                 // a chunk went to the pipeline
     std::deque<TransferChunk> waiting_chunks;  // sent before the room was bootstrapped
-    // Every byte written; waiting for the first token (wait_for_prefill_metadata) until
-    // metadata_deadline.
-    bool transferred = false;
+    // Every byte written and waiting for the first token (wait_for_prefill_metadata, the
+    // room is in awaiting_metadata_) until this.
     TimePoint metadata_deadline;
     TimePoint first_seen;
     TimePoint transfer_start;
-    uint64_t bytes_written = 0;
   };
 
   PrefillManager(PrefillManagerConfig config, std::shared_ptr<RouteDirectory> directory);
@@ -160,8 +154,7 @@ class PrefillManager {
   void hand_to_pipeline(uint64_t room, Room& r, TransferChunk chunk) PDKV_REQUIRES(mu_);
 
   // Pipeline hooks (dispatcher thread), in prefill_transfer.cc.
-  void on_rooms_transferred(const std::vector<std::pair<uint64_t, uint64_t>>& rooms)
-      PDKV_EXCLUDES(mu_);
+  void on_rooms_transferred(const std::vector<uint64_t>& rooms) PDKV_EXCLUDES(mu_);
   // Success statuses of a room whose bytes are all written and whose metadata is in (or
   // not waited for); the room leaves the tables.
   void complete_room(uint64_t room, Room& r, const PrefillMetadata& meta, Outbox& out)

@@ -7,16 +7,14 @@
 
 namespace pdkv::kv {
 
-void PrefillManager::on_rooms_transferred(const std::vector<std::pair<uint64_t, uint64_t>>& rooms) {
+void PrefillManager::on_rooms_transferred(const std::vector<uint64_t>& rooms) {
   Outbox out;
   {
     MutexLock lock(mu_);
-    for (const auto& [room, bytes] : rooms) {
+    for (uint64_t room : rooms) {
       auto it = rooms_.find(room);
       if (it == rooms_.end()) continue;  // ended meanwhile (failed, aborted)
       Room& r = it->second;
-      r.bytes_written += bytes;
-      r.transferred = true;
       std::optional<PrefillMetadata> meta = metadata_.peek(room);
       if (!meta && config_.wait_for_prefill_metadata) {
         // An event, not a wait: set_prefill_metadata() completes it, the timer expires it.

@@ -1,19 +1,18 @@
 // StepCounter: the layerwise-streaming handshake between the forward pass and the
-// transfer workers (SPEC §7), in host memory.
+// transfer pipeline (SPEC §7), in host memory.
 //
 // Before a forward batch the engine reserves layer_num steps (reserve() returns the
 // batch's begin step B); the forward calls mark_ready(1) after each layer's KV is
 // written. Layer group [g0, g1) of a chunk reserved at B may be sent once
-// ready() >= B + g1. Unlike the reference's 100 µs sleep loop, waiters sleep on a
-// condition variable and every wait has a deadline and a cancellation check.
+// ready() >= B + g1. Unlike the reference's 100 µs sleep loop, nobody waits on it: the
+// pipeline plans a group when it sees ready() reach it, and PrefillManager wakes the
+// pipeline after every mark_ready() (TransferPipeline::steps_advanced).
 //
 // Thread safety: every method may be called from any thread.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 
-#include "common/clock.h"
 #include "common/mutex.h"
 
 namespace pdkv::kv {
@@ -27,14 +26,8 @@ class StepCounter {
   // The begin step of the latest reservation (what a chunk sent now streams against).
   int64_t last_reservation() const;
 
-  // Waits until ready() >= target (true), or deadline / cancelled() (false).
-  // cancelled() is re-checked whenever wake_all() is called and at least every 50 ms.
-  bool wait_ready(int64_t target, TimePoint deadline, const std::function<bool()>& cancelled);
-  void wake_all();
-
  private:
   mutable Mutex mu_;
-  CondVar changed_;
   int64_t reserved_ PDKV_GUARDED_BY(mu_) = 0;
   int64_t last_begin_ PDKV_GUARDED_BY(mu_) = 0;
   int64_t ready_ PDKV_GUARDED_BY(mu_) = 0;

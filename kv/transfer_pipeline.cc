@@ -102,11 +102,6 @@ void TransferPipeline::steps_advanced() {
   wake_.notify_one();
 }
 
-size_t TransferPipeline::room_count() const {
-  MutexLock lock(mu_);
-  return room_count_;
-}
-
 // --- the dispatcher -------------------------------------------------------------
 
 void TransferPipeline::run() {
@@ -152,14 +147,10 @@ void TransferPipeline::run() {
       if (ready_.empty() || ready_.size() == before) break;
     }
     // Report outside any lock; the hooks may call back into the pipeline.
-    std::vector<std::pair<uint64_t, uint64_t>> finished;
+    std::vector<uint64_t> finished;
     finished.swap(finished_);
     std::vector<std::tuple<uint64_t, std::string, std::string>> failed;
     failed.swap(failed_);
-    {
-      MutexLock lock(mu_);
-      room_count_ = rooms_.size();
-    }
     for (auto& [room, cause, reason] : failed) hooks_.on_failed(room, cause, reason);
     if (!finished.empty()) hooks_.on_transferred(finished);
   }
@@ -223,6 +214,18 @@ bool TransferPipeline::alive(const RoomKey& key) const {
   return it != rooms_.end() && it->second.serial == key.serial;
 }
 
+TransferPipeline::RoomState* TransferPipeline::find_room(const RoomKey& key) {
+  auto it = rooms_.find(key.room);
+  return it != rooms_.end() && it->second.serial == key.serial ? &it->second : nullptr;
+}
+
+std::string TransferPipeline::decode_name(const RoomState& r, const std::string& engine_endpoint) {
+  for (const TransferDestination& d : r.destinations) {
+    if (d.engine_endpoint == engine_endpoint) return d.key;
+  }
+  return engine_endpoint;
+}
+
 PeerLink& TransferPipeline::link_for(const std::string& endpoint) {
   auto& link = links_[endpoint];
   if (!link) link = std::make_unique<PeerLink>(endpoint);
@@ -235,16 +238,10 @@ void TransferPipeline::fail(uint64_t room, const std::string& cause, const std::
   failed_.emplace_back(room, cause, reason);
 }
 
-void TransferPipeline::fail_key(const RoomKey& key, const std::string& cause,
-                                const std::string& reason) {
-  if (alive(key)) fail(key.room, cause, reason);
-}
-
-bool TransferPipeline::maybe_finished(uint64_t room, RoomState& r) {
-  if (!r.last_chunk_added || !r.jobs.empty() || r.outstanding_bytes != 0) return false;
-  finished_.emplace_back(room, r.written_bytes);
+void TransferPipeline::maybe_finished(uint64_t room, RoomState& r) {
+  if (!r.last_chunk_added || !r.jobs.empty() || r.outstanding_bytes != 0) return;
+  finished_.push_back(room);
   rooms_.erase(room);
-  return true;
 }
 
 // --- planning ---------------------------------------------------------------------
@@ -494,12 +491,10 @@ void TransferPipeline::on_completion(Completion& completion) {
   failed_peers_.record_success(batch.endpoint);
   metrics_.wrote(batch.bytes, batch.blocks.size());
   for (const BatchSegment& seg : batch.segments) {
-    auto room = rooms_.find(seg.key.room);
-    if (room == rooms_.end() || room->second.serial != seg.key.serial) continue;
-    RoomState& r = room->second;
-    r.outstanding_bytes -= seg.bytes;
-    r.written_bytes += seg.bytes;
-    maybe_finished(seg.key.room, r);
+    RoomState* r = find_room(seg.key);
+    if (r == nullptr) continue;
+    r->outstanding_bytes -= seg.bytes;
+    maybe_finished(seg.key.room, *r);
   }
 }
 
@@ -531,19 +526,9 @@ void TransferPipeline::handle_batch_failure(PeerLink& link, WriteBatch batch,
   if (is_rejection(status) && !batch.single_room && keys.size() > 1) {
     // The decode refused a block: send each room alone, so only the guilty one fails.
     for (const RoomKey& k : keys) {
-      WriteBatch one;
-      one.endpoint = batch.endpoint;
-      one.attempt = batch.attempt;
+      WriteBatch one = select_segments(batch, [&](const RoomKey& key) { return key == k; });
       one.single_room = true;
-      for (const BatchSegment& s : batch.segments) {
-        if (!(s.key == k)) continue;
-        BatchSegment moved{k, one.blocks.size(), 0, s.bytes};
-        one.blocks.insert(one.blocks.end(), batch.blocks.begin() + static_cast<ptrdiff_t>(s.begin),
-                          batch.blocks.begin() + static_cast<ptrdiff_t>(s.end));
-        moved.end = one.blocks.size();
-        one.bytes += s.bytes;
-        one.segments.push_back(moved);
-      }
+      one.not_before = TimePoint{};
       link.requeue(std::move(one));
     }
     return;
@@ -551,29 +536,21 @@ void TransferPipeline::handle_batch_failure(PeerLink& link, WriteBatch batch,
   if (status.code() != StatusCode::kAborted) failed_peers_.mark_failed(batch.endpoint);
   const std::string cause = status.code() == StatusCode::kAborted ? "aborted" : "transfer_failed";
   for (const RoomKey& k : keys) {
-    auto room = rooms_.find(k.room);
-    if (room == rooms_.end() || room->second.serial != k.serial) continue;
-    std::string decode = batch.endpoint;
-    for (const TransferDestination& d : room->second.destinations) {
-      if (d.engine_endpoint == batch.endpoint) decode = d.key;
-    }
+    const RoomState* r = find_room(k);
+    if (r == nullptr) continue;
     fail(k.room, cause,
-         "failed to send KV of room " + std::to_string(k.room) + " to decode " + decode + ": " +
-             status.to_string());
+         "failed to send KV of room " + std::to_string(k.room) + " to decode " +
+             decode_name(*r, batch.endpoint) + ": " + status.to_string());
   }
 }
 
 void TransferPipeline::give_up_link(PeerLink& link, const Status& why) {
   for (const RoomKey& k : link.take_all_rooms()) {
-    auto room = rooms_.find(k.room);
-    if (room == rooms_.end() || room->second.serial != k.serial) continue;
-    std::string decode = link.endpoint();
-    for (const TransferDestination& d : room->second.destinations) {
-      if (d.engine_endpoint == link.endpoint()) decode = d.key;
-    }
+    const RoomState* r = find_room(k);
+    if (r == nullptr) continue;
     fail(k.room, "peer_dead",
-         "cannot send KV of room " + std::to_string(k.room) + " to decode " + decode + ": " +
-             why.to_string());
+         "cannot send KV of room " + std::to_string(k.room) + " to decode " +
+             decode_name(*r, link.endpoint()) + ": " + why.to_string());
   }
 }
 

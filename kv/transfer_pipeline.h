@@ -92,9 +92,8 @@ struct PipelineOptions {
 class TransferPipeline {
  public:
   struct Hooks {
-    // Rooms whose last chunk was planned and every planned byte acknowledged, with the
-    // bytes written for each.
-    std::function<void(const std::vector<std::pair<uint64_t, uint64_t>>& rooms)> on_transferred;
+    // Rooms whose last chunk was planned and every planned byte acknowledged.
+    std::function<void(const std::vector<uint64_t>& rooms)> on_transferred;
     // A room the pipeline failed (not called for cancel_room()).
     std::function<void(uint64_t room, const std::string& cause, const std::string& reason)>
         on_failed;
@@ -123,9 +122,6 @@ class TransferPipeline {
   void steps_advanced();
   // Joins the threads; batches still in flight finish into the void. Idempotent.
   void stop();
-
-  // Rooms held (tests, metrics).
-  size_t room_count() const;
 
  private:
   // What other threads hand over, applied in order (a plain struct: a variant of these
@@ -163,7 +159,6 @@ class TransferPipeline {
     bool last_chunk_added = false;
     bool queued = false;             // in ready_
     uint64_t outstanding_bytes = 0;  // planned, not acknowledged yet
-    uint64_t written_bytes = 0;
   };
 
   void push(Command command) PDKV_EXCLUDES(mu_);
@@ -190,9 +185,12 @@ class TransferPipeline {
   void handle_batch_failure(PeerLink& link, WriteBatch batch, const Status& status);
   void give_up_link(PeerLink& link, const Status& why);
   void fail(uint64_t room, const std::string& cause, const std::string& reason);
-  void fail_key(const RoomKey& key, const std::string& cause, const std::string& reason);
-  // Ends the room if nothing is left of it; true if it did (r is gone then).
-  bool maybe_finished(uint64_t room, RoomState& r);
+  // Ends the room if nothing is left of it (r is gone then).
+  void maybe_finished(uint64_t room, RoomState& r);
+  // The room `key` names if it is still the same room; nullptr once it ended.
+  RoomState* find_room(const RoomKey& key);
+  // How a failure reason names the decode behind `engine_endpoint`: its control endpoint.
+  static std::string decode_name(const RoomState& r, const std::string& engine_endpoint);
   void erase_room(uint64_t room);
   bool alive(const RoomKey& key) const;
   PeerLink& link_for(const std::string& endpoint);
@@ -212,7 +210,6 @@ class TransferPipeline {
   std::vector<Opened> opened_ PDKV_GUARDED_BY(mu_);
   bool steps_advanced_ PDKV_GUARDED_BY(mu_) = false;
   bool stopping_ PDKV_GUARDED_BY(mu_) = false;
-  size_t room_count_ PDKV_GUARDED_BY(mu_) = 0;
 
   // Dispatcher-thread state.
   std::unordered_map<uint64_t, RoomState> rooms_;
@@ -222,7 +219,7 @@ class TransferPipeline {
   std::unordered_map<uint64_t, WriteBatch> inflight_;
   uint64_t next_serial_ = 1;
   uint64_t next_batch_id_ = 1;
-  std::vector<std::pair<uint64_t, uint64_t>> finished_;                 // this pass
+  std::vector<uint64_t> finished_;                                      // this pass
   std::vector<std::tuple<uint64_t, std::string, std::string>> failed_;  // this pass
   std::vector<plan::Block> scratch_;
 
