@@ -44,6 +44,9 @@ struct SourceMemory {
 std::string target_id(const EngineBenchArgs& a) {
   if (a.backend == "shm") return "P2";
   if (a.backend == "ucx") return "P3_" + tls_key(effective_ucx_tls(a.ucx_tls));
+  if (a.head_split > 1 || a.decode_tp > 1) {
+    return fmt::format("engine_page{}_dtp{}_split{}", a.page, a.decode_tp, a.head_split);
+  }
   if (a.page == 16) return "P1";
   if (a.page == 1) return "P1s";
   return "engine_page" + std::to_string(a.page);
@@ -75,7 +78,12 @@ Status run_engine_bench(const EngineBenchArgs& args) {
   // Both processes (the peer inherits the environment) use the same UCX transports.
   if (!args.ucx_tls.empty()) setenv("PDKV_UCX_TLS", args.ucx_tls.c_str(), 1);
   PDKV_ASSIGN_OR_RETURN(ModelPreset preset, find_preset(args.model));
-  PDKV_ASSIGN_OR_RETURN(Workload w, make_workload(preset, args.tokens, args.page, args.seed));
+  if (args.decode_tp == 0 || preset.bytes_per_token % args.decode_tp != 0) {
+    return invalid_argument("--decode-tp must divide the model's bytes per token");
+  }
+  preset.bytes_per_token /= args.decode_tp;
+  PDKV_ASSIGN_OR_RETURN(Workload w,
+                        make_workload(preset, args.tokens, args.page, args.seed, args.head_split));
   PDKV_ASSIGN_OR_RETURN(engine::EngineOptions options, engine::EngineOptions::from_env());
   options.backend = args.backend;
   if (args.streams > 0) options.tcp.streams = args.streams;
@@ -192,6 +200,8 @@ Status run_engine_bench(const EngineBenchArgs& args) {
              {"model", args.model},
              {"tokens", args.tokens},
              {"page", args.page},
+             {"decode_tp", args.decode_tp},
+             {"head_split", args.head_split},
              {"streams", streams},
              {"blocks", blocks.size()},
              {"bytes_per_round", w.payload_bytes}};

@@ -24,6 +24,11 @@ struct EngineBenchArgs {
   int iperf_seconds = 3;
   std::string json_path;  // empty = no JSON file
   uint64_t seed = 1;
+  // The destination rank holds 1/decode_tp of the model's heads (bytes per token divided).
+  uint64_t decode_tp = 1;
+  // > 1: heterogeneous-TP block pattern (engine_workload.h). P6's geometry (llama3-8b,
+  // prefill TP 4 -> decode TP 2) is --decode-tp 2 --head-split 2: 512 B blocks.
+  uint64_t head_split = 1;
 };
 
 // Prints the table to stdout, writes the JSON if asked. Returns OK only if the run

@@ -28,6 +28,15 @@ const pdkv::cli::CommandRegistrar kEngineBench("bench", [](CLI::App& bench) {
   cmd->add_option("--iperf-seconds", args->iperf_seconds, "iperf3 -t")->capture_default_str();
   cmd->add_option("--json", args->json_path, "write the figures as JSON to this file");
   cmd->add_option("--seed", args->seed, "page shuffle seed")->capture_default_str();
+  cmd->add_option("--decode-tp", args->decode_tp,
+                  "the receiver holds 1/N of the model's heads (bytes per token / N)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--head-split", args->head_split,
+                  "heterogeneous TP: the sender holds 1/N of each destination token (prefill TP "
+                  "= N x decode TP; one block per token)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->callback([args] {
     pdkv::Status st = pdkv::bench::run_engine_bench(*args);
     if (!st.ok()) {

@@ -214,6 +214,57 @@ TEST(EngineMultiProcess, OutOfRangeDestinationIsRejectedAndNothingIsWritten) {
             peer.buffer->size() - tail);
 }
 
+// Head-split KV pages (tokens of 512 B, every other 512 B of the destination) travel as
+// runs: one wire entry per page. A run whose stride steps over the hole between two
+// registrations writes only registered bytes and is accepted; a run with one piece past
+// the end is refused whole, naming that piece's block, and writes nothing.
+TEST(EngineMultiProcess, StridedRunsAreWrittenExactlyAndCheckedPieceByPiece) {
+  std::vector<uint8_t> src(1 << 20);
+  fill_pattern(src.data(), src.size(), kSourceSeed);
+  // Regions [4 KiB, 260 KiB) and [264 KiB, 520 KiB): a 4 KiB hole between them.
+  Peer peer = start_peer(640 << 10, {{4 << 10, 256 << 10}, {264 << 10, 256 << 10}});
+  auto engine = make_engine(2);
+  ASSERT_TRUE(engine->register_memory(reinterpret_cast<uint64_t>(src.data()), src.size()).ok());
+  auto session = engine->open_session(peer.process->endpoint());
+  ASSERT_TRUE(session.ok());
+  const uint64_t base = peer.process->remote_base();
+  const uint64_t s = reinterpret_cast<uint64_t>(src.data());
+  std::vector<WriteBlock> blocks;
+  uint64_t from = 0;
+  for (uint64_t page : {7u, 2u, 12u, 3u}) {  // 16 KiB destination pages, shuffled
+    for (uint64_t t = 0; t < 16; ++t) {
+      blocks.push_back({s + from, base + (4 << 10) + page * 16384 + t * 1024 + 512, 512});
+      from += 512;
+    }
+  }
+  // 8 pieces of 1 KiB every 8 KiB from 232 KiB: pieces 4..7 are in the second region, and
+  // the run's span covers the hole.
+  for (uint64_t k = 0; k < 8; ++k) {
+    blocks.push_back({s + from, base + (232 << 10) + k * 8192, 1024});
+    from += 1024;
+  }
+  EXPECT_EQ(engine->transfer_sync(*session, blocks), 0);
+  expect_image(peer, blocks, src.data(), s);
+
+  // A run whose last piece crosses the end of the second region.
+  fill_pattern(peer.buffer->data(), peer.buffer->size(), kCanarySeed);
+  std::vector<WriteBlock> bad;
+  for (uint64_t k = 0; k < 6; ++k) {
+    bad.push_back({s + k * 4096, base + (500 << 10) + k * 4096, 4000});
+  }
+  auto batch = engine->submit(*session, bad);
+  ASSERT_TRUE(batch.ok());
+  auto st = engine->wait(*batch, kGenerous);
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->state, BatchState::kFailed);
+  EXPECT_EQ(st->error.code(), StatusCode::kOutOfRange) << st->error.to_string();
+  EXPECT_NE(st->error.message().find("block 5"), std::string::npos) << st->error.message();
+  (void)engine->release(*batch);
+  EXPECT_EQ(first_pattern_mismatch(peer.buffer->data(), peer.buffer->size(), kCanarySeed),
+            peer.buffer->size());
+  EXPECT_TRUE(peer.process->ping().ok());
+}
+
 TEST(EngineMultiProcess, KilledReceiverFailsBatchQuicklyAndOtherPeerStillWorks) {
   const size_t bytes = 256u << 20;
   std::vector<uint8_t> src(bytes);
@@ -407,9 +458,16 @@ TEST(EngineMultiProcess, MalformedFramesDropTheConnectionButPeerKeepsServing) {
   garbage.push_back(frame(4, 16, 0));                          // ACK sent to a receiver
   {
     auto f = frame(3, 2, 10);  // entries that do not sum to the payload
-    f.resize(f.size() + 32);
-    tcp::encode_entry(peer.process->remote_base(), 3, f.data() + 32);
-    tcp::encode_entry(peer.process->remote_base(), 3, f.data() + 48);
+    f.resize(f.size() + 2 * tcp::kEntrySize);
+    tcp::encode_entry({peer.process->remote_base(), 3, 1, 0}, f.data() + tcp::kHeaderSize);
+    tcp::encode_entry({peer.process->remote_base(), 3, 1, 0},
+                      f.data() + tcp::kHeaderSize + tcp::kEntrySize);
+    garbage.push_back(f);
+  }
+  {
+    auto f = frame(3, 1, 40);  // a run whose pieces overlap (stride < length)
+    f.resize(f.size() + tcp::kEntrySize);
+    tcp::encode_entry({peer.process->remote_base(), 10, 4, 5}, f.data() + tcp::kHeaderSize);
     garbage.push_back(f);
   }
   garbage.push_back(frame(3, 1, 100));  // truncated: header only, then close

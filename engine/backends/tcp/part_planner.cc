@@ -5,24 +5,95 @@
 namespace pdkv::engine::tcp {
 namespace {
 
+// Whether plain entry `e` continues run `r` (same piece length, next equally spaced
+// position in source and destination). A 1-piece `r` takes its strides from `e`, which
+// must lie at or beyond r's end in both (ascending, no overlap).
+bool extends_run(const PartEntry& r, const PartEntry& e, uint64_t* src_stride,
+                 uint64_t* dst_stride) {
+  if (e.length != r.length) return false;
+  if (r.pieces == 1) {
+    if (e.src_addr < r.src_addr || e.dst_addr < r.dst_addr) return false;
+    *src_stride = e.src_addr - r.src_addr;
+    *dst_stride = e.dst_addr - r.dst_addr;
+    return *src_stride >= r.length && *dst_stride >= r.length;
+  }
+  uint64_t src_next = 0;
+  uint64_t dst_next = 0;
+  if (__builtin_mul_overflow(r.pieces, r.src_stride, &src_next) ||
+      __builtin_add_overflow(src_next, r.src_addr, &src_next) ||
+      __builtin_mul_overflow(r.pieces, r.dst_stride, &dst_next) ||
+      __builtin_add_overflow(dst_next, r.dst_addr, &dst_next)) {
+    return false;
+  }
+  *src_stride = r.src_stride;
+  *dst_stride = r.dst_stride;
+  return src_next == e.src_addr && dst_next == e.dst_addr;
+}
+
+// Appends plain entry `e` to `out`, folding it into the last entry when it continues
+// that run (see the header).
+void append_folded(const PartEntry& e, std::vector<PartEntry>* out) {
+  if (!out->empty()) {
+    PartEntry& run = out->back();
+    uint64_t src_stride = 0;
+    uint64_t dst_stride = 0;
+    if (extends_run(run, e, &src_stride, &dst_stride)) {
+      run.src_stride = src_stride;
+      run.dst_stride = dst_stride;
+      ++run.pieces;
+      return;
+    }
+  }
+  out->push_back(e);
+}
+
+// One pass over the blocks: contiguous blocks grow the pending plain entry, which is
+// folded into the output when a block does not continue it. The output is not reserved
+// at blocks.size(): with runs it holds a fraction of that, and a fresh per-block-sized
+// vector per batch showed up as page faults in profiles.
 void coalesce(std::span<const WriteBlock> blocks, std::vector<PartEntry>* out, uint64_t* total) {
   out->clear();
-  out->reserve(blocks.size());
   *total = 0;
+  PartEntry pending;
+  bool have = false;
   for (size_t i = 0; i < blocks.size(); ++i) {
     const WriteBlock& b = blocks[i];
     if (b.length == 0) continue;
     *total += b.length;
-    if (!out->empty()) {
-      PartEntry& last = out->back();
-      if (last.src_addr + last.length == b.src_addr && last.dst_addr + last.length == b.dst_addr &&
-          last.length <= UINT64_MAX - b.length) {
-        last.length += b.length;
-        continue;
-      }
+    if (have && pending.src_addr + pending.length == b.src_addr &&
+        pending.dst_addr + pending.length == b.dst_addr &&
+        pending.length <= UINT64_MAX - b.length) {
+      pending.length += b.length;
+      continue;
     }
-    out->push_back(PartEntry{b.src_addr, b.dst_addr, b.length, static_cast<uint32_t>(i)});
+    if (have) append_folded(pending, out);
+    pending = PartEntry{b.src_addr, b.dst_addr, b.length, 1, 0, 0, static_cast<uint32_t>(i)};
+    have = true;
   }
+  if (have) append_folded(pending, out);
+}
+
+// Takes up to `want` bytes (at least one piece of a run) off the front of `e` as a new
+// entry; `e` keeps the rest.
+PartEntry take_front(PartEntry* e, uint64_t want) {
+  PartEntry front = *e;
+  if (e->pieces == 1) {
+    front.length = std::min(want, e->length);
+    e->src_addr += front.length;
+    e->dst_addr += front.length;
+    e->length -= front.length;
+    if (e->length == 0) e->pieces = 0;
+    return front;
+  }
+  const uint64_t k = std::min(e->pieces, std::max<uint64_t>(1, want / e->length));
+  front.pieces = k;
+  e->src_addr += k * e->src_stride;
+  e->dst_addr += k * e->dst_stride;
+  e->pieces -= k;
+  for (PartEntry* p : {&front, e}) {
+    if (p->pieces == 1) p->src_stride = p->dst_stride = 0;
+  }
+  return front;
 }
 
 // Appends parts for entries [first, last) on `stream`, at most max_entries each.
@@ -30,7 +101,7 @@ void emit_parts(PartPlan* plan, uint32_t stream, size_t first, size_t last, uint
   while (first < last) {
     const size_t end = std::min(last, first + max_entries);
     PlannedPart part{stream, static_cast<uint32_t>(first), static_cast<uint32_t>(end - first), 0};
-    for (size_t i = first; i < end; ++i) part.bytes += plan->entries[i].length;
+    for (size_t i = first; i < end; ++i) part.bytes += plan->entries[i].bytes();
     plan->parts.push_back(part);
     first = end;
   }
@@ -58,14 +129,12 @@ void plan_parts(std::span<const WriteBlock> blocks, const PlanLimits& limits, ui
   const uint64_t target = (total + shares - 1) / shares;
   uint64_t in_share = 0;
   for (PartEntry e : plan->entries) {
-    while (e.length > 0) {
-      const uint64_t take = std::min(target - in_share, e.length);
-      split.push_back(PartEntry{e.src_addr, e.dst_addr, take, e.block_index});
-      e.src_addr += take;
-      e.dst_addr += take;
-      e.length -= take;
-      in_share += take;
-      if (in_share == target && share_end.size() + 1 < shares) {
+    while (e.pieces > 0) {
+      // A run is cut at piece boundaries, so a share may end a little past its target.
+      const PartEntry front = take_front(&e, in_share < target ? target - in_share : UINT64_MAX);
+      split.push_back(front);
+      in_share += front.bytes();
+      if (in_share >= target && share_end.size() + 1 < shares) {
         share_end.push_back(split.size());
         in_share = 0;
       }
@@ -83,15 +152,9 @@ void plan_parts(std::span<const WriteBlock> blocks, const PlanLimits& limits, ui
 
 uint32_t block_for_address(std::span<const WriteBlock> blocks, const PartEntry& entry,
                            uint64_t addr) {
-  uint64_t expected_dst = 0;
-  bool first = true;
   for (size_t i = entry.block_index; i < blocks.size(); ++i) {
     const WriteBlock& b = blocks[i];
-    if (b.length == 0) continue;
-    if (!first && b.dst_addr != expected_dst) break;  // end of the merged run
     if (addr >= b.dst_addr && addr - b.dst_addr < b.length) return static_cast<uint32_t>(i);
-    expected_dst = b.dst_addr + b.length;
-    first = false;
   }
   return entry.block_index;
 }

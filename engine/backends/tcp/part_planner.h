@@ -1,10 +1,14 @@
 // Part planning: turns a batch's block list into per-stream parts (pure, no I/O).
 //
 // 1. Coalesce: consecutive blocks that continue each other in both source and
-//    destination become one entry; zero-length blocks are dropped.
+//    destination become one entry; zero-length blocks are dropped. Then consecutive
+//    entries of equal length, equally spaced (ascending, not overlapping) in source and in
+//    destination, fold into one run entry: a head-split KV page (16 tokens of 512 bytes,
+//    destination stride 1 KiB) becomes one entry instead of 16, on the wire too.
 // 2. Spread: a batch of at least 2 x min_split_bytes is cut into byte-balanced shares,
-//    one per stream (up to `streams`), splitting an entry at a share boundary so a single
-//    huge block still uses every stream. Smaller batches go to `first_stream` alone.
+//    one per stream (up to `streams`), splitting an entry at a share boundary (a run at a
+//    piece boundary) so a single huge block still uses every stream. Smaller batches go
+//    to `first_stream` alone.
 // 3. Bound: a share with more than max_part_entries entries becomes several parts.
 // Each entry remembers the index of the block it starts in, so a receiver's rejection
 // can be reported against the caller's own list (block_for_address()).
@@ -20,11 +24,18 @@
 
 namespace pdkv::engine::tcp {
 
+// `pieces` copies of `length` bytes: the i-th from src_addr + i * src_stride to
+// dst_addr + i * dst_stride (strides are 0 when pieces is 1).
 struct PartEntry {
   uint64_t src_addr = 0;
   uint64_t dst_addr = 0;
   uint64_t length = 0;
-  uint32_t block_index = 0;  // caller's block containing dst_addr
+  uint64_t pieces = 1;
+  uint64_t src_stride = 0;
+  uint64_t dst_stride = 0;
+  uint32_t block_index = 0;  // a caller's block at or before the entry's first byte
+
+  uint64_t bytes() const { return length * pieces; }
 };
 
 struct PlannedPart {
@@ -51,9 +62,10 @@ struct PlanLimits {
 void plan_parts(std::span<const WriteBlock> blocks, const PlanLimits& limits, uint32_t first_stream,
                 PartPlan* plan);
 
-// The index of the caller's block that contains `addr`, searching forward from
-// entry.block_index (blocks merged into one entry are consecutive in dst). Falls back to
-// entry.block_index if addr is in none of them.
+// The index of a caller's block that contains `addr`, searching forward from
+// entry.block_index (the blocks of one entry are consecutive in the list, and any block
+// containing an address the receiver refused is itself out of range). Falls back to
+// entry.block_index if no block contains addr.
 uint32_t block_for_address(std::span<const WriteBlock> blocks, const PartEntry& entry,
                            uint64_t addr);
 

@@ -66,6 +66,54 @@ TEST(PartPlanner, EntryLimitSplitsParts) {
   EXPECT_EQ(sum_bytes(plan), 500u);
 }
 
+// A head-split KV page: 16 tokens of 512 bytes, contiguous in source, every other 512
+// bytes in destination. Two pages whose destinations are not equally spaced make two runs.
+TEST(PartPlanner, FoldsEquallySpacedBlocksIntoRuns) {
+  std::vector<WriteBlock> blocks;
+  for (uint64_t t = 0; t < 16; ++t) blocks.push_back({1000 + t * 512, 100000 + t * 1024, 512});
+  for (uint64_t t = 0; t < 16; ++t) blocks.push_back({9192 + t * 512, 500000 + t * 1024, 512});
+  blocks.push_back({20000, 900000, 100});
+  PartPlan plan;
+  plan_parts(blocks, PlanLimits{1, 1 << 20, 100}, 0, &plan);
+  ASSERT_EQ(plan.entries.size(), 3u);
+  EXPECT_EQ(plan.entries[0].pieces, 16u);
+  EXPECT_EQ(plan.entries[0].src_stride, 512u);
+  EXPECT_EQ(plan.entries[0].dst_stride, 1024u);
+  EXPECT_EQ(plan.entries[1].pieces, 16u);
+  EXPECT_EQ(plan.entries[1].block_index, 16u);
+  EXPECT_EQ(plan.entries[2].pieces, 1u);
+  EXPECT_EQ(plan.entries[2].dst_stride, 0u);
+  EXPECT_EQ(sum_bytes(plan), 32u * 512 + 100);
+  EXPECT_EQ(block_for_address(blocks, plan.entries[1], 500000 + 3 * 1024 + 7), 19u);
+}
+
+TEST(PartPlanner, OverlappingOrDescendingBlocksStayApart) {
+  std::vector<WriteBlock> blocks = {{0, 1000, 64}, {32, 2000, 64}, {200, 900, 64}};
+  PartPlan plan;
+  plan_parts(blocks, PlanLimits{1, 1 << 20, 100}, 0, &plan);
+  EXPECT_EQ(plan.entries.size(), 3u);
+}
+
+TEST(PartPlanner, RunsAreSplitAtPieceBoundariesAcrossStreams) {
+  std::vector<WriteBlock> blocks;
+  for (uint64_t i = 0; i < 1000; ++i) blocks.push_back({i * 4096, i * 8192, 4096});
+  PartPlan plan;
+  plan_parts(blocks, PlanLimits{4, 1 << 18, 100}, 0, &plan);
+  ASSERT_EQ(plan.parts.size(), 4u);
+  EXPECT_EQ(sum_bytes(plan), 1000u * 4096);
+  uint64_t pieces = 0;
+  for (const auto& e : plan.entries) {
+    pieces += e.pieces;
+    EXPECT_EQ(e.bytes() % 4096, 0u);
+    EXPECT_EQ(e.dst_addr % 8192, 0u);
+    if (e.pieces == 1) {
+      EXPECT_EQ(e.dst_stride, 0u);
+    }
+  }
+  EXPECT_EQ(pieces, 1000u);
+  for (const auto& p : plan.parts) EXPECT_GE(p.bytes, 4096u * 240);
+}
+
 TEST(PartPlanner, EmptyAndZeroLengthOnly) {
   std::vector<WriteBlock> blocks = {{1, 2, 0}};
   PartPlan plan;

@@ -59,7 +59,9 @@ class TcpPeer final : public BackendPeer {
       encode_header(h, out.head.data());
       const PartEntry* e = post->plan.entries.data() + part.first_entry;
       for (uint32_t k = 0; k < part.entry_count; ++k) {
-        encode_entry(e[k].dst_addr, e[k].length, out.head.data() + kHeaderSize + k * kEntrySize);
+        encode_entry(WireEntry{e[k].dst_addr, e[k].length, e[k].pieces,
+                               e[k].pieces > 1 ? e[k].dst_stride : 0},
+                     out.head.data() + kHeaderSize + k * kEntrySize);
       }
       streams_[part.stream]->enqueue(std::move(out));
     }

@@ -75,13 +75,41 @@ Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, uint32_t max_p
   }
 }
 
-void encode_entry(uint64_t dst_addr, uint64_t length, uint8_t* out) {
-  put_u64(out, dst_addr);
-  put_u64(out + 8, length);
+void encode_entry(const WireEntry& e, uint8_t* out) {
+  put_u64(out, e.addr);
+  put_u64(out + 8, e.length);
+  put_u64(out + 16, e.pieces);
+  put_u64(out + 24, e.stride);
 }
 
+namespace {
+
+// The rules of one entry (tcp_frame.h); `budget` is the payload not yet claimed by
+// earlier entries, so pieces x length is bounded before it is computed.
+Status check_entry(const WireEntry& e, uint32_t index, uint64_t budget) {
+  if (e.length == 0 || e.pieces == 0) {
+    return data_loss(
+        fmt::format("entry {} has length {} and {} pieces", index, e.length, e.pieces));
+  }
+  if (e.length > budget || e.pieces > budget / e.length) {
+    return data_loss(fmt::format("entry {} exceeds the declared payload", index));
+  }
+  if (e.pieces == 1 ? e.stride != 0 : e.stride < e.length) {
+    return data_loss(fmt::format("entry {} has stride {} for {} pieces of {} bytes", index,
+                                 e.stride, e.pieces, e.length));
+  }
+  // pieces <= budget < 2^46 and stride < 2^64: check the span without overflowing.
+  const uint64_t room = UINT64_MAX - e.addr;
+  if (e.length > room || (e.pieces > 1 && (e.pieces - 1) > (room - e.length) / e.stride)) {
+    return data_loss(fmt::format("entry {} wraps around the address space", index));
+  }
+  return Status();
+}
+
+}  // namespace
+
 Status decode_entries(std::span<const uint8_t> bytes, const FrameHeader& h,
-                      std::vector<DstRange>* out) {
+                      std::vector<WireEntry>* out) {
   out->clear();
   if (h.type != FrameType::kPart) return data_loss("entries of a non-part frame");
   if (bytes.size() != uint64_t{h.count} * kEntrySize) return data_loss("entry table size mismatch");
@@ -89,18 +117,13 @@ Status decode_entries(std::span<const uint8_t> bytes, const FrameHeader& h,
   uint64_t sum = 0;
   for (uint32_t i = 0; i < h.count; ++i) {
     const uint8_t* p = bytes.data() + size_t{i} * kEntrySize;
-    DstRange r{get_u64(p), get_u64(p + 8)};
-    if (r.length == 0) return data_loss(fmt::format("entry {} has length 0", i));
-    // Each length is bounded before the add, so the sum cannot overflow.
-    if (r.length > kMaxPartPayload || sum + r.length > h.payload_bytes) {
-      return data_loss(
-          fmt::format("entry lengths exceed the declared payload {}", h.payload_bytes));
-    }
-    sum += r.length;
-    out->push_back(r);
+    WireEntry e{get_u64(p), get_u64(p + 8), get_u64(p + 16), get_u64(p + 24)};
+    PDKV_RETURN_IF_ERROR(check_entry(e, i, h.payload_bytes - sum));
+    sum += e.bytes();
+    out->push_back(e);
   }
   if (sum != h.payload_bytes) {
-    return data_loss(fmt::format("entry lengths sum to {}, payload is {}", sum, h.payload_bytes));
+    return data_loss(fmt::format("entry bytes sum to {}, payload is {}", sum, h.payload_bytes));
   }
   return Status();
 }

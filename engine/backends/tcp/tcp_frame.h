@@ -3,18 +3,24 @@
 // copied onto the wire, so padding is never protocol.
 //
 // Every frame starts with a 32-byte header:
-//   0 u32 magic "PDKV"   4 u8 version (1)   5 u8 type   6 u16 flags (0)
+//   0 u32 magic "PDKV"   4 u8 version (2)   5 u8 type   6 u16 flags (0)
 //   8 u64 part_id        16 u32 count       20 u32 aux   24 u64 payload_bytes
 // HELLO / HELLO_ACK (connection set-up): count 0, payload 0, aux = stream index.
-// PART: `count` entries of 16 bytes {u64 dst_addr, u64 length} follow, then exactly
-//   payload_bytes (= sum of lengths) of data, scattered in entry order.
+// PART: `count` entries of 32 bytes {u64 dst_addr, u64 length, u64 pieces, u64 stride}
+//   follow, then exactly payload_bytes (= sum of length x pieces) of data, scattered in
+//   entry order. An entry is `pieces` writes of `length` bytes at dst_addr + i x stride:
+//   one entry carries a whole run of equally spaced blocks (a page of a head-split KV
+//   buffer is 16 such blocks), so tables, checks and planning cost per run, not per block.
+//   pieces 1 has stride 0; pieces > 1 has stride >= length (ascending, never overlapping).
+//   (Version 1 had 16-byte entries without pieces/stride.)
 // ACK (receiver -> sender, one per PART, in order): aux = StatusCode (0 = applied),
 //   payload_bytes = bytes written; `count` body bytes follow: u64 entry index and
 //   u64 first bad address (meaningful on error), then a message of count-16 bytes.
 //
 // decode_* validate before anything is allocated or read further: magic, version, type,
 // flags, count limits, per-type invariants; decode_entries checks the exact size,
-// non-zero lengths, and that the lengths sum (overflow-checked) to payload_bytes.
+// non-zero lengths and piece counts, the stride rules, that no run's extent wraps around
+// the address space, and that the bytes sum (overflow-checked) to payload_bytes.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -31,9 +37,9 @@
 namespace pdkv::engine::tcp {
 
 constexpr uint32_t kMagic = 0x564b4450;  // "PDKV" read as little-endian u32
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;
 constexpr size_t kHeaderSize = 32;
-constexpr size_t kEntrySize = 16;
+constexpr size_t kEntrySize = 32;
 constexpr size_t kAckFixedSize = 16;
 constexpr uint32_t kMaxAckMessage = 1024;
 // A part carries at most 64 TiB: far beyond any KV cache, small enough that no sum of
@@ -60,10 +66,23 @@ void encode_header(const FrameHeader& header, uint8_t* out);
 // DataLoss on short input, bad magic/version/type/flags or violated limits.
 Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, uint32_t max_part_entries);
 
-void encode_entry(uint64_t dst_addr, uint64_t length, uint8_t* out);  // kEntrySize bytes
+// One entry of a PART's table: `pieces` writes of `length` bytes, the i-th at
+// addr + i * stride.
+struct WireEntry {
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint64_t pieces = 1;
+  uint64_t stride = 0;
+
+  uint64_t bytes() const { return length * pieces; }
+  // One past the last byte written (decode_entries guarantees it does not overflow).
+  uint64_t extent_end() const { return addr + (pieces - 1) * stride + length; }
+};
+
+void encode_entry(const WireEntry& entry, uint8_t* out);  // kEntrySize bytes
 // `bytes` must be exactly header.count * kEntrySize. Appends to *out (cleared first).
 Status decode_entries(std::span<const uint8_t> bytes, const FrameHeader& header,
-                      std::vector<DstRange>* out);
+                      std::vector<WireEntry>* out);
 
 // Whole ACK frame (header + body) for `part_id`.
 std::vector<uint8_t> encode_ack(uint64_t part_id, uint64_t bytes_written, const Status& status,

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!header.ok() || size < kHeaderSize) return 0;
   std::span<const uint8_t> rest = in.subspan(kHeaderSize);
   if (header->type == FrameType::kPart) {
-    std::vector<pdkv::engine::DstRange> ranges;
+    std::vector<WireEntry> ranges;
     const size_t table = size_t{header->count} * kEntrySize;
     if (rest.size() >= table) (void)decode_entries(rest.first(table), *header, &ranges);
   } else if (header->type == FrameType::kAck && rest.size() >= header->count) {

@@ -18,7 +18,7 @@ std::vector<uint8_t> part_frame(uint32_t count, uint64_t payload) {
 
 TEST(TcpFrame, HeaderByteOrderIsLittleEndian) {
   std::vector<uint8_t> f = part_frame(3, 0x1122);
-  const uint8_t expected[] = {'P', 'D', 'K', 'V', 1, 3, 0, 0, 8,    7,    6, 5, 4, 3, 2, 1,
+  const uint8_t expected[] = {'P', 'D', 'K', 'V', 2, 3, 0, 0, 8,    7,    6, 5, 4, 3, 2, 1,
                               3,   0,   0,   0,   0, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0};
   ASSERT_EQ(f.size(), sizeof expected);
   EXPECT_EQ(0, memcmp(f.data(), expected, sizeof expected));
@@ -51,19 +51,53 @@ TEST(TcpFrame, EntriesMustSumToPayload) {
   auto h = decode_header(part_frame(2, 30), 16);
   ASSERT_TRUE(h.ok());
   std::vector<uint8_t> table(2 * kEntrySize);
-  encode_entry(0x1000, 10, table.data());
-  encode_entry(0x2000, 20, table.data() + kEntrySize);
-  std::vector<DstRange> out;
+  encode_entry({0x1000, 10, 1, 0}, table.data());
+  encode_entry({0x2000, 20, 1, 0}, table.data() + kEntrySize);
+  std::vector<WireEntry> out;
   ASSERT_TRUE(decode_entries(table, *h, &out).ok());
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[1].addr, 0x2000u);
-  encode_entry(0x2000, 21, table.data() + kEntrySize);
+  encode_entry({0x2000, 21, 1, 0}, table.data() + kEntrySize);
   EXPECT_EQ(decode_entries(table, *h, &out).code(), StatusCode::kDataLoss);
-  encode_entry(0x2000, UINT64_MAX, table.data() + kEntrySize);
+  encode_entry({0x2000, UINT64_MAX, 1, 0}, table.data() + kEntrySize);
   EXPECT_EQ(decode_entries(table, *h, &out).code(), StatusCode::kDataLoss);
-  encode_entry(0x2000, 0, table.data() + kEntrySize);
+  encode_entry({0x2000, 0, 1, 0}, table.data() + kEntrySize);
   EXPECT_EQ(decode_entries(table, *h, &out).code(), StatusCode::kDataLoss);
   EXPECT_EQ(decode_entries(std::span(table).first(17), *h, &out).code(), StatusCode::kDataLoss);
+}
+
+TEST(TcpFrame, RunEntriesCarryPiecesAtAStride) {
+  auto h = decode_header(part_frame(2, 16 * 512 + 7), 16);
+  ASSERT_TRUE(h.ok());
+  std::vector<uint8_t> table(2 * kEntrySize);
+  encode_entry({0x10000, 512, 16, 1024}, table.data());
+  encode_entry({0x90000, 7, 1, 0}, table.data() + kEntrySize);
+  std::vector<WireEntry> out;
+  ASSERT_TRUE(decode_entries(table, *h, &out).ok());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].pieces, 16u);
+  EXPECT_EQ(out[0].stride, 1024u);
+  EXPECT_EQ(out[0].bytes(), 16u * 512);
+  EXPECT_EQ(out[0].extent_end(), 0x10000u + 15 * 1024 + 512);
+}
+
+TEST(TcpFrame, RejectsMalformedRuns) {
+  auto h = decode_header(part_frame(1, 4 * 512), 16);
+  ASSERT_TRUE(h.ok());
+  std::vector<uint8_t> table(kEntrySize);
+  std::vector<WireEntry> out;
+  auto rejects = [&](WireEntry e) {
+    encode_entry(e, table.data());
+    return decode_entries(table, *h, &out).code() == StatusCode::kDataLoss;
+  };
+  EXPECT_FALSE(rejects({0x1000, 512, 4, 512}));                 // back to back: allowed
+  EXPECT_TRUE(rejects({0x1000, 512, 4, 511}));                  // pieces would overlap
+  EXPECT_TRUE(rejects({0x1000, 512, 4, 0}));                    // every piece at one place
+  EXPECT_TRUE(rejects({0x1000, 4 * 512, 1, 64}));               // one piece with a stride
+  EXPECT_TRUE(rejects({0x1000, 512, 0, 512}));                  // no pieces
+  EXPECT_TRUE(rejects({UINT64_MAX - 4096, 512, 4, 4096}));      // wraps the address space
+  EXPECT_TRUE(rejects({0x1000, 512, uint64_t{1} << 62, 512}));  // pieces x length overflows
+  EXPECT_TRUE(rejects({0x1000, 1, 4 * 512 + 1, 1}));            // more than the payload
 }
 
 TEST(TcpFrame, AckRoundTrip) {

@@ -27,48 +27,85 @@ constexpr size_t kScratchBytes = 256 * 1024;
 // Per-connection buffers, reused across parts so the hot path does not allocate.
 struct ReceiveBuffers {
   std::vector<uint8_t> table;
-  std::vector<DstRange> ranges;
-  std::vector<uint8_t> scratch;  // discarded payload of a rejected part
-  StageBuffer stage;             // small entries land here, then memcpy to their places
+  std::vector<WireEntry> entries;
+  std::vector<DstRange> extents;  // each entry's span, for the registry check
+  std::vector<uint8_t> scratch;   // discarded payload of a rejected part
+  StageBuffer stage;              // small entries land here, then memcpy to their places
   iovec iov[kMaxIov];
 };
 
+namespace {
+
+bool is_staged(const WireEntry& e, uint64_t stage_max) {
+  return e.pieces == 1 && e.length <= stage_max;
+}
+
+}  // namespace
+
+// Index of the first entry that writes outside registered memory (with its first bad
+// address), or entries.size(). One locked pass over each entry's whole span; a run whose
+// span crosses a hole between registrations is then checked piece by piece, since only
+// the bytes it writes must be registered.
+size_t TcpReceiver::check_entries(ReceiveBuffers& buf, uint64_t* bad_addr) const {
+  const auto& entries = buf.entries;
+  buf.extents.clear();
+  for (const WireEntry& e : entries) buf.extents.push_back({e.addr, e.extent_end() - e.addr});
+  size_t from = 0;
+  while (from < entries.size()) {
+    const size_t bad = from + registry_->check_all(std::span(buf.extents).subspan(from), bad_addr);
+    if (bad == entries.size()) return bad;
+    const WireEntry& e = entries[bad];
+    if (e.pieces == 1) return bad;
+    for (uint64_t k = 0; k < e.pieces; ++k) {
+      if (!registry_->check(e.addr + k * e.stride, e.length, bad_addr).ok()) return bad;
+    }
+    from = bad + 1;
+  }
+  return entries.size();
+}
+
 // Reads a validated part's payload into its destinations, in entry order: runs of small
-// entries through the staging buffer (one contiguous read, then memcpy), large ones
-// straight in with readv (adjacent destinations share an iovec).
+// single-piece entries through the staging buffer (one contiguous read, then memcpy), the
+// rest straight in with readv (adjacent destinations share an iovec).
 Status TcpReceiver::scatter(int fd, ReceiveBuffers& buf, int stop) const {
   const int io = options_.io_timeout_ms;
-  const auto& ranges = buf.ranges;
+  const auto& entries = buf.entries;
   const uint64_t stage_max = options_.stage_max_bytes;
   size_t i = 0;
-  while (i < ranges.size()) {
-    if (ranges[i].length <= stage_max) {
+  uint64_t piece = 0;  // next piece of entries[i] (readv may stop inside a run)
+  while (i < entries.size()) {
+    if (piece == 0 && is_staged(entries[i], stage_max)) {
       size_t end = i;
       uint64_t bytes = 0;
-      while (end < ranges.size() && ranges[end].length <= stage_max &&
-             (end == i || bytes + ranges[end].length <= options_.stage_buffer_bytes)) {
-        bytes += ranges[end].length;
+      while (end < entries.size() && is_staged(entries[end], stage_max) &&
+             (end == i || bytes + entries[end].length <= options_.stage_buffer_bytes)) {
+        bytes += entries[end].length;
         ++end;
       }
       uint8_t* stage = buf.stage.reserve(bytes);
       PDKV_RETURN_IF_ERROR(read_full(fd, stage, bytes, stop, io, io));
       const uint8_t* src = stage;
       for (; i < end; ++i) {
-        std::memcpy(reinterpret_cast<void*>(ranges[i].addr), src, ranges[i].length);
-        src += ranges[i].length;
+        std::memcpy(reinterpret_cast<void*>(entries[i].addr), src, entries[i].length);
+        src += entries[i].length;
       }
       continue;
     }
     int n_iov = 0;
-    while (i < ranges.size() && n_iov < kMaxIov && ranges[i].length > stage_max) {
-      auto* base = reinterpret_cast<uint8_t*>(ranges[i].addr);
+    while (i < entries.size() && n_iov < kMaxIov &&
+           (piece > 0 || !is_staged(entries[i], stage_max))) {
+      const WireEntry& e = entries[i];
+      auto* base = reinterpret_cast<uint8_t*>(e.addr + piece * e.stride);
       if (n_iov > 0 &&
           static_cast<uint8_t*>(buf.iov[n_iov - 1].iov_base) + buf.iov[n_iov - 1].iov_len == base) {
-        buf.iov[n_iov - 1].iov_len += ranges[i].length;
+        buf.iov[n_iov - 1].iov_len += e.length;
       } else {
-        buf.iov[n_iov++] = iovec{base, ranges[i].length};
+        buf.iov[n_iov++] = iovec{base, e.length};
       }
-      ++i;
+      if (++piece == e.pieces) {
+        piece = 0;
+        ++i;
+      }
     }
     PDKV_RETURN_IF_ERROR(readv_full(fd, buf.iov, n_iov, stop, io));
   }
@@ -161,19 +198,20 @@ void TcpReceiver::serve(int raw_fd) {
     buf.table.resize(size_t{header->count} * kEntrySize);
     st = read_full(fd.get(), buf.table.data(), buf.table.size(), stop, io, io);
     if (!st.ok()) return drop(st);
-    st = decode_entries(buf.table, *header, &buf.ranges);
+    st = decode_entries(buf.table, *header, &buf.entries);
     if (!st.ok()) return drop(st);
 
     MemoryRegistry::WritePin pin = registry_->pin();
     uint64_t bad_addr = 0;
-    const size_t bad = registry_->check_all(buf.ranges, &bad_addr);
+    const size_t bad = check_entries(buf, &bad_addr);
     Status verdict;
     uint64_t written = 0;
-    if (bad < buf.ranges.size()) {
-      const DstRange& r = buf.ranges[bad];
+    if (bad < buf.entries.size()) {
+      const WireEntry& e = buf.entries[bad];
       verdict = out_of_range(fmt::format(
-          "entry {} (dst {:#x}, length {}) is not inside registered memory; part rejected", bad,
-          r.addr, r.length));
+          "entry {} (dst {:#x}, {} x {} bytes, stride {}) is not inside registered memory; part "
+          "rejected",
+          bad, e.addr, e.pieces, e.length, e.stride));
       PDKV_LOG_WARN("tcp receiver: {}", verdict.message());
       if (buf.scratch.empty()) buf.scratch.resize(kScratchBytes);
       uint64_t left = header->payload_bytes;
@@ -188,7 +226,7 @@ void TcpReceiver::serve(int raw_fd) {
     }
     if (!st.ok()) return drop(st);
     std::vector<uint8_t> ack =
-        encode_ack(header->part_id, written, verdict, bad < buf.ranges.size() ? bad : 0, bad_addr);
+        encode_ack(header->part_id, written, verdict, bad < buf.entries.size() ? bad : 0, bad_addr);
     st = write_full(fd.get(), ack.data(), ack.size(), stop, io);
     if (!st.ok()) return drop(st);
   }

@@ -55,6 +55,7 @@ class TcpReceiver {
   void accept_loop();
   void serve(int fd);
   Status scatter(int fd, ReceiveBuffers& buf, int stop) const;
+  size_t check_entries(ReceiveBuffers& buf, uint64_t* bad_addr) const;
   void reap_finished(bool all) PDKV_REQUIRES(conns_mu_);
 
   const TcpOptions options_;

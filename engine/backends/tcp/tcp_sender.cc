@@ -18,6 +18,12 @@ namespace {
 constexpr int kMaxIov = IOV_MAX < 1024 ? IOV_MAX : 1024;
 constexpr size_t kAckBufBytes = 64 * 1024;
 
+// Whether `e` goes out through the staging buffer (TcpOptions::stage_max_bytes): small
+// single pieces only; a run's pieces are gathered straight from their sources.
+bool is_staged(const PartEntry& e, uint64_t stage_max) {
+  return e.pieces == 1 && e.length <= stage_max;
+}
+
 }  // namespace
 
 void PostState::part_done(const Status& status) {
@@ -137,7 +143,7 @@ void StreamSender::fail_all(const Status& status) {
 void StreamSender::stage_next_run(const PartEntry* entries, uint32_t entry_count) {
   uint32_t end = entry_cursor_;
   uint64_t bytes = 0;
-  while (end < entry_count && entries[end].length <= options_.stage_max_bytes &&
+  while (end < entry_count && is_staged(entries[end], options_.stage_max_bytes) &&
          (end == entry_cursor_ || bytes + entries[end].length <= options_.stage_buffer_bytes)) {
     bytes += entries[end].length;
     ++end;
@@ -162,7 +168,7 @@ bool StreamSender::write_some() {
     // A run of small entries goes out of the staging buffer as one piece (see
     // TcpOptions::stage_max_bytes); the rest are gathered straight from their sources.
     if (staged_end_ == 0 && entry_cursor_ < plan.entry_count && entry_offset_ == 0 &&
-        entries[entry_cursor_].length <= options_.stage_max_bytes) {
+        is_staged(entries[entry_cursor_], options_.stage_max_bytes)) {
       stage_next_run(entries, plan.entry_count);
     }
     int n_iov = 0;
@@ -173,18 +179,22 @@ bool StreamSender::write_some() {
     if (staged) {
       iov[n_iov++] = iovec{stage_.data() + stage_sent_, stage_len_ - stage_sent_};
     } else {
-      // Entries that continue each other in source (but not in destination) still share
-      // one iovec; a small entry ends the list (it is staged next).
+      // Pieces that continue each other in source (but not in destination) share one
+      // iovec: a head-split run is one iovec. A staged entry ends the list (it is next).
       for (uint32_t e = entry_cursor_; e < plan.entry_count && n_iov < kMaxIov; ++e) {
-        if (e != entry_cursor_ && entries[e].length <= options_.stage_max_bytes) break;
+        const PartEntry& en = entries[e];
+        if (e != entry_cursor_ && is_staged(en, options_.stage_max_bytes)) break;
         const uint64_t skip = (e == entry_cursor_) ? entry_offset_ : 0;
-        auto* base = reinterpret_cast<uint8_t*>(entries[e].src_addr) + skip;
-        const size_t len = entries[e].length - skip;
-        if (n_iov > 0 &&
-            static_cast<uint8_t*>(iov[n_iov - 1].iov_base) + iov[n_iov - 1].iov_len == base) {
-          iov[n_iov - 1].iov_len += len;
-        } else {
-          iov[n_iov++] = iovec{base, len};
+        uint64_t within = skip % en.length;
+        for (uint64_t k = skip / en.length; k < en.pieces && n_iov < kMaxIov; ++k, within = 0) {
+          auto* base = reinterpret_cast<uint8_t*>(en.src_addr + k * en.src_stride) + within;
+          const size_t len = en.length - within;
+          if (n_iov > 0 &&
+              static_cast<uint8_t*>(iov[n_iov - 1].iov_base) + iov[n_iov - 1].iov_len == base) {
+            iov[n_iov - 1].iov_len += len;
+          } else {
+            iov[n_iov++] = iovec{base, len};
+          }
         }
       }
     }
@@ -212,7 +222,7 @@ bool StreamSender::write_some() {
       done = 0;
     }
     while (done > 0) {
-      const uint64_t left = entries[entry_cursor_].length - entry_offset_;
+      const uint64_t left = entries[entry_cursor_].bytes() - entry_offset_;
       if (done >= left) {
         done -= left;
         ++entry_cursor_;
