@@ -113,7 +113,7 @@ class Rank:
             "reasons": outcomes(self.objs, states, pdkv, timeout),
             "bad_rooms": bad, "room_bytes": mem.room_bytes(ppr),
             "bytes_ok": len(ok_rooms) == len(rooms) and not bad,
-            "bytes": len(pages) * mem.item * len(mem.bufs), "rss": sysutil.rss_bytes()})
+            "bytes": len(pages) * mem.item * len(mem.bufs), "rss": sysutil.settled_rss_bytes()})
 
     def _prepare_prefill(self, rooms):
         pdkv, mem = self.pdkv, self.mem
@@ -162,7 +162,7 @@ class Rank:
         self.put("done", {
             "states": {r: st for r, (st, _) in states.items()},
             "reasons": outcomes(self.objs, states, pdkv, cfg["timeout"]),
-            "send_t": send_t, "forward_end": fwd_end, "rss": sysutil.rss_bytes()})
+            "send_t": send_t, "forward_end": fwd_end, "rss": sysutil.settled_rss_bytes()})
 
     def soak(self, schedule, t0, seconds, deadline):
         import soak_rank

@@ -25,6 +25,20 @@ def rss_bytes() -> int:
     return 0
 
 
+def settled_rss_bytes() -> int:
+    """RSS after garbage collection and malloc_trim(0): memory that is free but still
+    cached by the allocators (this round's numpy temporaries of the byte check, a freed
+    plan vector) is handed back first, so what is compared across rounds is memory still
+    in use, where a leak shows, not where the allocator's cache happened to stand."""
+    import gc
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    return rss_bytes()
+
+
 def die_with_parent() -> bool:
     """SIGKILL this process when its parent dies: a driver killed with -9 (or crashing)
     must not leave ranks or CPU hogs running on a machine shared with other work."""
