@@ -4,6 +4,7 @@
 
 #include "common/logging.h"
 #include "kv/manager_common.h"
+#include "kv/page_ownership.h"
 
 namespace pdkv::kv {
 DecodeManager::DecodeManager(DecodeManagerConfig config, std::shared_ptr<RouteDirectory> directory)
@@ -13,6 +14,9 @@ Result<std::unique_ptr<DecodeManager>> DecodeManager::create(
     DecodeManagerConfig config, const ControlChannelFactory& channels,
     std::shared_ptr<RouteDirectory> directory) {
   PDKV_RETURN_IF_ERROR(config.args.validate().with_context("decode KVArgs"));
+  if (config.enable_mla_l1_5_cache && !config.args.is_mla) {
+    return invalid_argument("enable_mla_l1_5_cache needs an MLA model (is_mla)");
+  }
   if (directory == nullptr) return invalid_argument("a decode manager needs a route directory");
   std::unique_ptr<DecodeManager> m(new DecodeManager(std::move(config), std::move(directory)));
   Status started = m->start(channels);
@@ -66,7 +70,9 @@ void DecodeManager::shutdown() {
       MutexLock lock(mu_);
       for (const auto& [room, r] : rooms_) open.push_back(room);
     }
-    for (uint64_t room : open) fail_room(room, "shutdown", "the decode manager shut down", true);
+    for (uint64_t room : open) {
+      fail_room(room, FailureCause::kShutdown, "the decode manager shut down", true);
+    }
   };
   fail_open_rooms();
   if (channel_) channel_->stop();  // no handler runs after this
@@ -79,10 +85,10 @@ void DecodeManager::shutdown() {
 
 DecodeManager::Handles DecodeManager::open_room(uint64_t room, const std::string& bootstrap_addr) {
   Handles h;
-  h.status = board_.open(room, now() + config_.options.bootstrap_timeout,
-                         "bootstrap timeout: the prefill ranks of room " + std::to_string(room) +
-                             " were not resolved within " +
-                             format_seconds(config_.options.bootstrap_timeout));
+  h.status = board_.open(
+      room, now() + config_.options.bootstrap_timeout, FailureCause::kBootstrapTimeout,
+      "bootstrap timeout: the prefill ranks of room " + std::to_string(room) +
+          " were not resolved within " + format_seconds(config_.options.bootstrap_timeout));
   MutexLock lock(mu_);
   Room& r = rooms_[room];
   if (!r.metadata) {
@@ -115,9 +121,33 @@ Status DecodeManager::send_metadata(uint64_t room, PreAllocationRequest request)
   for (int64_t p : request.kv_pages) {
     if (p < 0) return invalid_argument("negative destination page " + std::to_string(p));
   }
-  if (request.ownership &&
-      request.ownership->page_transfer_mask.size() != request.kv_pages.size()) {
-    return invalid_argument("page_transfer_mask must have one entry per destination page");
+  if (request.ownership && !config_.enable_mla_l1_5_cache) {
+    return invalid_argument(
+        "page_transfer_mask / page_indices_mapping / page_local_indices are only for a decode "
+        "that runs the MLA L1.5 cache (enable_mla_l1_5_cache)");
+  }
+  if (config_.enable_mla_l1_5_cache) {
+    if (!request.ownership) {
+      return invalid_argument(
+          "this decode runs the MLA L1.5 cache (enable_mla_l1_5_cache): send_metadata needs "
+          "page_transfer_mask, page_indices_mapping and page_local_indices");
+    }
+    RequestOwnership& own = *request.ownership;
+    if (!own.page_indices_mapping) {
+      std::vector<int64_t> mapping(own.page_transfer_mask.size());
+      int64_t owned = -1;
+      for (size_t i = 0; i < mapping.size(); ++i) {
+        owned += own.page_transfer_mask[i] ? 1 : 0;
+        mapping[i] = owned;
+      }
+      own.page_indices_mapping = std::move(mapping);
+    }
+    PDKV_ASSIGN_OR_RETURN(
+        own.page_local_indices,
+        mask_ordered_local_indices(own.page_transfer_mask, *own.page_indices_mapping,
+                                   own.page_local_indices, request.kv_pages.size(),
+                                   kv_page_capacity(config_.args)));
+    own.page_indices_mapping.reset();  // the local pages are in mask order now
   }
   Outbox out;
   {
@@ -137,7 +167,8 @@ Status DecodeManager::send_metadata(uint64_t room, PreAllocationRequest request)
 }
 
 void DecodeManager::abort_room(uint64_t room, const std::string& reason) {
-  fail_room(room, "aborted", reason.empty() ? "aborted by the decode" : reason, true);
+  fail_room(room, FailureCause::kAbortedLocally, reason.empty() ? "aborted by the decode" : reason,
+            true);
 }
 
 std::string DecodeManager::metrics_text() const {
@@ -172,8 +203,12 @@ void DecodeManager::resolver_loop() {
                " could not be resolved within " +
                format_seconds(config_.options.bootstrap_timeout) + " (" + reason + ")";
     }
-    fail_room(room, resolved.code() == StatusCode::kDeadlineExceeded ? "timeout" : "bootstrap",
-              reason, true);
+    // instance_for() reports an instance this decode cannot receive from as
+    // FailedPrecondition; anything else is the lookup itself.
+    FailureCause cause = FailureCause::kBootstrapFailed;
+    if (resolved.code() == StatusCode::kDeadlineExceeded) cause = FailureCause::kBootstrapTimeout;
+    if (resolved.code() == StatusCode::kFailedPrecondition) cause = FailureCause::kLayoutMismatch;
+    fail_room(room, cause, reason, true);
   }
 }
 
@@ -185,10 +220,18 @@ Result<DecodeManager::Instance> DecodeManager::instance_for(const std::string& a
     if (it != instances_.end()) return it->second;
   }
   PDKV_ASSIGN_OR_RETURN(PrefillRankInfo info, directory_->lookup_instance(addr, deadline));
-  PDKV_RETURN_IF_ERROR(
+  // FailedPrecondition whatever the check said: the resolver names the cause after it,
+  // and no retry helps until one side is restarted with another layout.
+  Status compatible =
       check_instance_compatible(config_.args, info.layout, info.kv_item_lens.size())
-          .with_context("prefill instance at " + addr + " cannot send to this decode"));
-  PDKV_ASSIGN_OR_RETURN(RoomRoute route, plan_route(config_.args, info));
+          .with_context("prefill instance at " + addr + " cannot send to this decode");
+  if (!compatible.ok()) return failed_precondition(compatible.message());
+  Result<RoomRoute> planned = plan_route(config_.args, info);
+  if (!planned.ok()) {
+    return failed_precondition(
+        planned.status().with_context("no route from prefill instance at " + addr).message());
+  }
+  RoomRoute route = std::move(planned).value();
   Instance inst{std::move(info), std::move(route), {}};
   MutexLock lock(mu_);
   return instances_.try_emplace(addr, std::move(inst)).first->second;
@@ -251,6 +294,7 @@ Status DecodeManager::resolve(uint64_t room) {
       abort.room = room;
       abort.sender = identity_;
       abort.reason = *r.abort_after_resolve;
+      abort.cause = static_cast<uint8_t>(FailureCause::kAbortedLocally);
       for (const Target& t : r.targets) out.add(t.endpoint, abort);
       drop_room(room);
     }
@@ -280,6 +324,7 @@ Status DecodeManager::resolve(uint64_t room) {
     if (refused.empty()) {
       board_.advance(room, RoomState::kWaitingForInput);
       board_.set_deadline(room, now() + config_.options.waiting_timeout,
+                          FailureCause::kWaitingTimeout,
                           "waiting timeout: no KV for room " + std::to_string(room) + " within " +
                               format_seconds(config_.options.waiting_timeout) + " of bootstrap");
       if (r.pending) send_pre_allocations(room, r, out);
@@ -294,6 +339,7 @@ proto::BufferRegistration DecodeManager::registration() const {
   const KvArgs& a = config_.args;
   proto::BufferRegistration reg;
   reg.decode = identity_;
+  reg.enable_mla_l1_5_cache = config_.enable_mla_l1_5_cache;
   reg.layout = a.layout();
   reg.kv = {a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens};
   reg.aux = {a.aux_data_ptrs, a.aux_data_lens, a.aux_item_lens};
@@ -419,7 +465,8 @@ void DecodeManager::on_status(const proto::TransferStatus& status) {
   const uint64_t room = status.room;
   const auto tp = static_cast<int64_t>(status.prefill_attn_tp_rank);
   std::string failure;
-  std::string cause = "prefill_failed";
+  FailureCause cause = FailureCause::kInternal;
+  std::optional<FailureStage> stage;
   // Re-reading the bytes can take a while for a big room: done before taking mu_, on the
   // bytes as they are now (the room's data all arrived before its status).
   Status checksum;
@@ -445,11 +492,16 @@ void DecodeManager::on_status(const proto::TransferStatus& status) {
       peer->second.liveness.heard();
     }
     if (status.state == proto::TransferState::kFailed) {
+      // The prefill's cause and stage, as seen from here (its abort is ours "by peer").
+      cause = as_seen_by_peer(
+          failure_cause_from_wire(status.failure_cause).value_or(FailureCause::kInternal));
+      stage = failure_stage_from_wire(status.failure_stage);
       failure = "prefill rank " + std::to_string(tp) + " (" + from->endpoint +
                 ") failed the room: " +
                 (status.failure_reason.empty() ? "unknown reason" : status.failure_reason);
     } else if (!checksum.ok()) {
-      cause = "checksum";
+      cause = FailureCause::kChecksumMismatch;
+      stage = FailureStage::kCompletion;
       failure = "the KV from prefill rank " + std::to_string(tp) + " (" + from->endpoint +
                 ") failed its end-to-end check: " + checksum.to_string();
     } else {
@@ -469,7 +521,7 @@ void DecodeManager::on_status(const proto::TransferStatus& status) {
       return;
     }
   }
-  fail_room(room, cause, failure, true);
+  fail_room(room, cause, failure, true, stage);
 }
 
 void DecodeManager::on_registration_result(const proto::RegistrationResult& result) {
@@ -503,8 +555,11 @@ void DecodeManager::on_registration_result(const proto::RegistrationResult& resu
     }
   }
   for (uint64_t room : rooms) {
-    fail_room(room, "registration_refused",
-              "prefill " + endpoint + " refused this decode's buffers: " + result.reason, true);
+    // Registering is part of bootstrapping, though the room shows WaitingForInput here
+    // from the moment its route was resolved.
+    fail_room(room, FailureCause::kLayoutMismatch,
+              "prefill " + endpoint + " refused this decode's buffers: " + result.reason, true,
+              FailureStage::kBootstrap);
   }
 }
 
@@ -533,11 +588,14 @@ void DecodeManager::on_pong(const proto::Pong& pong) {
     }
   }
   for (uint64_t room : rooms)
-    fail_room(room, "peer_restarted", "prefill " + endpoint + " restarted", false);
+    fail_room(room, FailureCause::kPeerRestarted, "prefill " + endpoint + " restarted", false);
 }
 
 void DecodeManager::on_abort(const proto::Abort& abort) {
-  fail_room(abort.room, "prefill_failed",
+  // A cause this build does not know still is the prefill giving up on the room.
+  const FailureCause cause =
+      as_seen_by_peer(failure_cause_from_wire(abort.cause).value_or(FailureCause::kAbortedByPeer));
+  fail_room(abort.room, cause,
             "aborted by prefill " + abort.sender.control_endpoint +
                 (abort.reason.empty() ? "" : ": " + abort.reason),
             true);
@@ -551,9 +609,14 @@ void DecodeManager::drop_room(uint64_t room) {
   board_.erase(room);
 }
 
-void DecodeManager::fail_room(uint64_t room, const std::string& cause, const std::string& reason,
-                              bool tell_prefill) {
-  bool known = board_.fail(room, reason);
+void DecodeManager::fail_room(uint64_t room, FailureCause cause, const std::string& reason,
+                              bool tell_prefill, std::optional<FailureStage> stage) {
+  bool known = board_.fail(room, cause, reason, stage);
+  // What the board kept (the first failure) is what the prefill is told and counted.
+  FailureCause kept = cause;
+  if (auto status = board_.get(room); status && status->state == RoomState::kFailed) {
+    kept = status->failure_cause;
+  }
   std::vector<std::string> notify;
   {
     MutexLock lock(mu_);
@@ -568,23 +631,24 @@ void DecodeManager::fail_room(uint64_t room, const std::string& cause, const std
       if (r.resolved) {
         // Even without a pre-allocation: the prefill may hold the room's KVSender.
         for (const Target& t : r.targets) notify.push_back(t.endpoint);
-      } else if (r.init_requested && cause == "aborted") {
+      } else if (r.init_requested && cause == FailureCause::kAbortedLocally) {
         // The resolver is on it (bounded by the bootstrap deadline); it tells them.
         r.abort_after_resolve = reason;
         board_.erase(room);
-        metrics_.room_failed(cause);
+        metrics_.room_failed(kept);
         PDKV_LOG_WARN("room {} failed: {}", room, reason);
         return;
       }
     }
     drop_room(room);
   }
-  metrics_.room_failed(cause);
+  metrics_.room_failed(kept);
   PDKV_LOG_WARN("room {} failed: {}", room, reason);
   proto::Abort abort;
   abort.room = room;
   abort.sender = identity_;
   abort.reason = reason;
+  abort.cause = static_cast<uint8_t>(kept);
   Outbox out;
   for (const std::string& endpoint : notify) out.add(endpoint, abort);
   flush(out);
@@ -604,7 +668,9 @@ void DecodeManager::timer_loop() {
     if (stopping_) break;
     for (uint64_t room : board_.expire_overdue(now())) {
       auto status = board_.get(room);
-      fail_room(room, "timeout", status ? status->failure_reason : "timeout", true);
+      // The board failed it already with the deadline's cause; this tells the peers.
+      fail_room(room, status ? status->failure_cause : FailureCause::kInternal,
+                status ? status->failure_reason : "timeout", true);
     }
     resend_unacknowledged();
     if (now() >= next_ping) {
@@ -648,7 +714,7 @@ void DecodeManager::heartbeat() {
   // alive would otherwise hold the room (and its pages) until its own timeout. Sends
   // never block, so telling a dead peer costs nothing.
   for (const auto& [room, endpoint] : lost) {
-    fail_room(room, "peer_dead",
+    fail_room(room, FailureCause::kPeerDead,
               "prefill " + endpoint + " stopped answering for more than " + format_seconds(bound),
               true);
   }
@@ -677,7 +743,7 @@ void DecodeManager::on_peer_gone(const std::string& endpoint) {
       "its {} room(s)",
       endpoint, lost.size());
   for (uint64_t room : lost) {
-    fail_room(room, "peer_dead",
+    fail_room(room, FailureCause::kPeerDead,
               "prefill " + endpoint + " is gone: its connection closed and it refuses new ones",
               false);
   }

@@ -40,6 +40,7 @@
 #include "common/status.h"
 #include "engine/transfer_engine.h"
 #include "kv/control_channel.h"
+#include "kv/failure_cause.h"
 #include "kv/kv_args.h"
 #include "kv/manager_options.h"
 #include "kv/outbox.h"
@@ -55,6 +56,9 @@ namespace pdkv::kv {
 struct DecodeManagerConfig {
   KvArgs args;
   std::string bootstrap_addr;  // default for receivers that name none
+  // This rank holds MLA pages partially (L1.5 cache, SPEC §6.7): every send_metadata
+  // carries the request's page ownership, and only owned pages are written.
+  bool enable_mla_l1_5_cache = false;
   engine::EngineOptions engine;
   KvManagerOptions options;
 };
@@ -80,10 +84,13 @@ class ReceivedMetadata {
   std::vector<int32_t> ids_ PDKV_GUARDED_BY(mu_);
 };
 
-// Decode-side L1.5 ownership of the whole request.
+// Decode-side L1.5 ownership of the whole request: one mask entry per destination page,
+// and the local page of each owned page i at page_local_indices[page_indices_mapping[i]]
+// (no mapping means cumsum(mask) - 1, the order of the mask).
 struct RequestOwnership {
   std::vector<uint8_t> page_transfer_mask;
   std::vector<int64_t> page_local_indices;
+  std::optional<std::vector<int64_t>> page_indices_mapping;
 };
 
 struct PreAllocationRequest {
@@ -200,8 +207,9 @@ class DecodeManager {
                                    Outbox& out) PDKV_REQUIRES(mu_);
   proto::BufferRegistration registration() const;
 
-  void fail_room(uint64_t room, const std::string& cause, const std::string& reason,
-                 bool tell_prefill) PDKV_EXCLUDES(mu_);
+  // `stage` unset: the stage of the room's state here (RoomStatusBoard::fail).
+  void fail_room(uint64_t room, FailureCause cause, const std::string& reason, bool tell_prefill,
+                 std::optional<FailureStage> stage = std::nullopt) PDKV_EXCLUDES(mu_);
   void drop_room(uint64_t room) PDKV_REQUIRES(mu_);
   // Sends what `out` holds; pre-allocations the channel refused go back to the timer.
   void flush(Outbox& out) PDKV_EXCLUDES(mu_);

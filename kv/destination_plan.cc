@@ -134,8 +134,23 @@ Result<plan::ResolvedIndices> DestinationPlan::resolve(const ChunkSpec& chunk) c
     dst_own.page_local_indices = std::span<const int64_t>(local->page_local_indices);
     dst_l15 = &dst_own;
   }
+  // The prefill's mask covers the whole chunk, prefix pages included: the skipped pages
+  // take their mask entries, and the local pages of those they own, with them.
+  plan::SrcOwnership src_own;
+  const plan::SrcOwnership* src_l15 = chunk.src_l15;
+  if (src_l15 && skip > 0 && src_l15->page_transfer_mask && src_l15->page_local_indices) {
+    const auto mask = *src_l15->page_transfer_mask;
+    const auto local_pages = *src_l15->page_local_indices;
+    const size_t skipped = std::min(static_cast<size_t>(skip), mask.size());
+    const auto owned_skipped = static_cast<size_t>(
+        std::count_if(mask.begin(), mask.begin() + static_cast<std::ptrdiff_t>(skipped),
+                      [](uint8_t m) { return m != 0; }));
+    src_own.page_transfer_mask = mask.subspan(skipped);
+    src_own.page_local_indices = local_pages.subspan(std::min(owned_skipped, local_pages.size()));
+    src_l15 = &src_own;
+  }
   return plan::resolve_indices(chunk.pages.subspan(static_cast<size_t>(skip)),
-                               pre_allocation_.dst_kv_pages, slice_start, slice_stop, chunk.src_l15,
+                               pre_allocation_.dst_kv_pages, slice_start, slice_stop, src_l15,
                                dst_l15);
 }
 

@@ -172,5 +172,43 @@ TEST(DestinationPlanTest, DstOwnershipMaskMustCoverTheRoom) {
   EXPECT_EQ(r->dst_pages, (std::vector<int64_t>{9, 8}));
 }
 
+TEST(DestinationPlanTest, SrcOwnershipOfDecodePrefixPagesIsSkippedWithThem) {
+  // Request pages 0..3, the decode holds pages 0..1 (8 tokens) and pre-allocated 40, 41.
+  KvArgs args = prefill_args();
+  auto plan = DestinationPlan::create(args, decode_registration(), pre_allocation({40, 41}, 8));
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  const std::vector<int64_t> chunk = {1, 2, 3, 4};  // placeholders: L1.5 sends local pages
+  const std::vector<uint8_t> mask = {1, 0, 1, 1};   // owns request pages 0, 2, 3
+  const std::vector<int64_t> local = {50, 52, 53};
+  plan::SrcOwnership own{std::span<const uint8_t>(mask), std::span<const int64_t>(local)};
+  auto r = plan->resolve(ChunkSpec{0, chunk, &own});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->src_pages, (std::vector<int64_t>{52, 53}));
+  EXPECT_EQ(r->dst_pages, (std::vector<int64_t>{40, 41}));
+
+  // A later chunk starting inside the prefix: request pages 1..3, owns 2 and 3.
+  const std::vector<int64_t> tail = {1, 2, 3};
+  const std::vector<uint8_t> tail_mask = {0, 1, 1};
+  const std::vector<int64_t> tail_local = {62, 63};
+  plan::SrcOwnership tail_own{std::span<const uint8_t>(tail_mask),
+                              std::span<const int64_t>(tail_local)};
+  r = plan->resolve(ChunkSpec{1, tail, &tail_own});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->src_pages, (std::vector<int64_t>{62, 63}));
+  EXPECT_EQ(r->dst_pages, (std::vector<int64_t>{40, 41}));
+}
+
+TEST(DestinationPlanTest, SrcLocalPagesNotMatchingTheMaskFailTheChunk) {
+  KvArgs args = prefill_args();
+  auto plan = DestinationPlan::create(args, decode_registration(), pre_allocation({40, 41}));
+  ASSERT_TRUE(plan.ok());
+  const std::vector<int64_t> chunk = {1, 2};
+  const std::vector<uint8_t> mask = {1, 1};
+  const std::vector<int64_t> local = {50};
+  plan::SrcOwnership own{std::span<const uint8_t>(mask), std::span<const int64_t>(local)};
+  auto r = plan->resolve(ChunkSpec{0, chunk, &own});
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace pdkv::kv

@@ -2,20 +2,20 @@
 
 namespace pdkv::kv {
 
-void EndedRoomLog::record(uint64_t room, std::string reason, TimePoint expiry) {
+void EndedRoomLog::record(uint64_t room, RoomFailure failure, TimePoint expiry) {
   if (capacity_ == 0) return;
   MutexLock lock(mu_);
-  auto [it, inserted] = entries_.try_emplace(room, Entry{std::move(reason), expiry});
-  if (!inserted) return;  // the first reason is the one that ended it
+  auto [it, inserted] = entries_.try_emplace(room, Entry{std::move(failure), expiry});
+  if (!inserted) return;  // the first failure is the one that ended it
   order_.push_back(room);
   while (entries_.size() > capacity_) drop_front();
 }
 
-std::optional<std::string> EndedRoomLog::find(uint64_t room, TimePoint at) const {
+std::optional<RoomFailure> EndedRoomLog::find(uint64_t room, TimePoint at) const {
   MutexLock lock(mu_);
   auto it = entries_.find(room);
   if (it == entries_.end() || it->second.expiry <= at) return std::nullopt;
-  return it->second.reason;
+  return it->second.failure;
 }
 
 void EndedRoomLog::purge(TimePoint at) {

@@ -1,7 +1,7 @@
-// Rooms a prefill rank failed recently, with their reasons, so that a message arriving
-// after the room ended (a decode's pre-allocation that crossed the prefill's abort on
-// the wire) is answered with that reason at once instead of opening a room nobody will
-// serve, which the decode would only notice at its waiting timeout.
+// Rooms a prefill rank failed recently, with their failures (cause, stage, reason), so that a
+// message arriving after the room ended (a decode's pre-allocation that crossed the prefill's abort
+// on the wire) is answered with that reason at once instead of opening a room nobody will serve,
+// which the decode would only notice at its waiting timeout.
 //
 // Bounded twice: entries expire (the bootstrap timeout: no later pre-allocation can be
 // valid) and at most `capacity` are kept, oldest dropped first. Not a room table: it
@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/mutex.h"
+#include "kv/failure_cause.h"
 
 namespace pdkv::kv {
 
@@ -25,16 +26,16 @@ class EndedRoomLog {
  public:
   explicit EndedRoomLog(size_t capacity = 1 << 16) : capacity_(capacity) {}
 
-  void record(uint64_t room, std::string reason, TimePoint expiry);
-  // The reason `room` failed, if it did and the entry has not expired at `at`.
-  std::optional<std::string> find(uint64_t room, TimePoint at) const;
+  void record(uint64_t room, RoomFailure failure, TimePoint expiry);
+  // How `room` failed, if it did and the entry has not expired at `at`.
+  std::optional<RoomFailure> find(uint64_t room, TimePoint at) const;
   // Drops the entries expired at `at`.
   void purge(TimePoint at);
   size_t size() const;
 
  private:
   struct Entry {
-    std::string reason;
+    RoomFailure failure;
     TimePoint expiry;
   };
   void drop_front() PDKV_REQUIRES(mu_);

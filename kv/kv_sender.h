@@ -33,6 +33,8 @@ class KVSender {
   RoomState poll() const { return handle_->status().state; }
   // The reason of a Failed room; OK otherwise.
   Status failure() const;
+  // The whole status: state, and for a Failed room its cause, stage and reason.
+  RoomStatus status() const { return handle_->status(); }
   void abort(const std::string& reason = "");
   uint64_t room() const { return room_; }
 
@@ -49,6 +51,7 @@ class KVReceiver {
   Status send_metadata(PreAllocationRequest request);
   RoomState poll() const { return handles_.status->status().state; }
   Status failure() const;
+  RoomStatus status() const { return handles_.status->status(); }
   void abort(const std::string& reason = "");
   // Valid once poll() is Success: -1 / empty when the prefill sent none.
   int64_t bootstrap_token() const { return handles_.metadata->bootstrap_token(); }

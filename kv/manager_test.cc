@@ -197,6 +197,9 @@ TEST_F(KvManagerTest, DecodeAbortFailsThePrefillRoomWithTheReason) {
   EXPECT_EQ(receiver.poll(), RoomState::kFailed);
   ASSERT_TRUE(eventually([&] { return sender.poll() == RoomState::kFailed; }));
   EXPECT_NE(sender.failure().message().find("client went away"), std::string::npos);
+  EXPECT_EQ(receiver.status().failure_cause, FailureCause::kAbortedLocally);
+  EXPECT_EQ(sender.status().failure_cause, FailureCause::kAbortedByPeer);
+  EXPECT_EQ(sender.status().failure_stage, FailureStage::kWaiting);
   EXPECT_TRUE(sender.send(std::vector<int64_t>{0, 1}).ok());  // ignored: the room ended
   EXPECT_TRUE(
       eventually([&] { return prefill->active_rooms() == 0 && decode->active_rooms() == 0; }));
@@ -215,6 +218,9 @@ TEST_F(KvManagerTest, PrefillAbortReachesTheDecode) {
   sender.abort("embedding never arrived");
   ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
   EXPECT_NE(receiver.failure().message().find("embedding never arrived"), std::string::npos);
+  EXPECT_EQ(sender.status().failure_cause, FailureCause::kAbortedLocally);
+  EXPECT_EQ(receiver.status().failure_cause, FailureCause::kAbortedByPeer);
+  EXPECT_EQ(receiver.status().failure_stage, FailureStage::kWaiting);  // the prefill's
 }
 
 TEST_F(KvManagerTest, BootstrapTimeoutWhenNoPrefillRegisters) {
@@ -230,6 +236,8 @@ TEST_F(KvManagerTest, BootstrapTimeoutWhenNoPrefillRegisters) {
   EXPECT_GE(waited_ms, 400);
   EXPECT_LE(waited_ms, 2000);
   EXPECT_NE(receiver.failure().message().find("13"), std::string::npos);
+  EXPECT_EQ(receiver.status().failure_cause, FailureCause::kBootstrapTimeout);
+  EXPECT_EQ(receiver.status().failure_stage, FailureStage::kBootstrap);
   EXPECT_TRUE(eventually([&] { return decode->active_rooms() == 0; }));
 }
 
@@ -245,6 +253,8 @@ TEST_F(KvManagerTest, OutOfRangeDestinationPageFailsBothSides) {
   ASSERT_TRUE(sender.send(std::vector<int64_t>{0}).ok());
   ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
   ASSERT_TRUE(eventually([&] { return sender.poll() == RoomState::kFailed; }));
+  EXPECT_EQ(sender.status().failure_cause, FailureCause::kOutOfRange);
+  EXPECT_EQ(receiver.status().failure_cause, FailureCause::kOutOfRange);
 }
 
 TEST_F(KvManagerTest, LayerwiseStreamsGroupsAsTheForwardMarksThem) {
@@ -286,6 +296,7 @@ TEST_F(KvManagerTest, DeadDecodeIsDetectedByTheHeartbeat) {
   ASSERT_TRUE(eventually([&] { return sender.poll() == RoomState::kFailed; }));
   EXPECT_LT(now() - killed, milliseconds(2000));
   EXPECT_NE(sender.failure().message().find("stopped answering"), std::string::npos);
+  EXPECT_EQ(sender.status().failure_cause, FailureCause::kPeerDead);
   // The prefill tells the decode, whose room fails too.
   ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
 }
@@ -306,6 +317,7 @@ TEST_F(KvManagerTest, DeadPrefillIsDetectedByTheHeartbeat) {
   // heartbeat_interval x max_failures = 300 ms, plus one timer tick and scheduling slack.
   EXPECT_LT(now() - killed, milliseconds(1500));
   EXPECT_NE(receiver.failure().message().find("stopped answering"), std::string::npos);
+  EXPECT_EQ(receiver.status().failure_cause, FailureCause::kPeerDead);
 }
 
 }  // namespace
@@ -461,6 +473,7 @@ TEST_F(KvManagerTest, LayoutMismatchIsRefusedWithAClearReason) {
   EXPECT_NE(receiver.failure().message().find("page_size is 4 on prefill but 8 on decode"),
             std::string::npos)
       << receiver.failure().message();
+  EXPECT_EQ(receiver.status().failure_cause, FailureCause::kLayoutMismatch);
 }
 
 TEST_F(KvManagerTest, WaitingForMetadataTimesOutWithAReason) {
@@ -477,6 +490,9 @@ TEST_F(KvManagerTest, WaitingForMetadataTimesOutWithAReason) {
   ASSERT_TRUE(sender.send(std::vector<int64_t>{1}).ok());
   ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
   EXPECT_NE(receiver.failure().message().find("first token"), std::string::npos);
+  EXPECT_EQ(sender.status().failure_cause, FailureCause::kMetadataTimeout);
+  EXPECT_EQ(sender.status().failure_stage, FailureStage::kCompletion);
+  EXPECT_EQ(receiver.status().failure_cause, FailureCause::kMetadataTimeout);
 }
 
 TEST_F(KvManagerTest, ManyConcurrentRoomsAllSucceedAndLeaveNothingBehind) {
@@ -577,9 +593,11 @@ TEST_F(KvManagerTest, ChecksumTurnsCorruptionAfterLandingIntoAFailedRoom) {
   ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
   EXPECT_NE(receiver.failure().message().find("checksum mismatch"), std::string::npos)
       << receiver.failure().to_string();
+  EXPECT_EQ(receiver.status().failure_cause, FailureCause::kChecksumMismatch);
+  EXPECT_EQ(receiver.status().failure_stage, FailureStage::kCompletion);
   EXPECT_TRUE(
       eventually([&] { return prefill->active_rooms() == 0 && decode->active_rooms() == 0; }));
-  EXPECT_EQ(decode->metrics().failures_by_cause.count("checksum"), 1u);
+  EXPECT_EQ(decode->metrics().failures_by_cause.count("checksum_mismatch"), 1u);
 }
 
 TEST_F(KvManagerTest, DecodeCheckingAPrefillThatDoesNotSumFailsClosed) {
@@ -619,6 +637,7 @@ TEST_F(KvManagerTest, PrefillShutdownTellsTheDecodeOfEveryOpenRoom) {
   EXPECT_LT(now() - t0, milliseconds(3000));
   EXPECT_NE(receiver.failure().message().find("shut down"), std::string::npos)
       << receiver.failure().to_string();
+  EXPECT_EQ(receiver.status().failure_cause, FailureCause::kShutdown);
   EXPECT_TRUE(eventually([&] { return decode->active_rooms() == 0; }));
 }
 
@@ -641,6 +660,17 @@ class L15Test : public KvManagerTest {
     EXPECT_TRUE(m.ok()) << m.status().to_string();
     return m.ok() ? std::move(m).value() : nullptr;
   }
+  std::unique_ptr<DecodeManager> make_l15_decode(RankBuffers& buffers) {
+    DecodeManagerConfig config;
+    config.args = buffers.args(0);
+    config.bootstrap_addr = kAddr;
+    config.engine = testing::loopback_engine();
+    config.options = testing::fast_options();
+    config.enable_mla_l1_5_cache = true;
+    auto m = DecodeManager::create(std::move(config), bus_.factory(), directory_);
+    EXPECT_TRUE(m.ok()) << m.status().to_string();
+    return m.ok() ? std::move(m).value() : nullptr;
+  }
   // Whether physical page `phys` holds request page `request_page` (every buffer, token,
   // byte), or, with `request_page` < 0, is still all zero.
   static bool page_holds(RankBuffers& buf, int64_t request_page, int64_t phys,
@@ -659,12 +689,13 @@ class L15Test : public KvManagerTest {
   }
   void run(PrefillManager& prefill, DecodeManager& decode, uint64_t room,
            const std::vector<int64_t>& src, std::optional<ChunkOwnership> src_own,
-           const std::vector<int64_t>& dst, std::optional<RequestOwnership> dst_own) {
+           const std::vector<int64_t>& dst, std::optional<RequestOwnership> dst_own,
+           uint64_t decode_prefix_len = 0) {
     KVSender sender(prefill, room);
     ASSERT_TRUE(sender.init(static_cast<int64_t>(src.size()), 0).ok());
     KVReceiver receiver(decode, room);
     ASSERT_TRUE(receiver.init().ok());
-    ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::move(dst_own)}).ok());
+    ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, decode_prefix_len, std::move(dst_own)}).ok());
     ASSERT_TRUE(sender.send(src, {}, std::move(src_own)).ok());
     ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }))
         << receiver.failure().to_string();
@@ -692,7 +723,7 @@ TEST_F(L15Test, PrefillOwnsPartDecodeOwnsAll) {
 TEST_F(L15Test, PrefillOwnsAllDecodeOwnsPart) {
   RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
   auto prefill = make_prefill(pbuf, 0);
-  auto decode = make_decode(dbuf, 0);
+  auto decode = make_l15_decode(dbuf);
   const std::vector<int64_t> src = {1, 2, 3, 4};
   pbuf.fill_request(src);
   run(*prefill, *decode, 202, src, std::nullopt, {9, 10, 11, 12},
@@ -706,7 +737,7 @@ TEST_F(L15Test, PrefillOwnsAllDecodeOwnsPart) {
 TEST_F(L15Test, BothOwnParts) {
   RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
   auto prefill = make_l15_prefill(pbuf);
-  auto decode = make_decode(dbuf, 0);
+  auto decode = make_l15_decode(dbuf);
   pbuf.fill_request({5, 6, 15, 7});  // prefill local pages of request pages 0, 1, 3
   run(*prefill, *decode, 203, {1, 2, 3, 4}, ChunkOwnership{{1, 1, 0, 1}, {5, 6, 7}},
       {9, 10, 11, 12}, RequestOwnership{{0, 1, 1, 1}, {2, 4, 13}});
@@ -715,19 +746,84 @@ TEST_F(L15Test, BothOwnParts) {
   EXPECT_TRUE(page_holds(dbuf, 3, 13, shape_));
 }
 
-TEST_F(L15Test, AnL15PrefillChunkWithoutOwnershipFailsWithAReason) {
+// Malformed ownership is refused by the call, before the room is touched: a good chunk
+// afterwards still completes the room.
+TEST_F(L15Test, BadChunkOwnershipIsRefusedByTheCallAndTheRoomCarriesOn) {
   RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
   auto prefill = make_l15_prefill(pbuf);
   auto decode = make_decode(dbuf, 0);
+  pbuf.fill_request({5, 6});
   KVSender sender(*prefill, 204);
-  ASSERT_TRUE(sender.init(1, 0).ok());
+  ASSERT_TRUE(sender.init(2, 0).ok());
   KVReceiver receiver(*decode, 204);
   ASSERT_TRUE(receiver.init().ok());
-  ASSERT_TRUE(receiver.send_metadata({{3}, 0, {}, 0, std::nullopt}).ok());
-  ASSERT_TRUE(sender.send(std::vector<int64_t>{1}).ok());
-  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
-  EXPECT_NE(receiver.failure().message().find("page ownership"), std::string::npos)
+  ASSERT_TRUE(receiver.send_metadata({{3, 4}, 0, {}, 0, std::nullopt}).ok());
+  const std::vector<int64_t> src = {1, 2};
+  Status missing = sender.send(src);
+  EXPECT_EQ(missing.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.message().find("page_transfer_mask"), std::string::npos) << missing.to_string();
+  const std::vector<std::pair<ChunkOwnership, StatusCode>> bad = {
+      {ChunkOwnership{{1}, {5}}, StatusCode::kInvalidArgument},        // mask too short
+      {ChunkOwnership{{1, 1}, {5}}, StatusCode::kInvalidArgument},     // a local page missing
+      {ChunkOwnership{{1, 0}, {5, 6}}, StatusCode::kInvalidArgument},  // one too many
+      {ChunkOwnership{{1, 1}, {5, 16}}, StatusCode::kOutOfRange},      // past the buffers
+  };
+  for (const auto& [own, code] : bad) EXPECT_EQ(sender.send(src, {}, own).code(), code);
+  ASSERT_TRUE(sender.send(src, {}, ChunkOwnership{{1, 1}, {5, 6}}).ok());
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }))
       << receiver.failure().to_string();
+  EXPECT_TRUE(page_holds(dbuf, 0, 3, shape_));
+  EXPECT_TRUE(page_holds(dbuf, 1, 4, shape_));
+}
+
+TEST_F(L15Test, OwnershipIsRefusedWhereL15IsOffAndRequiredWhereItIsOn) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16), lbuf(shape_, 1, 0, 16);
+  auto prefill = make_prefill(pbuf, 0);
+  auto decode = make_decode(dbuf, 0);
+  auto l15_decode = make_l15_decode(lbuf);
+  KVSender sender(*prefill, 205);
+  ASSERT_TRUE(sender.init(1, 0).ok());
+  EXPECT_EQ(sender.send(std::vector<int64_t>{1}, {}, ChunkOwnership{{1}, {5}}).code(),
+            StatusCode::kInvalidArgument);
+  KVReceiver receiver(*decode, 206);
+  EXPECT_EQ(receiver.send_metadata({{3}, 0, {}, 0, RequestOwnership{{1}, {5}}}).code(),
+            StatusCode::kInvalidArgument);
+  KVReceiver l15_receiver(*l15_decode, 207);
+  EXPECT_EQ(l15_receiver.send_metadata({{3}, 0, {}, 0, std::nullopt}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      l15_receiver.send_metadata({{3, 4}, 0, {}, 0, RequestOwnership{{1, 1}, {5, 5}, {{0, 0}}}})
+          .code(),
+      StatusCode::kInvalidArgument);  // two pages mapped to one local entry
+}
+
+TEST_F(L15Test, L15NeedsAnMlaModel) {
+  shape_.is_mla = false;
+  shape_.total_kv_heads = 2;
+  RankBuffers buf(shape_, 1, 0, 16);
+  PrefillManagerConfig config;
+  config.args = buf.args(0);
+  config.bootstrap_addr = kAddr;
+  config.engine = testing::loopback_engine();
+  config.enable_mla_l1_5_cache = true;
+  auto m = PrefillManager::create(std::move(config), bus_.factory(), directory_);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+}
+
+// The decode holds request page 0 already (prefix); the prefill's chunk mask still covers
+// it, so its entry and its local page are skipped with it. The decode's mapping lists its
+// local pages in reverse.
+TEST_F(L15Test, PrefixPagesTakeTheirOwnershipWithThem) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_l15_prefill(pbuf);
+  auto decode = make_l15_decode(dbuf);
+  pbuf.fill_request({5, 6, 7});  // local pages of request pages 0, 1, 2
+  run(*prefill, *decode, 208, {1, 2, 3}, ChunkOwnership{{1, 1, 1}, {5, 6, 7}}, {9, 10},
+      RequestOwnership{{1, 1}, {13, 12}, {{1, 0}}}, static_cast<uint64_t>(shape_.page_size));
+  EXPECT_TRUE(page_holds(dbuf, 1, 12, shape_));
+  EXPECT_TRUE(page_holds(dbuf, 2, 13, shape_));
+  for (int64_t untouched : {9, 10}) EXPECT_TRUE(page_holds(dbuf, -1, untouched, shape_));
 }
 
 // A registration lost on the wire is sent again until it is answered;

@@ -5,6 +5,7 @@
 
 #include "common/logging.h"
 #include "kv/manager_common.h"
+#include "kv/page_ownership.h"
 
 namespace pdkv::kv {
 PrefillManager::PrefillManager(PrefillManagerConfig config,
@@ -17,6 +18,9 @@ Result<std::unique_ptr<PrefillManager>> PrefillManager::create(
     PrefillManagerConfig config, const ControlChannelFactory& channels,
     std::shared_ptr<RouteDirectory> directory) {
   PDKV_RETURN_IF_ERROR(config.args.validate().with_context("prefill KVArgs"));
+  if (config.enable_mla_l1_5_cache && !config.args.is_mla) {
+    return invalid_argument("enable_mla_l1_5_cache needs an MLA model (is_mla)");
+  }
   if (directory == nullptr) return invalid_argument("a prefill manager needs a route directory");
   std::unique_ptr<PrefillManager> m(new PrefillManager(std::move(config), std::move(directory)));
   Status started = m->start(channels);
@@ -44,7 +48,7 @@ Status PrefillManager::start(const ControlChannelFactory& channels) {
   hooks.on_transferred = [this](const std::vector<uint64_t>& rooms) {
     on_rooms_transferred(rooms);
   };
-  hooks.on_failed = [this](uint64_t room, const std::string& cause, const std::string& reason) {
+  hooks.on_failed = [this](uint64_t room, FailureCause cause, const std::string& reason) {
     fail_room(room, cause, reason);
   };
   pipeline_ = std::make_unique<TransferPipeline>(*engine_, po, failed_peers_, metrics_, steps_,
@@ -112,17 +116,19 @@ void PrefillManager::fail_open_rooms() {
     MutexLock lock(mu_);
     for (const auto& [room, r] : rooms_) open.push_back(room);
   }
-  for (uint64_t room : open) fail_room(room, "shutdown", "the prefill manager shut down");
+  for (uint64_t room : open)
+    fail_room(room, FailureCause::kShutdown, "the prefill manager shut down");
 }
 
 // --- KVSender API ------------------------------------------------------------------
 
 std::shared_ptr<const RoomHandle> PrefillManager::open_room(uint64_t room) {
-  auto handle = board_.open(room, now() + config_.options.bootstrap_timeout,
-                            "bootstrap timeout: no pre-allocation from every decode rank within " +
-                                format_seconds(config_.options.bootstrap_timeout));
+  auto handle =
+      board_.open(room, now() + config_.options.bootstrap_timeout, FailureCause::kBootstrapTimeout,
+                  "bootstrap timeout: no pre-allocation from every decode rank within " +
+                      format_seconds(config_.options.bootstrap_timeout));
   metadata_.open(room);
-  std::optional<std::string> aborted;
+  std::optional<RoomFailure> aborted;
   {
     MutexLock lock(mu_);
     Room& r = rooms_[room];
@@ -133,7 +139,7 @@ std::shared_ptr<const RoomHandle> PrefillManager::open_room(uint64_t room) {
     aborted = r.aborted_early;
     if (!aborted) maybe_bootstrap(room, r);
   }
-  if (aborted) fail_room(room, "aborted", *aborted);
+  if (aborted) fail_room(room, aborted->cause, aborted->reason);
   return handle;
 }
 
@@ -157,6 +163,26 @@ Status PrefillManager::send_chunk(uint64_t room, std::span<const int64_t> pages,
                                   std::span<const int64_t> state_slots,
                                   std::optional<ChunkOwnership> ownership,
                                   std::optional<bool> layerwise) {
+  // Ownership is checked here, not when the chunk is planned, so a malformed mask fails
+  // the engine's call instead of the room (and its decode ranks) later.
+  if (ownership && !config_.enable_mla_l1_5_cache) {
+    return invalid_argument(
+        "page_transfer_mask / page_local_indices are only for a prefill that runs the MLA "
+        "L1.5 cache (enable_mla_l1_5_cache)");
+  }
+  if (config_.enable_mla_l1_5_cache) {
+    if (!ownership) {
+      if (!pages.empty()) {
+        return invalid_argument(
+            "this prefill runs the MLA L1.5 cache (enable_mla_l1_5_cache): each chunk needs "
+            "its page_transfer_mask and page_local_indices");
+      }
+      ownership.emplace();  // an empty chunk owns nothing
+    }
+    PDKV_RETURN_IF_ERROR(check_chunk_ownership(ownership->page_transfer_mask,
+                                               ownership->page_local_indices, pages.size(),
+                                               kv_page_capacity(config_.args)));
+  }
   MutexLock lock(mu_);
   auto it = rooms_.find(room);
   if (it == rooms_.end() || !it->second.sender_open) {
@@ -203,7 +229,8 @@ Status PrefillManager::send_chunk(uint64_t room, std::span<const int64_t> pages,
 }
 
 void PrefillManager::abort_room(uint64_t room, const std::string& reason) {
-  fail_room(room, "aborted", reason.empty() ? "aborted by the prefill" : reason);
+  fail_room(room, FailureCause::kAbortedLocally,
+            reason.empty() ? "aborted by the prefill" : reason);
 }
 
 void PrefillManager::set_prefill_metadata(uint64_t room, int64_t token, std::vector<int32_t> ids) {
@@ -266,7 +293,7 @@ void PrefillManager::maybe_bootstrap(uint64_t room, Room& r) {
   }
   pipeline_->start_room(room, std::move(targets));
   board_.advance(room, RoomState::kWaitingForInput);
-  board_.set_deadline(room, now() + config_.options.waiting_timeout,
+  board_.set_deadline(room, now() + config_.options.waiting_timeout, FailureCause::kWaitingTimeout,
                       "waiting timeout: the transfer did not finish within " +
                           format_seconds(config_.options.waiting_timeout) + " of bootstrap");
   while (!r.waiting_chunks.empty()) {
@@ -291,16 +318,22 @@ void PrefillManager::drop_room(uint64_t room) {
   board_.erase(room);
 }
 
-void PrefillManager::fail_room(uint64_t room, const std::string& cause, const std::string& reason) {
+void PrefillManager::fail_room(uint64_t room, FailureCause cause, const std::string& reason,
+                               std::optional<FailureStage> stage) {
   Outbox out;
-  bool known = board_.fail(room, reason);
+  bool known = board_.fail(room, cause, reason, stage);
+  // The first failure is the one kept, told and counted; a room without a KVSender yet
+  // (no board entry) fails before it was bootstrapped.
+  RoomFailure failure{cause, stage.value_or(FailureStage::kBootstrap), reason};
+  if (auto kept = board_.get(room); kept && kept->state == RoomState::kFailed) {
+    failure = RoomFailure{kept->failure_cause, kept->failure_stage, kept->failure_reason};
+  }
   {
     MutexLock lock(mu_);
     auto it = rooms_.find(room);
     if (it == rooms_.end() && !known) return;
     if (it != rooms_.end()) {
-      proto::TransferStatus status = status_of(room, proto::TransferState::kFailed);
-      status.failure_reason = reason;
+      proto::TransferStatus status = failed_status(room, failure);
       for (const auto& [key, dest] : it->second.destinations) {
         if (!dest->is_dummy()) out.add(key, status);
       }
@@ -308,8 +341,8 @@ void PrefillManager::fail_room(uint64_t room, const std::string& cause, const st
     }
     drop_room(room);
   }
-  ended_.record(room, reason, now() + config_.options.bootstrap_timeout);
-  metrics_.room_failed(cause);
+  metrics_.room_failed(failure.cause);
+  ended_.record(room, std::move(failure), now() + config_.options.bootstrap_timeout);
   PDKV_LOG_WARN("room {} failed: {}", room, reason);
   flush(out);
 }
@@ -320,6 +353,15 @@ proto::TransferStatus PrefillManager::status_of(uint64_t room, proto::TransferSt
   status.state = state;
   status.prefill_engine_rank = identity_.engine_rank;
   status.prefill_attn_tp_rank = identity_.attn_tp_rank;
+  return status;
+}
+
+proto::TransferStatus PrefillManager::failed_status(uint64_t room,
+                                                    const RoomFailure& failure) const {
+  proto::TransferStatus status = status_of(room, proto::TransferState::kFailed);
+  status.failure_reason = failure.reason;
+  status.failure_cause = static_cast<uint8_t>(failure.cause);
+  status.failure_stage = static_cast<uint8_t>(failure.stage);
   return status;
 }
 
@@ -421,7 +463,9 @@ void PrefillManager::on_registration(proto::BufferRegistration reg) {
   }
   if (stale_engine_endpoint) pipeline_->reset_peer(*stale_engine_endpoint);
   if (layout.ok()) pipeline_->prepare_peer(engine_endpoint);
-  for (uint64_t room : orphaned) fail_room(room, "peer_restarted", "decode " + key + " restarted");
+  for (uint64_t room : orphaned) {
+    fail_room(room, FailureCause::kPeerRestarted, "decode " + key + " restarted");
+  }
   proto::RegistrationResult result;
   result.prefill = identity_;
   result.decode_incarnation = incarnation;
@@ -438,10 +482,10 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
   const std::string key = pre.decode.control_endpoint;
   const uint64_t room = pre.room;
   Status refused;
+  FailureCause refused_cause = FailureCause::kBadPreAllocation;
   if (auto ended = ended_.find(room, now())) {
-    // Crossed our failure on the wire: answer with its reason instead of opening a room.
-    proto::TransferStatus status = status_of(room, proto::TransferState::kFailed);
-    status.failure_reason = *ended;
+    // Crossed our failure on the wire: answer with it instead of opening a room.
+    proto::TransferStatus status = failed_status(room, *ended);
     Outbox out;
     out.add(key, std::move(status));
     flush(out);
@@ -457,11 +501,13 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
       refused = failed_precondition("pre-allocation from an earlier incarnation of decode " + key);
     } else if (!peer->second.layout_status.ok()) {
       refused = peer->second.layout_status;
+      refused_cause = FailureCause::kLayoutMismatch;
     } else {
       peer->second.liveness.heard();
       auto plan = DestinationPlan::create(config_.args, peer->second.registration, std::move(pre));
       if (!plan.ok()) {
         refused = plan.status();
+        if (refused.code() == StatusCode::kOutOfRange) refused_cause = FailureCause::kOutOfRange;
       } else {
         Room& r = rooms_[room];
         if (r.destinations.empty() && !r.sender_open) r.first_seen = now();
@@ -481,11 +527,11 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
     known = rooms_.count(room) > 0;
   }
   if (known) {
-    fail_room(room, "bad_pre_allocation", reason);
+    fail_room(room, refused_cause, reason);
   }
   // The sender of the bad pre-allocation is not a destination yet: tell it directly.
-  proto::TransferStatus status = status_of(room, proto::TransferState::kFailed);
-  status.failure_reason = reason;
+  proto::TransferStatus status =
+      failed_status(room, RoomFailure{refused_cause, FailureStage::kBootstrap, reason});
   Outbox out;
   out.add(key, std::move(status));
   flush(out);
@@ -494,6 +540,10 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
 void PrefillManager::on_abort(const proto::Abort& abort) {
   std::string reason = "aborted by decode " + abort.sender.control_endpoint +
                        (abort.reason.empty() ? "" : ": " + abort.reason);
+  // The decode's cause as seen from here (its own abort is an abort by the peer); a cause
+  // this build does not know still is the decode giving up on the room.
+  const FailureCause cause =
+      as_seen_by_peer(failure_cause_from_wire(abort.cause).value_or(FailureCause::kAbortedByPeer));
   {
     MutexLock lock(mu_);
     auto peer = decodes_.find(abort.sender.control_endpoint);
@@ -504,11 +554,13 @@ void PrefillManager::on_abort(const proto::Abort& abort) {
       // bootstrap timeout if no sender ever opens) so the sender fails when it opens.
       Room& r = rooms_[abort.room];
       if (r.first_seen == TimePoint{}) r.first_seen = now();
-      if (!r.aborted_early) r.aborted_early = std::move(reason);
+      if (!r.aborted_early) {
+        r.aborted_early = RoomFailure{cause, FailureStage::kBootstrap, std::move(reason)};
+      }
       return;
     }
   }
-  fail_room(abort.room, "aborted", reason);
+  fail_room(abort.room, cause, reason);
 }
 
 void PrefillManager::on_ping(const proto::Ping& ping) {
@@ -539,7 +591,7 @@ void PrefillManager::on_peer_gone(const std::string& endpoint) {
       endpoint, lost.size());
   pipeline_->reset_peer(engine_endpoint);
   for (uint64_t room : lost) {
-    fail_room(room, "peer_dead",
+    fail_room(room, FailureCause::kPeerDead,
               "decode " + endpoint + " is gone: its connection closed and it refuses new ones");
   }
 }
@@ -558,7 +610,9 @@ void PrefillManager::timer_loop() {
     if (stopping_) break;
     for (uint64_t room : board_.expire_overdue(now())) {
       auto status = board_.get(room);
-      fail_room(room, "timeout", status ? status->failure_reason : "timeout");
+      // The board failed it already with the deadline's cause; this tells the peers.
+      fail_room(room, status ? status->failure_cause : FailureCause::kInternal,
+                status ? status->failure_reason : "timeout");
     }
     ended_.purge(now());
     resend_statuses();
@@ -573,7 +627,7 @@ void PrefillManager::timer_loop() {
       }
     }
     for (uint64_t room : orphans) {
-      fail_room(room, "timeout",
+      fail_room(room, FailureCause::kBootstrapTimeout,
                 "bootstrap timeout: this prefill rank never received the request of room " +
                     std::to_string(room) + " within " +
                     format_seconds(config_.options.bootstrap_timeout));
@@ -647,7 +701,7 @@ void PrefillManager::check_liveness() {
   }
   flush(out);
   for (const auto& [room, key] : lost) {
-    fail_room(room, "peer_dead",
+    fail_room(room, FailureCause::kPeerDead,
               "decode " + key + " stopped answering for more than " + format_seconds(bound));
   }
 }

@@ -39,6 +39,7 @@
 #include "kv/destination_plan.h"
 #include "kv/ended_room_log.h"
 #include "kv/failed_peer_tracker.h"
+#include "kv/failure_cause.h"
 #include "kv/kv_args.h"
 #include "kv/manager_options.h"
 #include "kv/outbox.h"
@@ -104,7 +105,7 @@ class PrefillManager {
   const std::string& engine_endpoint() const { return engine_->endpoint(); }
   const KvArgs& args() const { return config_.args; }
 
-  // Stops every thread; rooms still open fail with "shutdown". Idempotent.
+  // Stops every thread; rooms still open fail (FailureCause::kShutdown). Idempotent.
   void shutdown();
 
  private:
@@ -118,7 +119,7 @@ class PrefillManager {
     bool sender_open = false;
     // A decode aborted the room before its KVSender existed: the sender fails at once
     // with this reason instead of waiting for pre-allocations that will not come.
-    std::optional<std::string> aborted_early;
+    std::optional<RoomFailure> aborted_early;
     int64_t num_pages = -1;
     std::optional<int64_t> aux_index;
     int64_t next_page = 0;
@@ -162,11 +163,14 @@ class PrefillManager {
   void expire_metadata_waits() PDKV_EXCLUDES(mu_);
 
   // Fails the room, notifies every non-dummy destination, and drops it from the tables.
-  void fail_room(uint64_t room, const std::string& cause, const std::string& reason)
-      PDKV_EXCLUDES(mu_);
+  // `stage` unset: the stage of the room's state (RoomStatusBoard::fail).
+  void fail_room(uint64_t room, FailureCause cause, const std::string& reason,
+                 std::optional<FailureStage> stage = std::nullopt) PDKV_EXCLUDES(mu_);
   void drop_room(uint64_t room) PDKV_REQUIRES(mu_);
   void fail_open_rooms() PDKV_EXCLUDES(mu_);  // shutdown
   proto::TransferStatus status_of(uint64_t room, proto::TransferState state) const;
+  // A Failed status carrying the failure's reason, cause and stage.
+  proto::TransferStatus failed_status(uint64_t room, const RoomFailure& failure) const;
   // Sends what `out` holds; what the channel refuses (the decode's queue full) is kept
   // and retried by the timer for up to kStatusRetryWindow: a lost Success would otherwise
   // fail a finished room on the decode's waiting timeout.

@@ -64,9 +64,10 @@ void PrefillManager::expire_metadata_waits() {
     }
   }
   for (uint64_t room : expired) {
-    fail_room(room, "timeout",
+    fail_room(room, FailureCause::kMetadataTimeout,
               "the first token of room " + std::to_string(room) + " was not published within " +
-                  std::to_string(config_.options.metadata_timeout.count()) + " ms");
+                  std::to_string(config_.options.metadata_timeout.count()) + " ms",
+              FailureStage::kCompletion);
   }
 }
 

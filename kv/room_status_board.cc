@@ -3,11 +3,13 @@
 namespace pdkv::kv {
 
 std::shared_ptr<const RoomHandle> RoomStatusBoard::open(uint64_t room, TimePoint deadline,
+                                                        FailureCause expiry_cause,
                                                         std::string expiry_reason) {
   MutexLock lock(mu_);
   auto [it, inserted] = rooms_.try_emplace(room);
   if (!is_terminal(it->second.status.state)) {
     it->second.deadline = deadline;
+    it->second.expiry_cause = expiry_cause;
     it->second.expiry_reason = std::move(expiry_reason);
   }
   if (inserted) {
@@ -32,14 +34,17 @@ std::optional<RoomState> RoomStatusBoard::advance(uint64_t room, RoomState state
   return merged;
 }
 
-bool RoomStatusBoard::fail(uint64_t room, const std::string& reason) {
+bool RoomStatusBoard::fail(uint64_t room, FailureCause cause, const std::string& reason,
+                           std::optional<FailureStage> stage) {
   MutexLock lock(mu_);
   auto it = rooms_.find(room);
   if (it == rooms_.end()) return false;
   RoomStatus& status = it->second.status;
   if (status.state == RoomState::kSuccess) return true;  // terminal; nothing to fail
   if (status.state != RoomState::kFailed) {
+    status.failure_stage = stage.value_or(stage_of(status.state));
     status.state = RoomState::kFailed;
+    status.failure_cause = cause;
     status.failure_reason = reason;
     it->second.handle->set(status);
     it->second.deadline.reset();
@@ -48,11 +53,13 @@ bool RoomStatusBoard::fail(uint64_t room, const std::string& reason) {
   return true;
 }
 
-void RoomStatusBoard::set_deadline(uint64_t room, TimePoint deadline, std::string expiry_reason) {
+void RoomStatusBoard::set_deadline(uint64_t room, TimePoint deadline, FailureCause expiry_cause,
+                                   std::string expiry_reason) {
   MutexLock lock(mu_);
   auto it = rooms_.find(room);
   if (it == rooms_.end() || is_terminal(it->second.status.state)) return;
   it->second.deadline = deadline;
+  it->second.expiry_cause = expiry_cause;
   it->second.expiry_reason = std::move(expiry_reason);
 }
 
@@ -68,7 +75,9 @@ std::vector<uint64_t> RoomStatusBoard::expire_overdue(TimePoint now) {
   MutexLock lock(mu_);
   for (auto& [room, entry] : rooms_) {
     if (!entry.deadline || *entry.deadline > now || is_terminal(entry.status.state)) continue;
+    entry.status.failure_stage = stage_of(entry.status.state);
     entry.status.state = RoomState::kFailed;
+    entry.status.failure_cause = entry.expiry_cause;
     entry.status.failure_reason = entry.expiry_reason;
     entry.handle->set(entry.status);
     entry.deadline.reset();

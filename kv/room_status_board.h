@@ -4,9 +4,9 @@
 // Deadlines replace the reference's dead timeouts (SPEC §10 item 5): a room carries at
 // most one deadline at a time (bootstrap timeout until it is bootstrapped, then the
 // waiting timeout until it ends); expire_overdue() fails every room past its deadline
-// with the reason given when the deadline was set. The failure reason kept is the first
-// one: later failures are usually consequences of the first (a peer that died makes
-// every later send fail too), and the first is what an operator needs.
+// with the cause and reason given when the deadline was set. The failure kept (cause,
+// stage, reason) is the first one: later failures are usually consequences of the first (a peer
+// that died makes every later send fail too), and the first is what an operator needs.
 //
 // Thread safety: every method may be called from any thread.
 #pragma once
@@ -20,13 +20,18 @@
 
 #include "common/clock.h"
 #include "common/mutex.h"
+#include "kv/failure_cause.h"
 #include "kv/room_state.h"
 
 namespace pdkv::kv {
 
 struct RoomStatus {
   RoomState state = RoomState::kBootstrapping;
-  std::string failure_reason;  // empty unless Failed
+  // Meaningful only when Failed: why (typed, for branching and metrics), where, and the
+  // human message (empty unless Failed).
+  FailureCause failure_cause = FailureCause::kInternal;
+  FailureStage failure_stage = FailureStage::kBootstrap;
+  std::string failure_reason;
 };
 
 // A room's status as its KVSender / KVReceiver sees it. The board writes through it on
@@ -58,18 +63,21 @@ class RoomStatusBoard {
   // Adds `room` in Bootstrapping (or keeps an existing entry) and arms its deadline.
   // Returns the room's handle (the same one for every open of the same entry).
   std::shared_ptr<const RoomHandle> open(uint64_t room, TimePoint deadline,
-                                         std::string expiry_reason);
+                                         FailureCause expiry_cause, std::string expiry_reason);
 
   // Applies merge_room_state(); an unknown room is ignored (a late message for a room
   // that already ended must not recreate it). Returns the resulting state, or nullopt
   // for an unknown room.
   std::optional<RoomState> advance(uint64_t room, RoomState state);
 
-  // Marks a known room Failed, keeping the first reason. Returns false if unknown.
-  bool fail(uint64_t room, const std::string& reason);
+  // Marks a known room Failed, keeping the first failure. `stage` unset = the stage of
+  // the room's current state (stage_of()). Returns false if unknown.
+  bool fail(uint64_t room, FailureCause cause, const std::string& reason,
+            std::optional<FailureStage> stage = std::nullopt);
 
   // Replaces the deadline of a room that is not terminal.
-  void set_deadline(uint64_t room, TimePoint deadline, std::string expiry_reason);
+  void set_deadline(uint64_t room, TimePoint deadline, FailureCause expiry_cause,
+                    std::string expiry_reason);
 
   std::optional<RoomStatus> get(uint64_t room) const;
 
@@ -91,6 +99,7 @@ class RoomStatusBoard {
     RoomStatus status;
     std::shared_ptr<RoomHandle> handle = std::make_shared<RoomHandle>();
     std::optional<TimePoint> deadline;
+    FailureCause expiry_cause = FailureCause::kBootstrapTimeout;
     std::string expiry_reason;
   };
 

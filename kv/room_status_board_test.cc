@@ -12,40 +12,44 @@ using std::chrono::milliseconds;
 TEST(RoomStatusBoardTest, UnknownRoomIsNotRecreatedByLateMessages) {
   RoomStatusBoard board;
   EXPECT_FALSE(board.advance(7, RoomState::kSuccess).has_value());
-  EXPECT_FALSE(board.fail(7, "late failure"));
+  EXPECT_FALSE(board.fail(7, FailureCause::kInternal, "late failure"));
   EXPECT_EQ(board.size(), 0u);
 }
 
 TEST(RoomStatusBoardTest, AdvanceFollowsMergeRule) {
   RoomStatusBoard board;
-  board.open(1, now() + milliseconds(10000), "bootstrap timeout");
+  board.open(1, now() + milliseconds(10000), FailureCause::kBootstrapTimeout, "bootstrap timeout");
   EXPECT_EQ(*board.advance(1, RoomState::kWaitingForInput), RoomState::kWaitingForInput);
   EXPECT_EQ(*board.advance(1, RoomState::kBootstrapping), RoomState::kWaitingForInput);
   EXPECT_EQ(*board.advance(1, RoomState::kSuccess), RoomState::kSuccess);
-  EXPECT_TRUE(board.fail(1, "too late"));
+  EXPECT_TRUE(board.fail(1, FailureCause::kInternal, "too late"));
   EXPECT_EQ(board.get(1)->state, RoomState::kSuccess);
 }
 
 TEST(RoomStatusBoardTest, FirstFailureReasonIsKept) {
   RoomStatusBoard board;
-  board.open(2, now() + milliseconds(10000), "x");
-  board.fail(2, "peer 10.0.0.1:5 died");
-  board.fail(2, "status send failed");
+  board.open(2, now() + milliseconds(10000), FailureCause::kBootstrapTimeout, "x");
+  board.fail(2, FailureCause::kPeerDead, "peer 10.0.0.1:5 died");
+  board.fail(2, FailureCause::kLinkLost, "status send failed");
   EXPECT_EQ(board.get(2)->failure_reason, "peer 10.0.0.1:5 died");
+  EXPECT_EQ(board.get(2)->failure_cause, FailureCause::kPeerDead);
   EXPECT_EQ(*board.advance(2, RoomState::kSuccess), RoomState::kFailed);
 }
 
 TEST(RoomStatusBoardTest, ExpireOverdueFailsWithDeadlineReason) {
   RoomStatusBoard board;
   TimePoint t0 = now();
-  board.open(3, t0 + milliseconds(100), "bootstrap timeout after 0.1 s");
-  board.open(4, t0 + milliseconds(500), "other");
+  board.open(3, t0 + milliseconds(100), FailureCause::kBootstrapTimeout,
+             "bootstrap timeout after 0.1 s");
+  board.open(4, t0 + milliseconds(500), FailureCause::kBootstrapTimeout, "other");
   EXPECT_TRUE(board.expire_overdue(t0 + milliseconds(50)).empty());
   auto expired = board.expire_overdue(t0 + milliseconds(200));
   ASSERT_EQ(expired.size(), 1u);
   EXPECT_EQ(expired[0], 3u);
   EXPECT_EQ(board.get(3)->state, RoomState::kFailed);
   EXPECT_EQ(board.get(3)->failure_reason, "bootstrap timeout after 0.1 s");
+  EXPECT_EQ(board.get(3)->failure_cause, FailureCause::kBootstrapTimeout);
+  EXPECT_EQ(board.get(3)->failure_stage, FailureStage::kBootstrap);
   EXPECT_EQ(board.get(4)->state, RoomState::kBootstrapping);
   EXPECT_EQ(*board.next_deadline(), t0 + milliseconds(500));
 }
@@ -53,27 +57,41 @@ TEST(RoomStatusBoardTest, ExpireOverdueFailsWithDeadlineReason) {
 TEST(RoomStatusBoardTest, TerminalRoomsLoseTheirDeadline) {
   RoomStatusBoard board;
   TimePoint t0 = now();
-  board.open(5, t0 + milliseconds(100), "timeout");
+  board.open(5, t0 + milliseconds(100), FailureCause::kBootstrapTimeout, "timeout");
   board.advance(5, RoomState::kSuccess);
   EXPECT_TRUE(board.expire_overdue(t0 + milliseconds(1000)).empty());
   EXPECT_FALSE(board.next_deadline().has_value());
-  board.set_deadline(5, t0, "ignored for a terminal room");
+  board.set_deadline(5, t0, FailureCause::kWaitingTimeout, "ignored for a terminal room");
   EXPECT_FALSE(board.next_deadline().has_value());
 }
 
 TEST(RoomStatusBoardTest, SetDeadlineReplacesTheArmedOne) {
   RoomStatusBoard board;
   TimePoint t0 = now();
-  board.open(6, t0 + milliseconds(100), "bootstrap timeout");
-  board.set_deadline(6, t0 + milliseconds(900), "waiting timeout");
+  board.open(6, t0 + milliseconds(100), FailureCause::kBootstrapTimeout, "bootstrap timeout");
+  board.set_deadline(6, t0 + milliseconds(900), FailureCause::kWaitingTimeout, "waiting timeout");
   EXPECT_TRUE(board.expire_overdue(t0 + milliseconds(200)).empty());
   ASSERT_EQ(board.expire_overdue(t0 + milliseconds(1000)).size(), 1u);
   EXPECT_EQ(board.get(6)->failure_reason, "waiting timeout");
+  EXPECT_EQ(board.get(6)->failure_cause, FailureCause::kWaitingTimeout);
+}
+
+TEST(RoomStatusBoardTest, FailureStageIsTheStateTheRoomFailedIn) {
+  RoomStatusBoard board;
+  board.open(11, now() + milliseconds(60000), FailureCause::kBootstrapTimeout, "t");
+  board.advance(11, RoomState::kTransferring);
+  board.fail(11, FailureCause::kLinkLost, "connection reset");
+  EXPECT_EQ(board.get(11)->failure_stage, FailureStage::kTransfer);
+  board.open(12, now() + milliseconds(60000), FailureCause::kBootstrapTimeout, "t");
+  board.advance(12, RoomState::kTransferring);
+  board.fail(12, FailureCause::kMetadataTimeout, "no first token", FailureStage::kCompletion);
+  EXPECT_EQ(board.get(12)->failure_stage, FailureStage::kCompletion);
+  EXPECT_EQ(board.get(12)->failure_cause, FailureCause::kMetadataTimeout);
 }
 
 TEST(RoomStatusBoardTest, WaitForChangeWakesOnAdvanceAndTimesOut) {
   RoomStatusBoard board;
-  board.open(8, now() + milliseconds(60000), "t");
+  board.open(8, now() + milliseconds(60000), FailureCause::kBootstrapTimeout, "t");
   std::thread t([&] {
     std::this_thread::sleep_for(milliseconds(20));
     board.advance(8, RoomState::kSuccess);
@@ -91,10 +109,11 @@ TEST(RoomStatusBoardTest, WaitForChangeWakesOnAdvanceAndTimesOut) {
 
 TEST(RoomStatusBoardTest, HandleKeepsFinalStateAfterErase) {
   RoomStatusBoard board;
-  auto handle = board.open(10, now() + milliseconds(60000), "t");
+  auto handle = board.open(10, now() + milliseconds(60000), FailureCause::kBootstrapTimeout, "t");
   EXPECT_EQ(handle->status().state, RoomState::kBootstrapping);
-  EXPECT_EQ(board.open(10, now() + milliseconds(60000), "t"), handle);
-  board.fail(10, "decode aborted");
+  EXPECT_EQ(board.open(10, now() + milliseconds(60000), FailureCause::kBootstrapTimeout, "t"),
+            handle);
+  board.fail(10, FailureCause::kAbortedByPeer, "decode aborted");
   board.erase(10);
   EXPECT_EQ(handle->status().state, RoomState::kFailed);
   EXPECT_EQ(handle->status().failure_reason, "decode aborted");
@@ -102,7 +121,7 @@ TEST(RoomStatusBoardTest, HandleKeepsFinalStateAfterErase) {
 
 TEST(RoomStatusBoardTest, EraseRemovesAndWakesWaiters) {
   RoomStatusBoard board;
-  board.open(9, now() + milliseconds(60000), "t");
+  board.open(9, now() + milliseconds(60000), FailureCause::kBootstrapTimeout, "t");
   std::thread t([&] {
     std::this_thread::sleep_for(milliseconds(20));
     board.erase(9);

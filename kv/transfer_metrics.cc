@@ -14,10 +14,10 @@ void TransferMetrics::room_succeeded(double latency_ms) {
   latency_sum_ms_ += latency_ms;
 }
 
-void TransferMetrics::room_failed(const std::string& cause) {
+void TransferMetrics::room_failed(FailureCause cause) {
   failed_.fetch_add(1, std::memory_order_relaxed);
   MutexLock lock(mu_);
-  ++causes_[cause];
+  ++causes_[std::string(to_string(cause))];
 }
 
 void TransferMetrics::wrote(uint64_t bytes, uint64_t blocks) {

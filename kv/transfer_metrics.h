@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/mutex.h"
+#include "kv/failure_cause.h"
 
 namespace pdkv::kv {
 
@@ -26,7 +27,7 @@ struct TransferMetricsSnapshot {
   uint64_t rooms_failed = 0;
   uint64_t bytes_written = 0;
   uint64_t blocks_written = 0;
-  std::map<std::string, uint64_t> failures_by_cause;
+  std::map<std::string, uint64_t> failures_by_cause;  // keyed by to_string(FailureCause)
   std::array<uint64_t, kLatencyBucketsMs.size()> latency_buckets{};  // cumulative
   uint64_t latency_count = 0;
   double latency_sum_ms = 0;
@@ -36,8 +37,8 @@ struct TransferMetricsSnapshot {
 class TransferMetrics {
  public:
   void room_succeeded(double latency_ms);
-  // `cause` is a short stable label ("peer_dead", "timeout", "aborted", ...).
-  void room_failed(const std::string& cause);
+  // Counted under the cause's stable label (to_string(FailureCause)), the metric label.
+  void room_failed(FailureCause cause);
   void wrote(uint64_t bytes, uint64_t blocks);
   void queue_depth_delta(int64_t delta) { queued_.fetch_add(delta, std::memory_order_relaxed); }
 

@@ -20,6 +20,17 @@ bool is_rejection(const Status& s) {
          s.code() == StatusCode::kFailedPrecondition;
 }
 
+// Why a batch that failed for good fails its rooms. A rejection is the decode refusing a
+// destination (outside its registered memory); Aborted is our own close of a connection
+// that kept breaking, so it is the link too.
+FailureCause cause_of_batch_failure(const Status& s) {
+  if (is_rejection(s)) return FailureCause::kOutOfRange;
+  if (is_transient_transfer_error(s) || s.code() == StatusCode::kAborted) {
+    return FailureCause::kLinkLost;
+  }
+  return FailureCause::kInternal;
+}
+
 }  // namespace
 
 TransferPipeline::TransferPipeline(engine::TransferEngine& engine, PipelineOptions options,
@@ -149,7 +160,7 @@ void TransferPipeline::run() {
     // Report outside any lock; the hooks may call back into the pipeline.
     std::vector<uint64_t> finished;
     finished.swap(finished_);
-    std::vector<std::tuple<uint64_t, std::string, std::string>> failed;
+    std::vector<std::tuple<uint64_t, FailureCause, std::string>> failed;
     failed.swap(failed_);
     for (auto& [room, cause, reason] : failed) hooks_.on_failed(room, cause, reason);
     if (!finished.empty()) hooks_.on_transferred(finished);
@@ -232,7 +243,7 @@ PeerLink& TransferPipeline::link_for(const std::string& endpoint) {
   return *link;
 }
 
-void TransferPipeline::fail(uint64_t room, const std::string& cause, const std::string& reason) {
+void TransferPipeline::fail(uint64_t room, FailureCause cause, const std::string& reason) {
   if (rooms_.count(room) == 0) return;
   erase_room(room);
   failed_.emplace_back(room, cause, reason);
@@ -271,9 +282,12 @@ bool TransferPipeline::plan_room(uint64_t room, RoomState& r) {
     std::optional<int64_t> wait_for;
     Status planned = plan_job(r, r.jobs.front(), &wait_for);
     if (!planned.ok()) {
-      // The reason names the destination; the cause says whether it was a refusal.
-      const bool refused = planned.code() == StatusCode::kUnavailable;
-      fail(room, refused ? "peer_dead" : "transfer_failed", planned.message());
+      // The reason names the destination. Unavailable is the circuit breaker: the last
+      // transfer to that decode failed after every retry.
+      FailureCause cause = FailureCause::kInternal;
+      if (planned.code() == StatusCode::kUnavailable) cause = FailureCause::kLinkLost;
+      if (planned.code() == StatusCode::kOutOfRange) cause = FailureCause::kOutOfRange;
+      fail(room, cause, planned.message());
       return true;
     }
     if (!alive(key)) return true;
@@ -534,7 +548,7 @@ void TransferPipeline::handle_batch_failure(PeerLink& link, WriteBatch batch,
     return;
   }
   if (status.code() != StatusCode::kAborted) failed_peers_.mark_failed(batch.endpoint);
-  const std::string cause = status.code() == StatusCode::kAborted ? "aborted" : "transfer_failed";
+  const FailureCause cause = cause_of_batch_failure(status);
   for (const RoomKey& k : keys) {
     const RoomState* r = find_room(k);
     if (r == nullptr) continue;
@@ -548,7 +562,7 @@ void TransferPipeline::give_up_link(PeerLink& link, const Status& why) {
   for (const RoomKey& k : link.take_all_rooms()) {
     const RoomState* r = find_room(k);
     if (r == nullptr) continue;
-    fail(k.room, "peer_dead",
+    fail(k.room, FailureCause::kLinkLost,
          "cannot send KV of room " + std::to_string(k.room) + " to decode " +
              decode_name(*r, link.endpoint()) + ": " + why.to_string());
   }

@@ -20,8 +20,9 @@
 // after a backoff, up to `transfer_attempts` in all (batches are idempotent: same bytes to
 // the same addresses, read by nobody before the status). A batch of several rooms that
 // the decode rejected (a bad destination) is split per room so only the guilty room
-// fails. Anything else fails the batch's rooms, and (unless aborted) opens the peer's
-// circuit breaker (FailedPeerTracker), which fails later rooms to it at once.
+// fails (kOutOfRange). Anything else fails the batch's rooms (kLinkLost once the retries
+// are spent), and (unless aborted) opens the peer's circuit breaker (FailedPeerTracker),
+// which fails later rooms to it at once.
 //
 // Thread safety: public methods may be called from any thread and never block (except
 // stop()). Hooks run on the dispatcher thread with no pipeline lock held; they may call
@@ -43,6 +44,7 @@
 #include "engine/transfer_engine.h"
 #include "kv/destination_plan.h"
 #include "kv/failed_peer_tracker.h"
+#include "kv/failure_cause.h"
 #include "kv/peer_link.h"
 #include "kv/session_connector.h"
 #include "kv/step_counter.h"
@@ -95,8 +97,7 @@ class TransferPipeline {
     // Rooms whose last chunk was planned and every planned byte acknowledged.
     std::function<void(const std::vector<uint64_t>& rooms)> on_transferred;
     // A room the pipeline failed (not called for cancel_room()).
-    std::function<void(uint64_t room, const std::string& cause, const std::string& reason)>
-        on_failed;
+    std::function<void(uint64_t room, FailureCause cause, const std::string& reason)> on_failed;
   };
 
   // Every reference outlives the pipeline.
@@ -184,7 +185,7 @@ class TransferPipeline {
   void submit_link(PeerLink& link, TimePoint now, std::optional<TimePoint>* wake_at);
   void handle_batch_failure(PeerLink& link, WriteBatch batch, const Status& status);
   void give_up_link(PeerLink& link, const Status& why);
-  void fail(uint64_t room, const std::string& cause, const std::string& reason);
+  void fail(uint64_t room, FailureCause cause, const std::string& reason);
   // Ends the room if nothing is left of it (r is gone then).
   void maybe_finished(uint64_t room, RoomState& r);
   // The room `key` names if it is still the same room; nullptr once it ended.
@@ -219,8 +220,8 @@ class TransferPipeline {
   std::unordered_map<uint64_t, WriteBatch> inflight_;
   uint64_t next_serial_ = 1;
   uint64_t next_batch_id_ = 1;
-  std::vector<uint64_t> finished_;                                      // this pass
-  std::vector<std::tuple<uint64_t, std::string, std::string>> failed_;  // this pass
+  std::vector<uint64_t> finished_;                                       // this pass
+  std::vector<std::tuple<uint64_t, FailureCause, std::string>> failed_;  // this pass
   std::vector<plan::Block> scratch_;
 
   std::unique_ptr<SessionConnector> connector_;

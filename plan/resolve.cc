@@ -103,7 +103,16 @@ Result<ResolvedIndices> resolve_indices(std::span<const int64_t> src_pages,
   if (src_l15 && !dst_l15) {
     PDKV_RETURN_IF_ERROR(require_src(*src_l15));
     PDKV_RETURN_IF_ERROR(masked(dst, *src_l15->page_transfer_mask, "ON/OFF", out.dst_pages));
-    out.src_pages.assign(src_l15->page_local_indices->begin(), src_l15->page_local_indices->end());
+    const auto local = *src_l15->page_local_indices;
+    if (local.size() != out.dst_pages.size()) {
+      // The reference pairs the two lists as they are and the block planner stops at the
+      // shorter one, so every page after the first missing local index would be copied
+      // from its neighbour's source page, or not at all.
+      return invalid_argument(
+          "ON/OFF: prefill page_local_indices must hold one page per page the mask owns " +
+          len_text(local.size(), out.dst_pages.size()));
+    }
+    out.src_pages.assign(local.begin(), local.end());
     return out;
   }
 

@@ -5,14 +5,17 @@
 // and dst_pages[slice] (Python slice rules), truncate both to the shorter length n; n == 0
 // gives two empty lists whatever the metadata; otherwise apply the mode:
 //   OFF/OFF  src[:n]                         dst[:n]
-//   ON/OFF   src_local (whole)               dst[:n][src_mask]        len(src_mask) == n
+//   ON/OFF   src_local (whole)               dst[:n][src_mask]        len(src_mask) == n,
+//                                                                     len(src_local) == owned
 //   OFF/ON   src[:n][dmask[sl]]              dst_local[dmap[sl][dmask[sl]]]
 //   ON/ON    src_local[cumsum(src_mask)-1][:n][c]   dst_local[dmap[sl][:n][c]]
 //            with c = src_mask[:n] & dmask[sl][:n]
 // Where the reference would raise (missing metadata, boolean mask of the wrong length,
 // index outside the local list) this returns InvalidArgument / OutOfRange instead, so
-// no mode ever yields an index the caller did not supply. Masks are bytes, non-zero =
-// owned. Pure; safe to call concurrently.
+// no mode ever yields an index the caller did not supply. ON/OFF also fails where the
+// reference returns two lists of different lengths (a local list that does not hold one
+// page per owned page): callers would pair them up to the shorter one, a wrong plan.
+// Masks are bytes, non-zero = owned. Pure; safe to call concurrently.
 #pragma once
 
 #include <cstdint>

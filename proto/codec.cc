@@ -123,6 +123,8 @@ Multipart encode(const TransferStatus& m) {
   put_optional(&b, m.checksum_crc32c);
   put_bytes(&b, m.failure_reason);
   put_array<uint64_t>(&b, m.checksum_ranges);
+  put_u8(&b, m.failure_cause);
+  put_u8(&b, m.failure_stage);
   return frame(MessageType::kTransferStatus, std::move(b));
 }
 
@@ -139,6 +141,8 @@ Result<TransferStatus> decode_transfer_status(FrameViews frames) {
   m.checksum_crc32c = read_optional<uint32_t>(r, "checksum_crc32c");
   m.failure_reason = r.bytes("failure_reason", kMaxReasonBytes);
   m.checksum_ranges = r.array<uint64_t>("checksum_ranges", kMaxChecksumRangeWords);
+  m.failure_cause = r.u8("failure_cause");
+  m.failure_stage = r.u8("failure_stage");
   if (r.ok() && m.bootstrap_token < -1) {
     r.fail("bootstrap_token",
            fmt::format("{} is negative (only -1 means none)", m.bootstrap_token));
@@ -161,6 +165,7 @@ Multipart encode(const Abort& m) {
   put_u64(&b, m.room);
   put_identity(&b, m.sender);
   put_bytes(&b, m.reason);
+  put_u8(&b, m.cause);
   return frame(MessageType::kAbort, std::move(b));
 }
 
@@ -171,6 +176,7 @@ Result<Abort> decode_abort(FrameViews frames) {
   m.room = r.u64("room");
   m.sender = read_identity(r);
   m.reason = r.bytes("reason", kMaxReasonBytes);
+  m.cause = r.u8("cause");
   PDKV_RETURN_IF_ERROR(r.finish());
   return m;
 }

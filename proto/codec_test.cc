@@ -51,7 +51,7 @@ TEST(CodecTest, TypedDecoderRejectsAnotherType) {
 // Pins the header bytes: a change here is a protocol change (bump kProtocolVersion).
 TEST(CodecTest, HeaderBytesArePinned) {
   Multipart f = encode(Ping{RankIdentity{}, 0});
-  std::string expected("PDKV\x02\x00\x06\x00", 8);
+  std::string expected("PDKV\x03\x00\x06\x00", 8);
   put_u32(&expected, static_cast<uint32_t>(f[1].size()));
   put_u32(&expected, 0);
   EXPECT_EQ(f[0], expected);
@@ -59,8 +59,17 @@ TEST(CodecTest, HeaderBytesArePinned) {
 
 // Pins a whole small body so the field order cannot drift silently.
 TEST(CodecTest, TransferStatusBodyIsPinned) {
-  TransferStatus st{
-      0x0102030405060708ull, TransferState::kSuccess, 3, 1, -1, {9}, 0xaabbccdd, "no", {0x10, 4}};
+  TransferStatus st{0x0102030405060708ull,
+                    TransferState::kSuccess,
+                    3,
+                    1,
+                    -1,
+                    {9},
+                    0xaabbccdd,
+                    "no",
+                    {0x10, 4},
+                    7,
+                    2};
   Multipart f = encode(st);
   std::string e;
   e += std::string("\x08\x07\x06\x05\x04\x03\x02\x01", 8);  // room
@@ -72,17 +81,18 @@ TEST(CodecTest, TransferStatusBodyIsPinned) {
   e += std::string("\x02\x00\x00\x00no", 6);                // reason
   e += std::string("\x02\x00\x00\x00", 4);                  // 2 range words
   e += std::string("\x10\0\0\0\0\0\0\0\x04\0\0\0\0\0\0\0", 16);
+  e += std::string("\x07\x02", 2);  // failure cause, stage
   EXPECT_EQ(f[1], e);
 }
 
 TEST(CodecTest, OtherProtocolVersionNamesBothVersions) {
   Multipart f = encode(Ping{RankIdentity{}, 0});
-  f[0][4] = 3;
+  f[0][4] = 4;
   auto views = views_of(f);
   auto r = decode_message(views);
   ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("version 4"), std::string::npos);
   EXPECT_NE(r.status().message().find("version 3"), std::string::npos);
-  EXPECT_NE(r.status().message().find("version 2"), std::string::npos);
 }
 
 TEST(CodecTest, BadMagicTypeFlagsAndFrameCountAreRejected) {

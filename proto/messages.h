@@ -165,6 +165,11 @@ struct TransferStatus {
   // order the bytes were summed (crc32c of their concatenation): the decode re-reads
   // exactly those bytes, after checking that each lies in memory it registered.
   std::vector<uint64_t> checksum_ranges;
+  // Failed only: why and where, as kv::FailureCause / kv::FailureStage values (kv/
+  // failure_cause.h). Plain bytes here, so the codec accepts any value and a cause this
+  // build does not know reads as "internal" in kv instead of failing the message.
+  uint8_t failure_cause = 0;
+  uint8_t failure_stage = 0;
   bool operator==(const TransferStatus&) const = default;
 };
 
@@ -173,6 +178,7 @@ struct Abort {
   uint64_t room = 0;
   RankIdentity sender;
   std::string reason;
+  uint8_t cause = 0;  // why the sender gave up, a kv::FailureCause value (see TransferStatus)
   bool operator==(const Abort&) const = default;
 };
 

@@ -153,6 +153,8 @@ TransferStatus random_status(Gen& g) {
     }
   }
   m.failure_reason = g.text(100);
+  m.failure_cause = static_cast<uint8_t>(g.u32());
+  m.failure_stage = static_cast<uint8_t>(g.u32());
   return m;
 }
 
@@ -164,7 +166,9 @@ Message random_message(uint64_t seed) {
     case 0: return random_registration(g);
     case 1: return random_pre_allocation(g);
     case 2: return random_status(g);
-    case 3: return Abort{g.u64(), random_identity(g), g.text(kMaxReasonBytes)};
+    case 3:
+      return Abort{g.u64(), random_identity(g), g.text(kMaxReasonBytes),
+                   static_cast<uint8_t>(g.u32())};
     case 4: return RegistrationResult{random_identity(g), g.u64(), g.coin(), g.text(200)};
     case 5: return Ping{random_identity(g), g.u64()};
     default: return Pong{random_identity(g), g.u64()};
@@ -197,7 +201,7 @@ std::vector<Message> sample_messages(uint64_t seed) {
                    Fragment{BufferKind::kMambaState, 3, 1, 0, 4096, 4096, 0, 0, 4096, 1}};
 
   TransferStatus st{seed * 1000 + 7, TransferState::kSuccess, 5, 1, 42, {7, 8, 9}, 0xdeadbeef, ""};
-  Abort ab{seed * 1000 + 7, sample_identity(Role::kPrefill, 5), "embedding never arrived"};
+  Abort ab{seed * 1000 + 7, sample_identity(Role::kPrefill, 5), "embedding never arrived", 8};
   RegistrationResult rr{sample_identity(Role::kPrefill, 5), reg.decode.incarnation, false,
                         "page_layout differs: prefill NHD, decode HND"};
   Ping ping{reg.decode, seed};

@@ -21,7 +21,8 @@ namespace pdkv::proto {
 
 inline constexpr char kMagic[4] = {'P', 'D', 'K', 'V'};
 // Bump on any change to a body layout; peers of another version are rejected.
-inline constexpr uint16_t kProtocolVersion = 2;  // 2: TransferStatus.checksum_ranges
+// 2: TransferStatus.checksum_ranges; 3: failure causes in TransferStatus and Abort.
+inline constexpr uint16_t kProtocolVersion = 3;
 inline constexpr size_t kHeaderBytes = 16;
 // Bodies are bounded so a receiver can cap ZMQ_MAXMSGSIZE; 16 M pages of i64 fit.
 inline constexpr uint64_t kMaxBodyBytes = uint64_t{256} << 20;

@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/backends/shm/testing/backend_harness.h"
-#include "engine/backends/shm/testing/peer_process.h"
+#include "engine/conformance/backend_harness.h"
+#include "engine/conformance/peer_process.h"
 #include "engine/transfer_engine.h"
 
 namespace pdkv::engine::testing {

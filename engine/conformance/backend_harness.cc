@@ -1,4 +1,4 @@
-#include "engine/backends/shm/testing/backend_harness.h"
+#include "engine/conformance/backend_harness.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

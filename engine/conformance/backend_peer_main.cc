@@ -9,7 +9,7 @@
 #include <iostream>
 #include <string>
 
-#include "engine/backends/shm/testing/backend_harness.h"
+#include "engine/conformance/backend_harness.h"
 
 using namespace pdkv::engine::testing;
 

@@ -1,4 +1,4 @@
-#include "engine/backends/shm/testing/peer_process.h"
+#include "engine/conformance/peer_process.h"
 
 #include <signal.h>
 #include <spawn.h>

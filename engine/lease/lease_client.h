@@ -15,23 +15,16 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/backends/shm/wire.h"
+#include "engine/lease/messages.h"
+#include "engine/lease/wire.h"
 
-namespace pdkv::engine::shm {
+namespace pdkv::engine::lease {
 
 struct PeerHello {
   uint32_t pid = 0;
   std::string host_identity;
   int lease_ms = 0;
   std::string extra;  // backend-specific (LeaseServerHooks::hello_extra)
-};
-
-struct Grant {
-  bool ok = false;
-  uint32_t bad_index = 0;  // index within the part when !ok
-  uint64_t first_bad = 0;
-  uint64_t regions_epoch = 0;
-  std::string message;
 };
 
 class LeaseClient {
@@ -48,8 +41,8 @@ class LeaseClient {
   // `dst_ranges` holds (dst, length) pairs of the part. Waits for the grant until deadline.
   Result<Grant> lease(uint64_t part_id, std::span<const uint64_t> dst_ranges, TimePoint deadline);
   Status done(uint64_t part_id, TimePoint deadline);
-  // UCX only: fetches the peer's region table (kRegions payload).
-  Result<std::vector<uint8_t>> regions(TimePoint deadline);
+  // UCX only: fetches the peer's region table (DataLoss if it is malformed).
+  Result<RegionTable> regions(TimePoint deadline);
 
   // True if the peer closed the connection or sent something unasked (it never speaks
   // while we hold a lease, so anything readable then means it is gone). Does not block.
@@ -62,4 +55,4 @@ class LeaseClient {
   std::vector<uint8_t> buf_;
 };
 
-}  // namespace pdkv::engine::shm
+}  // namespace pdkv::engine::lease

@@ -1,4 +1,4 @@
-#include "engine/backends/shm/lease_server.h"
+#include "engine/lease/lease_server.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -7,9 +7,10 @@
 #include <optional>
 
 #include "common/logging.h"
+#include "engine/lease/messages.h"
 #include "engine/memory_registry.h"
 
-namespace pdkv::engine::shm {
+namespace pdkv::engine::lease {
 namespace {
 
 // Idle connections wait "forever"; the destructor wakes them with shutdown().
@@ -103,66 +104,50 @@ Status LeaseServer::handshake(Socket& sock) {
   std::vector<uint8_t> payload;
   PDKV_RETURN_IF_ERROR(sock.recv_frame(&type, &payload, deadline));
   if (type != MsgType::kHello) return data_loss("control channel: expected hello");
-  Reader in(payload);
-  std::string backend, identity;
-  PDKV_RETURN_IF_ERROR(in.bytes(&backend));
-  PDKV_RETURN_IF_ERROR(in.bytes(&identity));
-  std::string message;
-  bool ok = true;
-  if (backend != options_.backend_name) {
-    ok = false;
-    message =
-        "this endpoint runs the '" + options_.backend_name + "' backend, not '" + backend + "'";
+  PDKV_ASSIGN_OR_RETURN(Hello hello, decode_hello(payload));
+  HelloAck ack;
+  ack.ok = hello.backend == options_.backend_name;
+  if (!ack.ok) {
+    ack.message = "this endpoint runs the '" + options_.backend_name + "' backend, not '" +
+                  hello.backend + "'";
   }
+  ack.pid = static_cast<uint32_t>(::getpid());
+  ack.host_identity = host_identity_;
+  ack.lease_ms = static_cast<uint32_t>(options_.lease_ms);
+  if (ack.ok) ack.extra = hooks_->hello_extra();
   std::vector<uint8_t> out;
-  Writer w(out);
-  w.u8(ok ? 1 : 0);
-  w.bytes(message);
-  w.u32(static_cast<uint32_t>(::getpid()));
-  w.bytes(host_identity_);
-  w.u32(static_cast<uint32_t>(options_.lease_ms));
-  w.bytes(ok ? hooks_->hello_extra() : std::string());
+  encode_hello_ack(ack, &out);
   PDKV_RETURN_IF_ERROR(sock.send_frame(MsgType::kHelloAck, out, deadline));
-  if (!ok) return failed_precondition(message);
+  if (!ack.ok) return failed_precondition(ack.message);
   return Status();
 }
 
 Status LeaseServer::handle_lease(Socket& sock, std::span<const uint8_t> payload) {
-  Reader in(payload);
-  uint64_t part_id = 0;
-  uint32_t count = 0;
-  PDKV_RETURN_IF_ERROR(in.u64(&part_id));
-  PDKV_RETURN_IF_ERROR(in.u32(&count));
-  // Validate the declared count against the bytes present before allocating for it.
-  if (in.remaining() != static_cast<size_t>(count) * 16) {
-    return data_loss("lease declares " + std::to_string(count) + " ranges but carries " +
-                     std::to_string(in.remaining()) + " bytes");
-  }
-  std::vector<DstRange> ranges(count);
-  for (auto& r : ranges) {
-    PDKV_RETURN_IF_ERROR(in.u64(&r.addr));
-    PDKV_RETURN_IF_ERROR(in.u64(&r.length));
-  }
+  PDKV_ASSIGN_OR_RETURN(LeaseRequest req, decode_lease(payload));
+  const uint64_t part_id = req.part_id;
+  const std::vector<DstRange>& ranges = req.ranges;
   // Pin first, then check: remove() waits for this pin, so a region validated here
   // cannot disappear before the sender reports the part done.
   std::optional<MemoryRegistry::WritePin> pin(registry_->pin());
   uint64_t first_bad = 0;
   size_t bad = registry_->check_all(ranges, &first_bad);
+  Grant grant;
+  grant.part_id = part_id;
+  grant.ok = bad == ranges.size();
+  grant.bad_index = static_cast<uint32_t>(grant.ok ? 0 : bad);
+  grant.first_bad = first_bad;
+  grant.regions_epoch = hooks_->regions_epoch();
   std::vector<uint8_t> out;
-  Writer w(out);
-  w.u64(part_id);
-  w.u8(bad == ranges.size() ? 1 : 0);
-  w.u32(static_cast<uint32_t>(bad == ranges.size() ? 0 : bad));
-  w.u64(first_bad);
-  w.u64(hooks_->regions_epoch());
-  if (bad != ranges.size()) {
+  if (!grant.ok) {
     pin.reset();
-    w.bytes("destination [" + std::to_string(ranges[bad].addr) + ", +" +
-            std::to_string(ranges[bad].length) + ") is not inside registered memory (first " +
-            "uncovered address " + std::to_string(first_bad) + ")");
+    grant.message = "destination [" + std::to_string(ranges[bad].addr) + ", +" +
+                    std::to_string(ranges[bad].length) +
+                    ") is not inside registered memory (first uncovered address " +
+                    std::to_string(first_bad) + ")";
+    encode_grant(grant, &out);
     return sock.send_frame(MsgType::kGrant, out, now() + Millis(options_.lease_ms));
   }
-  w.bytes("");
+  encode_grant(grant, &out);
   auto granted_at = now();
   PDKV_RETURN_IF_ERROR(
       sock.send_frame(MsgType::kGrant, out, granted_at + Millis(options_.lease_ms)));
@@ -188,14 +173,11 @@ Status LeaseServer::handle_lease(Socket& sock, std::span<const uint8_t> payload)
     }
     return st;
   }
-  Reader din(done);
-  uint64_t done_id = 0;
-  PDKV_RETURN_IF_ERROR(din.u64(&done_id));
-  if (type != MsgType::kDone || done_id != part_id) {
-    return data_loss("expected done for part " + std::to_string(part_id));
-  }
+  if (type != MsgType::kDone) return data_loss("expected done for part " + std::to_string(part_id));
+  PDKV_ASSIGN_OR_RETURN(uint64_t done_id, decode_part_id(done));
+  if (done_id != part_id) return data_loss("expected done for part " + std::to_string(part_id));
   std::vector<uint8_t> ack;
-  Writer(ack).u64(part_id);
+  encode_part_id(part_id, &ack);
   return sock.send_frame(MsgType::kDoneAck, ack, now() + Millis(options_.lease_ms));
 }
 
@@ -205,4 +187,4 @@ Status LeaseServer::send_regions(Socket& sock) {
   return sock.send_frame(MsgType::kRegions, reply, now() + Millis(options_.lease_ms));
 }
 
-}  // namespace pdkv::engine::shm
+}  // namespace pdkv::engine::lease

@@ -32,13 +32,13 @@
 
 #include "common/mutex.h"
 #include "common/status.h"
-#include "engine/backends/shm/wire.h"
+#include "engine/lease/wire.h"
 
 namespace pdkv::engine {
 class MemoryRegistry;
 }
 
-namespace pdkv::engine::shm {
+namespace pdkv::engine::lease {
 
 // Backend-specific parts of the handshake; implemented by the backend, called from
 // connection threads (so must be thread-safe).
@@ -99,4 +99,4 @@ class LeaseServer {
   std::vector<std::unique_ptr<Conn>> conns_ PDKV_GUARDED_BY(conns_mu_);
 };
 
-}  // namespace pdkv::engine::shm
+}  // namespace pdkv::engine::lease

@@ -1,10 +1,10 @@
-#include "engine/backends/shm/leased_peer.h"
+#include "engine/lease/leased_peer.h"
 
 #include <algorithm>
 
 #include "common/logging.h"
 
-namespace pdkv::engine::shm {
+namespace pdkv::engine::lease {
 
 LeasedPeer::LeasedPeer(std::string endpoint, CompletionSink* sink, LeasedPeerOptions options)
     : endpoint_(std::move(endpoint)), sink_(sink), options_(options) {}
@@ -139,4 +139,4 @@ Status LeasedPeer::run_part(std::span<const Piece> pieces, uint64_t part_id) {
   return released.with_context(endpoint_);
 }
 
-}  // namespace pdkv::engine::shm
+}  // namespace pdkv::engine::lease

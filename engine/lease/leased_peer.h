@@ -24,9 +24,9 @@
 
 #include "common/mutex.h"
 #include "engine/backend.h"
-#include "engine/backends/shm/lease_client.h"
+#include "engine/lease/lease_client.h"
 
-namespace pdkv::engine::shm {
+namespace pdkv::engine::lease {
 
 struct LeasedPeerOptions {
   uint64_t part_bytes = 64ull << 20;
@@ -89,4 +89,4 @@ class LeasedPeer : public BackendPeer {
   bool stopping_ PDKV_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace pdkv::engine::shm
+}  // namespace pdkv::engine::lease

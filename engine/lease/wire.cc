@@ -1,4 +1,4 @@
-#include "engine/backends/shm/wire.h"
+#include "engine/lease/wire.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 #include <cstring>
 #include <fstream>
 
-namespace pdkv::engine::shm {
+namespace pdkv::engine::lease {
 namespace {
 
 std::string errno_text(int err) { return std::string(std::strerror(err)); }
@@ -47,6 +47,27 @@ Status wait_fd(int fd, short events, TimePoint deadline, const char* what) {
 }
 
 }  // namespace
+
+void encode_frame_header(MsgType type, uint32_t payload_bytes, uint8_t* out) {
+  out[0] = kWireVersion;
+  out[1] = static_cast<uint8_t>(type);
+  out[2] = 0;
+  out[3] = 0;
+  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<uint8_t>(payload_bytes >> (8 * i));
+}
+
+Result<FrameHeader> decode_frame_header(std::span<const uint8_t> bytes) {
+  if (bytes.size() < kFrameHeaderBytes) return data_loss("control channel: frame header truncated");
+  uint32_t n = 0;
+  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(bytes[4 + i]) << (8 * i);
+  if (bytes[0] != kWireVersion || bytes[1] == 0 || bytes[1] > kMaxMsgType || bytes[2] != 0 ||
+      bytes[3] != 0 || n > kMaxPayloadBytes) {
+    return data_loss("control channel: malformed frame header (version " +
+                     std::to_string(bytes[0]) + ", type " + std::to_string(bytes[1]) + ", " +
+                     std::to_string(n) + " payload bytes)");
+  }
+  return FrameHeader{static_cast<MsgType>(bytes[1]), n};
+}
 
 void Writer::u32(uint32_t v) {
   for (int i = 0; i < 4; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
@@ -146,9 +167,8 @@ Status Socket::read_all(uint8_t* p, size_t n, TimePoint deadline) {
 }
 
 Status Socket::send_frame(MsgType type, std::span<const uint8_t> payload, TimePoint deadline) {
-  uint8_t header[kFrameHeaderBytes] = {kWireVersion, static_cast<uint8_t>(type), 0, 0};
-  auto n = static_cast<uint32_t>(payload.size());
-  for (int i = 0; i < 4; ++i) header[4 + i] = static_cast<uint8_t>(n >> (8 * i));
+  uint8_t header[kFrameHeaderBytes];
+  encode_frame_header(type, static_cast<uint32_t>(payload.size()), header);
   // Header and payload leave in one sendmsg: two small sends would meet Nagle and the
   // peer's delayed ACK and cost ~40 ms per lease round trip.
   iovec iov[2] = {{header, sizeof(header)}, {const_cast<uint8_t*>(payload.data()), payload.size()}};
@@ -171,17 +191,10 @@ Status Socket::send_frame(MsgType type, std::span<const uint8_t> payload, TimePo
 Status Socket::recv_frame(MsgType* type, std::vector<uint8_t>* payload, TimePoint deadline) {
   uint8_t header[kFrameHeaderBytes];
   PDKV_RETURN_IF_ERROR(read_all(header, sizeof(header), deadline));
-  uint32_t n = 0;
-  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(header[4 + i]) << (8 * i);
-  if (header[0] != kWireVersion || header[1] == 0 || header[1] > kMaxMsgType || header[2] != 0 ||
-      header[3] != 0 || n > kMaxPayloadBytes) {
-    return data_loss("control channel: malformed frame header (version " +
-                     std::to_string(header[0]) + ", type " + std::to_string(header[1]) + ", " +
-                     std::to_string(n) + " payload bytes)");
-  }
-  *type = static_cast<MsgType>(header[1]);
-  payload->resize(n);
-  return read_all(payload->data(), n, deadline);
+  PDKV_ASSIGN_OR_RETURN(FrameHeader h, decode_frame_header(header));
+  *type = h.type;
+  payload->resize(h.payload_bytes);
+  return read_all(payload->data(), h.payload_bytes, deadline);
 }
 
 Status split_endpoint(const std::string& endpoint, std::string* host, int* port) {
@@ -273,4 +286,4 @@ std::string host_identity() {
   return boot_id;
 }
 
-}  // namespace pdkv::engine::shm
+}  // namespace pdkv::engine::lease

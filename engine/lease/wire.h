@@ -6,6 +6,8 @@
 // then the payload; every integer little-endian, fixed width, encoded field by field
 // (never a struct copy). A frame whose declared payload exceeds kMaxPayloadBytes, or
 // whose version/type/zero field is wrong, is DataLoss before anything is allocated.
+// The payloads of each type are encoded and decoded by messages.h; decode_frame_header
+// and the message decoders are pure so that lease_wire_fuzzer.cc can reach them.
 //
 // Socket helpers use non-blocking fds and poll() so every call has a deadline; none of
 // them raises SIGPIPE (MSG_NOSIGNAL).
@@ -23,7 +25,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 
-namespace pdkv::engine::shm {
+namespace pdkv::engine::lease {
 
 inline constexpr uint8_t kWireVersion = 1;
 inline constexpr uint32_t kFrameHeaderBytes = 8;
@@ -40,6 +42,17 @@ enum class MsgType : uint8_t {
   kRegions = 8,     // (UCX) u64 epoch, u32 n, n x (u64 addr, u64 len, bytes rkey)
 };
 inline constexpr uint8_t kMaxMsgType = 8;
+
+struct FrameHeader {
+  MsgType type = MsgType::kHello;
+  uint32_t payload_bytes = 0;
+};
+
+// Writes exactly kFrameHeaderBytes to `out`.
+void encode_frame_header(MsgType type, uint32_t payload_bytes, uint8_t* out);
+// DataLoss on fewer than kFrameHeaderBytes, or a bad version, type, zero field or
+// payload size (> kMaxPayloadBytes). Reads only the first kFrameHeaderBytes.
+Result<FrameHeader> decode_frame_header(std::span<const uint8_t> bytes);
 
 // Appends little-endian fields to a byte buffer.
 class Writer {
@@ -111,4 +124,4 @@ Result<Socket> listen_on(const std::string& host, int port, int* bound_port);
 // UCX shared-memory transports only work between engines with equal identities.
 std::string host_identity();
 
-}  // namespace pdkv::engine::shm
+}  // namespace pdkv::engine::lease

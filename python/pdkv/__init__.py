@@ -4,13 +4,16 @@ Sub-modules are imported on demand (``import pdkv.plan``), so importing the pack
 fails because one native module is missing. The engine-facing API (``pdkv.KVManager``,
 ``pdkv.KVSender``, ``pdkv.KVReceiver``, ``pdkv.KVPoll``, ``pdkv.KVArgs``,
 ``pdkv.BootstrapServer``, ``pdkv.KVTransferError``) lives in ``pdkv.kv`` and is loaded on
-first use of one of those names.
+first use of one of those names; ``pdkv.FailureCause`` / ``pdkv.FailureStage`` (why and
+where a room failed) live in ``pdkv.failure``.
 """
 
 _KV_NAMES = ("KVPoll", "KVArgs", "KVTransferError", "BootstrapServer", "KVManager", "KVSender",
              "KVReceiver")
+# Pure Python (no native module): why and where a room failed (KVTransferError.cause/.stage).
+_FAILURE_NAMES = ("FailureCause", "FailureStage")
 
-__all__ = ["plan", "kv", *_KV_NAMES]
+__all__ = ["plan", "kv", *_KV_NAMES, *_FAILURE_NAMES]
 
 
 def __getattr__(name):
@@ -18,6 +21,10 @@ def __getattr__(name):
         from pdkv import kv
 
         return getattr(kv, name)
+    if name in _FAILURE_NAMES:
+        from pdkv import failure
+
+        return getattr(failure, name)
     raise AttributeError(f"module 'pdkv' has no attribute {name!r}")
 
 

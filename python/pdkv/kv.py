@@ -14,9 +14,10 @@ from typing import Optional, Sequence
 import numpy as np
 
 from pdkv import _native
+from pdkv.failure import FailureCause, FailureStage
 
-__all__ = ["KVPoll", "KVArgs", "KVTransferError", "BootstrapServer", "KVManager", "KVSender",
-           "KVReceiver"]
+__all__ = ["KVPoll", "KVArgs", "KVTransferError", "FailureCause", "FailureStage",
+           "BootstrapServer", "KVManager", "KVSender", "KVReceiver"]
 
 
 class KVPoll(enum.IntEnum):
@@ -28,12 +29,20 @@ class KVPoll(enum.IntEnum):
 
 
 class KVTransferError(RuntimeError):
-    """A room failed; the message carries the room, the reason and the peer."""
+    """A room failed; the message carries the room, the reason and the peer.
 
-    def __init__(self, room: int, reason: str):
+    ``cause`` (a FailureCause) says why, for code to branch on; ``stage`` (a FailureStage,
+    equal to its label string) where the room was; ``reason`` is the human message.
+    Raised by failure_exception() with all three set; constructed directly, the cause
+    defaults to Internal and the stage to None (unknown)."""
+
+    def __init__(self, room: int, reason: str, cause: FailureCause = FailureCause.Internal,
+                 stage: Optional[FailureStage] = None):
         super().__init__(f"KV transfer of room {room} failed: {reason}")
         self.room = room
         self.reason = reason
+        self.cause = FailureCause(cause)
+        self.stage = None if stage is None else FailureStage(stage)
 
 
 _KVARGS_DEFAULTS = {
@@ -59,6 +68,7 @@ _KVARGS_DEFAULTS = {
     "state_data_lens": [],
     "state_item_lens": [],
     "state_layer_ids": [],
+    "enable_mla_l1_5_cache": False,
 }
 
 
@@ -83,6 +93,7 @@ class KVArgs:
     def to_dict(self) -> dict:
         out = {name: getattr(self, name) for name in _KVARGS_DEFAULTS}
         out["layer_buffers"] = [[int(b) for b in layer] for layer in self.layer_buffers]
+        out["enable_mla_l1_5_cache"] = bool(self.enable_mla_l1_5_cache)
         return out
 
     def __repr__(self) -> str:
@@ -101,6 +112,24 @@ def _indices(values, what: str) -> np.ndarray:
     if not np.issubdtype(array.dtype, np.integer):
         raise ValueError(f"{what} must hold integers, got dtype {array.dtype}")
     return np.ascontiguousarray(array, dtype=np.int64)
+
+
+def _mask(values, what: str) -> Optional[np.ndarray]:
+    """0/1 bytes from a bool (or integer, non-zero = owned) array or list; None stays None."""
+    if values is None:
+        return None
+    array = np.asarray(values)
+    if array.size == 0:
+        return np.empty(0, dtype=np.uint8)
+    if array.ndim != 1:
+        raise ValueError(f"{what} must be one-dimensional, got shape {array.shape}")
+    if array.dtype != np.bool_ and not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{what} must be a boolean mask, got dtype {array.dtype}")
+    return np.ascontiguousarray(array != 0, dtype=np.uint8)
+
+
+def _optional_indices(values, what: str) -> Optional[np.ndarray]:
+    return None if values is None else _indices(values, what)
 
 
 class BootstrapServer:
@@ -192,16 +221,25 @@ class _Room:
         return KVPoll(self._native.poll())
 
     def failure_exception(self) -> None:
-        """Raises KVTransferError with the reason if the room failed."""
-        reason = self._native.failure()
-        if reason is not None:
-            raise KVTransferError(self.bootstrap_room, reason)
+        """Raises KVTransferError with the reason, cause and stage if the room failed."""
+        failure = self._native.failure()
+        if failure is not None:
+            reason, cause, stage = failure
+            raise KVTransferError(self.bootstrap_room, reason, _cause(cause), FailureStage(stage))
 
     def abort(self) -> None:
         self._native.abort("aborted by the engine")
 
     def clear(self) -> None:
         """Nothing to free: the manager drops a room as soon as it ends. Idempotent."""
+
+
+def _cause(value: int) -> FailureCause:
+    # A cause newer than this package (a mismatched build) still raises, as Internal.
+    try:
+        return FailureCause(value)
+    except ValueError:
+        return FailureCause.Internal
 
 
 class KVSender(_Room):
@@ -216,13 +254,20 @@ class KVSender(_Room):
     def init(self, num_kv_indices: int, aux_index: Optional[int] = None) -> None:
         self._native.init(int(num_kv_indices), None if aux_index is None else int(aux_index))
 
-    def send(self, kv_indices, state_indices=None, layerwise: Optional[bool] = None) -> None:
-        """One chunk. `layerwise`: None = the manager's setting; False = this chunk's KV is
-        complete already (e.g. a prefix-cache hit without a forward), so it is sent at once
-        instead of waiting for the layer steps of the current forward."""
+    def send(self, kv_indices, state_indices=None, page_transfer_mask=None,
+             page_local_indices=None, layerwise: Optional[bool] = None) -> None:
+        """One chunk. With ``enable_mla_l1_5_cache`` the chunk's ownership (SPEC §6.7) is
+        required: a bool mask over the chunk's pages and the local page indices of the owned
+        ones (ValueError without it, and when given to a prefill without L1.5).
+        `layerwise`: None = the manager's setting; False = this chunk's KV is complete
+        already (e.g. a prefix-cache hit without a forward), so it is sent at once instead
+        of waiting for the layer steps of the current forward."""
         self._native.send(_indices(kv_indices, "kv_indices"),
                           _indices(state_indices, "state_indices"),
-                          None if layerwise is None else bool(layerwise))
+                          page_transfer_mask=_mask(page_transfer_mask, "page_transfer_mask"),
+                          page_local_indices=_optional_indices(page_local_indices,
+                                                               "page_local_indices"),
+                          layerwise=None if layerwise is None else bool(layerwise))
 
 
 class KVReceiver(_Room):
@@ -238,11 +283,21 @@ class KVReceiver(_Room):
         self._native.init(None if prefill_dp_rank is None else int(prefill_dp_rank))
 
     def send_metadata(self, kv_indices, aux_index: Optional[int] = None, state_indices=None,
-                      decode_prefix_len: Optional[int] = None) -> None:
-        self._native.send_metadata(_indices(kv_indices, "kv_indices"),
-                                   None if aux_index is None else int(aux_index),
-                                   _indices(state_indices, "state_indices"),
-                                   int(decode_prefix_len or 0))
+                      decode_prefix_len: Optional[int] = None, page_transfer_mask=None,
+                      page_indices_mapping=None, page_local_indices=None) -> None:
+        """The destination pages and slots. With ``enable_mla_l1_5_cache`` on this decode,
+        the request-wide ownership (SPEC §6.7) is required: a bool mask with one entry per
+        page of `kv_indices`, for each owned page its position in `page_local_indices`
+        (``cumsum(mask) - 1`` when they are in page order), and the local pages; only owned
+        pages are written, into their local pages."""
+        self._native.send_metadata(
+            _indices(kv_indices, "kv_indices"),
+            None if aux_index is None else int(aux_index),
+            _indices(state_indices, "state_indices"),
+            int(decode_prefix_len or 0),
+            page_transfer_mask=_mask(page_transfer_mask, "page_transfer_mask"),
+            page_indices_mapping=_optional_indices(page_indices_mapping, "page_indices_mapping"),
+            page_local_indices=_optional_indices(page_local_indices, "page_local_indices"))
 
     def prefill_metadata(self):
         """(bootstrap_token, spec_candidate_ids): -1 / None when the prefill sent none."""

@@ -1,12 +1,14 @@
 # Type hints of the engine-facing API (pdkv.kv; the contract is KV_API.md). Every call
 # that may wait releases the GIL; failures raise ValueError (bad arguments) or
-# RuntimeError / KVTransferError (with the reason) and never crash the interpreter.
+# RuntimeError / KVTransferError (with the reason, cause and stage) and never crash the
+# interpreter.
 import enum
 from typing import Optional, Sequence, Union
 
 import numpy as np
 
 _Indices = Union[np.ndarray, Sequence[int], None]
+_Mask = Union[np.ndarray, Sequence[bool], None]
 
 class KVPoll(enum.IntEnum):
     Failed = 0
@@ -15,10 +17,45 @@ class KVPoll(enum.IntEnum):
     Transferring = 3
     Success = 4
 
+class FailureCause(enum.IntEnum):
+    """Why a room failed (mirrors kv/failure_cause.h; values stable, append only).
+    ``label`` is the snake_case metric label (pdkv_*_failures_total{cause=...})."""
+    Internal = 0
+    BootstrapTimeout = 1  # not bootstrapped within PDKV_BOOTSTRAP_TIMEOUT_S
+    WaitingTimeout = 2  # bootstrapped, transfer not done within PDKV_WAITING_TIMEOUT_S
+    MetadataTimeout = 3  # bytes written, first token not published (wait_for_prefill_metadata)
+    PeerDead = 4  # liveness: the other side stopped answering or its process is gone
+    PeerRestarted = 5  # the other side is a new process at the same endpoint
+    LinkLost = 6  # the transfer connection failed after every retry
+    AbortedByPeer = 7  # the other side aborted the room
+    AbortedLocally = 8  # this side's abort()
+    LayoutMismatch = 9  # the two sides' layouts differ (registration refused)
+    BadPreAllocation = 10  # a malformed pre-allocation
+    OutOfRange = 11  # a destination outside registered memory; a rejected batch
+    ChecksumMismatch = 12  # PDKV_VERIFY_CHECKSUM: the bytes that landed differ
+    BootstrapFailed = 13  # the bootstrap server answered without a usable route
+    Shutdown = 14  # this rank's KVManager shut down with the room open
+    @property
+    def label(self) -> str: ...
+
+class FailureStage(str, enum.Enum):
+    """Where the room was when it failed; a str enum, equal to its label."""
+    Bootstrap = "bootstrap"  # finding peers, registering, exchanging pre-allocations
+    Waiting = "waiting"  # bootstrapped, waiting for chunks / for the prefill
+    Transfer = "transfer"  # bytes in flight
+    Completion = "completion"  # bytes written: status, first token, end-to-end check
+    @property
+    def label(self) -> str: ...
+
 class KVTransferError(RuntimeError):
+    """failure_exception() sets all of room, reason, cause and stage; constructed
+    directly, cause defaults to Internal and stage to None."""
     room: int
     reason: str
-    def __init__(self, room: int, reason: str) -> None: ...
+    cause: FailureCause
+    stage: Optional[FailureStage]
+    def __init__(self, room: int, reason: str, cause: FailureCause = ...,
+                 stage: Optional[FailureStage] = None) -> None: ...
 
 class KVArgs:
     """Buffers of one rank and its place in the instance; pointers are plain ints."""
@@ -44,6 +81,9 @@ class KVArgs:
     state_data_lens: list[int]
     state_item_lens: list[int]
     state_layer_ids: list[int]
+    # MLA L1.5 cache (SPEC §6.7): this instance holds pages partially, so every chunk
+    # (prefill) / pre-allocation (decode) carries its page ownership. Needs is_mla.
+    enable_mla_l1_5_cache: bool
     def __init__(self, **fields: object) -> None: ...
     def to_dict(self) -> dict: ...
 
@@ -85,7 +125,8 @@ class _Room:
     bootstrap_addr: str
     bootstrap_room: int
     def poll(self) -> KVPoll: ...
-    def failure_exception(self) -> None: ...
+    def failure_exception(self) -> None:
+        """Raises KVTransferError (reason, cause, stage set) if the room failed."""
     def abort(self) -> None: ...
     def clear(self) -> None: ...
 
@@ -93,12 +134,26 @@ class KVSender(_Room):
     def __init__(self, mgr: KVManager, bootstrap_addr: str, bootstrap_room: int) -> None: ...
     def init(self, num_kv_indices: int, aux_index: Optional[int] = None) -> None: ...
     def send(self, kv_indices: _Indices, state_indices: _Indices = None,
-             layerwise: Optional[bool] = None) -> None: ...
+             page_transfer_mask: _Mask = None, page_local_indices: _Indices = None,
+             layerwise: Optional[bool] = None) -> None:
+        """One chunk. With enable_mla_l1_5_cache: page_transfer_mask (one bool per chunk
+        page) and page_local_indices (the local page of each owned one, in order) are
+        required; without it, passing them is a ValueError. Bad lengths or a local page
+        outside the buffers: ValueError."""
 
 class KVReceiver(_Room):
     def __init__(self, mgr: KVManager, bootstrap_addr: str, bootstrap_room: int) -> None: ...
     def init(self, prefill_dp_rank: Optional[int] = None) -> None: ...
     def send_metadata(self, kv_indices: _Indices, aux_index: Optional[int] = None,
                       state_indices: _Indices = None,
-                      decode_prefix_len: Optional[int] = None) -> None: ...
+                      decode_prefix_len: Optional[int] = None,
+                      page_transfer_mask: _Mask = None,
+                      page_indices_mapping: _Indices = None,
+                      page_local_indices: _Indices = None) -> None:
+        """With enable_mla_l1_5_cache on this decode all three ownership arrays are
+        required (mask: one bool per kv_indices page; mapping: for each owned page its
+        position in page_local_indices; local: one page per owned page), and only owned
+        pages are written; without it, passing them is a ValueError. Bad lengths,
+        mappings outside the local list or used twice, pages outside the buffers:
+        ValueError."""
     def prefill_metadata(self) -> tuple[int, Optional[list[int]]]: ...

@@ -16,6 +16,7 @@
 #include "bootstrap/metrics_server.h"
 #include "bootstrap/server.h"
 #include "kv/bootstrap_route_directory.h"
+#include "kv/failure_cause.h"
 #include "kv/kv_sender.h"
 #include "kv/zmq_control_channel.h"
 
@@ -100,6 +101,18 @@ std::vector<int64_t> to_vector(const Int64Array& a) {
   return std::vector<int64_t>(a.data(), a.data() + a.size());
 }
 
+// L1.5 masks arrive as uint8 arrays (pdkv/kv.py turns bool/int masks into 0/1 bytes).
+using MaskArray = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
+
+std::vector<uint8_t> to_mask(const MaskArray& a) {
+  if (a.ndim() != 1) throw py::value_error("page_transfer_mask must be one-dimensional");
+  return std::vector<uint8_t>(a.data(), a.data() + a.size());
+}
+
+bool l1_5_enabled(const py::dict& args) {
+  return args.contains("enable_mla_l1_5_cache") && get<bool>(args, "enable_mla_l1_5_cache");
+}
+
 class NativeBootstrapServer {
  public:
   NativeBootstrapServer(const std::string& host, int port) {
@@ -123,6 +136,7 @@ class NativeManager {
                 const std::string& backend, int64_t layerwise_interval, const std::string& local_ip,
                 bool wait_for_prefill_metadata) {
     kv::KvArgs kv_args = to_kv_args(args);
+    const bool mla_l1_5 = l1_5_enabled(args);
     auto options = value_or_raise(kv::KvManagerOptions::from_env());
     if (!local_ip.empty()) options.local_ip = local_ip;
     auto engine = value_or_raise(engine::EngineOptions::from_env());
@@ -134,6 +148,7 @@ class NativeManager {
       kv::PrefillManagerConfig config;
       config.args = std::move(kv_args);
       config.bootstrap_addr = bootstrap_addr;
+      config.enable_mla_l1_5_cache = mla_l1_5;
       config.layerwise_interval = layerwise_interval;
       config.wait_for_prefill_metadata = wait_for_prefill_metadata;
       config.engine = engine;
@@ -144,6 +159,7 @@ class NativeManager {
       kv::DecodeManagerConfig config;
       config.args = std::move(kv_args);
       config.bootstrap_addr = bootstrap_addr;
+      config.enable_mla_l1_5_cache = mla_l1_5;
       config.engine = engine;
       config.options = options;
       decode_ = value_or_raise(
@@ -194,9 +210,30 @@ class NativeManager {
   std::unique_ptr<bootstrap::MetricsServer> metrics_server_;  // stopped before the manager
 };
 
-std::optional<std::string> failure_text(const Status& s) {
-  if (s.ok()) return std::nullopt;
-  return s.message();
+// None, or (message, cause, stage) of a Failed room: the message as failure() words it,
+// the cause's wire value (pdkv.FailureCause) and the stage's label (pdkv.FailureStage).
+// A Failed room never changes again, so reading its status after failure() is consistent.
+py::object failure_info(const Status& failure, const kv::RoomStatus& status) {
+  if (failure.ok()) return py::none();
+  return py::make_tuple(failure.message(), static_cast<int>(status.failure_cause),
+                        std::string(kv::to_string(status.failure_stage)));
+}
+
+// Labels by wire value, so pdkv/failure.py can check its mirror of the enums.
+std::vector<std::string> failure_cause_labels() {
+  std::vector<std::string> labels;
+  for (unsigned v = 0; v <= kv::kMaxFailureCause; ++v) {
+    labels.emplace_back(kv::to_string(static_cast<kv::FailureCause>(v)));
+  }
+  return labels;
+}
+
+std::vector<std::string> failure_stage_labels() {
+  std::vector<std::string> labels;
+  for (unsigned v = 0; v <= kv::kMaxFailureStage; ++v) {
+    labels.emplace_back(kv::to_string(static_cast<kv::FailureStage>(v)));
+  }
+  return labels;
 }
 
 }  // namespace
@@ -206,6 +243,8 @@ PYBIND11_MODULE(_native, m) {
   using namespace pdkv;
   using namespace pdkv::python;
   m.doc() = "pdkv native KV transfer API (use the pdkv package, not this module)";
+  m.def("failure_cause_labels", &failure_cause_labels);
+  m.def("failure_stage_labels", &failure_stage_labels);
 
   py::class_<NativeBootstrapServer>(m, "BootstrapServer")
       .def(py::init<const std::string&, int>(), py::arg("host"), py::arg("port"))
@@ -270,18 +309,27 @@ PYBIND11_MODULE(_native, m) {
       .def(
           "send",
           [](kv::KVSender& self, const Int64Array& pages, const Int64Array& state,
+             std::optional<MaskArray> mask, std::optional<Int64Array> local,
              std::optional<bool> layerwise) {
             std::vector<int64_t> p = to_vector(pages), st = to_vector(state);
+            if (mask.has_value() != local.has_value()) {
+              throw py::value_error(
+                  "page_transfer_mask and page_local_indices go together: pass both or neither");
+            }
+            std::optional<kv::ChunkOwnership> own;
+            if (mask) own = kv::ChunkOwnership{to_mask(*mask), to_vector(*local)};
             Status s;
             {
               py::gil_scoped_release release;
-              s = self.send(p, st, std::nullopt, layerwise);
+              s = self.send(p, st, std::move(own), layerwise);
             }
             raise_if_error(s);
           },
-          py::arg("pages"), py::arg("state"), py::arg("layerwise") = py::none())
+          py::arg("pages"), py::arg("state"), py::arg("page_transfer_mask") = py::none(),
+          py::arg("page_local_indices") = py::none(), py::arg("layerwise") = py::none())
       .def("poll", [](const kv::KVSender& self) { return static_cast<int>(self.poll()); })
-      .def("failure", [](const kv::KVSender& self) { return failure_text(self.failure()); })
+      .def("failure",
+           [](const kv::KVSender& self) { return failure_info(self.failure(), self.status()); })
       .def("abort", &kv::KVSender::abort, py::call_guard<py::gil_scoped_release>());
 
   py::class_<kv::KVReceiver>(m, "KVReceiver")
@@ -300,24 +348,41 @@ PYBIND11_MODULE(_native, m) {
              }
              raise_if_error(s);
            })
-      .def("send_metadata",
-           [](kv::KVReceiver& self, const Int64Array& pages, std::optional<int64_t> aux,
-              const Int64Array& state, int64_t prefix) {
-             if (prefix < 0) throw py::value_error("decode_prefix_len must be >= 0");
-             kv::PreAllocationRequest req;
-             req.kv_pages = to_vector(pages);
-             req.aux_index = aux;
-             req.state_slots = to_vector(state);
-             req.decode_prefix_len = static_cast<uint64_t>(prefix);
-             Status s;
-             {
-               py::gil_scoped_release release;
-               s = self.send_metadata(std::move(req));
-             }
-             raise_if_error(s);
-           })
+      .def(
+          "send_metadata",
+          [](kv::KVReceiver& self, const Int64Array& pages, std::optional<int64_t> aux,
+             const Int64Array& state, int64_t prefix, std::optional<MaskArray> mask,
+             std::optional<Int64Array> mapping, std::optional<Int64Array> local) {
+            if (prefix < 0) throw py::value_error("decode_prefix_len must be >= 0");
+            kv::PreAllocationRequest req;
+            req.kv_pages = to_vector(pages);
+            req.aux_index = aux;
+            req.state_slots = to_vector(state);
+            req.decode_prefix_len = static_cast<uint64_t>(prefix);
+            const int given =
+                int{mask.has_value()} + int{mapping.has_value()} + int{local.has_value()};
+            if (given != 0 && given != 3) {
+              throw py::value_error(
+                  "page_transfer_mask, page_indices_mapping and page_local_indices go "
+                  "together: pass all three or none");
+            }
+            if (given == 3) {
+              req.ownership =
+                  kv::RequestOwnership{to_mask(*mask), to_vector(*local), to_vector(*mapping)};
+            }
+            Status s;
+            {
+              py::gil_scoped_release release;
+              s = self.send_metadata(std::move(req));
+            }
+            raise_if_error(s);
+          },
+          py::arg("pages"), py::arg("aux"), py::arg("state"), py::arg("prefix"),
+          py::arg("page_transfer_mask") = py::none(), py::arg("page_indices_mapping") = py::none(),
+          py::arg("page_local_indices") = py::none())
       .def("poll", [](const kv::KVReceiver& self) { return static_cast<int>(self.poll()); })
-      .def("failure", [](const kv::KVReceiver& self) { return failure_text(self.failure()); })
+      .def("failure",
+           [](const kv::KVReceiver& self) { return failure_info(self.failure(), self.status()); })
       .def("abort", &kv::KVReceiver::abort, py::call_guard<py::gil_scoped_release>())
       .def("prefill_metadata", [](const kv::KVReceiver& self) {
         return py::make_tuple(self.bootstrap_token(), self.spec_candidate_ids());

@@ -95,7 +95,10 @@ class RankMemory:
         self.aux = np.zeros((AUX_ROWS, AUX_ROW_BYTES), np.uint8)
         self.state = [np.zeros((STATE_SLOTS, STATE_SLOT_BYTES), np.uint8) for _ in range(2)]
 
-    def kv_args(self, pdkv, engine_rank: int, tp: int, dp: int, aux=False, state=False):
+    def kv_args(self, pdkv, engine_rank: int, tp: int, dp: int, aux=False, state=False,
+                layout=None):
+        """`layout`: None = this shape's; "HND" = another page_layout; "swapped" = [v, k]
+        layer_buffers order (a mismatch only the prefill's registration check sees)."""
         s = self.shape
         extra = {}
         if aux:
@@ -107,13 +110,16 @@ class RankMemory:
                          state_item_lens=[STATE_SLOT_BYTES] * 2)
         layer_buffers = [[l] for l in range(s.layers)] if s.mla else \
             [[l, s.layers + l] for l in range(s.layers)]
+        if layout == "swapped":
+            layer_buffers = [list(reversed(b)) for b in layer_buffers]
         return pdkv.KVArgs(
             engine_rank=engine_rank, tp_size=tp, dp_size=dp, page_size=s.page_size,
             kv_data_ptrs=[b.ctypes.data for b in self.bufs],
             kv_data_lens=[b.nbytes for b in self.bufs],
             kv_item_lens=[self.item] * len(self.bufs), layer_buffers=layer_buffers,
             kv_head_num=self.n_heads, total_kv_head_num=1 if s.mla else s.heads,
-            head_dim=s.head_dim, dtype_bytes=s.dtype_bytes, page_layout="NHD", is_mla=s.mla,
+            head_dim=s.head_dim, dtype_bytes=s.dtype_bytes,
+            page_layout="HND" if layout == "HND" else "NHD", is_mla=s.mla,
             **extra)
 
     def layer_buffers_of(self, layer: int) -> list:
@@ -178,9 +184,10 @@ def _wait_flag(flag, timeout: float) -> None:
         time.sleep(0.005)
 
 
-def _apply_env(env):
+def _apply_env(env, role_env=None):
     os.environ.update(FAST_ENV)
     os.environ.update(env or {})
+    os.environ.update(role_env or {})  # one side only (e.g. a checksum only the decode checks)
 
 
 def scrape(mgr) -> Optional[str]:
@@ -195,7 +202,7 @@ def scrape(mgr) -> Optional[str]:
 def prefill_main(cfg: dict, results, go, stop):
     """One prefill rank: waits for `go`, sends its rooms, reports, stays until `stop`."""
     try:
-        _apply_env(cfg.get("env"))
+        _apply_env(cfg.get("env"), cfg.get("prefill_env"))
         import pdkv
         shape = cfg["shape"]
         tp, dp, rank = cfg["tp"], cfg["dp"], cfg["engine_rank"]
@@ -245,16 +252,18 @@ def prefill_main(cfg: dict, results, go, stop):
                 mgr.set_prefill_metadata(room, token + room, [room, 7])
         out = {room: int(wait_terminal(s, pdkv, cfg.get("timeout", 30)))
                for room, (s, _, _) in senders.items()}
-        reasons = {}
+        reasons, causes = {}, {}
         for room, (s, _, _) in senders.items():
             try:
                 s.failure_exception()
             except pdkv.KVTransferError as e:
                 reasons[room] = str(e)
+                causes[room] = (e.cause, e.stage)
         deadline = time.monotonic() + 5
         while mgr.active_rooms() and time.monotonic() < deadline:
             time.sleep(0.01)
         results.put(("done", "prefill", rank, {"states": out, "reasons": reasons,
+                                               "causes": causes,
                                                "active": mgr.active_rooms(),
                                                "metrics": mgr.metrics(),
                                                "metrics_text": scrape(mgr)}))
@@ -267,14 +276,15 @@ def prefill_main(cfg: dict, results, go, stop):
 def decode_main(cfg: dict, results, go, stop):
     """One decode rank: receives its rooms, checks every byte, reports."""
     try:
-        _apply_env(cfg.get("env"))
+        _apply_env(cfg.get("env"), cfg.get("decode_env"))
         import pdkv
         shape = cfg["shape"]
         tp, dp, rank = cfg["tp"], cfg["dp"], cfg["engine_rank"]
         group, in_group = divmod(rank, tp)
         mem = RankMemory(shape, tp, in_group)
         aux, n_state = cfg.get("aux", False), cfg.get("state_slots", 0)
-        mgr = pdkv.KVManager(mem.kv_args(pdkv, rank, tp, dp, aux, n_state > 0), "decode",
+        mgr = pdkv.KVManager(mem.kv_args(pdkv, rank, tp, dp, aux, n_state > 0,
+                                         layout=cfg.get("decode_layout")), "decode",
                              cfg["addr"])
         results.put(("ready", "decode", rank, os.getpid()))
         receivers = {}
@@ -284,6 +294,9 @@ def decode_main(cfg: dict, results, go, stop):
             r = pdkv.KVReceiver(mgr, cfg["addr"], room)
             r.init()
             dst = pages_for(cfg["rooms"], room, rank, cfg["pages"], shape.capacity, "dst")
+            if cfg.get("bad_dst_page"):  # a page past this rank's registered buffers
+                dst = dst.copy()
+                dst[-1] = shape.capacity + 100
             _, _, aux_row, slots = room_slots(cfg["rooms"], room, max(n_state, 1))
             r.send_metadata(dst, aux_index=aux_row if aux else None,
                             state_indices=slots if n_state else None)
@@ -297,7 +310,7 @@ def decode_main(cfg: dict, results, go, stop):
                 while not mem.layer_holds(room, dst, 0) and time.monotonic() < deadline:
                     time.sleep(0.002)
                 r.abort()
-        out, ok, meta, reasons = {}, {}, {}, {}
+        out, ok, meta, reasons, causes = {}, {}, {}, {}, {}
         for room, (r, dst, aux_row, slots) in receivers.items():
             state = wait_terminal(r, pdkv, cfg.get("timeout", 30))
             out[room] = int(state)
@@ -308,11 +321,12 @@ def decode_main(cfg: dict, results, go, stop):
                 r.failure_exception()
             except pdkv.KVTransferError as e:
                 reasons[room] = str(e)
+                causes[room] = (e.cause, e.stage)
         deadline = time.monotonic() + 5
         while mgr.active_rooms() and time.monotonic() < deadline:
             time.sleep(0.01)
         results.put(("done", "decode", rank, {"states": out, "bytes_ok": ok, "meta": meta,
-                                              "reasons": reasons, "active": mgr.active_rooms(),
+                                              "reasons": reasons, "causes": causes, "active": mgr.active_rooms(),
                                               "metrics": mgr.metrics(),
                                               "metrics_text": scrape(mgr)}))
         _wait_flag(stop, 120)

@@ -89,6 +89,13 @@ def call_both(args):
         with pytest.raises(ValueError):
             plan.resolve_indices(*args)
         return None
+    if len(want[0]) != len(want[1]):
+        # The reference pairs unequal lists (ON/OFF with a local list not holding one page
+        # per owned page) and its block planner stops at the shorter: a silently wrong
+        # plan, which pdkv refuses (PLAN_API.md).
+        with pytest.raises(ValueError):
+            plan.resolve_indices(*args)
+        return None
     got = plan.resolve_indices(*args)
     assert isinstance(got, tuple) and len(got) == 2
     for g, w in zip(got, want):
@@ -127,6 +134,52 @@ def test_resolve_empty_chunk_ignores_metadata():
 def test_resolve_on_off_uses_local_pages():
     s, d = plan.resolve_indices([10, 11, 12], [5, 6, 7], 0, 3, ([True, False, True], [40, 42]))
     assert s.tolist() == [40, 42] and d.tolist() == [5, 7]
+
+
+@pytest.mark.parametrize("mask,local", [
+    ([True, False, True], [40]),          # fewer local pages than owned ones
+    ([True, False, True], [40, 41, 42]),  # more
+    ([False, False, False], [40]),        # owns nothing, names a page
+    ([], [40]),                           # an empty mask selects nothing (numpy)
+    (np.array([1, 0, 1], np.int8), np.array([40], np.int32)),
+])
+def test_resolve_on_off_rejects_local_pages_not_matching_the_mask(mask, local):
+    with pytest.raises(ValueError, match="page_local_indices"):
+        plan.resolve_indices([10, 11, 12], [5, 6, 7], 0, 3, (mask, local))
+
+
+def test_resolve_on_off_owning_nothing_gives_nothing():
+    s, d = plan.resolve_indices([10, 11], [5, 6], 0, 2, ([False, False], []))
+    assert s.tolist() == [] and d.tolist() == []
+    s, d = plan.resolve_indices([10, 11], [5, 6], 0, 2, ([], np.array([], np.int32)))
+    assert s.tolist() == [] and d.tolist() == []
+
+
+def test_resolve_on_off_checks_against_the_truncated_chunk():
+    # dst slice shorter than the chunk: the mask must cover the n = 2 resolved pages and
+    # the local list one page per owned page among them.
+    s, d = plan.resolve_indices([10, 11, 12], [5, 6], 0, 2, ([True, True], [40, 41]))
+    assert s.tolist() == [40, 41] and d.tolist() == [5, 6]
+    with pytest.raises(ValueError):
+        plan.resolve_indices([10, 11, 12], [5, 6], 0, 2, ([True, True, True], [40, 41, 42]))
+    with pytest.raises(ValueError):
+        plan.resolve_indices([10, 11, 12], [5, 6], 0, 2, ([True, True], [40, 41, 42]))
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_resolve_never_returns_lists_of_different_lengths(seed):
+    rng = np.random.default_rng(10_000 + seed)
+    n_req = int(rng.integers(1, 20))
+    dst = random_pages(rng, n_req, 100, 400)
+    src = random_pages(rng, int(rng.integers(0, n_req + 3)))
+    mode = ["OFF/OFF", "ON/OFF", "OFF/ON", "ON/ON"][seed % 4]
+    src_l15 = random_src_l15(rng, len(src)) if mode.startswith("ON") else None
+    dst_l15 = random_dst_l15(rng, n_req) if mode.endswith("/ON") else None
+    try:
+        s, d = plan.resolve_indices(src, dst, 0, n_req, src_l15, dst_l15)
+    except ValueError:
+        return
+    assert len(s) == len(d)
 
 
 def test_resolve_off_on_uses_decode_local_pages():

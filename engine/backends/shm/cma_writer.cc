@@ -9,7 +9,8 @@
 namespace pdkv::engine::shm {
 namespace {
 
-Status errno_status(int err, pid_t pid, std::span<const Piece> pieces, size_t first, size_t last) {
+Status errno_status(int err, pid_t pid, std::span<const lease::Piece> pieces, size_t first,
+                    size_t last) {
   std::string where =
       "blocks " + std::to_string(pieces[first].index) + ".." + std::to_string(pieces[last].index);
   switch (err) {
@@ -30,7 +31,7 @@ Status errno_status(int err, pid_t pid, std::span<const Piece> pieces, size_t fi
 
 }  // namespace
 
-Status cma_write(pid_t pid, std::span<const Piece> pieces, TimePoint deadline) {
+Status cma_write(pid_t pid, std::span<const lease::Piece> pieces, TimePoint deadline) {
   std::array<iovec, kCmaMaxIov> local{};
   std::array<iovec, kCmaMaxIov> remote{};
   size_t i = 0;         // next piece
@@ -86,8 +87,8 @@ Status cma_probe(pid_t pid, uint64_t addr, uint64_t value) {
   if (process_vm_writev(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof(value))) {
     return Status();
   }
-  Piece p{reinterpret_cast<uint64_t>(&value), addr, sizeof(value), 0};
-  return errno_status(errno, pid, std::span<const Piece>(&p, 1), 0, 0)
+  lease::Piece p{reinterpret_cast<uint64_t>(&value), addr, sizeof(value), 0};
+  return errno_status(errno, pid, std::span<const lease::Piece>(&p, 1), 0, 0)
       .with_context("shm handshake probe");
 }
 

@@ -20,14 +20,14 @@
 
 #include "common/clock.h"
 #include "common/status.h"
-#include "engine/backends/shm/leased_peer.h"
+#include "engine/lease/leased_peer.h"
 
 namespace pdkv::engine::shm {
 
 inline constexpr size_t kCmaMaxIov = 1024;  // IOV_MAX on Linux
 inline constexpr uint64_t kCmaChunkBytes = 8ull << 20;
 
-Status cma_write(pid_t pid, std::span<const Piece> pieces, TimePoint deadline);
+Status cma_write(pid_t pid, std::span<const lease::Piece> pieces, TimePoint deadline);
 
 // Writes `value` to `addr` in `pid` (the handshake's permission probe).
 Status cma_probe(pid_t pid, uint64_t addr, uint64_t value);

@@ -8,9 +8,9 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "engine/backends/shm/cma_writer.h"
-#include "engine/backends/shm/lease_server.h"
-#include "engine/backends/shm/leased_peer.h"
-#include "engine/backends/shm/wire.h"
+#include "engine/lease/lease_server.h"
+#include "engine/lease/leased_peer.h"
+#include "engine/lease/wire.h"
 
 namespace pdkv::engine::shm {
 
@@ -35,17 +35,19 @@ namespace {
 // than it saves.
 constexpr uint64_t kParallelCopyBytes = 4ull << 20;
 
-class ShmPeer final : public LeasedPeer {
+class ShmPeer final : public lease::LeasedPeer {
  public:
   ShmPeer(std::string endpoint, CompletionSink* sink, const ShmOptions& options, pid_t pid)
-      : LeasedPeer(std::move(endpoint), sink,
-                   LeasedPeerOptions{options.part_bytes, 1u << 16, options.io_timeout_ms}),
+      : lease::LeasedPeer(
+            std::move(endpoint), sink,
+            lease::LeasedPeerOptions{options.part_bytes, 1u << 16, options.io_timeout_ms}),
         pid_(pid),
         copy_threads_(options.copy_threads) {}
   ~ShmPeer() override { stop(); }
 
  protected:
-  Status write_part(std::span<const Piece> pieces, const Grant&, TimePoint deadline) override {
+  Status write_part(std::span<const lease::Piece> pieces, const lease::Grant&,
+                    TimePoint deadline) override {
     uint64_t total = 0;
     for (const auto& p : pieces) total += p.length;
     size_t k = copy_threads_;
@@ -80,12 +82,13 @@ class ShmPeer final : public LeasedPeer {
   const size_t copy_threads_;
 };
 
-class ShmBackend final : public Backend, private LeaseServerHooks {
+class ShmBackend final : public Backend, private lease::LeaseServerHooks {
  public:
   ShmBackend(const BackendContext& ctx, const ShmOptions& options)
       : ctx_(ctx),
         options_(options),
-        server_(LeaseServerOptions{"shm", options.io_timeout_ms, ctx.options->connect_timeout_ms},
+        server_(lease::LeaseServerOptions{"shm", options.io_timeout_ms,
+                                          ctx.options->connect_timeout_ms},
                 ctx.registry, this) {}
 
   BackendCapabilities capabilities() const override {
@@ -105,16 +108,16 @@ class ShmBackend final : public Backend, private LeaseServerHooks {
   Status on_unregister_memory(uint64_t, uint64_t) override { return Status(); }
 
   Result<std::unique_ptr<BackendPeer>> connect(const std::string& endpoint) override {
-    auto client = std::make_unique<LeaseClient>();
+    auto client = std::make_unique<lease::LeaseClient>();
     PDKV_RETURN_IF_ERROR(client->connect(endpoint, "shm", ctx_.options->connect_timeout_ms));
-    const PeerHello& hello = client->hello();
-    if (hello.host_identity != host_identity()) {
+    const lease::PeerHello& hello = client->hello();
+    if (hello.host_identity != lease::host_identity()) {
       return failed_precondition(endpoint +
                                  " runs on another host or pid namespace; the "
                                  "shm backend only reaches engines on this machine");
     }
-    Reader in(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(hello.extra.data()),
-                                       hello.extra.size()));
+    lease::Reader in(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(hello.extra.data()),
+                                              hello.extra.size()));
     uint64_t probe_addr = 0;
     PDKV_RETURN_IF_ERROR(in.u64(&probe_addr));
     auto pid = static_cast<pid_t>(hello.pid);
@@ -132,7 +135,7 @@ class ShmBackend final : public Backend, private LeaseServerHooks {
  private:
   std::string hello_extra() override {
     std::vector<uint8_t> out;
-    Writer(out).u64(reinterpret_cast<uint64_t>(&probe_word_));
+    lease::Writer(out).u64(reinterpret_cast<uint64_t>(&probe_word_));
     return std::string(out.begin(), out.end());
   }
   Status regions_payload(std::vector<uint8_t>*) override {
@@ -144,7 +147,7 @@ class ShmBackend final : public Backend, private LeaseServerHooks {
   const ShmOptions options_;
   // Written only by peers (the CMA permission probe), never read.
   alignas(64) volatile uint64_t probe_word_ = 0;
-  LeaseServer server_;  // last: its threads call the hooks above
+  lease::LeaseServer server_;  // last: its threads call the hooks above
 };
 
 }  // namespace

@@ -13,9 +13,10 @@
 // costs no per-region setup, and needs no shared state that could outlive a crash. The
 // copy is spread over copy_threads sender threads per part to close part of the gap.
 //
-// Safety: every part runs under a lease (lease_server.h): the receiver validates the
-// part's destinations against its MemoryRegistry and pins them before the sender writes
-// a byte; unregister_memory() revokes at once for new parts and waits for granted ones.
+// Safety: every part runs under a lease (engine/lease/lease_server.h): the receiver
+// validates the part's destinations against its MemoryRegistry and pins them before the
+// sender writes a byte; unregister_memory() revokes at once for new parts and waits for
+// granted ones.
 // The handshake refuses peers on another host or pid namespace (boot id + pid-namespace
 // inode) and probes CMA permission by writing a probe word in the receiver, so EPERM
 // (ptrace rules: same uid, kernel.yama.ptrace_scope, CAP_SYS_PTRACE) is a clear

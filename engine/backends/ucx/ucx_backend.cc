@@ -7,11 +7,12 @@
 
 #include "common/config.h"
 #include "common/logging.h"
-#include "engine/backends/shm/lease_client.h"
-#include "engine/backends/shm/lease_server.h"
-#include "engine/backends/shm/wire.h"
 #include "engine/backends/ucx/ucx_peer.h"
 #include "engine/backends/ucx/ucx_worker.h"
+#include "engine/lease/lease_client.h"
+#include "engine/lease/lease_server.h"
+#include "engine/lease/messages.h"
+#include "engine/lease/wire.h"
 
 namespace pdkv::engine::ucx {
 
@@ -46,7 +47,7 @@ bool use_peer_err_mode(const UcxOptions& o, const std::string& effective_tls) {
   return rest.empty();
 }
 
-class UcxBackend final : public Backend, private shm::LeaseServerHooks {
+class UcxBackend final : public Backend, private lease::LeaseServerHooks {
  public:
   UcxBackend(const BackendContext& ctx, const UcxOptions& options,
              std::unique_ptr<UcxWorker> worker, bool peer_err_mode)
@@ -54,10 +55,10 @@ class UcxBackend final : public Backend, private shm::LeaseServerHooks {
         options_(options),
         worker_(std::move(worker)),
         peer_err_mode_(peer_err_mode),
-        server_(
-            std::in_place,
-            shm::LeaseServerOptions{"ucx", options.io_timeout_ms, ctx.options->connect_timeout_ms},
-            ctx.registry, static_cast<shm::LeaseServerHooks*>(this)) {}
+        server_(std::in_place,
+                lease::LeaseServerOptions{"ucx", options.io_timeout_ms,
+                                          ctx.options->connect_timeout_ms},
+                ctx.registry, static_cast<lease::LeaseServerHooks*>(this)) {}
 
   ~UcxBackend() override {
     server_.reset();  // its threads call our hooks
@@ -128,12 +129,12 @@ class UcxBackend final : public Backend, private shm::LeaseServerHooks {
   }
 
   Result<std::unique_ptr<BackendPeer>> connect(const std::string& endpoint) override {
-    auto client = std::make_unique<shm::LeaseClient>();
+    auto client = std::make_unique<lease::LeaseClient>();
     PDKV_RETURN_IF_ERROR(client->connect(endpoint, "ucx", ctx_.options->connect_timeout_ms));
     std::string address = client->hello().extra;
     auto peer = std::make_unique<UcxPeer>(
         endpoint, ctx_.sink,
-        shm::LeasedPeerOptions{options_.part_bytes, 1u << 16, options_.io_timeout_ms},
+        lease::LeasedPeerOptions{options_.part_bytes, 1u << 16, options_.io_timeout_ms},
         worker_.get(), peer_err_mode_);
     PDKV_RETURN_IF_ERROR(peer->create_endpoint(address));
     peer->start(std::move(client));
@@ -155,14 +156,11 @@ class UcxBackend final : public Backend, private shm::LeaseServerHooks {
 
   Status regions_payload(std::vector<uint8_t>* out) override {
     MutexLock lock(regions_mu_);
-    shm::Writer w(*out);
-    w.u64(epoch_.load());
-    w.u32(static_cast<uint32_t>(regions_.size()));
-    for (const auto& [addr, r] : regions_) {
-      w.u64(addr);
-      w.u64(r.length);
-      w.bytes(r.rkey);
-    }
+    lease::RegionTable table;
+    table.epoch = epoch_.load();
+    table.regions.reserve(regions_.size());
+    for (const auto& [addr, r] : regions_) table.regions.push_back({addr, r.length, r.rkey});
+    lease::encode_regions(table, out);
     return Status();
   }
 
@@ -176,7 +174,7 @@ class UcxBackend final : public Backend, private shm::LeaseServerHooks {
   Mutex regions_mu_;
   std::map<uint64_t, Region> regions_ PDKV_GUARDED_BY(regions_mu_);
   std::atomic<uint64_t> epoch_{1};
-  std::optional<shm::LeaseServer> server_;  // emplaced in the constructor; reset first
+  std::optional<lease::LeaseServer> server_;  // emplaced in the constructor; reset first
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
 // UcxBackend: one-sided writes as UCX puts (ucp_put_nbx) - the path to RDMA (rc/ud/dc),
 // cuda_ipc and NVLink on machines that have them; shared memory or tcp here.
 //
-// Control plane: the shm backend's lease channel (engine/backends/shm/lease_server.h) at
+// Control plane: the shm backend's lease channel (engine/lease/lease_server.h) at
 // the engine endpoint. The handshake carries the receiver's UCP worker address (the
 // sender creates its endpoint from it); every part is leased, so the receiver validates
 // destinations against its MemoryRegistry (OutOfRange naming the entry) and unregister

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/logging.h"
-#include "engine/backends/shm/wire.h"
+#include "engine/lease/messages.h"
 
 namespace pdkv::engine::ucx {
 namespace {
@@ -15,7 +15,7 @@ constexpr Millis kWaitTick{5};
 
 }  // namespace
 
-UcxPeer::UcxPeer(std::string endpoint, CompletionSink* sink, shm::LeasedPeerOptions options,
+UcxPeer::UcxPeer(std::string endpoint, CompletionSink* sink, lease::LeasedPeerOptions options,
                  UcxWorker* worker, bool peer_err_mode)
     : LeasedPeer(std::move(endpoint), sink, options),
       worker_(worker),
@@ -90,23 +90,8 @@ void UcxPeer::destroy_rkeys() {
 }
 
 Status UcxPeer::refresh_rkeys(uint64_t epoch) {
-  PDKV_ASSIGN_OR_RETURN(auto payload, client().regions(now() + Millis(options().io_timeout_ms)));
-  shm::Reader in(payload);
-  uint64_t table_epoch = 0;
-  uint32_t n = 0;
-  PDKV_RETURN_IF_ERROR(in.u64(&table_epoch));
-  PDKV_RETURN_IF_ERROR(in.u32(&n));
-  struct Packed {
-    uint64_t addr, length;
-    std::string rkey;
-  };
-  std::vector<Packed> packed(std::min<uint32_t>(n, static_cast<uint32_t>(in.remaining() / 20)));
-  if (packed.size() != n) return data_loss("region table declares more regions than it carries");
-  for (auto& p : packed) {
-    PDKV_RETURN_IF_ERROR(in.u64(&p.addr));
-    PDKV_RETURN_IF_ERROR(in.u64(&p.length));
-    PDKV_RETURN_IF_ERROR(in.bytes(&p.rkey));
-  }
+  PDKV_ASSIGN_OR_RETURN(lease::RegionTable table,
+                        client().regions(now() + Millis(options().io_timeout_ms)));
   Status result;
   worker_->run_sync([&] {
     destroy_rkeys();
@@ -114,7 +99,7 @@ Status UcxPeer::refresh_rkeys(uint64_t epoch) {
       result = ep_error_.ok() ? unavailable("ucx endpoint closed") : ep_error_;
       return;
     }
-    for (const auto& p : packed) {
+    for (const auto& p : table.regions) {
       ucp_rkey_h rkey = nullptr;
       ucs_status_t st = ucp_ep_rkey_unpack(ep_, p.rkey.data(), &rkey);
       if (st != UCS_OK) {
@@ -127,7 +112,7 @@ Status UcxPeer::refresh_rkeys(uint64_t epoch) {
     std::sort(remote_.begin(), remote_.end(),
               [](const auto& a, const auto& b) { return a.addr < b.addr; });
   });
-  if (result.ok()) known_epoch_ = std::max(epoch, table_epoch);
+  if (result.ok()) known_epoch_ = std::max(epoch, table.epoch);
   return result;
 }
 
@@ -220,7 +205,7 @@ void UcxPeer::force_close(const std::string& reason) {
   ep_ = nullptr;
 }
 
-Status UcxPeer::write_part(std::span<const shm::Piece> pieces, const shm::Grant& grant,
+Status UcxPeer::write_part(std::span<const lease::Piece> pieces, const lease::Grant& grant,
                            TimePoint lease_deadline) {
   if (grant.regions_epoch != known_epoch_) PDKV_RETURN_IF_ERROR(refresh_rkeys(grant.regions_epoch));
   auto shared = std::make_shared<PartOp>();

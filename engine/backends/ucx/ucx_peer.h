@@ -11,15 +11,15 @@
 #include <vector>
 
 #include "common/mutex.h"
-#include "engine/backends/shm/leased_peer.h"
 #include "engine/backends/ucx/ucx_worker.h"
+#include "engine/lease/leased_peer.h"
 
 namespace pdkv::engine::ucx {
 
-class UcxPeer final : public shm::LeasedPeer {
+class UcxPeer final : public lease::LeasedPeer {
  public:
   // `worker` is borrowed and outlives the peer.
-  UcxPeer(std::string endpoint, CompletionSink* sink, shm::LeasedPeerOptions options,
+  UcxPeer(std::string endpoint, CompletionSink* sink, lease::LeasedPeerOptions options,
           UcxWorker* worker, bool peer_err_mode);
   ~UcxPeer() override;
 
@@ -28,7 +28,7 @@ class UcxPeer final : public shm::LeasedPeer {
   const std::string& transports() const { return transports_; }
 
  protected:
-  Status write_part(std::span<const shm::Piece> pieces, const shm::Grant& grant,
+  Status write_part(std::span<const lease::Piece> pieces, const lease::Grant& grant,
                     TimePoint lease_deadline) override;
 
  private:
@@ -40,7 +40,7 @@ class UcxPeer final : public shm::LeasedPeer {
   // One part handed to the worker thread. Shared: an outstanding flush request keeps its
   // own reference, so a cancelled part never leaves UCX a dangling pointer.
   struct PartOp {
-    std::span<const shm::Piece> pieces;
+    std::span<const lease::Piece> pieces;
     Mutex mu;
     CondVar cv;
     bool done PDKV_GUARDED_BY(mu) = false;
