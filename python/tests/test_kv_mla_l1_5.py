@@ -8,18 +8,9 @@ import pytest
 import pdkv
 from kv_harness import RankMemory, Shape
 from l15_harness import L15Cluster
-from test_kv_e2e import SUCCESS
+from test_kv_e2e import assert_all_succeeded
 
 MLA = Shape(mla=True, heads=1, head_dim=16)
-
-
-def assert_l15_succeeded(done):
-    for (role, rank), report in done.items():
-        for room, state in report["states"].items():
-            assert state == SUCCESS, f"{role} {rank} room {room}: {report['reasons'].get(room)}"
-        if role == "decode":
-            assert all(report["bytes_ok"].values()), f"decode {rank}: wrong bytes"
-        assert report["active"] == 0, f"{role} {rank} still holds {report['active']} rooms"
 
 
 @pytest.mark.parametrize("l15_prefill,l15_decode,p_tp,d_tp", [
@@ -32,7 +23,7 @@ def test_all_four_modes_deliver_the_owned_pages(l15_prefill, l15_decode, p_tp, d
     with L15Cluster(pdkv, MLA, p_tp, d_tp, l15_prefill, l15_decode, rooms=(301, 302),
                     pages=7, chunks=2) as c:
         done = c.start().run()
-        assert_l15_succeeded(done)
+        assert_all_succeeded(done)
         if l15_decode:  # every decode rank owned part of the pages, not none or all
             for d in range(d_tp):
                 assert 0 < done[("decode", d)]["owned"][301] < 7
@@ -46,14 +37,14 @@ def test_decode_prefix_skips_the_prefix_pages_ownership_too(l15_prefill, l15_dec
     # those pages, or every later page would come from its neighbour's local page.
     with L15Cluster(pdkv, MLA, p_tp, d_tp, l15_prefill, l15_decode, rooms=(311, 312),
                     pages=8, chunks=3, prefix_pages=3) as c:
-        assert_l15_succeeded(c.start().run())
+        assert_all_succeeded(c.start().run())
 
 
 def test_a_refused_chunk_leaves_the_room_intact():
     with L15Cluster(pdkv, MLA, 2, 1, True, False, rooms=(321,), pages=6, chunks=2,
                     bad_first=True) as c:
         done = c.start().run()
-        assert_l15_succeeded(done)
+        assert_all_succeeded(done)
         assert sum(done[("prefill", r)]["rejected"] for r in range(2)) > 0
 
 
