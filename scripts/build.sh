@@ -26,6 +26,10 @@ if [[ -n "$sanitize" ]]; then
   args+=(-DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DPDKV_SANITIZE="$sanitize"
          -DPDKV_BUILD_PYTHON=OFF "-DPDKV_LAYERS=common;plan;engine;proto;bootstrap;kv;tests;tools")
 fi
+# ccache, when installed, lets several checkouts (git worktrees) share compiled objects.
+if command -v ccache >/dev/null; then
+  args+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 cmake -S . -B "$dir" "${args[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
 echo "$dir"
