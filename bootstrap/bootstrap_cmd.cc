@@ -1,4 +1,5 @@
-// `pdkv bootstrap --host H --port P`: a standalone bootstrap server until SIGTERM/SIGINT.
+// `pdkv bootstrap --host H --port P [--secret-file F]`: a standalone bootstrap server until
+// SIGTERM/SIGINT.
 //
 // The signals are blocked before the server's threads exist (they inherit the mask) and
 // the main thread takes them with sigwait, so shutdown runs in ordinary code instead of
@@ -7,15 +8,27 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <string>
 
 #include "bootstrap/server.h"
+#include "common/cluster_key.h"
 #include "common/logging.h"
 #include "tools/cli_registry.h"
 
 namespace pdkv::bootstrap {
 namespace {
 
-int run(const ServerOptions& options) {
+int run(ServerOptions options, const std::string& secret_file) {
+  auto key = secret_file.empty() ? ClusterKey::from_env() : ClusterKey::from_file(secret_file);
+  if (!key.ok()) {
+    std::fprintf(stderr, "pdkv bootstrap: %s\n", key.status().to_string().c_str());
+    return 2;
+  }
+  options.cluster_key = *key;
+  if (options.authenticate_reads && !options.cluster_key) {
+    std::fprintf(stderr, "pdkv bootstrap: --authenticate-reads needs a cluster secret\n");
+    return 2;
+  }
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
@@ -37,6 +50,7 @@ int run(const ServerOptions& options) {
 
 const cli::CommandRegistrar kRegistrar("", [](CLI::App& parent) {
   auto options = std::make_shared<ServerOptions>();
+  auto secret_file = std::make_shared<std::string>();
   CLI::App* cmd = parent.add_subcommand("bootstrap", "Run a bootstrap (rendezvous) HTTP server");
   cmd->add_option("--host", options->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", options->port, "Port (0 = any free port, printed on start)")
@@ -45,7 +59,12 @@ const cli::CommandRegistrar kRegistrar("", [](CLI::App& parent) {
   cmd->add_option("--max-body-bytes", options->max_body_bytes, "Largest accepted request body")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 20))
       ->capture_default_str();
-  cmd->callback([options] { cli::set_exit_code(run(*options)); });
+  cmd->add_option("--secret-file", *secret_file,
+                  "Cluster secret (file, mode 600); default: PDKV_SECRET_FILE. With it, route "
+                  "writes must be signed by a cluster member");
+  cmd->add_flag("--authenticate-reads", options->authenticate_reads,
+                "Require signed requests for route lookups too");
+  cmd->callback([options, secret_file] { cli::set_exit_code(run(*options, *secret_file)); });
 });
 
 }  // namespace

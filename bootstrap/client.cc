@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "bootstrap/request_auth.h"
+
 namespace pdkv::bootstrap {
 
 using nlohmann::json;
@@ -43,9 +45,15 @@ BootstrapClient::Answer BootstrapClient::request(const char* method, const std::
     cli.set_connection_timeout(options_.connect_timeout);
     cli.set_read_timeout(read_timeout);
     cli.set_write_timeout(read_timeout);
-    httplib::Result r = std::string_view(method) == "PUT" ? cli.Put(path, body, "application/json")
-                        : std::string_view(method) == "DELETE" ? cli.Delete(path)
-                                                               : cli.Get(path);
+    httplib::Headers headers;
+    if (options_.cluster_key) {
+      headers.emplace(kAuthHeader,
+                      sign_request(*options_.cluster_key, method, path, body, unix_now_ms()));
+    }
+    httplib::Result r = std::string_view(method) == "PUT"
+                            ? cli.Put(path, headers, body, "application/json")
+                        : std::string_view(method) == "DELETE" ? cli.Delete(path, headers)
+                                                               : cli.Get(path, headers);
     if (!r) {
       a.error = httplib::to_string(r.error());
       return a;
@@ -81,6 +89,11 @@ Result<std::string> BootstrapClient::call(const char* method, const std::string&
     if (a.status == 200) return a.body;
     if (a.status == 400) {
       return invalid_argument(fmt::format("{}: {}", where, server_message(a.body)));
+    }
+    if (a.status == 401) {
+      return unauthenticated(
+          fmt::format("{}: {} (do this process and the server share the cluster secret?)", where,
+                      server_message(a.body)));
     }
     if (a.status == 409) {
       return failed_precondition(fmt::format("{}: {}", where, server_message(a.body)));

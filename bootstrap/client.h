@@ -5,6 +5,7 @@
 // doubling to 1 s) while the answer may still change: connection failures, 5xx, and for
 // lookups 404 (rank not registered yet). Answers that will not change (400, 409) return
 // at once. Errors: kInvalidArgument (400, message from the server, naming the field),
+// kUnauthenticated (401: no or another cluster secret),
 // kFailedPrecondition (409 layout conflict), kDeadlineExceeded (gave up; the message holds
 // the last answer), kDataLoss (malformed answer).
 //
@@ -19,6 +20,7 @@
 #include "bootstrap/registration.h"
 #include "bootstrap/route_table.h"
 #include "common/clock.h"
+#include "common/cluster_key.h"
 #include "common/status.h"
 
 namespace pdkv::bootstrap {
@@ -26,6 +28,8 @@ namespace pdkv::bootstrap {
 struct ClientOptions {
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds read_timeout{3000};
+  // Set: every request carries a signed X-Pdkv-Auth header (request_auth.h).
+  std::shared_ptr<const ClusterKey> cluster_key;
 };
 
 class BootstrapClient {

@@ -26,6 +26,7 @@ int http_status_of(const Status& s) {
     case StatusCode::kFailedPrecondition: return 409;
     case StatusCode::kInvalidArgument:
     case StatusCode::kOutOfRange: return 400;
+    case StatusCode::kUnauthenticated: return 401;
     default: return 500;
   }
 }
@@ -81,7 +82,11 @@ Result<std::unique_ptr<BootstrapServer>> BootstrapServer::start(const ServerOpti
                           raw->install_routes(h);
                         }));
   s->port_ = s->listener_->port();
-  PDKV_LOG_INFO("bootstrap: serving on {}:{}", s->host_, s->port_);
+  if (!options.cluster_key) warn_unauthenticated("bootstrap server");
+  PDKV_LOG_INFO("bootstrap: serving on {}:{} ({})", s->host_, s->port_,
+                options.cluster_key ? (options.authenticate_reads ? "every request authenticated"
+                                                                  : "writes authenticated")
+                                    : "unauthenticated");
   return s;
 }
 
@@ -98,16 +103,30 @@ void BootstrapServer::count_error(int status) {
     case 404: kind = kNotFound; break;
     case 405: kind = kMethod; break;
     case 409: kind = kConflict; break;
+    case 401: kind = kUnauthorized; break;
     case 413: kind = kTooLarge; break;
     default: break;
   }
   errors_[kind].fetch_add(1, std::memory_order_relaxed);
 }
 
+bool BootstrapServer::authenticated(const httplib::Request& req, httplib::Response& res) {
+  if (!options_.cluster_key) return true;
+  Status st = verifier_.verify(*options_.cluster_key, req.get_header_value(kAuthHeader), req.method,
+                               req.target, req.body, unix_now_ms());
+  if (st.ok()) return true;
+  auth_refused_.fetch_add(1, std::memory_order_relaxed);
+  PDKV_LOG_WARN_LIMITED("bootstrap: refused {} {} from {}: {}", req.method, req.path,
+                        req.remote_addr, st.message());
+  reply_error(res, 401, "", st.message());
+  return false;
+}
+
 void BootstrapServer::install_routes(httplib::Server& h) {
   h.Put("/route",
         guarded("PUT /route", [this](const httplib::Request& req, httplib::Response& res) {
           requests_[kPut].fetch_add(1, std::memory_order_relaxed);
+          if (!authenticated(req, res)) return;
           std::string field;
           auto reg = parse_registration(req.body, &field);
           if (!reg.ok()) return reply_error(res, 400, field, reg.status().message());
@@ -126,6 +145,7 @@ void BootstrapServer::install_routes(httplib::Server& h) {
   h.Get("/route",
         guarded("GET /route", [this](const httplib::Request& req, httplib::Response& res) {
           requests_[kGet].fetch_add(1, std::memory_order_relaxed);
+          if (options_.authenticate_reads && !authenticated(req, res)) return;
           int64_t rank = 0, group = 0;
           if (!query_int(req, res, "engine_rank", &rank) ||
               !query_int(req, res, "target_dp_group", &group)) {
@@ -159,6 +179,7 @@ void BootstrapServer::install_routes(httplib::Server& h) {
   h.Delete("/route",
            guarded("DELETE /route", [this](const httplib::Request& req, httplib::Response& res) {
              requests_[kDelete].fetch_add(1, std::memory_order_relaxed);
+             if (!authenticated(req, res)) return;
              int64_t rank = 0, group = 0;
              if (!query_int(req, res, "engine_rank", &rank) ||
                  !query_int(req, res, "target_dp_group", &group)) {
@@ -207,8 +228,10 @@ void BootstrapServer::install_routes(httplib::Server& h) {
 std::string BootstrapServer::metrics_text() const {
   static const char* kRequestNames[] = {"route_put", "route_get", "route_delete", "health",
                                         "metrics"};
-  static const char* kErrorNames[] = {"bad_request",        "not_found",         "conflict",
-                                      "method_not_allowed", "payload_too_large", "internal"};
+  static const char* kErrorNames[] = {"bad_request", "unauthorized",       "not_found",
+                                      "conflict",    "method_not_allowed", "payload_too_large",
+                                      "internal"};
+  static_assert(std::size(kErrorNames) == kNumErrors);
   std::string out;
   out += "# HELP pdkv_bootstrap_registered_ranks Prefill ranks currently registered.\n";
   out += "# TYPE pdkv_bootstrap_registered_ranks gauge\n";

@@ -6,6 +6,8 @@
 //   GET    /route?engine_rank=t&target_dp_group=g    -> {"rank_ip","rank_port"} (404 until)
 //   DELETE /route?engine_rank=t&target_dp_group=g    -> deregister (200 | 404)
 //   GET    /health -> 200 "OK";  GET /metrics -> Prometheus text format
+// With a cluster secret, PUT and DELETE (and GET /route if authenticate_reads) need a
+// signed X-Pdkv-Auth header (request_auth.h): 401 otherwise.
 // engine_rank in queries is the tp rank inside the DP group, as in the reference. Every
 // error is a JSON object {"error": message, "field": name-or-""}; other methods on
 // /route get 405. No handler lets an exception escape (each is caught and becomes 500).
@@ -21,12 +23,15 @@
 #include <thread>
 
 #include "bootstrap/http_listener.h"
+#include "bootstrap/request_auth.h"
 #include "bootstrap/route_table.h"
 #include "common/status.h"
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace pdkv::bootstrap {
 
@@ -34,6 +39,11 @@ struct ServerOptions {
   std::string host = "0.0.0.0";
   int port = 8998;  // 0 = any free port (see BootstrapServer::port())
   size_t max_body_bytes = kMaxBodyBytes;
+  // Set: PUT and DELETE must carry a valid X-Pdkv-Auth (request_auth.h), else 401; null:
+  // anyone may write routes (warned at start).
+  std::shared_ptr<const ClusterKey> cluster_key;
+  // With a key: GETs must be signed too (route lookups tell where ranks listen).
+  bool authenticate_reads = false;
 };
 
 class BootstrapServer {
@@ -54,10 +64,21 @@ class BootstrapServer {
 
  private:
   enum Counter { kPut, kGet, kDelete, kHealth, kMetrics, kNumRequestKinds };
-  enum ErrorKind { kBadRequest, kNotFound, kConflict, kMethod, kTooLarge, kInternal, kNumErrors };
+  enum ErrorKind {
+    kBadRequest,
+    kUnauthorized,
+    kNotFound,
+    kConflict,
+    kMethod,
+    kTooLarge,
+    kInternal,
+    kNumErrors
+  };
 
   BootstrapServer() = default;
   void install_routes(httplib::Server& h);
+  // True if the request may proceed; else answers 401 and counts it.
+  bool authenticated(const httplib::Request& req, httplib::Response& res);
   void count_error(int status);
 
   std::string host_;
@@ -67,6 +88,8 @@ class BootstrapServer {
   std::unique_ptr<HttpListener> listener_;
   std::atomic<uint64_t> requests_[kNumRequestKinds] = {};
   std::atomic<uint64_t> errors_[kNumErrors] = {};
+  std::atomic<uint64_t> auth_refused_{0};
+  RequestVerifier verifier_;
 };
 
 }  // namespace pdkv::bootstrap

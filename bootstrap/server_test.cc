@@ -20,7 +20,10 @@ using testing::sample_registration;
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto s = BootstrapServer::start(ServerOptions{"127.0.0.1", 0, kMaxBodyBytes});
+    ServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    auto s = BootstrapServer::start(o);
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     server_ = std::move(s).value();
   }

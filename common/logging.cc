@@ -2,6 +2,7 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -34,6 +35,27 @@ std::shared_ptr<spdlog::logger> make_logger() {
 spdlog::logger& logger() {
   static std::shared_ptr<spdlog::logger> instance = make_logger();
   return *instance;
+}
+
+}  // namespace pdkv
+
+namespace pdkv {
+
+bool LogRateLimiter::allow(uint64_t* suppressed) {
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count();
+  int64_t start = window_start_ms_.load(std::memory_order_relaxed);
+  if (now_ms - start >= 1000 &&
+      window_start_ms_.compare_exchange_strong(start, now_ms, std::memory_order_relaxed)) {
+    in_window_.store(0, std::memory_order_relaxed);
+  }
+  if (in_window_.fetch_add(1, std::memory_order_relaxed) >= per_second_) {
+    suppressed_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  *suppressed = suppressed_.exchange(0, std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace pdkv

@@ -16,6 +16,8 @@
 //   kDataLoss           a malformed or truncated frame / message arrived.
 //   kAborted            the operation was cancelled (abort, shutdown).
 //   kInternal           a pdkv bug or an unexpected failure of a dependency.
+//   kUnauthenticated    a peer did not prove it holds the cluster secret (or this side
+//                       has none while the peer requires it); retrying will not help.
 //
 // Thread safety: const methods may be called concurrently; a Status or Result that is
 // being modified needs outside synchronisation, like any value type.
@@ -40,6 +42,7 @@ enum class StatusCode : unsigned char {
   kDataLoss,
   kAborted,
   kInternal,
+  kUnauthenticated,  // last: wire formats carry codes as numbers up to this one
 };
 
 // "InvalidArgument", "OutOfRange", ...: the names used in messages and in Python.
@@ -89,6 +92,7 @@ Status deadline_exceeded(std::string message);
 Status data_loss(std::string message);
 Status aborted(std::string message);
 Status internal_error(std::string message);
+Status unauthenticated(std::string message);
 
 // Result<T>: a T or an error Status. Constructing from an OK Status is a bug and is
 // turned into kInternal so it cannot masquerade as a value.

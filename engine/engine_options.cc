@@ -34,6 +34,10 @@ Result<EngineOptions> EngineOptions::from_env() {
                                                         static_cast<int64_t>(o.tcp.stage_max_bytes),
                                                         0, int64_t{1} << 20));
   o.tcp.stage_max_bytes = static_cast<uint64_t>(stage);
+  PDKV_ASSIGN_OR_RETURN(
+      int64_t conns, config::read_int("PDKV_TCP_MAX_CONNECTIONS", o.tcp.max_connections, 1, 65536));
+  o.tcp.max_connections = static_cast<int>(conns);
+  PDKV_ASSIGN_OR_RETURN(o.cluster_key, ClusterKey::from_env());
   return o;
 }
 

@@ -3,15 +3,17 @@
 // `EngineOptions::from_env()` reads the PDKV_ENGINE_* and PDKV_TCP_* variables once
 // (common/config.h: range-checked, logged, documented in docs/CONFIG.md); tests and
 // benchmarks build the struct directly instead. Backend-specific settings live in their
-// own nested struct (TcpOptions; a later backend adds ShmOptions/UcxOptions beside it)
-// rather than in a union, so adding a backend never reshapes an existing field.
+// own nested struct (TcpOptions) rather than in a union, so adding a backend never
+// reshapes an existing field.
 //
 // Thread safety: a plain value type.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "common/cluster_key.h"
 #include "common/status.h"
 
 namespace pdkv::engine {
@@ -42,10 +44,13 @@ struct TcpOptions {
   uint64_t stage_max_bytes = 0;
   // Largest run staged at once (the staging buffer of each stream).
   uint64_t stage_buffer_bytes = 4 << 20;
+  // Most connections a receiver serves at once (a thread each); more are closed at accept.
+  // 512 = 128 peer sessions of 4 streams.
+  int max_connections = 512;
 };
 
 struct EngineOptions {
-  // "tcp" (implemented), "shm", "ucx" (later backends; create() says so until then).
+  // "tcp" (default), "shm" (same host), "ucx" (create() says so when UCX is not built in).
   std::string backend = "tcp";
   // Address the engine listens on and advertises in endpoint(). Peers on other hosts
   // need a routable address here, not the loopback default.
@@ -55,10 +60,15 @@ struct EngineOptions {
   // open_session() gives up with Unavailable after this long.
   int connect_timeout_ms = 3000;
   TcpOptions tcp;
+  // The cluster secret's keys (common/cluster_key.h). Set: every session starts with a
+  // mutual challenge-response handshake and a peer that fails it neither receives nor
+  // writes a byte. Null: unauthenticated (warned once at create()).
+  std::shared_ptr<const ClusterKey> cluster_key;
 
   // Reads PDKV_ENGINE_BACKEND, PDKV_ENGINE_HOST, PDKV_ENGINE_PORT,
   // PDKV_ENGINE_CONNECT_TIMEOUT_MS, PDKV_TCP_STREAMS, PDKV_TCP_IO_TIMEOUT_MS,
-  // PDKV_TCP_SOCKET_BUFFER_BYTES, PDKV_TCP_MIN_SPLIT_BYTES, PDKV_TCP_MAX_PART_ENTRIES.
+  // PDKV_TCP_SOCKET_BUFFER_BYTES, PDKV_TCP_MIN_SPLIT_BYTES, PDKV_TCP_MAX_PART_ENTRIES,
+  // PDKV_TCP_STAGE_MAX_BYTES, PDKV_TCP_MAX_CONNECTIONS, PDKV_SECRET_FILE.
   // InvalidArgument naming the variable if one is malformed or out of range.
   static Result<EngineOptions> from_env();
 };

@@ -9,6 +9,7 @@
 #include "common/mutex.h"
 #include "engine/backend.h"
 #include "engine/batch_table.h"
+#include "engine/mapped_memory.h"
 #include "engine/memory_registry.h"
 
 namespace pdkv::engine {
@@ -45,6 +46,7 @@ class TransferEngine::Impl final : public CompletionSink {
   }
 
   Status register_memory(uint64_t addr, uint64_t length) {
+    PDKV_RETURN_IF_ERROR(check_mapped(addr, length));
     PDKV_RETURN_IF_ERROR(registry_.add(addr, length));
     Status hook = backend_->on_register_memory(addr, length);
     if (!hook.ok()) {
@@ -245,8 +247,19 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineOptio
   if (options.connect_timeout_ms <= 0 || options.tcp.io_timeout_ms <= 0) {
     return invalid_argument("EngineOptions timeouts must be positive");
   }
+  if (options.tcp.max_connections < 1) {
+    return invalid_argument("EngineOptions.tcp.max_connections must be positive");
+  }
   if (options.tcp.max_part_entries == 0) {
     return invalid_argument("EngineOptions.tcp.max_part_entries must be positive");
+  }
+  if (!options.cluster_key) warn_unauthenticated("transfer engine");
+  // Only the TCP backend runs the session handshake so far (tcp_auth.h); running shm or
+  // UCX with a secret would look authenticated and not be.
+  if (options.cluster_key && options.backend != "tcp") {
+    return failed_precondition("backend '" + options.backend +
+                               "' does not authenticate its sessions yet; with a cluster "
+                               "secret (PDKV_SECRET_FILE) use the tcp backend");
   }
   auto impl = std::make_unique<Impl>(options);
   PDKV_RETURN_IF_ERROR(impl->start());

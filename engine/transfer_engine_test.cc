@@ -43,6 +43,17 @@ TEST(TransferEngine, UnknownAndUnbuiltBackendsAreClearErrors) {
   EXPECT_EQ(TransferEngine::create(o).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(TransferEngine, RegisteringUnmappedMemoryIsAClearError) {
+  auto engine = make_engine();
+  // The first page is never mapped; a range past the top of user space neither.
+  Status st = engine->register_memory(0x1000, 4096);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.to_string();
+  EXPECT_NE(st.message().find("not mapped"), std::string::npos) << st.to_string();
+  EXPECT_EQ(engine->register_memory(~uint64_t{0} - 100, 4096).code(), StatusCode::kOutOfRange);
+  std::vector<uint8_t> ok(8192);
+  EXPECT_TRUE(engine->register_memory(addr(ok.data()), ok.size()).ok());
+}
+
 TEST(TransferEngine, OptionsFromEnvironmentAreRangeChecked) {
   setenv("PDKV_TCP_STREAMS", "3", 1);
   auto o = EngineOptions::from_env();

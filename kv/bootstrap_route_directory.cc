@@ -59,10 +59,20 @@ std::string make_tcp_endpoint(const std::string& host, int64_t port) {
   return "tcp://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
+BootstrapRouteDirectory::BootstrapRouteDirectory(std::shared_ptr<const ClusterKey> cluster_key)
+    : cluster_key_(std::move(cluster_key)) {}
+
+Result<bootstrap::BootstrapClient> BootstrapRouteDirectory::client(
+    const std::string& bootstrap_addr) const {
+  bootstrap::ClientOptions options;
+  options.cluster_key = cluster_key_;
+  return bootstrap::BootstrapClient::from_address(bootstrap_addr, options);
+}
+
 Status BootstrapRouteDirectory::register_prefill_rank(const std::string& addr,
                                                       const PrefillRankInfo& info,
                                                       TimePoint deadline) {
-  PDKV_ASSIGN_OR_RETURN(auto client, bootstrap::BootstrapClient::from_address(addr));
+  PDKV_ASSIGN_OR_RETURN(auto client, this->client(addr));
   PDKV_ASSIGN_OR_RETURN(auto host_port, split_tcp_endpoint(info.control_endpoint));
   bootstrap::PrefillRegistration reg;
   reg.engine_rank = info.engine_rank;
@@ -88,7 +98,7 @@ Status BootstrapRouteDirectory::register_prefill_rank(const std::string& addr,
 
 Result<PrefillRankInfo> BootstrapRouteDirectory::lookup_instance(const std::string& addr,
                                                                  TimePoint deadline) {
-  PDKV_ASSIGN_OR_RETURN(auto client, bootstrap::BootstrapClient::from_address(addr));
+  PDKV_ASSIGN_OR_RETURN(auto client, this->client(addr));
   PDKV_ASSIGN_OR_RETURN(auto layout, client.parallel_info(deadline));
   return from_layout(layout);
 }
@@ -97,7 +107,7 @@ Result<PrefillRankInfo> BootstrapRouteDirectory::lookup_prefill_rank(const std::
                                                                      int64_t dp_group,
                                                                      int64_t tp_rank,
                                                                      TimePoint deadline) {
-  PDKV_ASSIGN_OR_RETURN(auto client, bootstrap::BootstrapClient::from_address(addr));
+  PDKV_ASSIGN_OR_RETURN(auto client, this->client(addr));
   PDKV_ASSIGN_OR_RETURN(auto layout, client.parallel_info(deadline));
   PDKV_ASSIGN_OR_RETURN(auto rank, client.rank(dp_group, tp_rank, deadline));
   PrefillRankInfo info = from_layout(layout);

@@ -8,20 +8,31 @@
 // Thread safety: as BootstrapClient, usable from many threads.
 #pragma once
 
+#include <memory>
 #include <string>
 
+#include "bootstrap/client.h"
+#include "common/cluster_key.h"
 #include "kv/route_directory.h"
 
 namespace pdkv::kv {
 
 class BootstrapRouteDirectory : public RouteDirectory {
  public:
+  // With `cluster_key`, every request is signed (bootstrap/request_auth.h).
+  explicit BootstrapRouteDirectory(std::shared_ptr<const ClusterKey> cluster_key = nullptr);
+
   Status register_prefill_rank(const std::string& bootstrap_addr, const PrefillRankInfo& info,
                                TimePoint deadline) override;
   Result<PrefillRankInfo> lookup_instance(const std::string& bootstrap_addr,
                                           TimePoint deadline) override;
   Result<PrefillRankInfo> lookup_prefill_rank(const std::string& bootstrap_addr, int64_t dp_group,
                                               int64_t tp_rank, TimePoint deadline) override;
+
+ private:
+  Result<bootstrap::BootstrapClient> client(const std::string& bootstrap_addr) const;
+
+  const std::shared_ptr<const ClusterKey> cluster_key_;
 };
 
 // "tcp://10.0.0.1:5000" -> ("10.0.0.1", 5000); "tcp://[::1]:5000" -> ("::1", 5000).

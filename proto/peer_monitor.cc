@@ -73,6 +73,14 @@ PeerMonitor::Observed PeerMonitor::read_events() {
     uint16_t event = 0;
     std::memcpy(&event, head.data(), sizeof(event));
     if (event == ZMQ_EVENT_DISCONNECTED) ++seen.disconnects;
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+        event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+      ++seen.auth_failures;
+      PDKV_LOG_WARN_LIMITED(
+          "control plane: the handshake with {} failed (event {:#x}): does it hold the same "
+          "cluster secret (PDKV_SECRET_FILE)? Messages to it stay undelivered",
+          peer_endpoint_, event);
+    }
     if (state_.on_event(event)) seen.gone = true;
     PDKV_LOG_TRACE("zmq endpoint: monitor of {}: event {:#x}", peer_endpoint_, event);
   }

@@ -41,8 +41,10 @@ namespace pdkv::proto {
 
 // The events PeerLinkState needs; the monitor asks for nothing else, so a peer that
 // never answers costs one event per failed connect attempt.
-inline constexpr int kPeerMonitorEvents =
-    ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED;
+inline constexpr int kPeerMonitorEvents = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
+                                          ZMQ_EVENT_CLOSED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                          ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                          ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
 
 class PeerLinkState {
  public:
@@ -60,8 +62,9 @@ class PeerLinkState {
 class PeerMonitor {
  public:
   struct Observed {
-    uint32_t disconnects = 0;  // DISCONNECTED events read
-    bool gone = false;         // PeerLinkState fired on one of them
+    uint32_t disconnects = 0;    // DISCONNECTED events read
+    bool gone = false;           // PeerLinkState fired on one of them
+    uint32_t auth_failures = 0;  // security handshakes the peer refused or broke
   };
 
   // Starts a monitor on `push` (inproc://pdkv-peer-monitor-<id>, unique per context) and

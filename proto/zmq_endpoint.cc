@@ -12,6 +12,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "proto/peer_monitor.h"
+#include "proto/zap_authenticator.h"
 
 namespace pdkv::proto {
 
@@ -19,8 +20,20 @@ Result<EndpointOptions> EndpointOptions::from_env() {
   EndpointOptions o;
   PDKV_ASSIGN_OR_RETURN(int64_t hwm, config::read_int("PDKV_ZMQ_SNDHWM", 10000, 1, 1000000));
   o.send_hwm = static_cast<int>(hwm);
+  PDKV_ASSIGN_OR_RETURN(o.cluster_key, ClusterKey::from_env());
   return o;
 }
+
+namespace {
+
+// A raw 32-byte CURVE key (libzmq takes 32 binary bytes or 40 Z85 characters).
+void set_key(zmq::socket_t& socket, int option, const std::array<uint8_t, 32>& key) {
+  if (zmq_setsockopt(socket.handle(), option, key.data(), key.size()) != 0) {
+    throw zmq::error_t();
+  }
+}
+
+}  // namespace
 
 bool is_urgent(const Message& message) {
   return std::holds_alternative<Ping>(message) || std::holds_alternative<Pong>(message);
@@ -47,9 +60,24 @@ Result<std::unique_ptr<ZmqEndpoint>> ZmqEndpoint::start(const EndpointOptions& o
     return unavailable(
         fmt::format("zmq endpoint: eventfd: {}", std::generic_category().message(errno)));
   }
+  if (options.cluster_key) {
+    ep->curve_server_ = options.cluster_key->curve_pair(KeyUse::kCurveServer);
+    ep->curve_client_ = options.cluster_key->curve_pair(KeyUse::kCurveClient);
+    auto zap = ZapAuthenticator::start(ep->context_, ep->curve_client_.public_key);
+    if (!zap.ok()) return zap.status();
+    ep->zap_ = std::move(zap).value();
+  } else {
+    warn_unauthenticated("control plane");
+  }
   try {
     ep->pull_ = zmq::socket_t(ep->context_, zmq::socket_type::pull);
     ep->pull_.set(zmq::sockopt::linger, options.linger_ms);
+    if (options.cluster_key) {
+      ep->pull_.set(zmq::sockopt::curve_server, 1);
+      set_key(ep->pull_, ZMQ_CURVE_SECRETKEY, ep->curve_server_.secret_key);
+      // A domain makes libzmq consult the ZAP handler for every connection.
+      ep->pull_.set(zmq::sockopt::zap_domain, "pdkv");
+    }
     ep->pull_.set(zmq::sockopt::rcvhwm, options.send_hwm);
     // A frame larger than any valid body makes ZeroMQ drop the connection before it
     // allocates the frame.
@@ -97,6 +125,11 @@ Result<std::shared_ptr<ZmqEndpoint::PeerSocket>> ZmqEndpoint::peer_socket(
       p->socket.set(zmq::sockopt::immediate, false);
       p->socket.set(zmq::sockopt::reconnect_ivl, options_.reconnect_interval_ms);
       p->socket.set(zmq::sockopt::reconnect_ivl_max, options_.reconnect_interval_max_ms);
+      if (options_.cluster_key) {
+        set_key(p->socket, ZMQ_CURVE_SERVERKEY, curve_server_.public_key);
+        set_key(p->socket, ZMQ_CURVE_PUBLICKEY, curve_client_.public_key);
+        set_key(p->socket, ZMQ_CURVE_SECRETKEY, curve_client_.secret_key);
+      }
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) return aborted("zmq endpoint is shut down");
       return internal_error(fmt::format("zmq endpoint: cannot create a socket: {}", e.what()));
@@ -256,6 +289,8 @@ EndpointStats ZmqEndpoint::stats() const {
   s.drained_batches = drained_batches_.load();
   s.disconnects = disconnects_.load();
   s.peers_gone = peers_gone_.load();
+  s.auth_refused = zap_ ? zap_->refused() : 0;
+  s.auth_failed = auth_failed_.load();
   return s;
 }
 
@@ -274,6 +309,10 @@ void ZmqEndpoint::shutdown() {
     receiver_.join();  // it closes the monitors and pull_ on its way out
   } else {
     pull_.close();  // start() failed before the thread existed
+  }
+  if (zap_) {
+    context_.shutdown();  // wakes the ZAP thread, which closes its socket and leaves
+    zap_.reset();
   }
   context_.close();
 }

@@ -27,6 +27,11 @@
 //   connection, one whose connection was reset while it lives, or a stopped (SIGSTOP)
 //   one is never reported: silence stays the callers' (heartbeat) business.
 // - One zmq::context_t per endpoint, shared by its sockets; shutdown() terminates it.
+// - With a cluster secret (EndpointOptions::cluster_key) every connection is CURVE:
+//   authenticated both ways and encrypted; a client that cannot prove the secret is
+//   refused by the ZAP handler (zap_authenticator.h) before any of its messages is
+//   read, and counted (stats().auth_refused). A handshake a peer refuses is logged
+//   (rate-limited) and counted (auth_failed): its messages stay queued, undelivered.
 //
 // Thread safety: send(), send_burst(), send_frames(), forget_peer(), stats() and
 // endpoint() may be called from any thread, concurrently, including from the handler and
@@ -54,6 +59,7 @@
 namespace pdkv::proto {
 
 class PeerMonitor;
+class ZapAuthenticator;
 
 // Messages the receive thread hands to the handler before any other it holds: the
 // liveness probe and its answer (Ping, Pong).
@@ -135,6 +141,10 @@ class ZmqEndpoint {
   const Handler handler_;
   const PeerGoneHandler on_peer_gone_;
   zmq::context_t context_;
+  // With a cluster secret (EndpointOptions::cluster_key): the context's ZAP handler and
+  // the CURVE key pairs every member derives alike. Set by start(), then read-only.
+  std::unique_ptr<ZapAuthenticator> zap_;
+  ClusterKey::CurvePair curve_server_, curve_client_;
   zmq::socket_t pull_;  // used by the receive thread only once it started
   std::string endpoint_;
   int wake_fd_ = -1;  // eventfd, set by start(): written by any thread, read by the receive one
@@ -150,7 +160,8 @@ class ZmqEndpoint {
   std::vector<MonitorCommand> commands_ PDKV_GUARDED_BY(control_mu_);
 
   std::atomic<uint64_t> received_{0}, malformed_{0}, handler_errors_{0}, sent_{0},
-      send_failures_{0}, urgent_{0}, drained_batches_{0}, disconnects_{0}, peers_gone_{0};
+      send_failures_{0}, urgent_{0}, drained_batches_{0}, disconnects_{0}, peers_gone_{0},
+      auth_failed_{0};
 };
 
 }  // namespace pdkv::proto

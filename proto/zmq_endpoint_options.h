@@ -4,8 +4,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "common/cluster_key.h"
 #include "common/status.h"
 
 namespace pdkv::proto {
@@ -29,8 +31,12 @@ struct EndpointOptions {
   // bounds how late a message queued before its peer listens leaves.
   int reconnect_interval_ms = 50;
   int reconnect_interval_max_ms = 1000;
+  // The cluster secret's keys. Set: the PULL socket is a CURVE server that admits only
+  // clients proving the secret (zap_authenticator.h) and every PUSH socket a CURVE client;
+  // messages are then authenticated and encrypted. Null: plain TCP, anyone may send.
+  std::shared_ptr<const ClusterKey> cluster_key;
 
-  // PDKV_ZMQ_SNDHWM (docs/CONFIG.md); other fields default.
+  // PDKV_ZMQ_SNDHWM, PDKV_SECRET_FILE (docs/CONFIG.md); other fields default.
   static Result<EndpointOptions> from_env();
 };
 
@@ -44,6 +50,8 @@ struct EndpointStats {
   uint64_t drained_batches = 0;  // reads of the PULL socket that found messages
   uint64_t disconnects = 0;      // established connections to peers that closed
   uint64_t peers_gone = 0;       // on_peer_gone calls
+  uint64_t auth_refused = 0;     // connections refused: no proof of the cluster secret
+  uint64_t auth_failed = 0;      // our handshakes a peer refused (it has another secret)
 };
 
 }  // namespace pdkv::proto

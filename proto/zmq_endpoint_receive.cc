@@ -91,6 +91,7 @@ class ZmqEndpoint::ReceiveLoop {
   void read_monitor(PeerMonitor& monitor) {
     PeerMonitor::Observed seen = monitor.read_events();
     ep_.disconnects_.fetch_add(seen.disconnects, std::memory_order_relaxed);
+    ep_.auth_failed_.fetch_add(seen.auth_failures, std::memory_order_relaxed);
     // A peer forgotten meanwhile is not reported: its caller already gave up on it.
     if (seen.gone && ep_.is_current_monitor(monitor.peer_endpoint(), monitor.id())) {
       gone_.push_back(monitor.peer_endpoint());

@@ -119,6 +119,7 @@ class NativeBootstrapServer {
     bootstrap::ServerOptions options;
     options.host = host;
     options.port = port;
+    options.cluster_key = value_or_raise(ClusterKey::from_env());
     py::gil_scoped_release release;
     server_ = value_or_raise(bootstrap::BootstrapServer::start(options));
   }
@@ -142,7 +143,7 @@ class NativeManager {
     auto engine = value_or_raise(engine::EngineOptions::from_env());
     engine.backend = backend;
     if (!options.local_ip.empty()) engine.host = options.local_ip;
-    auto directory = std::make_shared<kv::BootstrapRouteDirectory>();
+    auto directory = std::make_shared<kv::BootstrapRouteDirectory>(engine.cluster_key);
     py::gil_scoped_release release;
     if (mode == "prefill") {
       kv::PrefillManagerConfig config;

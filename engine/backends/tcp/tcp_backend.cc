@@ -77,7 +77,7 @@ class TcpPeer final : public BackendPeer {
 class TcpBackend final : public Backend {
  public:
   explicit TcpBackend(const BackendContext& ctx)
-      : options_(*ctx.options), sink_(ctx.sink), receiver_(options_.tcp, ctx.registry) {}
+      : options_(*ctx.options), sink_(ctx.sink), receiver_(options_.tcp, ctx.registry, options_.cluster_key) {}
 
   BackendCapabilities capabilities() const override {
     return BackendCapabilities{"tcp", /*cross_host=*/true, /*software_bounds_check=*/true,

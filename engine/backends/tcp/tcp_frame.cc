@@ -50,6 +50,18 @@ Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, uint32_t max_p
       h.type = static_cast<FrameType>(p[5]);
       if (h.count != 0 || h.payload_bytes != 0) return data_loss("hello frame with a body");
       return h;
+    case static_cast<uint8_t>(FrameType::kAuthHello):
+    case static_cast<uint8_t>(FrameType::kAuthChallenge):
+    case static_cast<uint8_t>(FrameType::kAuthProof): {
+      h.type = static_cast<FrameType>(p[5]);
+      const uint32_t body = h.type == FrameType::kAuthHello       ? kAuthHelloBody
+                            : h.type == FrameType::kAuthChallenge ? kAuthChallengeBody
+                                                                  : kAuthProofBody;
+      if (h.count != body || h.payload_bytes != 0 || h.aux != 0 || h.part_id != 0) {
+        return data_loss("authentication frame of the wrong shape");
+      }
+      return h;
+    }
     case static_cast<uint8_t>(FrameType::kPart):
       h.type = FrameType::kPart;
       if (h.count == 0) return data_loss("part frame without entries");
@@ -67,7 +79,7 @@ Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, uint32_t max_p
       if (h.count < kAckFixedSize || h.count > kAckFixedSize + kMaxAckMessage) {
         return data_loss(fmt::format("ack frame body of {} bytes", h.count));
       }
-      if (h.aux > static_cast<uint32_t>(StatusCode::kInternal)) {
+      if (h.aux > static_cast<uint32_t>(StatusCode::kUnauthenticated)) {
         return data_loss(fmt::format("ack frame with unknown status code {}", h.aux));
       }
       return h;

@@ -5,6 +5,8 @@
 // Every frame starts with a 32-byte header:
 //   0 u32 magic "PDKV"   4 u8 version (2)   5 u8 type   6 u16 flags (0)
 //   8 u64 part_id        16 u32 count       20 u32 aux   24 u64 payload_bytes
+// AUTH_HELLO / AUTH_CHALLENGE / AUTH_PROOF (only with a cluster secret, before HELLO;
+//   tcp_auth.h): `count` = the body's fixed size (32 / 64 / 32 bytes), payload 0.
 // HELLO / HELLO_ACK (connection set-up): count 0, payload 0, aux = stream index.
 // PART: `count` entries of 32 bytes {u64 dst_addr, u64 length, u64 pieces, u64 stride}
 //   follow, then exactly payload_bytes (= sum of length x pieces) of data, scattered in
@@ -46,7 +48,19 @@ constexpr uint32_t kMaxAckMessage = 1024;
 // lengths below it can overflow with 2^24 entries.
 constexpr uint64_t kMaxPartPayload = uint64_t{1} << 46;
 
-enum class FrameType : uint8_t { kHello = 1, kHelloAck = 2, kPart = 3, kAck = 4 };
+enum class FrameType : uint8_t {
+  kHello = 1,
+  kHelloAck = 2,
+  kPart = 3,
+  kAck = 4,
+  kAuthHello = 5,      // sender -> receiver: its nonce
+  kAuthChallenge = 6,  // receiver -> sender: its nonce and its proof
+  kAuthProof = 7,      // sender -> receiver: the sender's proof
+};
+// Body bytes (`count`) of the authentication frames (tcp_auth.h).
+constexpr uint32_t kAuthHelloBody = 32;
+constexpr uint32_t kAuthChallengeBody = 64;
+constexpr uint32_t kAuthProofBody = 32;
 
 struct FrameHeader {
   FrameType type = FrameType::kHello;

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 #include <vector>
 
 #include "common/logging.h"
 #include "engine/backends/tcp/stage_buffer.h"
+#include "engine/backends/tcp/tcp_auth.h"
 #include "engine/backends/tcp/tcp_frame.h"
 #include "engine/memory_registry.h"
 
@@ -21,6 +23,7 @@ namespace {
 
 constexpr int kMaxIov = IOV_MAX < 1024 ? IOV_MAX : 1024;
 constexpr size_t kScratchBytes = 256 * 1024;
+constexpr size_t kTableChunkBytes = 64 * 1024;
 
 }  // namespace
 
@@ -112,8 +115,9 @@ Status TcpReceiver::scatter(int fd, ReceiveBuffers& buf, int stop) const {
   return Status();
 }
 
-TcpReceiver::TcpReceiver(const TcpOptions& options, const MemoryRegistry* registry)
-    : options_(options), registry_(registry) {}
+TcpReceiver::TcpReceiver(const TcpOptions& options, const MemoryRegistry* registry,
+                         std::shared_ptr<const ClusterKey> cluster_key)
+    : options_(options), registry_(registry), cluster_key_(std::move(cluster_key)) {}
 
 TcpReceiver::~TcpReceiver() {
   stop_.signal();
@@ -153,12 +157,28 @@ void TcpReceiver::accept_loop() {
     tune_socket(fd, options_);
     MutexLock lock(conns_mu_);
     reap_finished(false);
+    if (conns_.size() >= static_cast<size_t>(options_.max_connections)) {
+      // Closing at once (not leaving it in the backlog) keeps the acceptor responsive and
+      // tells the peer right away.
+      ::close(fd);
+      PDKV_LOG_WARN_LIMITED("tcp receiver: refused a connection: {} already open (limit)",
+                            conns_.size());
+      continue;
+    }
     auto conn = std::make_unique<Connection>();
     Connection* raw = conn.get();
-    conn->thread = std::thread([this, fd, raw] {
-      serve(fd);
-      raw->done.store(true, std::memory_order_release);
-    });
+    try {
+      conn->thread = std::thread([this, fd, raw] {
+        serve(fd);
+        raw->done.store(true, std::memory_order_release);
+      });
+    } catch (const std::system_error& e) {
+      // Out of threads (a pids limit, memory): refuse this connection, keep serving.
+      ::close(fd);
+      PDKV_LOG_WARN_LIMITED("tcp receiver: refused a connection: cannot start a thread: {}",
+                            e.what());
+      continue;
+    }
     conns_.push_back(std::move(conn));
   }
 }
@@ -175,12 +195,19 @@ void TcpReceiver::serve(int raw_fd) {
     if (why.code() == StatusCode::kUnavailable) {
       PDKV_LOG_DEBUG("tcp receiver: connection closed: {}", why.to_string());
     } else {
-      PDKV_LOG_WARN("tcp receiver: dropping connection: {}", why.to_string());
+      PDKV_LOG_WARN_LIMITED("tcp receiver: dropping connection: {}", why.to_string());
     }
   };
+  if (cluster_key_) {
+    Status auth = authenticate_sender(fd.get(), *cluster_key_, stop, io);
+    if (!auth.ok()) return drop(auth);
+  }
+  // A fresh connection must speak at once; an established one may idle between parts.
+  int first_byte_timeout = io;
   while (true) {
-    Status st = read_full(fd.get(), header_bytes, kHeaderSize, stop, -1, io);
+    Status st = read_full(fd.get(), header_bytes, kHeaderSize, stop, first_byte_timeout, io);
     if (!st.ok()) return drop(st);
+    first_byte_timeout = -1;
     Result<FrameHeader> header = decode_header(std::span<const uint8_t>(header_bytes, kHeaderSize),
                                                options_.max_part_entries);
     if (!header.ok()) return drop(header.status());
@@ -193,10 +220,23 @@ void TcpReceiver::serve(int raw_fd) {
       if (!st.ok()) return drop(st);
       continue;
     }
+    if (header->type == FrameType::kAuthHello) {
+      return drop(unauthenticated(
+          "peer authenticates but this engine has no cluster secret (PDKV_SECRET_FILE); "
+          "refusing it"));
+    }
     if (header->type != FrameType::kPart) return drop(data_loss("unexpected frame type"));
 
-    buf.table.resize(size_t{header->count} * kEntrySize);
-    st = read_full(fd.get(), buf.table.data(), buf.table.size(), stop, io, io);
+    // The table grows as its bytes arrive, so a header that only declares a huge count
+    // costs one chunk, not the declared size.
+    const size_t table_bytes = size_t{header->count} * kEntrySize;
+    buf.table.clear();
+    while (st.ok() && buf.table.size() < table_bytes) {
+      const size_t have = buf.table.size();
+      const size_t n = std::min(table_bytes - have, kTableChunkBytes);
+      buf.table.resize(have + n);
+      st = read_full(fd.get(), buf.table.data() + have, n, stop, io, io);
+    }
     if (!st.ok()) return drop(st);
     st = decode_entries(buf.table, *header, &buf.entries);
     if (!st.ok()) return drop(st);
@@ -212,7 +252,7 @@ void TcpReceiver::serve(int raw_fd) {
           "entry {} (dst {:#x}, {} x {} bytes, stride {}) is not inside registered memory; part "
           "rejected",
           bad, e.addr, e.pieces, e.length, e.stride));
-      PDKV_LOG_WARN("tcp receiver: {}", verdict.message());
+      PDKV_LOG_WARN_LIMITED("tcp receiver: {}", verdict.message());
       if (buf.scratch.empty()) buf.scratch.resize(kScratchBytes);
       uint64_t left = header->payload_bytes;
       while (left > 0 && st.ok()) {

@@ -11,6 +11,10 @@
 // and discarded (not one byte of it reaches memory) and ACKed with OutOfRange naming the
 // entry; the connection stays usable.
 //
+// With a cluster secret a connection first passes the mutual handshake of tcp_auth.h; one
+// that fails it is closed before any frame is read. A new connection must send its first
+// byte within io_timeout_ms.
+//
 // A malformed header or entry table, or a peer that stalls mid-part for io_timeout_ms,
 // closes that connection only (logged); the acceptor and other connections keep serving.
 // Limits (entry count per part) are checked before anything is allocated.
@@ -23,6 +27,7 @@
 #include <memory>
 #include <thread>
 
+#include "common/cluster_key.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "engine/backends/tcp/socket_util.h"
@@ -38,8 +43,10 @@ struct ReceiveBuffers;
 
 class TcpReceiver {
  public:
-  // `registry` outlives the receiver.
-  TcpReceiver(const TcpOptions& options, const MemoryRegistry* registry);
+  // `registry` outlives the receiver. With `cluster_key`, every connection must pass the
+  // handshake of tcp_auth.h before its first frame is read.
+  TcpReceiver(const TcpOptions& options, const MemoryRegistry* registry,
+              std::shared_ptr<const ClusterKey> cluster_key);
   ~TcpReceiver();
   TcpReceiver(const TcpReceiver&) = delete;
   TcpReceiver& operator=(const TcpReceiver&) = delete;
@@ -60,6 +67,7 @@ class TcpReceiver {
 
   const TcpOptions options_;
   const MemoryRegistry* const registry_;
+  const std::shared_ptr<const ClusterKey> cluster_key_;
   EventFd stop_;
   UniqueFd listen_fd_;  // acceptor thread only, after start()
   std::thread acceptor_;

@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
+#include "engine/backends/tcp/tcp_auth.h"
 #include "engine/backends/tcp/tcp_frame.h"
 
 namespace pdkv::engine::tcp {
@@ -46,6 +47,13 @@ Result<std::unique_ptr<StreamSender>> StreamSender::connect(const std::string& e
                                                             const EngineOptions& options) {
   PDKV_ASSIGN_OR_RETURN(UniqueFd fd, connect_tcp(endpoint, options.connect_timeout_ms));
   tune_socket(fd.get(), options.tcp);
+  if (options.cluster_key) {
+    Status auth =
+        authenticate_to_receiver(fd.get(), *options.cluster_key, options.connect_timeout_ms);
+    if (!auth.ok()) {
+      return Status(auth.code(), "handshake with " + endpoint + ": " + auth.message());
+    }
+  }
   uint8_t hello[kHeaderSize];
   FrameHeader h;
   h.type = FrameType::kHello;

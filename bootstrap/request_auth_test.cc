@@ -1,0 +1,133 @@
+// Signed bootstrap requests (request_auth.h): the verifier alone, then a real server on
+// loopback with a cluster secret against signed, unsigned, wrongly signed and replayed
+// requests.
+#include "bootstrap/request_auth.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include "bootstrap/client.h"
+#include "bootstrap/server.h"
+#include "bootstrap/test_util.h"
+
+namespace pdkv::bootstrap {
+namespace {
+
+std::shared_ptr<const ClusterKey> key_of(uint8_t fill) {
+  std::vector<uint8_t> secret(32, fill);
+  auto key = ClusterKey::from_secret(secret);
+  EXPECT_TRUE(key.ok());
+  return *key;
+}
+
+TEST(RequestAuth, VerifiesSignedRequestsOnlyOnce) {
+  auto key = key_of(1);
+  RequestVerifier v;
+  const int64_t t = 1'700'000'000'000;
+  std::string h = sign_request(*key, "PUT", "/route", "{}", t);
+  EXPECT_TRUE(v.verify(*key, h, "PUT", "/route", "{}", t + 10).ok());
+  Status replay = v.verify(*key, h, "PUT", "/route", "{}", t + 20);
+  EXPECT_EQ(replay.code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(replay.message().find("replayed"), std::string::npos);
+}
+
+TEST(RequestAuth, RefusesTamperingStalenessOtherKeysAndGarbage) {
+  auto key = key_of(1);
+  RequestVerifier v;
+  const int64_t t = 1'700'000'000'000;
+  auto bad = [&](const std::string& header, std::string_view method, std::string_view target,
+                 std::string_view body, int64_t now) {
+    return v.verify(*key, header, method, target, body, now).code() == StatusCode::kUnauthenticated;
+  };
+  std::string h = sign_request(*key, "PUT", "/route", "{\"a\":1}", t);
+  EXPECT_TRUE(bad(h, "PUT", "/route", "{\"a\":2}", t));           // body changed
+  EXPECT_TRUE(bad(h, "DELETE", "/route", "{\"a\":1}", t));        // method changed
+  EXPECT_TRUE(bad(h, "PUT", "/route?x=1", "{\"a\":1}", t));       // target changed
+  EXPECT_TRUE(bad(h, "PUT", "/route", "{\"a\":1}", t + 31'000));  // stale
+  EXPECT_TRUE(bad(h, "PUT", "/route", "{\"a\":1}", t - 31'000));  // from the future
+  EXPECT_TRUE(bad(sign_request(*key_of(2), "PUT", "/route", "", t), "PUT", "/route", "", t));
+  for (const std::string& g : std::vector<std::string>{
+           "", "v1", "v2 1 00 00", "v1 x 00 00", "v1 1 00 00 00", std::string(5000, 'v'),
+           "v1 1700000000000 zz " + std::string(64, '0')}) {
+    EXPECT_TRUE(bad(g, "PUT", "/route", "", t)) << g;
+  }
+}
+
+TEST(RequestAuth, RememberedNoncesAreBounded) {
+  auto key = key_of(1);
+  RequestVerifier v(/*max_nonces=*/8);
+  const int64_t t = 1'700'000'000'000;
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_TRUE(v.verify(*key, sign_request(*key, "PUT", "/r", "", t), "PUT", "/r", "", t).ok());
+  }
+}
+
+class AuthServerTest : public ::testing::Test {
+ protected:
+  void start(bool authenticate_reads) {
+    ServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.cluster_key = key_;
+    o.authenticate_reads = authenticate_reads;
+    auto s = BootstrapServer::start(o);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    server_ = std::move(s).value();
+  }
+  BootstrapClient client(std::shared_ptr<const ClusterKey> key) const {
+    ClientOptions o;
+    o.cluster_key = std::move(key);
+    return BootstrapClient("127.0.0.1", server_->port(), o);
+  }
+  static TimePoint soon() { return now() + std::chrono::seconds(5); }
+
+  std::shared_ptr<const ClusterKey> key_ = key_of(1);
+  std::unique_ptr<BootstrapServer> server_;
+};
+
+TEST_F(AuthServerTest, OnlyMembersWriteRoutesAndReadsStayOpenByDefault) {
+  start(false);
+  Status stranger = client(nullptr).register_rank(testing::sample_registration(0), soon());
+  EXPECT_EQ(stranger.code(), StatusCode::kUnauthenticated) << stranger.to_string();
+  Status other = client(key_of(2)).register_rank(testing::sample_registration(0), soon());
+  EXPECT_EQ(other.code(), StatusCode::kUnauthenticated) << other.to_string();
+  EXPECT_EQ(server_->table().size(), 0u);
+  ASSERT_TRUE(client(key_).register_rank(testing::sample_registration(0), soon()).ok());
+  EXPECT_EQ(server_->table().size(), 1u);
+  // Reads are open: a keyless client finds the route.
+  EXPECT_TRUE(client(nullptr).parallel_info(soon()).ok());
+  // A stranger cannot delete it; a member can.
+  EXPECT_EQ(client(nullptr).deregister(0, 0).code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(server_->table().size(), 1u);
+  EXPECT_TRUE(client(key_).deregister(0, 0).ok());
+  EXPECT_NE(server_->metrics_text().find("pdkv_bootstrap_errors_total{kind=\"unauthorized\"} 3"),
+            std::string::npos)
+      << server_->metrics_text();
+}
+
+TEST_F(AuthServerTest, ACapturedRequestCannotBeReplayed) {
+  start(false);
+  std::string header =
+      sign_request(*key_, "DELETE", "/route?engine_rank=0&target_dp_group=0", "", unix_now_ms());
+  httplib::Client raw("127.0.0.1", server_->port());
+  httplib::Headers h{{kAuthHeader, header}};
+  ASSERT_TRUE(client(key_).register_rank(testing::sample_registration(0), soon()).ok());
+  auto first = raw.Delete("/route?engine_rank=0&target_dp_group=0", h);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 200);
+  ASSERT_TRUE(client(key_).register_rank(testing::sample_registration(0), soon()).ok());
+  auto replay = raw.Delete("/route?engine_rank=0&target_dp_group=0", h);
+  ASSERT_TRUE(replay);
+  EXPECT_EQ(replay->status, 401);
+  EXPECT_EQ(server_->table().size(), 1u);
+}
+
+TEST_F(AuthServerTest, AuthenticatedReadsRefuseStrangers) {
+  start(true);
+  ASSERT_TRUE(client(key_).register_rank(testing::sample_registration(0), soon()).ok());
+  EXPECT_EQ(client(nullptr).parallel_info(soon()).status().code(), StatusCode::kUnauthenticated);
+  EXPECT_TRUE(client(key_).parallel_info(soon()).ok());
+}
+
+}  // namespace
+}  // namespace pdkv::bootstrap
