@@ -1,0 +1,14 @@
+"""``python -m pdkv.integrations.sglang.launch_server <sglang launch_server arguments>``
+
+sglang's own launcher with pdkv installed for ``--disaggregation-transfer-backend
+mooncake`` (or the name in ``PDKV_SGLANG_TAKEOVER``). ``install`` runs at import, so
+the scheduler processes sglang spawns (which re-import this main module) have it too.
+"""
+import runpy
+
+from pdkv.integrations.sglang.install import install
+
+install()
+
+if __name__ == "__main__":
+    runpy.run_module("sglang.launch_server", run_name="__main__", alter_sys=True)

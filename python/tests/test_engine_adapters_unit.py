@@ -1,0 +1,117 @@
+"""Engine-adapter pieces that need no second process: vLLM cache layouts -> KVArgs,
+request ids -> rooms, settings validation, sglang KVArgs translation, install()."""
+import sys
+import types
+
+import pytest
+
+from engine_replay import use_standins
+
+use_standins()
+torch = pytest.importorskip("torch")
+
+from pdkv.integrations.rooms import RoomTable, room_hash  # noqa: E402
+from pdkv.integrations.settings import TransferSettings  # noqa: E402
+from pdkv.integrations.vllm.layout import RankTopology, kv_args_from_caches  # noqa: E402
+
+
+def test_flash_attn_nhd_cache_maps_to_k_then_v_buffers():
+    t = torch.zeros(2, 10, 16, 4, 8, dtype=torch.float16)
+    args, names = kv_args_from_caches({"l0": t, "l1": t.clone()}, RankTopology(1, 2, 8))
+    assert names == ["l0", "l1"] and args.page_layout == "NHD"
+    assert args.kv_data_ptrs[0] == t[0].data_ptr() and args.kv_data_ptrs[2] == t[1].data_ptr()
+    assert args.kv_item_lens == [16 * 4 * 8 * 2] * 4
+    assert args.layer_buffers == [[0, 2], [1, 3]]
+    assert (args.kv_head_num, args.total_kv_head_num, args.engine_rank, args.tp_size) == (4, 8, 1, 2)
+
+
+def test_hnd_cache_is_recognised_from_its_strides():
+    t = torch.zeros(2, 10, 4, 16, 8, dtype=torch.bfloat16).permute(0, 1, 3, 2, 4)
+    args, _ = kv_args_from_caches({"l0": t}, RankTopology(0, 1, 4))
+    assert args.page_layout == "HND" and args.page_size == 16 and args.head_dim == 8
+
+
+def test_mla_cache_is_one_latent_buffer_per_layer():
+    t = torch.zeros(10, 16, 576, dtype=torch.bfloat16)
+    args, _ = kv_args_from_caches({"l0": t}, RankTopology(0, 2, 1))
+    assert args.is_mla and args.layer_buffers == [[0]] and args.head_dim == 576
+
+
+def test_layouts_that_cannot_be_sliced_are_refused():
+    with pytest.raises(ValueError, match="interleaved"):
+        kv_args_from_caches({"l0": torch.zeros(10, 2, 16, 4, 8)}, RankTopology(0, 1, 4))
+    with pytest.raises(ValueError, match="one block layout"):
+        kv_args_from_caches({"a": torch.zeros(2, 4, 16, 4, 8),
+                             "b": torch.zeros(2, 4, 4, 16, 8).permute(0, 1, 3, 2, 4)},
+                            RankTopology(0, 1, 4))
+    with pytest.raises(ValueError, match="do not cover"):
+        kv_args_from_caches({"l0": torch.zeros(2, 4, 16, 2, 8)}, RankTopology(0, 2, 8))
+
+
+def test_shared_layer_tensors_register_once():
+    t = torch.zeros(2, 4, 16, 4, 8)
+    _, names = kv_args_from_caches({"a": t, "b": t}, RankTopology(0, 1, 4))
+    assert names == ["a"]
+
+
+def test_rooms_never_collide_among_live_requests():
+    table = RoomTable("inst")
+    r1 = table.assign("req-1")
+    assert r1 == room_hash("inst", "req-1") and table.assign("req-1") == r1
+    # a proxy-given room that a live request holds is refused ...
+    with pytest.raises(ValueError, match="in use"):
+        table.assign("other", room=r1)
+    # ... and a hash landing on a live room moves to a free one
+    squatter = RoomTable("inst")
+    squatter.assign("squat", room=room_hash("inst", "req-2"))
+    assert squatter.assign("req-2") != room_hash("inst", "req-2")
+    table.release("req-1")
+    assert table.assign("other", room=r1) == r1 and len(table) == 1
+
+
+def test_settings_are_validated():
+    s = TransferSettings.from_mapping({"bootstrap_addr": "h:1", "waiting_timeout_s": 5,
+                                       "verify_checksum": True})
+    assert dict(s.knobs) == {"PDKV_WAITING_TIMEOUT_S": "5", "PDKV_VERIFY_CHECKSUM": "1"}
+    for bad in ({"bootstrap_addr": "nohost"}, {"bootstrap_addr": "h:1", "backend": "rdma"},
+                {"bootstrap_addr": "h:1", "colour": 1},
+                {"bootstrap_addr": "h:1", "waiting_timeout_s": "soon"}):
+        with pytest.raises(ValueError):
+            TransferSettings.from_mapping(bad)
+
+
+def test_sglang_kvargs_translation():
+    from sglang.srt.disaggregation.base.conn import KVArgs
+    from sglang.srt.server_args import ServerArgs
+
+    from pdkv.integrations.sglang.kvargs import kv_args_from_sglang
+    a = KVArgs()
+    a.engine_rank, a.page_size, a.kv_head_num, a.total_kv_head_num = 3, 4, 2, 8
+    a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens = [1, 2, 3, 4], [640] * 4, [64] * 4
+    a.aux_data_ptrs, a.aux_data_lens, a.aux_item_lens = [9], [80], [10]
+    a.state_data_ptrs = []
+    args = kv_args_from_sglang(a, ServerArgs(tp_size=8, dp_size=2, enable_dp_attention=True),
+                               False)
+    assert (args.tp_size, args.dp_size, args.engine_rank) == (4, 2, 3)
+    assert args.layer_buffers == [[0, 2], [1, 3]] and args.head_dim * args.dtype_bytes == 8
+    a.state_data_ptrs = [[5]]
+    with pytest.raises(ValueError, match="state"):
+        kv_args_from_sglang(a, ServerArgs(), False)
+
+
+def test_install_routes_the_taken_over_backend_and_only_it():
+    from sglang.srt.disaggregation import utils
+    # a module that imported the function by name before install()
+    early = types.ModuleType("sglang.srt.disaggregation.early_user")
+    early.get_kv_class = utils.get_kv_class
+    sys.modules[early.__name__] = early
+    from pdkv.integrations.sglang import install
+    from pdkv.integrations.sglang.conn import PdkvKVManager, PdkvKVReceiver
+    install()
+    B, T = utils.TransferBackend, utils.KVClassType
+    assert utils.get_kv_class(B.MOONCAKE, T.MANAGER) is PdkvKVManager
+    assert early.get_kv_class(B.MOONCAKE, T.RECEIVER) is PdkvKVReceiver
+    with pytest.raises(ImportError):  # nixl is not installed: sglang's own path still runs
+        utils.get_kv_class(B.NIXL, T.MANAGER)
+    install()  # idempotent: does not wrap twice
+    assert utils.get_kv_class.__wrapped__.__module__ == utils.__name__
