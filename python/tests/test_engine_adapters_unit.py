@@ -115,3 +115,38 @@ def test_install_routes_the_taken_over_backend_and_only_it():
         utils.get_kv_class(B.NIXL, T.MANAGER)
     install()  # idempotent: does not wrap twice
     assert utils.get_kv_class.__wrapped__.__module__ == utils.__name__
+
+
+def _scheduler(layerwise=True):
+    from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, VllmConfig
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+
+    from pdkv.integrations.vllm import PdkvConnector
+    ktc = KVTransferConfig(kv_connector="PdkvConnector", kv_role="kv_producer",
+                           kv_connector_extra_config={"bootstrap_addr": "h:1",
+                                                      "layerwise": layerwise})
+    return PdkvConnector(VllmConfig(ktc, CacheConfig(4), ModelConfig(4)),
+                         KVConnectorRole.SCHEDULER, None)
+
+
+def test_prefill_chunks_follow_computed_full_blocks_and_preemption_fails_the_room():
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm.v1.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
+    from vllm.v1.request import Request
+    s = _scheduler()
+    r = Request("r", list(range(10)), {"do_remote_decode": True})
+    s.update_state_after_alloc(r, KVCacheBlocks(([7, 3],)), 0)
+    meta = s.build_connector_meta(SchedulerOutput([NewRequestData("r", ([7, 3],), 0)],
+                                                  CachedRequestData([], [], []), {"r": 6}))
+    opened, chunk = meta.sends
+    assert opened.open and opened.num_blocks_total == 3 and chunk.blocks == [7]  # 6 tokens
+    r.num_computed_tokens = 6
+    meta = s.build_connector_meta(SchedulerOutput(
+        [], CachedRequestData(["r"], [([9],)], [6]), {"r": 4}, preempted_req_ids=set()))
+    assert [c.blocks for c in meta.sends] == [[3, 9]]  # the last chunk takes the tail page
+    s2 = _scheduler()
+    s2.update_state_after_alloc(r, KVCacheBlocks(([7, 3],)), 0)
+    s2.build_connector_meta(SchedulerOutput([], CachedRequestData([], [], []), {}))
+    meta = s2.build_connector_meta(SchedulerOutput([], CachedRequestData([], [], []), {},
+                                                   preempted_req_ids={"r"}))
+    assert [(c.req_id, c.abort) for c in meta.sends] == [("r", True)]

@@ -1,5 +1,7 @@
-"""PdkvConnector across real processes: MLA latent caches (TP 1->2), and a prefill killed
-mid-transfer, which vLLM must see as load-error block ids within the R2 bound."""
+"""PdkvConnector across real processes: MLA latent caches (TP 1->2); a prefill killed
+mid-transfer, which vLLM must see as load-error block ids within the R2 bound; a decode
+request aborted mid-load, whose blocks stay held until its room ended and whose prefill
+stops and frees its blocks."""
 import time
 
 import pytest
@@ -42,3 +44,29 @@ def test_killed_prefill_reaches_vllm_as_load_error_blocks():
     assert "room 4242" in reason, reason
     took = report["recv_time"]["decode-doomed"] - killed_at
     assert took < FAILURE_BOUND_S, f"failure reached vLLM after {took:.2f} s"
+
+
+def test_decode_abort_mid_load_holds_blocks_and_stops_the_prefill():
+    room = 5151
+    with Ranks() as ranks:
+        base = dict(heads=4, layout="NHD", block_size=4, rank=0, tp=1)
+        ranks.start("p0", prefill_main, dict(base, extra={"layerwise": True}, chunk=32,
+                                             requests=[("gone", 16, 4, room)],
+                                             hang_in_forward=True))
+        ranks.start("d0", decode_main, dict(base, extra={}, report_waiting=True))
+        addr = ranks.serve_bootstrap()
+        ranks.expect("ready", 2)
+        ranks.expect("in_forward")
+        params = {"do_remote_prefill": True, "pdkv_room": room, "pdkv_bootstrap_addr": addr}
+        ranks.send("d0", ("req", "decode-gone", 16, 4, params, 0))
+        ranks.send("d0", ("go",))
+        ranks.expect("waiting")
+        time.sleep(0.3)  # the pre-allocation reached the prefill; layer 0 may have landed
+        ranks.send("d0", ("abort", "decode-gone"))
+        decode = ranks.expect("done", timeout=30)[0][2]
+        ranks.send("p0", ("resume",))  # the prefill finishes its forward, then its push
+        prefill = ranks.expect("done", timeout=30)[0][2]
+    assert decode["held"] == ["decode-gone"] and decode["finished_sending"] == ["decode-gone"]
+    assert decode["finished_recving"] == [] and decode["load_errors"] == []
+    assert prefill["finished_sending"] == ["gone"]
+    assert "abort" in prefill["failures"]["gone"], prefill["failures"]

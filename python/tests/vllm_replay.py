@@ -163,7 +163,10 @@ def prefill_main(cfg, out_q, in_q):
         def forward(layer, name):
             if cfg.get("hang_in_forward") and layer == 1:
                 out_q.put(("in_forward", cfg["name"]))
-                wait_stop(in_q, 120)  # never finishes this forward; the test kills us
+                cfg["hang_in_forward"] = False
+                # a long forward: the test kills us, or lets us go on ("resume")
+                msg = in_q.get(timeout=120)
+                assert msg[0] == "resume", msg
             for req_id, n in scheduled.items():
                 r = reqs[req_id]
                 write_kv(torch, caches[name], layout, layer, blocks[req_id], bs,
@@ -235,22 +238,33 @@ def decode_main(cfg, out_q, in_q):
         sched.update_state_after_alloc(r, KVCacheBlocks((blocks,)), count)
         reqs[req_id] = (r, seed, blocks, prefix_blocks)
     t0 = time.time()
-    recvd, errors, times = set(), set(), {}
+    recvd, errors, times, held, released = set(), set(), {}, set(), set()
     deadline = time.monotonic() + cfg.get("timeout", 30)
-    while recvd != set(reqs) and time.monotonic() < deadline:
+    while recvd | released != set(reqs) and time.monotonic() < deadline:
+        if not in_q.empty():  # the client went away while the KV was landing
+            _, req_id = in_q.get()
+            from vllm.v1.request import RequestStatus
+            r = reqs[req_id][0]
+            r.status = RequestStatus.FINISHED_ABORTED
+            delay, _ = sched.request_finished(r, (reqs[req_id][2],))
+            if delay:
+                held.add(req_id)
         meta = sched.build_connector_meta(SchedulerOutput([], CachedRequestData([], [], []), {}))
-        sending, recving = _step(worker, meta)
+        sending, recving = _step(worker, meta, finished=held)
         sched.update_connector_output(KVConnectorOutput(sending, recving))
         errors |= worker.get_block_ids_with_load_errors()
         for req_id in recving or ():
             times[req_id] = time.time()
         recvd |= recving or set()
+        released |= sending or set()
         if cfg.get("report_waiting") and not recvd:
             out_q.put(("waiting", cfg["name"]))
             cfg["report_waiting"] = False
         time.sleep(0.01)
     bytes_ok, prefix_ok = {}, {}
     for req_id, (r, seed, blocks, prefix_blocks) in reqs.items():
+        if req_id in released:
+            continue
         tokens = range(prefix_blocks * bs, r.num_prompt_tokens)
         bytes_ok[req_id] = all(
             check_kv(torch, caches[name], layout, layer, blocks, bs, tokens, first_head,
@@ -262,6 +276,7 @@ def decode_main(cfg, out_q, in_q):
     stats = worker.get_kv_connector_stats()
     out_q.put(("done", cfg["name"], {
         "finished_recving": sorted(recvd), "load_errors": sorted(errors),
+        "held": sorted(held), "finished_sending": sorted(released),
         "blocks": {k: v[2][v[3]:] for k, v in reqs.items()}, "bytes_ok": bytes_ok,
         "prefix_ok": prefix_ok, "failures": dict(worker._worker.failures),
         "recv_time": times, "start_time": t0, "stats": stats.reduce() if stats else None,

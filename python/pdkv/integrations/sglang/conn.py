@@ -58,6 +58,9 @@ class PdkvKVManager(BaseKVManager):
         self.pdkv_args = kv_args_from_sglang(args, server_args, self.is_mla_backend)
         self.mgr = make_kv_manager(self.pdkv_args, self.mode, settings)
         self.kv_bytes_per_page = sum(self.pdkv_args.kv_item_lens)
+        # Read by sglang's prefill scheduler (sglang's FakeKVManager defines it too): pdkv
+        # skips a decode's prefix pages itself, so the scheduler sees none.
+        self.req_to_decode_prefix_len: dict = {}
 
     def register_to_bootstrap(self):
         """Nothing to do: a pdkv prefill rank registers when its manager starts and again
@@ -127,6 +130,7 @@ class PdkvKVReceiver(BaseKVReceiver):
         self._receiver = pdkv.KVReceiver(mgr.mgr, bootstrap_addr, self.bootstrap_room)
         self._prefill_dp_rank = prefill_dp_rank
         self._initialised = False
+        self.require_staging = False  # read by sglang's decode poll loop: bytes land in place
 
     def init(self, prefill_dp_rank: Optional[int] = None):
         rank = self._prefill_dp_rank if prefill_dp_rank is None else prefill_dp_rank

@@ -31,6 +31,9 @@ class RecvRequest:
     blocks: list[int]
     prefix_tokens: int = 0
     abort: bool = False
+    # abort of a load in flight: vLLM holds the blocks until the worker reports the
+    # request in finished_sending (the room has ended, nothing more will land)
+    hold_blocks: bool = False
 
 
 @dataclasses.dataclass

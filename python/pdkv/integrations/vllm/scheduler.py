@@ -53,6 +53,7 @@ class SchedulerSide:
         self._is_producer, self._is_consumer = is_producer, is_consumer
         self._rooms = RoomTable(instance_id)
         self._sending: dict[str, _Sending] = {}
+        self._loading: dict[str, tuple[int, str]] = {}  # decode: req id -> (room, addr)
         self._meta = PdkvConnectorMetadata()
 
     # --- both roles -------------------------------------------------------------------
@@ -79,6 +80,14 @@ class SchedulerSide:
                                               state.num_blocks_total, open=True))
 
     def build_connector_meta(self, scheduler_output) -> PdkvConnectorMetadata:
+        for req_id in getattr(scheduler_output, "preempted_req_ids", None) or ():
+            state = self._sending.pop(req_id, None)
+            if state is not None:
+                # Its blocks are freed and will be rewritten: pages streamed from them
+                # could be stale, so the room fails (the decode recomputes or fails).
+                self._meta.sends.append(SendChunk(req_id, state.room, [],
+                                                  state.num_blocks_total, abort=True))
+                self._rooms.release(req_id)
         if self._layerwise:
             self._plan_layerwise_chunks(scheduler_output)
         meta, self._meta = self._meta, PdkvConnectorMetadata()
@@ -89,7 +98,7 @@ class SchedulerSide:
             self._sending.pop(req_id, None)
             self._rooms.release(req_id)
         for req_id in (connector_output.finished_recving or ()):
-            self._rooms.release(req_id)
+            self._loading.pop(req_id, None)
 
     def request_finished(self, request, block_ids) -> tuple[bool, Optional[dict]]:
         params = request.kv_transfer_params or {}
@@ -102,6 +111,13 @@ class SchedulerSide:
                                                 params.get(P.BOOTSTRAP_ADDR) or
                                                 self._bootstrap_addr, [], abort=True))
             return False, None
+        if req_id in self._loading:
+            # Finished (aborted) while its KV is still landing: stop the prefill and keep
+            # the blocks until the worker reports the room ended.
+            room, addr = self._loading.pop(req_id)
+            self._meta.recvs.append(RecvRequest(req_id, room, addr, [], abort=True,
+                                                hold_blocks=True))
+            return True, None
         state = self._sending.get(req_id)
         if state is None:
             return False, None
@@ -144,6 +160,7 @@ class SchedulerSide:
                              f"allocated for {last} prompt pages")
         self._meta.recvs.append(RecvRequest(request.request_id, room, addr,
                                             all_blocks[first:last], local_tokens))
+        self._loading[request.request_id] = (room, addr)
 
     def _plan_layerwise_chunks(self, so) -> None:
         """The pages each tracked request completes in this step, sent as it runs."""

@@ -33,6 +33,7 @@ class WorkerSide:
         self._senders: dict[str, pdkv.KVSender] = {}
         self._receivers: dict[str, tuple[pdkv.KVReceiver, list[int]]] = {}
         self._finished_requests: set[str] = set()
+        self._held: dict[str, Optional[pdkv.KVReceiver]] = {}  # decode: aborted loads
         self._load_errors: set[int] = set()
         self._layers_to_mark = 0
         self._delta = CounterDelta()
@@ -74,6 +75,9 @@ class WorkerSide:
 
     def _start_receives(self, meta: PdkvConnectorMetadata) -> None:
         for req in meta.recvs:
+            if req.hold_blocks:
+                self._abort_load(req.req_id)
+                continue
             receiver = pdkv.KVReceiver(self.mgr, req.bootstrap_addr, req.room)
             receiver.init()
             if req.abort:
@@ -84,6 +88,16 @@ class WorkerSide:
             # waiting for it.
             if not req.abort:
                 self._receivers[req.req_id] = (receiver, list(req.blocks))
+
+    def _abort_load(self, req_id: str) -> None:
+        """The request ended while loading: its room fails (the prefill stops) and it is
+        reported finished sending, which is when vLLM frees the blocks it held."""
+        entry = self._receivers.pop(req_id, None)
+        if entry is not None:
+            entry[0].abort()
+            self._held[req_id] = entry[0]
+        else:  # already ended (reported as received): nothing lands any more
+            self._held[req_id] = None
 
     def save_kv_layer(self) -> None:
         if self._layers_to_mark > 0:
@@ -109,6 +123,10 @@ class WorkerSide:
                 self._note_failure(req_id, sender)
                 del self._senders[req_id]
                 self._finished_requests.discard(req_id)
+                sending.add(req_id)
+        for req_id, receiver in list(self._held.items()):
+            if receiver is None or receiver.poll() in _TERMINAL:
+                del self._held[req_id]
                 sending.add(req_id)
         for req_id in list(self._receivers):
             receiver, blocks = self._receivers[req_id]

@@ -23,6 +23,7 @@ class SchedulerOutput:
     scheduled_cached_reqs: CachedRequestData
     num_scheduled_tokens: dict[str, int]
     finished_req_ids: set[str] = dataclasses.field(default_factory=set)
+    preempted_req_ids: Optional[set[str]] = None
 
 
 @dataclasses.dataclass
