@@ -150,3 +150,33 @@ def test_prefill_chunks_follow_computed_full_blocks_and_preemption_fails_the_roo
     meta = s2.build_connector_meta(SchedulerOutput([], CachedRequestData([], [], []), {},
                                                    preempted_req_ids={"r"}))
     assert [(c.req_id, c.abort) for c in meta.sends] == [("r", True)]
+
+
+def test_prefill_worker_drops_an_aborted_room_without_reporting_it():
+    # vLLM freed the blocks of a request that ended without a hand-off; reporting it as
+    # finished sending would make vLLM free them twice.
+    import pdkv
+    from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, VllmConfig
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+
+    from pdkv.integrations.vllm import PdkvConnector
+    from pdkv.integrations.vllm.metadata import PdkvConnectorMetadata, SendChunk
+    with pdkv.BootstrapServer("127.0.0.1", 0) as server:
+        ktc = KVTransferConfig(kv_connector="PdkvConnector", kv_role="kv_producer",
+                               kv_connector_extra_config={
+                                   "bootstrap_addr": f"127.0.0.1:{server.port}"})
+        worker = PdkvConnector(VllmConfig(ktc, CacheConfig(4), ModelConfig(2)),
+                               KVConnectorRole.WORKER, None)
+        worker.register_kv_caches({"l0": torch.zeros(2, 8, 4, 2, 8, dtype=torch.float16)})
+        try:
+            worker.bind_connector_metadata(PdkvConnectorMetadata(
+                sends=[SendChunk("r", 77, [], 2, open=True)]))
+            worker.start_load_kv(None)
+            assert worker.get_finished({"r"}) == (None, None)  # in flight: still held
+            worker.bind_connector_metadata(PdkvConnectorMetadata(
+                sends=[SendChunk("r", 77, [], 2, abort=True)]))
+            worker.start_load_kv(None)
+            assert worker.get_finished({"r"}) == (None, None)
+            assert worker._worker._senders == {}
+        finally:
+            worker.shutdown()

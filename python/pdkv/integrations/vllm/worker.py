@@ -68,7 +68,10 @@ class WorkerSide:
                 log.warning("pdkv: chunk for unknown request %s ignored", chunk.req_id)
                 continue
             if chunk.abort:
+                # The request ended without a hand-off (vLLM freed its blocks already):
+                # fail the room and forget it; it is not reported as finished sending.
                 sender.abort()
+                del self._senders[chunk.req_id]
             elif chunk.blocks:
                 layerwise = None if (chunk.layerwise and self._settings.layerwise) else False
                 sender.send(chunk.blocks, layerwise=layerwise)
