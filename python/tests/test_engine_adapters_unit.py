@@ -180,3 +180,39 @@ def test_prefill_worker_drops_an_aborted_room_without_reporting_it():
             assert worker._worker._senders == {}
         finally:
             worker.shutdown()
+
+
+def _run_python(args, env_extra=None):
+    import os
+    import subprocess
+    from engine_replay import STANDINS
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([STANDINS, os.environ["PYTHONPATH"]]))
+    env.update(env_extra or {})
+    out = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_launch_server_wrapper_installs_in_sglang_and_its_spawned_schedulers():
+    out = _run_python(["-m", "pdkv.integrations.sglang.launch_server",
+                       "--disaggregation-transfer-backend", "mooncake"])
+    assert out.strip() == "main=PdkvKVManager scheduler=PdkvKVManager"
+    # without the wrapper, sglang's own selection runs (and fails: mooncake is absent)
+    out = _run_python(["-m", "sglang.launch_server", "--disaggregation-transfer-backend",
+                       "mooncake"])
+    assert out.startswith("main=ImportError")
+    # PDKV_SGLANG_TAKEOVER picks another name; mooncake then stays sglang's
+    out = _run_python(["-m", "pdkv.integrations.sglang.launch_server",
+                       "--disaggregation-transfer-backend", "nixl"],
+                      {"PDKV_SGLANG_TAKEOVER": "nixl"})
+    assert out.strip() == "main=PdkvKVManager scheduler=PdkvKVManager"
+
+
+def test_pth_hook_patches_sglang_when_it_is_imported_later():
+    # What the documented .pth line runs at interpreter start, before sglang is imported.
+    out = _run_python(["-c", "import pdkv.integrations.sglang as p; p.install_on_import(); "
+                             "from sglang.srt.disaggregation.utils import get_kv_class, "
+                             "TransferBackend as B, KVClassType as T; "
+                             "print(get_kv_class(B.MOONCAKE, T.SENDER).__name__)"])
+    assert out.strip() == "PdkvKVSender"
