@@ -94,6 +94,8 @@ def test_sglang_kvargs_translation():
                                False)
     assert (args.tp_size, args.dp_size, args.engine_rank) == (4, 2, 3)
     assert args.layer_buffers == [[0, 2], [1, 3]] and args.head_dim * args.dtype_bytes == 8
+    a.state_data_ptrs = [[]]  # a state type without buffers
+    assert kv_args_from_sglang(a, ServerArgs(), False).tp_size == 1
     a.state_data_ptrs = [[5]]
     with pytest.raises(ValueError, match="state"):
         kv_args_from_sglang(a, ServerArgs(), False)

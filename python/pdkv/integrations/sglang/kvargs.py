@@ -24,14 +24,19 @@ def attention_parallelism(server_args) -> tuple[int, int]:
     return tp, 1
 
 
-def _flat_state_lists(args) -> bool:
-    return any(getattr(args, name, None) for name in ("state_data_ptrs", "state_data_lens"))
+def _has_state_buffers(args) -> bool:
+    """True when any state component lists a buffer (newer sglang: one list per state
+    type, possibly empty; older: a flat list)."""
+    for entry in getattr(args, "state_data_ptrs", None) or []:
+        if not isinstance(entry, (list, tuple)) or entry:
+            return True
+    return False
 
 
 def kv_args_from_sglang(args, server_args, is_mla: bool) -> pdkv.KVArgs:
     """ValueError for what this adapter does not carry yet (hybrid-model state buffers,
     pipeline parallelism, decode context parallelism)."""
-    if _flat_state_lists(args):
+    if _has_state_buffers(args):
         raise ValueError("pdkv's sglang adapter does not carry hybrid-model state buffers "
                          "(mamba/SWA/DSA) yet")
     if int(getattr(server_args, "pp_size", 1) or 1) != 1:
