@@ -56,4 +56,5 @@ def test_killed_prefill_is_kvpoll_failed_with_reason():
     assert o["state"] == FAILED
     assert "room 303" in o["reason"], o["reason"]
     took = done["d0"]["when"][303] - killed_at
+    print(f"killed prefill -> sglang KVPoll.Failed after {took:.3f} s (bound {FAILURE_BOUND_S} s)")
     assert took < FAILURE_BOUND_S, f"KVPoll.Failed after {took:.2f} s"

@@ -43,6 +43,7 @@ def test_killed_prefill_reaches_vllm_as_load_error_blocks():
     reason = report["failures"]["decode-doomed"]
     assert "room 4242" in reason, reason
     took = report["recv_time"]["decode-doomed"] - killed_at
+    print(f"killed prefill -> vLLM load errors after {took:.3f} s (bound {FAILURE_BOUND_S} s)")
     assert took < FAILURE_BOUND_S, f"failure reached vLLM after {took:.2f} s"
 
 
