@@ -154,10 +154,14 @@ def test_prefill_chunks_follow_computed_full_blocks_and_preemption_fails_the_roo
     assert [(c.req_id, c.abort) for c in meta.sends] == [("r", True)]
 
 
-def test_prefill_worker_drops_an_aborted_room_without_reporting_it():
+def test_prefill_worker_drops_an_aborted_room_without_reporting_it(monkeypatch):
     # vLLM freed the blocks of a request that ended without a hand-off; reporting it as
-    # finished sending would make vLLM free them twice.
+    # finished sending would make vLLM free them twice. Also: metrics_port from
+    # kv_connector_extra_config serves the rank's Prometheus figures.
+    import urllib.request
+
     import pdkv
+    monkeypatch.setenv("PDKV_METRICS_PORT", "-1")  # restored after the test
     from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, VllmConfig
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
 
@@ -166,7 +170,8 @@ def test_prefill_worker_drops_an_aborted_room_without_reporting_it():
     with pdkv.BootstrapServer("127.0.0.1", 0) as server:
         ktc = KVTransferConfig(kv_connector="PdkvConnector", kv_role="kv_producer",
                                kv_connector_extra_config={
-                                   "bootstrap_addr": f"127.0.0.1:{server.port}"})
+                                   "bootstrap_addr": f"127.0.0.1:{server.port}",
+                                   "metrics_port": 0})
         worker = PdkvConnector(VllmConfig(ktc, CacheConfig(4), ModelConfig(2)),
                                KVConnectorRole.WORKER, None)
         worker.register_kv_caches({"l0": torch.zeros(2, 8, 4, 2, 8, dtype=torch.float16)})
@@ -180,6 +185,10 @@ def test_prefill_worker_drops_an_aborted_room_without_reporting_it():
             worker.start_load_kv(None)
             assert worker.get_finished({"r"}) == (None, None)
             assert worker._worker._senders == {}
+            port = worker._worker.mgr.metrics_port
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                text = r.read().decode()
+            assert "pdkv_prefill" in text and "aborted_locally" in text, text[:500]
         finally:
             worker.shutdown()
 
