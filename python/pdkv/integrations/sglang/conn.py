@@ -1,0 +1,172 @@
+"""sglang's disaggregation classes over pdkv: manager, sender, receiver, bootstrap server.
+
+They subclass sglang's ``BaseKVManager`` / ``BaseKVSender`` / ``BaseKVReceiver`` /
+``BaseKVBootstrapServer`` and accept the keywords sglang's schedulers pass. pdkv's own
+API mirrors these classes, so most methods forward one call; what differs is said where.
+Settings: the ``PDKV_*`` environment (docs/CONFIG.md), read when each manager starts.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import List, Optional
+
+from sglang.srt.disaggregation.base.conn import (BaseKVBootstrapServer, BaseKVManager,
+                                                  BaseKVReceiver, BaseKVSender,
+                                                  KVTransferMetric)
+
+import pdkv
+from pdkv.integrations.settings import TransferSettings, make_kv_manager
+from pdkv.integrations.sglang.kvargs import kv_args_from_sglang
+
+log = logging.getLogger("pdkv.sglang")
+_TERMINAL = (pdkv.KVPoll.Success, pdkv.KVPoll.Failed)
+
+
+def _mode(disaggregation_mode) -> str:
+    value = getattr(disaggregation_mode, "value", disaggregation_mode)
+    if value not in ("prefill", "decode"):
+        raise ValueError(f"disaggregation_mode must be prefill or decode, got {value!r}")
+    return value
+
+
+def own_bootstrap_addr(server_args) -> str:
+    """Where this instance's bootstrap server listens, as its prefill ranks reach it:
+    the host of ``dist_init_addr`` when set (multi-node), else ``host`` (0.0.0.0 -> loopback)."""
+    host = server_args.host
+    if getattr(server_args, "dist_init_addr", None):
+        host = server_args.dist_init_addr.rsplit(":", 1)[0]
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return f"{host}:{int(server_args.disaggregation_bootstrap_port)}"
+
+
+class PdkvKVManager(BaseKVManager):
+    """One rank's pdkv KVManager, built from sglang's KVArgs and ServerArgs."""
+
+    def __init__(self, args, disaggregation_mode, server_args, is_mla_backend: Optional[bool] = False,
+                 **_newer_upstream_keywords):
+        self.kv_args = args
+        self.server_args = server_args
+        self.is_mla_backend = bool(is_mla_backend)
+        self.disaggregation_mode = disaggregation_mode
+        self.mode = _mode(disaggregation_mode)
+        settings = TransferSettings.from_mapping(
+            {"backend": os.environ.get("PDKV_ENGINE_BACKEND") or "tcp"},
+            default_bootstrap_addr=own_bootstrap_addr(server_args))
+        self.pdkv_args = kv_args_from_sglang(args, server_args, self.is_mla_backend)
+        self.mgr = make_kv_manager(self.pdkv_args, self.mode, settings)
+        self.kv_bytes_per_page = sum(self.pdkv_args.kv_item_lens)
+        # Read by sglang's prefill scheduler (sglang's FakeKVManager defines it too): pdkv
+        # skips a decode's prefix pages itself, so the scheduler sees none.
+        self.req_to_decode_prefix_len: dict = {}
+
+    def register_to_bootstrap(self):
+        """Nothing to do: a pdkv prefill rank registers when its manager starts and again
+        every PDKV_BOOTSTRAP_REFRESH_S, so a restarted bootstrap server relearns it."""
+
+    def shutdown(self):
+        self.mgr.shutdown()
+
+
+class PdkvKVSender(BaseKVSender):
+    def __init__(self, mgr: PdkvKVManager, bootstrap_addr: str, bootstrap_room: int,
+                 dest_tp_ranks: Optional[List[int]] = None, pp_rank: int = 0,
+                 req_has_disagg_prefill_dp_rank: bool = False, **_newer_upstream_keywords):
+        # dest_tp_ranks / pp_rank: pdkv resolves the decode ranks of a room itself, from
+        # the pre-allocations that reach it.
+        self.kv_mgr = mgr
+        self.bootstrap_room = int(bootstrap_room)
+        self._sender = pdkv.KVSender(mgr.mgr, bootstrap_addr, self.bootstrap_room)
+        self._started = time.monotonic()
+        self._ended: Optional[float] = None
+        self._pages_sent = 0
+
+    def init(self, num_kv_indices: int, aux_index: Optional[int] = None):
+        self._sender.init(num_kv_indices, aux_index)
+
+    def send(self, kv_indices, state_indices: Optional[List] = None,
+             token_position_offset: int = 0):
+        """One chunk of page indices. ``token_position_offset`` is accepted and not
+        needed: pdkv counts a request's pages itself (chunks arrive in order)."""
+        if state_indices is not None and len(state_indices):
+            raise ValueError("pdkv's sglang adapter does not carry state buffers yet")
+        self._sender.send(kv_indices)
+        self._pages_sent += len(kv_indices)
+
+    def poll(self) -> int:
+        state = self._sender.poll()
+        if state in _TERMINAL and self._ended is None:
+            self._ended = time.monotonic()
+        return int(state)
+
+    def failure_exception(self):
+        self._sender.failure_exception()
+
+    def get_transfer_metric(self) -> KVTransferMetric:
+        """Latency from this sender's creation to the room's end as seen by poll(), and
+        the bytes this rank pushed (its own pages of every KV buffer)."""
+        latency = None if self._ended is None else self._ended - self._started
+        return KVTransferMetric(transfer_latency_s=latency, alloc_latency_s=None,
+                                transfer_total_bytes=self._pages_sent * self.kv_mgr.kv_bytes_per_page)
+
+    def clear(self):
+        self._sender.clear()
+
+    def abort(self):
+        self._sender.abort()
+
+
+class PdkvKVReceiver(BaseKVReceiver):
+    def __init__(self, mgr: PdkvKVManager, bootstrap_addr: str,
+                 bootstrap_room: Optional[int] = None, prefill_dp_rank: Optional[int] = None,
+                 **_newer_upstream_keywords):
+        if bootstrap_room is None:
+            raise ValueError("pdkv needs a bootstrap_room for every request")
+        self.kv_mgr = mgr
+        self.bootstrap_room = int(bootstrap_room)
+        self.bootstrap_addr = bootstrap_addr
+        self._receiver = pdkv.KVReceiver(mgr.mgr, bootstrap_addr, self.bootstrap_room)
+        self._prefill_dp_rank = prefill_dp_rank
+        self._initialised = False
+        self.require_staging = False  # read by sglang's decode poll loop: bytes land in place
+
+    def init(self, prefill_dp_rank: Optional[int] = None):
+        rank = self._prefill_dp_rank if prefill_dp_rank is None else prefill_dp_rank
+        self._receiver.init(rank)
+        self._initialised = True
+
+    def send_metadata(self, kv_indices, aux_index: Optional[int] = None,
+                      state_indices: Optional[List] = None,
+                      decode_prefix_len: Optional[int] = None):
+        if state_indices is not None and len(state_indices):
+            raise ValueError("pdkv's sglang adapter does not carry state buffers yet")
+        if not self._initialised:  # older sglang resolved the route in the constructor
+            self.init()
+        self._receiver.send_metadata(kv_indices, aux_index=aux_index,
+                                     decode_prefix_len=decode_prefix_len)
+
+    def poll(self) -> int:
+        return int(self._receiver.poll())
+
+    def failure_exception(self):
+        self._receiver.failure_exception()
+
+    def clear(self):
+        self._receiver.clear()
+
+    def abort(self):
+        self._receiver.abort()
+
+
+class PdkvKVBootstrapServer(BaseKVBootstrapServer):
+    """pdkv's HTTP bootstrap server where sglang starts its own (the prefill's HTTP
+    server process, at ``--host`` / ``--disaggregation-bootstrap-port``)."""
+
+    def __init__(self, host: str, port: int, **_newer_upstream_keywords):
+        self._server = pdkv.BootstrapServer(host, int(port))
+        self.port = self._server.port
+
+    def close(self):
+        self._server.stop()

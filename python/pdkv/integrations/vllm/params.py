@@ -1,0 +1,12 @@
+"""The ``kv_transfer_params`` pdkv's connector reads and writes (the proxy sets the first).
+
+prefill request:  {"do_remote_decode": true, "pdkv_room": <optional int>}
+prefill response: {"do_remote_prefill": true, "do_remote_decode": false, "pdkv_room": R,
+                   "pdkv_bootstrap_addr": "host:port", "pdkv_num_blocks": N}
+decode request:   the prefill response, unchanged.
+"""
+DO_REMOTE_DECODE = "do_remote_decode"
+DO_REMOTE_PREFILL = "do_remote_prefill"
+ROOM = "pdkv_room"
+BOOTSTRAP_ADDR = "pdkv_bootstrap_addr"
+NUM_BLOCKS = "pdkv_num_blocks"

@@ -1,0 +1,189 @@
+"""Scheduler side of PdkvConnector: decides which blocks move, per request.
+
+Runs in vLLM's scheduler process (one per instance). Prefill (kv_producer): a request
+carrying ``do_remote_decode`` gets a room when its blocks are allocated; its pages are
+pushed either as its chunks are computed (``layerwise``: each step's full pages) or all
+at once when it finishes; ``request_finished`` keeps its blocks until the workers report
+the push ended and returns the parameters the decode needs. Decode (kv_consumer): a
+request carrying ``do_remote_prefill`` loads every prompt token it does not hold yet,
+asynchronously; its blocks go to the workers as the destination pages.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, Optional
+
+from pdkv.integrations.rooms import RoomTable
+from pdkv.integrations.vllm import params as P
+from pdkv.integrations.vllm.metadata import PdkvConnectorMetadata, RecvRequest, SendChunk
+
+log = logging.getLogger("pdkv.vllm")
+
+
+def _first_group(block_ids) -> list[int]:
+    """Block ids of the (only) KV cache group, from a list or a tuple of per-group lists."""
+    if block_ids and isinstance(block_ids[0], (list, tuple)):
+        if len(block_ids) != 1:
+            raise ValueError("pdkv's connector supports one KV cache group "
+                             "(start vLLM with --disable-hybrid-kv-cache-manager)")
+        return list(block_ids[0])
+    return list(block_ids or [])
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclasses.dataclass
+class _Sending:
+    request: Any
+    room: int
+    blocks: list[int]
+    num_blocks_total: int
+    blocks_sent: int = 0
+
+
+class SchedulerSide:
+    def __init__(self, block_size: int, bootstrap_addr: str, instance_id: str,
+                 layerwise: bool, is_producer: bool, is_consumer: bool):
+        self._block_size = block_size
+        self._bootstrap_addr = bootstrap_addr
+        self._layerwise = layerwise
+        self._is_producer, self._is_consumer = is_producer, is_consumer
+        self._rooms = RoomTable(instance_id)
+        self._sending: dict[str, _Sending] = {}
+        self._loading: dict[str, tuple[int, str]] = {}  # decode: req id -> (room, addr)
+        self._meta = PdkvConnectorMetadata()
+
+    # --- both roles -------------------------------------------------------------------
+    def get_num_new_matched_tokens(self, request, num_computed_tokens: int):
+        params = request.kv_transfer_params or {}
+        if self._is_consumer and params.get(P.DO_REMOTE_PREFILL):
+            count = request.num_prompt_tokens - num_computed_tokens
+            if count > 0:
+                return count, True
+        return 0, False
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens: int) -> None:
+        params = request.kv_transfer_params or {}
+        if self._is_consumer and params.get(P.DO_REMOTE_PREFILL):
+            self._start_receiving(request, params, blocks, num_external_tokens)
+        elif self._is_producer and params.get(P.DO_REMOTE_DECODE):
+            if request.request_id in self._sending:
+                return
+            room = self._rooms.assign(request.request_id, params.get(P.ROOM))
+            state = _Sending(request, room, _first_group(blocks.get_block_ids()),
+                             _cdiv(request.num_prompt_tokens, self._block_size))
+            self._sending[request.request_id] = state
+            self._meta.sends.append(SendChunk(request.request_id, room, [],
+                                              state.num_blocks_total, open=True))
+
+    def build_connector_meta(self, scheduler_output) -> PdkvConnectorMetadata:
+        for req_id in getattr(scheduler_output, "preempted_req_ids", None) or ():
+            state = self._sending.pop(req_id, None)
+            if state is not None:
+                # Its blocks are freed and will be rewritten: pages streamed from them
+                # could be stale, so the room fails (the decode recomputes or fails).
+                self._meta.sends.append(SendChunk(req_id, state.room, [],
+                                                  state.num_blocks_total, abort=True))
+                self._rooms.release(req_id)
+        if self._layerwise:
+            self._plan_layerwise_chunks(scheduler_output)
+        meta, self._meta = self._meta, PdkvConnectorMetadata()
+        return meta
+
+    def update_connector_output(self, connector_output) -> None:
+        for req_id in (connector_output.finished_sending or ()):
+            self._sending.pop(req_id, None)
+            self._rooms.release(req_id)
+        for req_id in (connector_output.finished_recving or ()):
+            self._loading.pop(req_id, None)
+
+    def request_finished(self, request, block_ids) -> tuple[bool, Optional[dict]]:
+        params = request.kv_transfer_params or {}
+        req_id = request.request_id
+        if self._is_consumer and params.get(P.DO_REMOTE_PREFILL):
+            # Finished before its blocks were allocated (aborted while waiting): tell the
+            # prefill, which holds its blocks for this room.
+            params[P.DO_REMOTE_PREFILL] = False
+            self._meta.recvs.append(RecvRequest(req_id, int(params[P.ROOM]),
+                                                params.get(P.BOOTSTRAP_ADDR) or
+                                                self._bootstrap_addr, [], abort=True))
+            return False, None
+        if req_id in self._loading:
+            # Finished (aborted) while its KV is still landing: stop the prefill and keep
+            # the blocks until the worker reports the room ended.
+            room, addr = self._loading.pop(req_id)
+            self._meta.recvs.append(RecvRequest(req_id, room, addr, [], abort=True,
+                                                hold_blocks=True))
+            return True, None
+        state = self._sending.get(req_id)
+        if state is None:
+            return False, None
+        from vllm.v1.request import RequestStatus
+        if request.status != RequestStatus.FINISHED_LENGTH_CAPPED:
+            # Aborted or stopped early: nothing complete to hand off.
+            self._meta.sends.append(SendChunk(req_id, state.room, [], state.num_blocks_total,
+                                              abort=True))
+            return False, None
+        blocks = _first_group(block_ids) or state.blocks
+        if len(blocks) < state.num_blocks_total:
+            raise ValueError(f"request {req_id}: {len(blocks)} blocks for "
+                             f"{state.num_blocks_total} prompt pages")
+        rest = blocks[state.blocks_sent:state.num_blocks_total]
+        if rest:
+            self._meta.sends.append(SendChunk(req_id, state.room, rest, state.num_blocks_total))
+            state.blocks_sent = state.num_blocks_total
+        return True, {P.DO_REMOTE_PREFILL: True, P.DO_REMOTE_DECODE: False,
+                      P.ROOM: state.room, P.BOOTSTRAP_ADDR: self._bootstrap_addr,
+                      P.NUM_BLOCKS: state.num_blocks_total}
+
+    # --- helpers ----------------------------------------------------------------------
+    def _start_receiving(self, request, params: dict, blocks, num_external_tokens: int):
+        params[P.DO_REMOTE_PREFILL] = False  # one transfer per request
+        room = int(params[P.ROOM])
+        addr = params.get(P.BOOTSTRAP_ADDR) or self._bootstrap_addr
+        if num_external_tokens <= 0:
+            # Everything is cached here already: release the prefill's blocks.
+            self._meta.recvs.append(RecvRequest(request.request_id, room, addr, [], abort=True))
+            return
+        local_tokens = request.num_prompt_tokens - num_external_tokens
+        if local_tokens % self._block_size:
+            raise ValueError(f"request {request.request_id}: local prefix of {local_tokens} "
+                             f"tokens is not a multiple of the block size {self._block_size}")
+        all_blocks = _first_group(blocks.get_block_ids())
+        first = local_tokens // self._block_size
+        last = _cdiv(request.num_prompt_tokens, self._block_size)
+        if len(all_blocks) < last:
+            raise ValueError(f"request {request.request_id}: {len(all_blocks)} blocks "
+                             f"allocated for {last} prompt pages")
+        self._meta.recvs.append(RecvRequest(request.request_id, room, addr,
+                                            all_blocks[first:last], local_tokens))
+        self._loading[request.request_id] = (room, addr)
+
+    def _plan_layerwise_chunks(self, so) -> None:
+        """The pages each tracked request completes in this step, sent as it runs."""
+        scheduled = getattr(so, "num_scheduled_tokens", {}) or {}
+        new_blocks: dict[str, list[int]] = {}
+        for new in getattr(so, "scheduled_new_reqs", ()) or ():
+            new_blocks[new.req_id] = _first_group(new.block_ids)
+        cached = getattr(so, "scheduled_cached_reqs", None)
+        if cached is not None:
+            for req_id, ids in zip(cached.req_ids, cached.new_block_ids):
+                if ids is not None:
+                    new_blocks[req_id] = new_blocks.get(req_id, []) + _first_group(ids)
+        for req_id, state in self._sending.items():
+            if req_id not in scheduled:
+                continue
+            known = set(state.blocks)
+            state.blocks.extend(b for b in new_blocks.get(req_id, ()) if b not in known)
+            done = state.request.num_computed_tokens + scheduled[req_id]
+            full = state.num_blocks_total if done >= state.request.num_prompt_tokens else \
+                done // self._block_size
+            full = min(full, len(state.blocks))
+            if full > state.blocks_sent:
+                self._meta.sends.append(SendChunk(req_id, state.room,
+                                                  state.blocks[state.blocks_sent:full],
+                                                  state.num_blocks_total, layerwise=True))
+                state.blocks_sent = full

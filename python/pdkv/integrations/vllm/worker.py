@@ -1,0 +1,165 @@
+"""Worker side of PdkvConnector: one pdkv KVManager per TP rank, rooms per request.
+
+Runs in each vLLM worker process. Prefill: opens a KVSender per request when the
+scheduler assigns its room, pushes each chunk the scheduler hands over (with layerwise
+streaming, marks a layer ready as vLLM saves it), and reports a request finished
+sending once its room ended, Success or not, so vLLM frees its blocks. Decode: opens a
+KVReceiver per request with its blocks as destination pages and reports it finished
+receiving once its room ended; a failed room's blocks are reported as load errors, for
+vLLM's ``kv_load_failure_policy`` (recompute or fail) to act on.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+import pdkv
+from pdkv.integrations.settings import TransferSettings, make_kv_manager
+from pdkv.integrations.vllm.layout import RankTopology, kv_args_from_caches
+from pdkv.integrations.vllm.metadata import PdkvConnectorMetadata
+from pdkv.integrations.vllm.stats import CounterDelta, PdkvConnectorStats
+
+log = logging.getLogger("pdkv.vllm")
+_TERMINAL = (pdkv.KVPoll.Success, pdkv.KVPoll.Failed)
+
+
+class WorkerSide:
+    def __init__(self, settings: TransferSettings, mode: str, topology_fn):
+        self._settings = settings
+        self._mode = mode  # "prefill" or "decode"
+        self._topology_fn = topology_fn  # -> RankTopology, read when caches register
+        self.mgr: Optional[pdkv.KVManager] = None
+        self.layer_names: list[str] = []
+        self._senders: dict[str, pdkv.KVSender] = {}
+        self._receivers: dict[str, tuple[pdkv.KVReceiver, list[int]]] = {}
+        self._finished_requests: set[str] = set()
+        self._held: dict[str, Optional[pdkv.KVReceiver]] = {}  # decode: aborted loads
+        self._load_errors: set[int] = set()
+        self._layers_to_mark = 0
+        self._delta = CounterDelta()
+        self.failures: dict[str, str] = {}  # req id -> reason of rooms that failed
+
+    def register_kv_caches(self, kv_caches) -> None:
+        args, self.layer_names = kv_args_from_caches(kv_caches, self._topology_fn())
+        self.mgr = make_kv_manager(args, self._mode, self._settings)
+
+    def start_load_kv(self, meta: PdkvConnectorMetadata) -> None:
+        if self.mgr is None:
+            raise RuntimeError("start_load_kv before register_kv_caches")
+        if self._mode == "prefill":
+            self._start_sends(meta)
+        else:
+            self._start_receives(meta)
+
+    def _start_sends(self, meta: PdkvConnectorMetadata) -> None:
+        streaming = [c for c in meta.sends if c.layerwise and c.blocks]
+        if streaming and self._settings.layerwise:
+            # This step's forward writes these pages; pdkv streams each layer once
+            # save_kv_layer marks it (one reservation per forward).
+            self.mgr.reserve_layerwise_cache_steps()
+            self._layers_to_mark = len(self.layer_names)
+        for chunk in meta.sends:
+            sender = self._senders.get(chunk.req_id)
+            if chunk.open and sender is None:
+                sender = pdkv.KVSender(self.mgr, self._settings.bootstrap_addr, chunk.room)
+                sender.init(chunk.num_blocks_total)
+                self._senders[chunk.req_id] = sender
+            if sender is None:
+                log.warning("pdkv: chunk for unknown request %s ignored", chunk.req_id)
+                continue
+            if chunk.abort:
+                # The request ended without a hand-off (vLLM freed its blocks already):
+                # fail the room and forget it; it is not reported as finished sending.
+                sender.abort()
+                del self._senders[chunk.req_id]
+            elif chunk.blocks:
+                layerwise = None if (chunk.layerwise and self._settings.layerwise) else False
+                sender.send(chunk.blocks, layerwise=layerwise)
+
+    def _start_receives(self, meta: PdkvConnectorMetadata) -> None:
+        for req in meta.recvs:
+            if req.hold_blocks:
+                self._abort_load(req.req_id)
+                continue
+            receiver = pdkv.KVReceiver(self.mgr, req.bootstrap_addr, req.room)
+            receiver.init()
+            if req.abort:
+                receiver.abort()
+            else:
+                receiver.send_metadata(req.blocks, decode_prefix_len=req.prefix_tokens or None)
+            # An abort-only receiver (nothing to load) is not reported back: vLLM is not
+            # waiting for it.
+            if not req.abort:
+                self._receivers[req.req_id] = (receiver, list(req.blocks))
+
+    def _abort_load(self, req_id: str) -> None:
+        """The request ended while loading: its room fails (the prefill stops) and it is
+        reported finished sending, which is when vLLM frees the blocks it held."""
+        entry = self._receivers.pop(req_id, None)
+        if entry is not None:
+            entry[0].abort()
+            self._held[req_id] = entry[0]
+        else:  # already ended (reported as received): nothing lands any more
+            self._held[req_id] = None
+
+    def save_kv_layer(self) -> None:
+        if self._layers_to_mark > 0:
+            self.mgr.mark_layers_ready(1)
+            self._layers_to_mark -= 1
+
+    def wait_for_save(self) -> None:
+        # Layers the forward did not save through us (none normally) still count, so the
+        # reservation never waits for a layer that will not come.
+        if self._layers_to_mark > 0:
+            self.mgr.mark_layers_ready(self._layers_to_mark)
+            self._layers_to_mark = 0
+
+    def get_finished(self, finished_req_ids: set[str]):
+        sending: set[str] = set()
+        recving: set[str] = set()
+        self._finished_requests |= set(finished_req_ids)
+        for req_id in list(self._senders):
+            if req_id not in self._finished_requests:
+                continue  # vLLM frees blocks only of requests it has finished
+            sender = self._senders[req_id]
+            if sender.poll() in _TERMINAL:
+                self._note_failure(req_id, sender)
+                del self._senders[req_id]
+                self._finished_requests.discard(req_id)
+                sending.add(req_id)
+        for req_id, receiver in list(self._held.items()):
+            if receiver is None or receiver.poll() in _TERMINAL:
+                del self._held[req_id]
+                sending.add(req_id)
+        for req_id in list(self._receivers):
+            receiver, blocks = self._receivers[req_id]
+            state = receiver.poll()
+            if state in _TERMINAL:
+                if state == pdkv.KVPoll.Failed and blocks:
+                    self._load_errors.update(blocks)
+                self._note_failure(req_id, receiver)
+                del self._receivers[req_id]
+                recving.add(req_id)
+        return (sending or None), (recving or None)
+
+    def _note_failure(self, req_id: str, room) -> None:
+        try:
+            room.failure_exception()
+        except pdkv.KVTransferError as e:
+            self.failures[req_id] = str(e)
+            log.warning("pdkv: request %s: %s", req_id, e)
+
+    def take_load_errors(self) -> set[int]:
+        errors, self._load_errors = self._load_errors, set()
+        return errors
+
+    def stats(self) -> Optional[PdkvConnectorStats]:
+        if self.mgr is None:
+            return None
+        stats = PdkvConnectorStats(data=self._delta.take(self.mgr.metrics()))
+        return None if stats.is_empty() else stats
+
+    def shutdown(self) -> None:
+        if self.mgr is not None:
+            self.mgr.shutdown()
+            self.mgr = None

@@ -1,0 +1,90 @@
+"""Stand-in for vllm/distributed/kv_transfer/kv_connector/v1/base.py: the abstract
+interface only (signatures from upstream_signatures.json), no behaviour beyond the
+metadata binding the base class itself implements."""
+import enum
+from abc import ABC, abstractmethod
+from typing import Any, Optional
+
+
+class KVConnectorRole(enum.Enum):
+    SCHEDULER = 0
+    WORKER = 1
+
+
+class KVConnectorMetadata(ABC):  # noqa: B024
+    pass
+
+
+class KVConnectorBase_V1(ABC):
+    def __init__(self, vllm_config, role: KVConnectorRole, kv_cache_config):
+        self._connector_metadata: Optional[KVConnectorMetadata] = None
+        self._vllm_config = vllm_config
+        if vllm_config.kv_transfer_config is None:
+            raise ValueError("kv_transfer_config must be set for KVConnectorBase_V1")
+        self._kv_transfer_config = vllm_config.kv_transfer_config
+        self._kv_cache_config = kv_cache_config
+        self._role = role
+
+    @property
+    def role(self) -> KVConnectorRole:
+        return self._role
+
+    def bind_connector_metadata(self, connector_metadata: KVConnectorMetadata) -> None:
+        self._connector_metadata = connector_metadata
+
+    def clear_connector_metadata(self) -> None:
+        self._connector_metadata = None
+
+    def _get_connector_metadata(self) -> KVConnectorMetadata:
+        assert self._connector_metadata is not None
+        return self._connector_metadata
+
+    def register_kv_caches(self, kv_caches: dict) -> None:
+        return
+
+    @abstractmethod
+    def start_load_kv(self, forward_context, **kwargs: Any) -> None: ...
+
+    @abstractmethod
+    def wait_for_layer_load(self, layer_name: str) -> None: ...
+
+    @abstractmethod
+    def save_kv_layer(self, layer_name: str, kv_layer, attn_metadata, **kwargs: Any) -> None: ...
+
+    @abstractmethod
+    def wait_for_save(self): ...
+
+    def get_finished(self, finished_req_ids: set[str]):
+        return None, None
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        return set()
+
+    def shutdown(self):
+        return None
+
+    def get_kv_connector_stats(self):
+        return None
+
+    @abstractmethod
+    def get_num_new_matched_tokens(self, request, num_computed_tokens: int): ...
+
+    @abstractmethod
+    def update_state_after_alloc(self, request, blocks, num_external_tokens: int): ...
+
+    @abstractmethod
+    def build_connector_meta(self, scheduler_output) -> KVConnectorMetadata: ...
+
+    def update_connector_output(self, connector_output):
+        return
+
+    def request_finished(self, request, block_ids):
+        return False, None
+
+    @classmethod
+    def requires_piecewise_for_cudagraph(cls, extra_config: dict) -> bool:
+        return False
+
+    @classmethod
+    def build_kv_connector_stats(cls, data: Optional[dict] = None):
+        return None

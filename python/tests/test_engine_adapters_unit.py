@@ -1,0 +1,229 @@
+"""Engine-adapter pieces that need no second process: vLLM cache layouts -> KVArgs,
+request ids -> rooms, settings validation, sglang KVArgs translation, install()."""
+import sys
+import types
+
+import pytest
+
+from engine_replay import use_standins
+
+use_standins()
+torch = pytest.importorskip("torch")
+
+from pdkv.integrations.rooms import RoomTable, room_hash  # noqa: E402
+from pdkv.integrations.settings import TransferSettings  # noqa: E402
+from pdkv.integrations.vllm.layout import RankTopology, kv_args_from_caches  # noqa: E402
+
+
+def test_flash_attn_nhd_cache_maps_to_k_then_v_buffers():
+    t = torch.zeros(2, 10, 16, 4, 8, dtype=torch.float16)
+    args, names = kv_args_from_caches({"l0": t, "l1": t.clone()}, RankTopology(1, 2, 8))
+    assert names == ["l0", "l1"] and args.page_layout == "NHD"
+    assert args.kv_data_ptrs[0] == t[0].data_ptr() and args.kv_data_ptrs[2] == t[1].data_ptr()
+    assert args.kv_item_lens == [16 * 4 * 8 * 2] * 4
+    assert args.layer_buffers == [[0, 2], [1, 3]]
+    assert (args.kv_head_num, args.total_kv_head_num, args.engine_rank, args.tp_size) == (4, 8, 1, 2)
+
+
+def test_hnd_cache_is_recognised_from_its_strides():
+    t = torch.zeros(2, 10, 4, 16, 8, dtype=torch.bfloat16).permute(0, 1, 3, 2, 4)
+    args, _ = kv_args_from_caches({"l0": t}, RankTopology(0, 1, 4))
+    assert args.page_layout == "HND" and args.page_size == 16 and args.head_dim == 8
+
+
+def test_mla_cache_is_one_latent_buffer_per_layer():
+    t = torch.zeros(10, 16, 576, dtype=torch.bfloat16)
+    args, _ = kv_args_from_caches({"l0": t}, RankTopology(0, 2, 1))
+    assert args.is_mla and args.layer_buffers == [[0]] and args.head_dim == 576
+
+
+def test_layouts_that_cannot_be_sliced_are_refused():
+    with pytest.raises(ValueError, match="interleaved"):
+        kv_args_from_caches({"l0": torch.zeros(10, 2, 16, 4, 8)}, RankTopology(0, 1, 4))
+    with pytest.raises(ValueError, match="one block layout"):
+        kv_args_from_caches({"a": torch.zeros(2, 4, 16, 4, 8),
+                             "b": torch.zeros(2, 4, 4, 16, 8).permute(0, 1, 3, 2, 4)},
+                            RankTopology(0, 1, 4))
+    with pytest.raises(ValueError, match="do not cover"):
+        kv_args_from_caches({"l0": torch.zeros(2, 4, 16, 2, 8)}, RankTopology(0, 2, 8))
+
+
+def test_shared_layer_tensors_register_once():
+    t = torch.zeros(2, 4, 16, 4, 8)
+    _, names = kv_args_from_caches({"a": t, "b": t}, RankTopology(0, 1, 4))
+    assert names == ["a"]
+
+
+def test_rooms_never_collide_among_live_requests():
+    table = RoomTable("inst")
+    r1 = table.assign("req-1")
+    assert r1 == room_hash("inst", "req-1") and table.assign("req-1") == r1
+    # a proxy-given room that a live request holds is refused ...
+    with pytest.raises(ValueError, match="in use"):
+        table.assign("other", room=r1)
+    # ... and a hash landing on a live room moves to a free one
+    squatter = RoomTable("inst")
+    squatter.assign("squat", room=room_hash("inst", "req-2"))
+    assert squatter.assign("req-2") != room_hash("inst", "req-2")
+    table.release("req-1")
+    assert table.assign("other", room=r1) == r1 and len(table) == 1
+
+
+def test_settings_are_validated():
+    s = TransferSettings.from_mapping({"bootstrap_addr": "h:1", "waiting_timeout_s": 5,
+                                       "verify_checksum": True})
+    assert dict(s.knobs) == {"PDKV_WAITING_TIMEOUT_S": "5", "PDKV_VERIFY_CHECKSUM": "1"}
+    for bad in ({"bootstrap_addr": "nohost"}, {"bootstrap_addr": "h:1", "backend": "rdma"},
+                {"bootstrap_addr": "h:1", "colour": 1},
+                {"bootstrap_addr": "h:1", "waiting_timeout_s": "soon"}):
+        with pytest.raises(ValueError):
+            TransferSettings.from_mapping(bad)
+
+
+def test_sglang_kvargs_translation():
+    from sglang.srt.disaggregation.base.conn import KVArgs
+    from sglang.srt.server_args import ServerArgs
+
+    from pdkv.integrations.sglang.kvargs import kv_args_from_sglang
+    a = KVArgs()
+    a.engine_rank, a.page_size, a.kv_head_num, a.total_kv_head_num = 3, 4, 2, 8
+    a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens = [1, 2, 3, 4], [640] * 4, [64] * 4
+    a.aux_data_ptrs, a.aux_data_lens, a.aux_item_lens = [9], [80], [10]
+    a.state_data_ptrs = []
+    args = kv_args_from_sglang(a, ServerArgs(tp_size=8, dp_size=2, enable_dp_attention=True),
+                               False)
+    assert (args.tp_size, args.dp_size, args.engine_rank) == (4, 2, 3)
+    assert args.layer_buffers == [[0, 2], [1, 3]] and args.head_dim * args.dtype_bytes == 8
+    a.state_data_ptrs = [[]]  # a state type without buffers
+    assert kv_args_from_sglang(a, ServerArgs(), False).tp_size == 1
+    a.state_data_ptrs = [[5]]
+    with pytest.raises(ValueError, match="state"):
+        kv_args_from_sglang(a, ServerArgs(), False)
+
+
+def test_install_routes_the_taken_over_backend_and_only_it():
+    from sglang.srt.disaggregation import utils
+    # a module that imported the function by name before install()
+    early = types.ModuleType("sglang.srt.disaggregation.early_user")
+    early.get_kv_class = utils.get_kv_class
+    sys.modules[early.__name__] = early
+    from pdkv.integrations.sglang import install
+    from pdkv.integrations.sglang.conn import PdkvKVManager, PdkvKVReceiver
+    install()
+    B, T = utils.TransferBackend, utils.KVClassType
+    assert utils.get_kv_class(B.MOONCAKE, T.MANAGER) is PdkvKVManager
+    assert early.get_kv_class(B.MOONCAKE, T.RECEIVER) is PdkvKVReceiver
+    with pytest.raises(ImportError):  # nixl is not installed: sglang's own path still runs
+        utils.get_kv_class(B.NIXL, T.MANAGER)
+    install()  # idempotent: does not wrap twice
+    assert utils.get_kv_class.__wrapped__.__module__ == utils.__name__
+
+
+def _scheduler(layerwise=True):
+    from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, VllmConfig
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+
+    from pdkv.integrations.vllm import PdkvConnector
+    ktc = KVTransferConfig(kv_connector="PdkvConnector", kv_role="kv_producer",
+                           kv_connector_extra_config={"bootstrap_addr": "h:1",
+                                                      "layerwise": layerwise})
+    return PdkvConnector(VllmConfig(ktc, CacheConfig(4), ModelConfig(4)),
+                         KVConnectorRole.SCHEDULER, None)
+
+
+def test_prefill_chunks_follow_computed_full_blocks_and_preemption_fails_the_room():
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm.v1.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
+    from vllm.v1.request import Request
+    s = _scheduler()
+    r = Request("r", list(range(10)), {"do_remote_decode": True})
+    s.update_state_after_alloc(r, KVCacheBlocks(([7, 3],)), 0)
+    meta = s.build_connector_meta(SchedulerOutput([NewRequestData("r", ([7, 3],), 0)],
+                                                  CachedRequestData([], [], []), {"r": 6}))
+    opened, chunk = meta.sends
+    assert opened.open and opened.num_blocks_total == 3 and chunk.blocks == [7]  # 6 tokens
+    r.num_computed_tokens = 6
+    meta = s.build_connector_meta(SchedulerOutput(
+        [], CachedRequestData(["r"], [([9],)], [6]), {"r": 4}, preempted_req_ids=set()))
+    assert [c.blocks for c in meta.sends] == [[3, 9]]  # the last chunk takes the tail page
+    s2 = _scheduler()
+    s2.update_state_after_alloc(r, KVCacheBlocks(([7, 3],)), 0)
+    s2.build_connector_meta(SchedulerOutput([], CachedRequestData([], [], []), {}))
+    meta = s2.build_connector_meta(SchedulerOutput([], CachedRequestData([], [], []), {},
+                                                   preempted_req_ids={"r"}))
+    assert [(c.req_id, c.abort) for c in meta.sends] == [("r", True)]
+
+
+def test_prefill_worker_drops_an_aborted_room_without_reporting_it(monkeypatch):
+    # vLLM freed the blocks of a request that ended without a hand-off; reporting it as
+    # finished sending would make vLLM free them twice. Also: metrics_port from
+    # kv_connector_extra_config serves the rank's Prometheus figures.
+    import urllib.request
+
+    import pdkv
+    monkeypatch.setenv("PDKV_METRICS_PORT", "-1")  # restored after the test
+    from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, VllmConfig
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+
+    from pdkv.integrations.vllm import PdkvConnector
+    from pdkv.integrations.vllm.metadata import PdkvConnectorMetadata, SendChunk
+    with pdkv.BootstrapServer("127.0.0.1", 0) as server:
+        ktc = KVTransferConfig(kv_connector="PdkvConnector", kv_role="kv_producer",
+                               kv_connector_extra_config={
+                                   "bootstrap_addr": f"127.0.0.1:{server.port}",
+                                   "metrics_port": 0})
+        worker = PdkvConnector(VllmConfig(ktc, CacheConfig(4), ModelConfig(2)),
+                               KVConnectorRole.WORKER, None)
+        worker.register_kv_caches({"l0": torch.zeros(2, 8, 4, 2, 8, dtype=torch.float16)})
+        try:
+            worker.bind_connector_metadata(PdkvConnectorMetadata(
+                sends=[SendChunk("r", 77, [], 2, open=True)]))
+            worker.start_load_kv(None)
+            assert worker.get_finished({"r"}) == (None, None)  # in flight: still held
+            worker.bind_connector_metadata(PdkvConnectorMetadata(
+                sends=[SendChunk("r", 77, [], 2, abort=True)]))
+            worker.start_load_kv(None)
+            assert worker.get_finished({"r"}) == (None, None)
+            assert worker._worker._senders == {}
+            port = worker._worker.mgr.metrics_port
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                text = r.read().decode()
+            assert "pdkv_prefill" in text and "aborted_locally" in text, text[:500]
+        finally:
+            worker.shutdown()
+
+
+def _run_python(args, env_extra=None):
+    import os
+    import subprocess
+    from engine_replay import STANDINS
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([STANDINS, os.environ["PYTHONPATH"]]))
+    env.update(env_extra or {})
+    out = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_launch_server_wrapper_installs_in_sglang_and_its_spawned_schedulers():
+    out = _run_python(["-m", "pdkv.integrations.sglang.launch_server",
+                       "--disaggregation-transfer-backend", "mooncake"])
+    assert out.strip() == "main=PdkvKVManager scheduler=PdkvKVManager"
+    # without the wrapper, sglang's own selection runs (and fails: mooncake is absent)
+    out = _run_python(["-m", "sglang.launch_server", "--disaggregation-transfer-backend",
+                       "mooncake"])
+    assert out.startswith("main=ImportError")
+    # PDKV_SGLANG_TAKEOVER picks another name; mooncake then stays sglang's
+    out = _run_python(["-m", "pdkv.integrations.sglang.launch_server",
+                       "--disaggregation-transfer-backend", "nixl"],
+                      {"PDKV_SGLANG_TAKEOVER": "nixl"})
+    assert out.strip() == "main=PdkvKVManager scheduler=PdkvKVManager"
+
+
+def test_pth_hook_patches_sglang_when_it_is_imported_later():
+    # What the documented .pth line runs at interpreter start, before sglang is imported.
+    out = _run_python(["-c", "import pdkv.integrations.sglang as p; p.install_on_import(); "
+                             "from sglang.srt.disaggregation.utils import get_kv_class, "
+                             "TransferBackend as B, KVClassType as T; "
+                             "print(get_kv_class(B.MOONCAKE, T.SENDER).__name__)"])
+    assert out.strip() == "PdkvKVSender"

@@ -1,0 +1,48 @@
+"""One prefill and one decode vLLM instance around a real bootstrap server; the test
+plays vLLM's disaggregated proxy (prefill first, its kv_transfer_params to the decode)."""
+from __future__ import annotations
+
+from engine_replay import Ranks
+from vllm_replay import decode_main, prefill_main
+
+
+def run_prefill_then_decode(p_tp: int, d_tp: int, layout: str, heads: int, requests,
+                            chunk: int, extra_p=None, extra_d=None, prefix_blocks=None,
+                            block_size: int = 4):
+    """requests: [(id, tokens, seed, room or None)]. Returns ({rank name: report},
+    {request id: params the prefill returned})."""
+    with Ranks() as ranks:
+        base = dict(heads=heads, layout=layout, block_size=block_size)
+        for r in range(p_tp):
+            ranks.start(f"p{r}", prefill_main, dict(base, rank=r, tp=p_tp, extra=extra_p or {},
+                                                   requests=requests, chunk=chunk))
+        for r in range(d_tp):
+            ranks.start(f"d{r}", decode_main, dict(base, rank=r, tp=d_tp, extra=extra_d or {}))
+        ranks.serve_bootstrap()
+        ranks.expect("ready", p_tp + d_tp)
+        params = {m[1]: m[2] for m in ranks.expect("params", len(requests))}
+        for req_id, n_tokens, seed, _ in requests:
+            for r in range(d_tp):
+                ranks.send(f"d{r}", ("req", "decode-" + req_id, n_tokens, seed,
+                                     params[req_id], (prefix_blocks or {}).get(req_id, 0)))
+        for r in range(d_tp):
+            ranks.send(f"d{r}", ("go",))
+        done = {m[1]: m[2] for m in ranks.expect("done", p_tp + d_tp)}
+        return done, params
+
+
+def assert_delivered(done: dict, requests, p_tp: int, d_tp: int) -> None:
+    ids = sorted(r[0] for r in requests)
+    for r in range(p_tp):
+        report = done[f"p{r}"]
+        assert report["failures"] == {}, report["failures"]
+        assert report["finished_sending"] == ids
+        assert report["stats"]["rooms_succeeded"] == len(ids), report["stats"]
+        assert report["stats"]["bytes_written"] > 0
+    for r in range(d_tp):
+        report = done[f"d{r}"]
+        assert report["failures"] == {}, report["failures"]
+        assert report["finished_recving"] == ["decode-" + i for i in ids]
+        assert report["load_errors"] == []
+        assert all(report["bytes_ok"].values()), f"d{r}: wrong bytes {report['bytes_ok']}"
+        assert all(report["prefix_ok"].values()), f"d{r}: prefix overwritten"

@@ -1,0 +1,285 @@
+"""vLLM instances replayed around PdkvConnector, in vLLM's call order.
+
+A rank process plays one vLLM worker plus (a copy of) its instance's scheduler: the
+scheduler side is deterministic, so every rank builds the same metadata, as vLLM's single
+scheduler would broadcast it. Per step: get_num_new_matched_tokens /
+update_state_after_alloc for new requests, build_connector_meta (pickled, as it crosses
+processes), bind_connector_metadata, start_load_kv, then per layer wait_for_layer_load,
+the forward's KV write, save_kv_layer, then wait_for_save, get_finished,
+clear_connector_metadata, update_connector_output, and request_finished when a prompt is
+done. KV caches are real CPU tensors in the layout vLLM's attention backend allocates.
+"""
+from __future__ import annotations
+
+import pickle
+import time
+
+from engine_replay import block_allocator, heads_of, pattern, wait_stop
+
+LAYERS, HEAD_DIM, LATENT, NUM_BLOCKS = 3, 8, 16, 64
+SENTINEL = 77.0  # prefix blocks the decode already holds: must stay untouched
+
+
+def make_caches(torch, layout: str, heads: int, block_size: int):
+    """{layer name: tensor} as vLLM allocates them for this backend layout."""
+    caches = {}
+    for layer in range(LAYERS):
+        name = f"model.layers.{layer}.self_attn.attn"
+        if layout == "NHD":
+            t = torch.zeros(2, NUM_BLOCKS, block_size, heads, HEAD_DIM, dtype=torch.float16)
+        elif layout == "HND":  # physical (2, blocks, heads, tokens, dim), logical NHD
+            t = torch.zeros(2, NUM_BLOCKS, heads, block_size, HEAD_DIM,
+                            dtype=torch.float16).permute(0, 1, 3, 2, 4)
+        elif layout == "MLA":
+            t = torch.zeros(NUM_BLOCKS, block_size, LATENT, dtype=torch.bfloat16)
+        else:
+            raise ValueError(layout)
+        caches[name] = t
+    return caches
+
+
+def _token_slots(blocks, block_size, tokens):
+    return [(blocks[t // block_size], t % block_size) for t in tokens]
+
+
+def write_kv(torch, cache, layout, layer, blocks, block_size, tokens, first_head, n_heads,
+             seed):
+    """The forward's KV write of these tokens for one layer (what the engine computes)."""
+    slots = _token_slots(blocks, block_size, tokens)
+    b = torch.tensor([s[0] for s in slots])
+    o = torch.tensor([s[1] for s in slots])
+    if layout == "MLA":
+        cache[b, o] = pattern(torch, layer, 0, tokens, 0, 1, LATENT, seed, cache.dtype)[:, 0]
+        return
+    for kv in (0, 1):
+        cache[kv, b, o] = pattern(torch, layer, kv, tokens, first_head, n_heads, HEAD_DIM,
+                                  seed, cache.dtype)
+
+
+def check_kv(torch, cache, layout, layer, blocks, block_size, tokens, first_head, n_heads,
+             seed) -> bool:
+    slots = _token_slots(blocks, block_size, tokens)
+    b = torch.tensor([s[0] for s in slots])
+    o = torch.tensor([s[1] for s in slots])
+    if layout == "MLA":
+        want = pattern(torch, layer, 0, tokens, 0, 1, LATENT, seed, cache.dtype)[:, 0]
+        return bool(torch.equal(cache[b, o], want))
+    return all(torch.equal(cache[kv, b, o], pattern(torch, layer, kv, tokens, first_head,
+                                                    n_heads, HEAD_DIM, seed, cache.dtype))
+               for kv in (0, 1))
+
+
+def _config(cfg, role: str, engine_id: str):
+    from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, VllmConfig
+    extra = {"bootstrap_addr": cfg["addr"], **cfg.get("extra", {})}
+    return VllmConfig(
+        kv_transfer_config=KVTransferConfig(
+            kv_connector="PdkvConnector", kv_connector_module_path="pdkv.integrations.vllm",
+            kv_role=role, engine_id=engine_id, kv_connector_extra_config=extra),
+        cache_config=CacheConfig(block_size=cfg["block_size"]),
+        model_config=ModelConfig(total_num_kv_heads=cfg["heads"],
+                                 use_mla=cfg["layout"] == "MLA"))
+
+
+def _connectors(cfg, role: str, engine_id: str):
+    """(scheduler connector, worker connector) built through vLLM's factory path."""
+    import importlib
+
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+    from vllm.distributed.parallel_state import set_tensor_model_parallel
+    set_tensor_model_parallel(cfg["rank"], cfg["tp"])
+    config = _config(cfg, role, engine_id)
+    ktc = config.kv_transfer_config
+    cls = getattr(importlib.import_module(ktc.kv_connector_module_path), ktc.kv_connector)
+    return (cls(config, KVConnectorRole.SCHEDULER, None),
+            cls(config, KVConnectorRole.WORKER, None))
+
+
+def _step(worker, meta, on_layer=None, finished=frozenset()):
+    """One engine step on the worker side; returns get_finished's pair."""
+    worker.bind_connector_metadata(pickle.loads(pickle.dumps(meta)))
+    worker.start_load_kv(None)
+    for layer, name in enumerate(worker._worker.layer_names):
+        worker.wait_for_layer_load(name)
+        if on_layer is not None:
+            on_layer(layer, name)
+        worker.save_kv_layer(name, None, None)
+    worker.wait_for_save()
+    done = worker.get_finished(set(finished))
+    worker.clear_connector_metadata()
+    return done
+
+
+def prefill_main(cfg, out_q, in_q):
+    """cfg: rank, tp, heads, layout, block_size, addr, extra, requests=[(id, tokens, seed,
+    room or None)], chunk (tokens per step), hang_in_forward (stop after layer 0)."""
+    import torch
+
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm.v1.core.sched.output import (CachedRequestData, KVConnectorOutput,
+                                           NewRequestData, SchedulerOutput)
+    from vllm.v1.request import Request, RequestStatus
+
+    sched, worker = _connectors(cfg, "kv_producer", "prefill-instance")
+    bs, layout = cfg["block_size"], cfg["layout"]
+    first_head, n_heads = heads_of(cfg["rank"], cfg["tp"], cfg["heads"])
+    caches = make_caches(torch, layout, 1 if layout == "MLA" else n_heads, bs)
+    worker.register_kv_caches(caches)
+    alloc = block_allocator(11, NUM_BLOCKS)
+    reqs, seeds, blocks = {}, {}, {}
+    for req_id, n_tokens, seed, room in cfg["requests"]:
+        params = {"do_remote_decode": True}
+        if room is not None:
+            params["pdkv_room"] = room
+        reqs[req_id] = Request(req_id, list(range(n_tokens)), params)
+        seeds[req_id] = seed
+    out_q.put(("ready", cfg["name"]))
+
+    pending_finished, sending_done = set(), set()
+    while any(r.status == RequestStatus.WAITING or r.status == RequestStatus.RUNNING
+              for r in reqs.values()):
+        new, cached = [], CachedRequestData([], [], [])
+        scheduled = {}
+        for req_id, r in reqs.items():
+            if r.status not in (RequestStatus.WAITING, RequestStatus.RUNNING):
+                continue
+            n = min(cfg["chunk"], r.num_prompt_tokens - r.num_computed_tokens)
+            scheduled[req_id] = n
+            need = -(-(r.num_computed_tokens + n) // bs) - len(blocks.get(req_id, []))
+            fresh = alloc(need)
+            if r.status == RequestStatus.WAITING:
+                assert sched.get_num_new_matched_tokens(r, 0) == (0, False)
+                blocks[req_id] = fresh
+                sched.update_state_after_alloc(r, KVCacheBlocks((list(fresh),)), 0)
+                new.append(NewRequestData(req_id, (list(fresh),), 0))
+                r.status = RequestStatus.RUNNING
+            else:
+                blocks[req_id] += fresh
+                cached.req_ids.append(req_id)
+                cached.new_block_ids.append((fresh,) if fresh else None)
+                cached.num_computed_tokens.append(r.num_computed_tokens)
+        meta = sched.build_connector_meta(SchedulerOutput(new, cached, scheduled))
+
+        def forward(layer, name):
+            if cfg.get("hang_in_forward") and layer == 1:
+                out_q.put(("in_forward", cfg["name"]))
+                cfg["hang_in_forward"] = False
+                # a long forward: the test kills us, or lets us go on ("resume")
+                msg = in_q.get(timeout=120)
+                assert msg[0] == "resume", msg
+            for req_id, n in scheduled.items():
+                r = reqs[req_id]
+                write_kv(torch, caches[name], layout, layer, blocks[req_id], bs,
+                         range(r.num_computed_tokens, r.num_computed_tokens + n),
+                         first_head, n_heads, seeds[req_id])
+
+        sending, recving = _step(worker, meta, forward, pending_finished)
+        sched.update_connector_output(KVConnectorOutput(sending, recving))
+        sending_done |= sending or set()
+        for req_id, n in scheduled.items():
+            r = reqs[req_id]
+            r.num_computed_tokens += n
+            if r.num_computed_tokens == r.num_prompt_tokens:
+                r.status = RequestStatus.FINISHED_LENGTH_CAPPED  # max_tokens=1
+                delay, params = sched.request_finished(r, (list(blocks[req_id]),))
+                assert delay, "prefill must keep its blocks until the push ends"
+                pending_finished.add(req_id)
+                if cfg["rank"] == 0:
+                    out_q.put(("params", req_id, params))
+    deadline = time.monotonic() + cfg.get("timeout", 30)
+    while sending_done != set(reqs) and time.monotonic() < deadline:
+        meta = sched.build_connector_meta(SchedulerOutput([], CachedRequestData([], [], []), {}))
+        sending, recving = _step(worker, meta, None, pending_finished)
+        sched.update_connector_output(KVConnectorOutput(sending, recving))
+        sending_done |= sending or set()
+        time.sleep(0.01)
+    stats = worker.get_kv_connector_stats()
+    out_q.put(("done", cfg["name"], {"finished_sending": sorted(sending_done),
+                                     "failures": dict(worker._worker.failures),
+                                     "stats": stats.reduce() if stats else None,
+                                     "active": worker._worker.mgr.active_rooms()}))
+    wait_stop(in_q)
+    worker.shutdown()
+
+
+def decode_main(cfg, out_q, in_q):
+    """cfg: rank, tp, heads, layout, block_size, addr, extra. Inbox: ("req", id, tokens,
+    seed, params, prefix_blocks) then ("go",)."""
+    import torch
+
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm.v1.core.sched.output import (CachedRequestData, KVConnectorOutput,
+                                           SchedulerOutput)
+    from vllm.v1.request import Request
+
+    sched, worker = _connectors(cfg, "kv_consumer", "decode-instance")
+    bs, layout = cfg["block_size"], cfg["layout"]
+    first_head, n_heads = heads_of(cfg["rank"], cfg["tp"], cfg["heads"])
+    caches = make_caches(torch, layout, 1 if layout == "MLA" else n_heads, bs)
+    worker.register_kv_caches(caches)
+    alloc = block_allocator(23 + cfg["rank"] * 0, NUM_BLOCKS)
+    out_q.put(("ready", cfg["name"]))
+    reqs = {}
+    while True:
+        msg = in_q.get(timeout=60)
+        if msg[0] == "go":
+            break
+        _, req_id, n_tokens, seed, params, prefix_blocks = msg
+        r = Request(req_id, list(range(n_tokens)), dict(params))
+        local = prefix_blocks * bs
+        count, is_async = sched.get_num_new_matched_tokens(r, local)
+        assert is_async and count == n_tokens - local, (count, is_async)
+        blocks = alloc(-(-n_tokens // bs))
+        for name, cache in caches.items():  # the prefix this decode already holds
+            if layout == "MLA":
+                cache[blocks[:prefix_blocks]] = SENTINEL
+            else:
+                cache[:, blocks[:prefix_blocks]] = SENTINEL
+        sched.update_state_after_alloc(r, KVCacheBlocks((blocks,)), count)
+        reqs[req_id] = (r, seed, blocks, prefix_blocks)
+    t0 = time.time()
+    recvd, errors, times, held, released = set(), set(), {}, set(), set()
+    deadline = time.monotonic() + cfg.get("timeout", 30)
+    while recvd | released != set(reqs) and time.monotonic() < deadline:
+        if not in_q.empty():  # the client went away while the KV was landing
+            _, req_id = in_q.get()
+            from vllm.v1.request import RequestStatus
+            r = reqs[req_id][0]
+            r.status = RequestStatus.FINISHED_ABORTED
+            delay, _ = sched.request_finished(r, (reqs[req_id][2],))
+            if delay:
+                held.add(req_id)
+        meta = sched.build_connector_meta(SchedulerOutput([], CachedRequestData([], [], []), {}))
+        sending, recving = _step(worker, meta, finished=held)
+        sched.update_connector_output(KVConnectorOutput(sending, recving))
+        errors |= worker.get_block_ids_with_load_errors()
+        for req_id in recving or ():
+            times[req_id] = time.time()
+        recvd |= recving or set()
+        released |= sending or set()
+        if cfg.get("report_waiting") and not recvd:
+            out_q.put(("waiting", cfg["name"]))
+            cfg["report_waiting"] = False
+        time.sleep(0.01)
+    bytes_ok, prefix_ok = {}, {}
+    for req_id, (r, seed, blocks, prefix_blocks) in reqs.items():
+        if req_id in released:
+            continue
+        tokens = range(prefix_blocks * bs, r.num_prompt_tokens)
+        bytes_ok[req_id] = all(
+            check_kv(torch, caches[name], layout, layer, blocks, bs, tokens, first_head,
+                     n_heads, seed) for layer, name in enumerate(caches))
+        prefix = blocks[:prefix_blocks]
+        prefix_ok[req_id] = all(
+            bool((c[prefix] if layout == "MLA" else c[:, prefix]).eq(SENTINEL).all())
+            for c in caches.values())
+    stats = worker.get_kv_connector_stats()
+    out_q.put(("done", cfg["name"], {
+        "finished_recving": sorted(recvd), "load_errors": sorted(errors),
+        "held": sorted(held), "finished_sending": sorted(released),
+        "blocks": {k: v[2][v[3]:] for k, v in reqs.items()}, "bytes_ok": bytes_ok,
+        "prefix_ok": prefix_ok, "failures": dict(worker._worker.failures),
+        "recv_time": times, "start_time": t0, "stats": stats.reduce() if stats else None,
+        "active": worker._worker.mgr.active_rooms()}))
+    wait_stop(in_q)
+    worker.shutdown()
