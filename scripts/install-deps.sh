@@ -10,7 +10,7 @@ packages=(
   iperf3 iproute2 procps
   python3-tqdm
   # Packaging (README "Install from packages"): the wheel offline, the .deb through CPack.
-  python3-build python3-wheel python3-setuptools python3-venv dpkg-dev file binutils
+  python3-build python3-wheel python3-setuptools python3-venv python3-pip dpkg-dev file binutils
 )
 missing=()
 for p in "${packages[@]}"; do

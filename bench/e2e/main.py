@@ -1,7 +1,9 @@
 """`pdkv bench e2e`: P5 (latency), P6 (scale), P7 (layerwise), P8 (soak) over real processes.
 
-Run as `build/bin/pdkv bench e2e --case latency|scale|layerwise|soak [...]`; the CLI sets
-PYTHONPATH=build/python and PDKV_BIN_DIR. --repeat N runs the case N times, each on a fresh
+Run as `build/bin/pdkv bench e2e --case latency|scale|layerwise|soak [...]`; the CLI runs
+this copy of the script inside the package (pdkv/_tools/bench/e2e) with the package's parent
+on PYTHONPATH and PDKV_BIN_DIR set to its own directory. Progress: a tqdm bar on a terminal,
+plain lines otherwise (pdkv._progress). --repeat N runs the case N times, each on a fresh
 cluster; --hogs N runs N CPU busy loops beside it. The JSON is written whatever happens
 (failed rooms, a dead rank, a timeout, an exception, Ctrl-C): a failed run is a result."""
 from __future__ import annotations

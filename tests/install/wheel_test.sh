@@ -26,8 +26,10 @@ for f in pdkv/__init__.py pdkv/_bin/pdkv pdkv/_tools/demo/main.py pdkv/_tools/be
 done
 grep -q '^pdkv/_native\..*\.so$' "$tmp/contents" || { echo "FAIL: no pdkv/_native*.so"; exit 1; }
 
-/usr/bin/python3 -m venv --system-site-packages "$tmp/venv"
-"$tmp/venv/bin/pip" install --no-index --quiet "$wheel"
+# Debian's pip installs into the venv (--python): the same install as venv/bin/pip, without
+# the seconds ensurepip spends copying pip into every fresh venv.
+/usr/bin/python3 -m venv --without-pip --system-site-packages "$tmp/venv"
+/usr/bin/python3 -m pip --python "$tmp/venv/bin/python" install --no-index --quiet "$wheel"
 
 mkdir "$tmp/elsewhere" && cd "$tmp/elsewhere"
 site=$("$tmp/venv/bin/python" -c "import pdkv, os; print(os.path.dirname(os.path.dirname(pdkv.__file__)))")
