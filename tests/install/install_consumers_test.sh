@@ -50,3 +50,11 @@ c++ -std=c++20 -O1 "$here/consumer/main.cc" -o "$tmp/pc-consumer" \
 "$prefix/bin/pdkv" --version | grep -qx "pdkv $version (.*)"
 "$prefix/bin/pdkv" bench e2e --help | grep -q -- "--case"
 echo "installed CLI: $("$prefix/bin/pdkv" --version); bench e2e --help OK"
+
+# 4. Relocatable: the moved tree still works (nothing in it names the prefix it was
+# installed to: the CLI searches relative to itself, pdkv.pc uses ${pcfiledir}).
+mv "$prefix" "$tmp/moved"
+"$tmp/moved/bin/pdkv" demo --help | grep -q -- "--tp-decode"
+pcdir=${pcdir/#"$prefix"/"$tmp/moved"}
+[[ $(PKG_CONFIG_PATH=$pcdir pkg-config --variable=includedir pdkv) -ef $tmp/moved/include ]]
+echo "moved install: CLI and pdkv.pc still resolve"
