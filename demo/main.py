@@ -27,11 +27,13 @@ def chunk_size(prompt_len: int, page_size: int) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="pdkv demo", description=__doc__)
-    ap.add_argument("--tp-decode", type=int, choices=(1, 2), default=1)
+    ap = argparse.ArgumentParser(prog="pdkv demo", description=__doc__,
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--tp-decode", type=int, choices=(1, 2), default=1,
+                    help="decode processes (tensor parallel size), each receiving its KV heads")
     ap.add_argument("--chunked", action="store_true", help="chunked prefill, 3+ chunks")
     ap.add_argument("--tokens", type=int, default=16, help="tokens to generate")
-    ap.add_argument("--prompt-len", type=int, default=40)
+    ap.add_argument("--prompt-len", type=int, default=40, help="prompt tokens")
     ap.add_argument("--page", type=int, default=4, help="page size in tokens")
     ap.add_argument("--seed", type=int, default=0, help="prompt seed")
     ap.add_argument("--no-bench", action="store_true", help="skip the engine benchmark")
@@ -71,8 +73,7 @@ def main(argv=None) -> int:
 
     if not args.no_bench:
         header("4. transfer engine benchmark (pdkv bench engine, tcp, llama3-8b, 1024 tokens)")
-        bin_dir = os.environ.get("PDKV_BIN_DIR",
-                                 os.path.join(os.path.dirname(__file__), "..", "build", "bin"))
+        bin_dir = os.environ.get("PDKV_BIN_DIR", "build/bin")  # the pdkv CLI sets it
         cmd = [os.path.join(bin_dir, "pdkv"), "bench", "engine", "--backend", "tcp", "--model",
                "llama3-8b", "--tokens", "1024", "--page", "16", "--rounds", "3",
                "--iperf-seconds", "1"]

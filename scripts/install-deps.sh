@@ -9,6 +9,9 @@ packages=(
   python3 python3-dev pybind11-dev python3-numpy python3-pytest python3-matplotlib python3-zmq
   python3-torch
   iperf3 iproute2 procps
+  python3-tqdm
+  # Packaging (README "Install from packages"): the wheel offline, the .deb through CPack.
+  python3-build python3-wheel python3-setuptools python3-venv python3-pip dpkg-dev file binutils
 )
 missing=()
 for p in "${packages[@]}"; do

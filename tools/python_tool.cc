@@ -1,5 +1,6 @@
 #include "tools/python_tool.h"
 
+#include <limits.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,11 +16,11 @@
 namespace pdkv::cli {
 namespace {
 
-// Baked in at configure time: the CLI is used from the build tree it was built in.
-constexpr const char* kSourceDir = PDKV_SOURCE_DIR;
-constexpr const char* kPythonDir = PDKV_PACKAGE_PARENT_DIR;
-constexpr const char* kBinDir = PDKV_BUILD_BIN_DIR;
+// Debian's interpreter, the one python3-numpy and the native modules are built for.
 constexpr const char* kInterpreter = PDKV_PYTHON_EXECUTABLE;
+// The install layout's package directory relative to the installed binary's directory
+// (cmake/PdkvInstall.cmake: ../lib/python3/dist-packages by default).
+constexpr const char* kInstalledPackageFromBin = PDKV_INSTALLED_PACKAGE_FROM_BIN;
 
 void prepend_env_path(const char* var, const std::string& dir) {
   const char* old = std::getenv(var);
@@ -28,18 +29,47 @@ void prepend_env_path(const char* var, const std::string& dir) {
   ::setenv(var, value.c_str(), 1);
 }
 
+// The directory of the running executable (symlinks resolved), "" if unknown.
+std::string self_dir() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  std::string path(buf, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+// Where the package may be, in order, for a binary in `bin_dir` (python_tool.h).
+std::vector<std::string> package_parent_candidates(const std::string& bin_dir) {
+  return {bin_dir + "/../python", bin_dir + "/" + kInstalledPackageFromBin, bin_dir + "/../.."};
+}
+
+bool readable(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
+
 // Replaces this process with the interpreter so signals, exit codes and the terminal
 // (progress bars) behave exactly as if the script had been run directly.
 int exec_script(const std::string& script, const std::vector<std::string>& args) {
-  const std::string path = std::string(kSourceDir) + "/" + script;
-  if (::access(path.c_str(), R_OK) != 0) {
-    std::fprintf(stderr, "pdkv: driver script %s is missing (%s)\n", path.c_str(),
-                 std::strerror(errno));
+  const std::string bin_dir = self_dir();
+  std::string parent, path;
+  const std::vector<std::string> candidates = package_parent_candidates(bin_dir);
+  for (const std::string& dir : candidates) {
+    const std::string p = dir + "/pdkv/_tools/" + script;
+    if (readable(dir + "/pdkv/__init__.py") && readable(p)) {
+      parent = dir;
+      path = p;
+      break;
+    }
+  }
+  if (path.empty()) {
+    std::fprintf(stderr,
+                 "pdkv: cannot find the pdkv Python package with pdkv/_tools/%s; looked in:\n",
+                 script.c_str());
+    for (const std::string& dir : candidates) std::fprintf(stderr, "  %s\n", dir.c_str());
     return 1;
   }
-  prepend_env_path("PYTHONPATH", kPythonDir);
-  ::setenv("PDKV_BIN_DIR", kBinDir, 0);
-  ::setenv("PDKV_PYTHON_DIR", kPythonDir, 0);
+  prepend_env_path("PYTHONPATH", parent);
+  // The scripts start this same binary again (`pdkv bench engine`) and find the package.
+  ::setenv("PDKV_BIN_DIR", bin_dir.c_str(), 1);
+  ::setenv("PDKV_PYTHON_DIR", parent.c_str(), 1);
   std::vector<std::string> argv_storage{kInterpreter, path};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -58,8 +88,8 @@ bool register_python_tool(PythonToolSpec spec) {
   auto shared = std::make_shared<PythonToolSpec>(std::move(spec));
   // The registrar only queues the builder; it need not outlive this call.
   CommandRegistrar(shared->parent, [shared](CLI::App& parent) {
-    CLI::App* cmd = parent.add_subcommand(shared->name, shared->help + " (options: --help)");
-    cmd->set_help_flag();  // --help belongs to the script
+    CLI::App* cmd = parent.add_subcommand(shared->name, shared->help);
+    cmd->set_help_flag();  // --help belongs to the script: it prints the real options
     cmd->allow_extras();
     cmd->prefix_command();
     cmd->callback([cmd, shared] { set_exit_code(exec_script(shared->script, cmd->remaining())); });

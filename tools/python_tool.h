@@ -1,6 +1,14 @@
 // Sub-commands whose driver is a Python script (the end-to-end benchmark, the demo,
 // the chaos suite): they orchestrate several processes through the `pdkv` package, so
-// the CLI only hands over to Debian's interpreter with the build's package on its path.
+// the CLI only hands over to Debian's interpreter with that package on its path.
+//
+// The scripts ship inside the package, at pdkv/_tools/<script> (cmake/PdkvDrivers.cmake),
+// and the package is found relative to the running binary, never through a path baked in
+// at build time, so the same binary works from the build tree, an install prefix, the .deb
+// and the wheel:
+//   <bin>/../python                 build tree        build/bin/pdkv
+//   <bin>/../<install python dir>   cmake --install   P/bin/pdkv, P/lib/python3/dist-packages
+//   <bin>/../..                     wheel             site-packages/pdkv/_bin/pdkv
 #pragma once
 
 #include <string>
@@ -11,13 +19,13 @@ struct PythonToolSpec {
   std::string parent;  // "" for `pdkv demo`, "bench" for `pdkv bench e2e`
   std::string name;
   std::string help;
-  // Path relative to the source tree, e.g. "bench/e2e/main.py".
+  // Path under pdkv/_tools (the script's path in the source tree), e.g. "bench/e2e/main.py".
   std::string script;
 };
 
 // Registers a pass-through sub-command: every argument after its name (including
-// --help) goes to the script, which parses its own options. Call from a static
-// initialiser only (like CommandRegistrar).
+// --help, which the script answers with its real options) goes to the script. Call from
+// a static initialiser only (like CommandRegistrar).
 bool register_python_tool(PythonToolSpec spec);
 
 }  // namespace pdkv::cli

@@ -21,14 +21,15 @@ import cases  # noqa: E402
 import cluster  # noqa: E402
 from topo import Topology, netns_available  # noqa: E402
 
+from pdkv._progress import Progress  # noqa: E402
+
 
 def find_shim():
-    """The CMake-built shim (PDKV_BIN_DIR/../lib), else compile it into /tmp."""
-    bindir = os.environ.get("PDKV_BIN_DIR", "")
-    for d in (os.path.join(bindir, "..", "lib"), bindir):
-        p = os.path.join(d, "libpdkv_fault_shim.so")
-        if bindir and os.path.exists(p):
-            return os.path.abspath(p)
+    """The CMake-built shim beside this script (pdkv/_tools/bench/chaos in the package),
+    else compile it into /tmp."""
+    p = os.path.join(HERE, "libpdkv_fault_shim.so")
+    if os.path.exists(p):
+        return p
     out = f"/tmp/pdkv_fault_shim_{os.getpid()}.so"
     subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", out, os.path.join(HERE, "fault_shim.c"),
                     "-ldl"], check=True)
@@ -89,8 +90,9 @@ def fmt(v, nd=2):
 
 
 def main():
-    ap = argparse.ArgumentParser(prog="pdkv chaos")
-    ap.add_argument("--json")
+    ap = argparse.ArgumentParser(prog="pdkv chaos", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", help="write {R1..R4, cases} here")
     ap.add_argument("--short", action="store_true", help="CI subset (~3 min)")
     ap.add_argument("--only", help="run only cases whose label/fault contains this")
     ap.add_argument("--no-netns", action="store_true", help="skip the network namespace cases")
@@ -103,33 +105,37 @@ def main():
     shim = find_shim()
     rows = []
     t_start = time.monotonic()
-    for _ in range(a.repeat):
-        for needs_ns, label, fn in plan(a.short, ok_ns, shim):
-            if needs_ns and not ok_ns:
-                continue
-            if a.only and a.only not in label:
-                continue
-            topo = Topology(3, netns=needs_ns)
-            cluster.ALL.clear()
-            t0 = time.monotonic()
-            try:
-                r = fn(topo)
-            except Exception:
-                r = cases.row(label, "-", ok=False, note="driver error: "
-                              + traceback.format_exc().strip().splitlines()[-1][:200])
-                traceback.print_exc()
-            finally:
-                topo.teardown()
-            r["crashes"] = sum(c.crashes for c in cluster.ALL)
-            r["ok"] = bool(r["ok"] and r["crashes"] == 0)
-            r.setdefault("skipped", False)
-            r["label"] = label
-            r["wall_s"] = time.monotonic() - t0
-            rows.append(r)
-            print(f"[{'SKIP' if r['skipped'] else 'PASS' if r['ok'] else 'FAIL'}] {r['fault']} / {r['config']}: detect "
+    todo = [(needs_ns, label, fn) for _ in range(a.repeat)
+            for needs_ns, label, fn in plan(a.short, ok_ns, shim)
+            if not (needs_ns and not ok_ns) and not (a.only and a.only not in label)]
+    # A bar on a terminal, plain lines in a captured log; the case lines go through it so
+    # they never tear the bar.
+    bar = Progress("chaos", len(todo), unit="case")
+    for i, (needs_ns, label, fn) in enumerate(todo):
+        topo = Topology(3, netns=needs_ns)
+        cluster.ALL.clear()
+        t0 = time.monotonic()
+        try:
+            r = fn(topo)
+        except Exception:
+            r = cases.row(label, "-", ok=False, note="driver error: "
+                          + traceback.format_exc().strip().splitlines()[-1][:200])
+            traceback.print_exc()
+        finally:
+            topo.teardown()
+        r["crashes"] = sum(c.crashes for c in cluster.ALL)
+        r["ok"] = bool(r["ok"] and r["crashes"] == 0)
+        r.setdefault("skipped", False)
+        r["label"] = label
+        r["wall_s"] = time.monotonic() - t0
+        rows.append(r)
+        verdict = "SKIP" if r["skipped"] else "PASS" if r["ok"] else "FAIL"
+        bar.write(f"[{verdict}] {r['fault']} / {r['config']}: detect "
                   f"{fmt(r['detect_s'])}s (bound {fmt(r['bound_s'])}) bytes {r['bytes_verified']}"
-                  f" leaks {r['leaks']} crashes {r['crashes']} ({r['wall_s']:.1f}s) {r['note']}",
-                  flush=True)
+                  f" leaks {r['leaks']} crashes {r['crashes']} ({r['wall_s']:.1f}s) {r['note']}")
+        failed = sum(not x["ok"] for x in rows)
+        bar.update(i + 1, f"{label}, {failed} failed" if failed else label)
+    bar.close()
     hdr = ["fault", "config", "rooms", "detect_s", "bound_s", "bytes_ok", "leaks",
            "crash/hang", "ok"]
     lines = [[r["fault"], r["config"], str(r["rooms_affected"]), fmt(r["detect_s"]),

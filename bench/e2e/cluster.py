@@ -136,8 +136,7 @@ class Cluster:
 
 
 def progress(label: str, i: int, n: int, extra: str = "") -> None:
-    bar = "#" * int(30 * i / max(n, 1))
-    sys.stderr.write(f"\r{label} [{bar:<30}] {i}/{n} {extra}   ")
-    if i >= n:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+    """Round i of n: a tqdm bar on a terminal, plain lines in a captured log (pdkv._progress)."""
+    from pdkv import _progress
+
+    _progress.show(label, i, n, extra)

@@ -1,7 +1,9 @@
 """`pdkv bench e2e`: P5 (latency), P6 (scale), P7 (layerwise), P8 (soak) over real processes.
 
-Run as `build/bin/pdkv bench e2e --case latency|scale|layerwise|soak [...]`; the CLI sets
-PYTHONPATH=build/python and PDKV_BIN_DIR. --repeat N runs the case N times, each on a fresh
+Run as `build/bin/pdkv bench e2e --case latency|scale|layerwise|soak [...]`; the CLI runs
+this copy of the script inside the package (pdkv/_tools/bench/e2e) with the package's parent
+on PYTHONPATH and PDKV_BIN_DIR set to its own directory. Progress: a tqdm bar on a terminal,
+plain lines otherwise (pdkv._progress). --repeat N runs the case N times, each on a fresh
 cluster; --hogs N runs N CPU busy loops beside it. The JSON is written whatever happens
 (failed rooms, a dead rank, a timeout, an exception, Ctrl-C): a failed run is a result."""
 from __future__ import annotations
@@ -48,23 +50,27 @@ SOAK_RATE = 2.0
 
 
 def parse():
-    ap = argparse.ArgumentParser(prog="pdkv bench e2e", description=__doc__)
-    ap.add_argument("--case", choices=sorted(CASE_DEFAULTS), default="scale")
-    ap.add_argument("--model", choices=sorted(PRESETS))
+    ap = argparse.ArgumentParser(prog="pdkv bench e2e", description=__doc__,
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--case", choices=sorted(CASE_DEFAULTS), default="scale",
+                    help="latency (P5), scale (P6), layerwise (P7) or soak (P8); sets the "
+                    "defaults of the geometry options below")
+    ap.add_argument("--model", choices=sorted(PRESETS), help="KV geometry preset (presets.py)")
     ap.add_argument("--tokens", type=int, help="prompt length (tokens) of each request")
     ap.add_argument("--page", type=int, help="page size (tokens)")
-    ap.add_argument("--prefill-tp", type=int)
-    ap.add_argument("--decode-tp", type=int)
+    ap.add_argument("--prefill-tp", type=int, help="prefill ranks (tensor parallel size)")
+    ap.add_argument("--decode-tp", type=int, help="decode ranks (tensor parallel size)")
     ap.add_argument("--concurrency", help="requests per round; a list (1,8,64) sweeps")
     ap.add_argument("--rounds", type=int, help="timed rounds per concurrency (+1 warm-up)")
-    ap.add_argument("--backend", default="tcp", choices=["tcp", "shm"])
+    ap.add_argument("--backend", default="tcp", choices=["tcp", "shm"], help="transfer engine backend")
     ap.add_argument("--layer-ms", type=float, default=5.0, help="simulated ms per layer (P7)")
-    ap.add_argument("--layerwise-interval", type=int, default=1)
+    ap.add_argument("--layerwise-interval", type=int, default=1,
+                    help="layers per send in the layerwise case (P7)")
     ap.add_argument("--no-baselines", action="store_true", help="skip iperf3 / P1 (quick runs)")
     ap.add_argument("--timeout", type=float, default=300.0,
                     help="s a rank waits for its rooms (a round; the soak's drain)")
-    ap.add_argument("--json")
-    ap.add_argument("--plot")
+    ap.add_argument("--json", help="write the figures to this file (written whatever happens)")
+    ap.add_argument("--plot", help="write a throughput plot (PNG) of the last run here")
     g = ap.add_argument_group("robustness (issue 20)")
     g.add_argument("--repeat", type=int, default=1,
                    help="runs of the case, each on a fresh cluster")
@@ -73,7 +79,7 @@ def parse():
                    help="environment of every rank (e.g. PDKV_BOOTSTRAP_TIMEOUT_S=0.1)")
     g.add_argument("--kill-rank", metavar="NAME", help="SIGKILL rank NAME (e.g. decode0) "
                    "--kill-after-s after each cluster is up: checks failure reporting")
-    g.add_argument("--kill-after-s", type=float, default=2.0)
+    g.add_argument("--kill-after-s", type=float, default=2.0, help="delay of --kill-rank")
     g.add_argument("--kill-signal", default="KILL", help="KILL (a dead rank) or STOP (a hung one)")
     g.add_argument("--decode-poll", choices=["spin", "sleep", "engine"],
                    help="decode polling (polling.py); default per case")
@@ -81,9 +87,9 @@ def parse():
                    help="sleep between poll passes with --decode-poll sleep")
     s = ap.add_argument_group("soak (P8)")
     s.add_argument("--rate", type=float, default=SOAK_RATE, help="Poisson arrivals, requests/s")
-    s.add_argument("--minutes", type=float, default=3.0)
-    s.add_argument("--seed", type=int, default=1)
-    s.add_argument("--max-tokens", type=int, default=4096)
+    s.add_argument("--minutes", type=float, default=3.0, help="length of the arrival schedule")
+    s.add_argument("--seed", type=int, default=1, help="seed of the arrival schedule")
+    s.add_argument("--max-tokens", type=int, default=4096, help="largest request (tokens)")
     s.add_argument("--expect-latency-s", type=float, default=1.0,
                    help="latency assumed when sizing the page pool (Little's law)")
     s.add_argument("--pool-limit-gib", type=float, default=2.0, help="largest pool per rank")

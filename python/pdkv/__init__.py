@@ -5,8 +5,12 @@ fails because one native module is missing. The engine-facing API (``pdkv.KVMana
 ``pdkv.KVSender``, ``pdkv.KVReceiver``, ``pdkv.KVPoll``, ``pdkv.KVArgs``,
 ``pdkv.BootstrapServer``, ``pdkv.KVTransferError``) lives in ``pdkv.kv`` and is loaded on
 first use of one of those names; ``pdkv.FailureCause`` / ``pdkv.FailureStage`` (why and
-where a room failed) live in ``pdkv.failure``.
+where a room failed) live in ``pdkv.failure``. ``pdkv.__version__`` and
+``pdkv.PROTOCOL_VERSION`` (the control-plane wire protocol) come from the build's one
+version source (CMake's project version, see cmake/PdkvVersion.cmake).
 """
+
+from pdkv._version import LEASE_WIRE_VERSION, PROTOCOL_VERSION, __version__
 
 _KV_NAMES = ("KVPoll", "KVArgs", "KVTransferError", "BootstrapServer", "KVManager", "KVSender",
              "KVReceiver")

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# CTest `deb_package`: builds pdkv_<version>_amd64.deb with CPack, checks its control
+# fields (Depends from dpkg-shlibdeps plus python3/numpy, each satisfied by this Debian)
+# and its file list, then unpacks it (dpkg -x, no root needed) and runs the unpacked
+# /usr/bin/pdkv: --version and `pdkv demo`, which must find its Python package under the
+# unpacked /usr/lib/python3/dist-packages with no PYTHONPATH.
+# Usage: deb_test.sh <build dir> <expected version>
+set -euo pipefail
+build=$(realpath "$1")
+version=$2
+tmp=$(mktemp -d /tmp/pdkv-deb-test.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+export PYTHONDONTWRITEBYTECODE=1
+
+cpack --config "$build/CPackConfig.cmake" -B "$tmp/out" >"$tmp/cpack.log" || { cat "$tmp/cpack.log"; exit 1; }
+deb=$tmp/out/pdkv_${version}_amd64.deb
+[[ -f $deb ]] || { echo "FAIL: no $(basename "$deb")"; ls "$tmp/out"; exit 1; }
+echo "built $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB)"
+
+depends=$(dpkg-deb -f "$deb" Depends)
+echo "Depends: $depends"
+for want in libc6 libstdc++6 libzmq5 python3 python3-numpy; do
+  [[ ", $depends," == *", $want "* || ", $depends," == *", $want,"* ]] ||
+    { echo "FAIL: Depends lacks $want"; exit 1; }
+done
+# Every dependency (first alternative) is installed here in a satisfying version, as apt
+# would require of a fresh Debian 12.
+IFS=',' read -ra items <<<"$depends"
+for item in "${items[@]}"; do
+  item=${item%%|*}
+  read -r pkg op ver <<<"$(sed -E 's/^ *([^ (]+) *(\(([<>=]+) *([^)]+)\))?.*/\1 \3 \4/' <<<"$item")"
+  have=$(dpkg-query -W -f='${Version}' "$pkg" 2>/dev/null) || { echo "FAIL: $pkg not installable here"; exit 1; }
+  if [[ -n ${op:-} ]]; then
+    dpkg --compare-versions "$have" "$op" "$ver" || { echo "FAIL: $pkg $have is not $op $ver"; exit 1; }
+  fi
+done
+
+dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$tmp/contents"
+for f in /usr/bin/pdkv /usr/include/pdkv/version.h /usr/include/pdkv/engine/transfer_engine.h \
+         /usr/lib/cmake/pdkv/pdkvConfig.cmake /usr/lib/cmake/pdkv/pdkvConfigVersion.cmake \
+         /usr/lib/pkgconfig/pdkv.pc /usr/lib/python3/dist-packages/pdkv/__init__.py \
+         /usr/lib/python3/dist-packages/pdkv/_tools/demo/main.py; do
+  grep -qx "$f" "$tmp/contents" || { echo "FAIL: $f is not in the package"; exit 1; }
+done
+grep -Eq "^/usr/lib/libpdkv\.so\.${version%%.*}(\.|$)" "$tmp/contents" || { echo "FAIL: no libpdkv.so"; exit 1; }
+dpkg-deb -I "$deb" shlibs | grep -q "^libpdkv ${version%%.*} pdkv" || { echo "FAIL: no shlibs entry"; exit 1; }
+
+dpkg-deb -x "$deb" "$tmp/root"
+cd "$tmp"
+"$tmp/root/usr/bin/pdkv" --version | grep -qx "pdkv $version (.*)"
+"$tmp/root/usr/bin/pdkv" demo --no-bench --tokens 4 --prompt-len 12
+echo "deb $version: Depends satisfied here; unpacked /usr/bin/pdkv ran the demo from its own package"
