@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/config.h"
 #include "common/status.h"
 
 namespace pdkv::engine {
@@ -55,12 +56,16 @@ struct EngineOptions {
   // open_session() gives up with Unavailable after this long.
   int connect_timeout_ms = 3000;
   TcpOptions tcp;
+  // The explicit settings these options were read with (from()): a backend reads its own
+  // options (ShmOptions, UcxOptions) through them, so code-given values reach it too.
+  config::Settings settings;
 
   // Reads PDKV_ENGINE_BACKEND, PDKV_ENGINE_HOST, PDKV_ENGINE_PORT,
-  // PDKV_ENGINE_CONNECT_TIMEOUT_MS, PDKV_TCP_STREAMS, PDKV_TCP_IO_TIMEOUT_MS,
-  // PDKV_TCP_SOCKET_BUFFER_BYTES, PDKV_TCP_MIN_SPLIT_BYTES, PDKV_TCP_MAX_PART_ENTRIES.
+  // PDKV_ENGINE_CONNECT_TIMEOUT_MS and PDKV_TCP_*: each from `settings` if set there,
+  // else the environment, else the default above (common/config.h).
   // InvalidArgument naming the variable if one is malformed or out of range.
-  static Result<EngineOptions> from_env();
+  static Result<EngineOptions> from(const config::Settings& settings);
+  static Result<EngineOptions> from_env() { return from(config::Settings()); }
 };
 
 }  // namespace pdkv::engine

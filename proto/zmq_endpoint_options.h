@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/config.h"
 #include "common/status.h"
 
 namespace pdkv::proto {
@@ -30,8 +31,10 @@ struct EndpointOptions {
   int reconnect_interval_ms = 50;
   int reconnect_interval_max_ms = 1000;
 
-  // PDKV_ZMQ_SNDHWM (docs/CONFIG.md); other fields default.
-  static Result<EndpointOptions> from_env();
+  // PDKV_ZMQ_SNDHWM (docs/CONFIG.md) from `settings` if set there, else the environment,
+  // else the default; other fields default.
+  static Result<EndpointOptions> from(const config::Settings& settings);
+  static Result<EndpointOptions> from_env() { return from(config::Settings()); }
 };
 
 struct EndpointStats {

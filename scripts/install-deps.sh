@@ -7,6 +7,7 @@ packages=(
   libzmq3-dev cppzmq-dev nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev
   libcli11-dev libucx-dev ucx-utils libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev pybind11-dev python3-numpy python3-pytest python3-matplotlib python3-zmq
+  python3-prometheus-client
   iperf3 iproute2 procps
 )
 missing=()
