@@ -127,6 +127,10 @@ SETTINGS: tuple[Setting, ...] = (
 _BY_FIELD = {s.field: s for s in SETTINGS}
 
 
+def _config_from_fields(fields: dict) -> "Config":
+    return Config(**fields)
+
+
 class Config:
     """Explicit PDKV_* settings for one KVManager; unset fields (None) come from the
     environment, else the default. ``Config(bootstrap_timeout_s=5.0, tcp_streams=2)``.
@@ -160,6 +164,10 @@ class Config:
 
     def __repr__(self) -> str:
         return "Config(" + ", ".join(f"{k}={v!r}" for k, v in self._values.items()) + ")"
+
+    def __reduce__(self):
+        # Picklable (engines hand configs to spawned rank processes), re-checked on load.
+        return (_config_from_fields, (dict(self._values),))
 
     def replace(self, **fields: Any) -> "Config":
         """A copy with `fields` changed (None unsets a field)."""

@@ -52,6 +52,13 @@ def test_bad_fields_raise_value_error_naming_the_field(fields, names):
     assert names in str(e.value)
 
 
+def test_pickles_for_spawned_ranks():
+    import pickle
+
+    c = pdkv.Config(tcp_streams=2, verify_checksum=True, local_ip="10.0.0.1")
+    assert pickle.loads(pickle.dumps(c)) == c
+
+
 def test_immutable_and_replace():
     c = pdkv.Config(tcp_streams=2)
     with pytest.raises(AttributeError):
