@@ -42,8 +42,9 @@ struct KvManagerOptions {
   bool verify_checksum = false;
   // Address this rank advertises; empty = detected.
   std::string local_ip;
-  // Port of this rank's own Prometheus endpoint (served by whoever embeds the manager,
-  // e.g. the Python KVManager); -1 = none, 0 = any free port.
+  // Port of the process's Prometheus endpoint (kv/process_metrics_endpoint.h; started or
+  // joined by whoever embeds the manager, e.g. the Python KVManager); -1 = none, 0 = the
+  // one running, else any free port.
   int metrics_port = -1;
 
   // InvalidArgument naming the setting if one is malformed or out of range.

@@ -316,7 +316,6 @@ void PrefillManager::maybe_bootstrap(uint64_t room, Room& r) {
 void PrefillManager::hand_to_pipeline(uint64_t room, Room& r, TransferChunk chunk) {
   if (!r.transferring) {
     r.transferring = true;
-    r.transfer_start = now();
     board_.advance(room, RoomState::kTransferring);
   }
   pipeline_->add_chunk(room, std::move(chunk));

@@ -139,7 +139,6 @@ class PrefillManager {
     // room is in awaiting_metadata_) until this.
     TimePoint metadata_deadline;
     TimePoint first_seen;
-    TimePoint transfer_start;
     TimePoint last_chunk_at;   // send() of the last chunk (stage end_to_end)
     TimePoint transferred_at;  // every byte acknowledged (stage status_delivery)
   };
