@@ -92,8 +92,8 @@ Result<std::shared_ptr<const ClusterKey>> ClusterKey::from_file(const std::strin
   return key;
 }
 
-Result<std::shared_ptr<const ClusterKey>> ClusterKey::from_env() {
-  PDKV_ASSIGN_OR_RETURN(std::string path, config::read_string("PDKV_SECRET_FILE", ""));
+Result<std::shared_ptr<const ClusterKey>> ClusterKey::from(const config::Settings& settings) {
+  PDKV_ASSIGN_OR_RETURN(std::string path, config::read_string(settings, "PDKV_SECRET_FILE", ""));
   if (path.empty()) return std::shared_ptr<const ClusterKey>();
   auto key = from_file(path);
   if (!key.ok()) return key.status().with_context("PDKV_SECRET_FILE");

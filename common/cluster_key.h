@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/config.h"
 #include "common/status.h"
 
 namespace pdkv {
@@ -56,8 +57,10 @@ class ClusterKey {
   // well as raw bytes). InvalidArgument if the file cannot be read, is not a regular file,
   // is readable or writable by group or others, or holds too few bytes.
   static Result<std::shared_ptr<const ClusterKey>> from_file(const std::string& path);
-  // PDKV_SECRET_FILE if set (errors of from_file), else null: run unauthenticated.
-  static Result<std::shared_ptr<const ClusterKey>> from_env();
+  // PDKV_SECRET_FILE (from `settings` if set there, else the environment) if set (errors
+  // of from_file), else null: run unauthenticated.
+  static Result<std::shared_ptr<const ClusterKey>> from(const config::Settings& settings);
+  static Result<std::shared_ptr<const ClusterKey>> from_env() { return from(config::Settings()); }
 
   ~ClusterKey();
   ClusterKey(const ClusterKey&) = delete;

@@ -85,10 +85,64 @@ TEST_F(ConfigTest, ReadingsAreRecordedOncePerName) {
     if (r.name == "PDKV_TEST_KNOB") {
       ++count;
       EXPECT_EQ(r.value, "3");
-      EXPECT_TRUE(r.from_environment);
+      EXPECT_EQ(r.origin, Origin::kEnvironment);
     }
   }
   EXPECT_EQ(count, 1);
+}
+
+// The precedence rule, decided once in config.cc: explicit > environment > default.
+TEST_F(ConfigTest, ExplicitValueBeatsEnvironment) {
+  set("17");
+  Settings s;
+  s.set("PDKV_TEST_KNOB", int64_t{9});
+  EXPECT_EQ(read_int(s, "PDKV_TEST_KNOB", 4, 1, 64).value(), 9);
+  ASSERT_EQ(s.readings().size(), 1u);
+  EXPECT_EQ(s.readings()[0].origin, Origin::kExplicit);
+  EXPECT_EQ(s.readings()[0].value, "9");
+}
+
+TEST_F(ConfigTest, EnvironmentBeatsDefaultWhenNotSetInCode) {
+  set("17");
+  Settings s;
+  s.set("PDKV_OTHER_KNOB", "1");
+  EXPECT_EQ(read_int(s, "PDKV_TEST_KNOB", 4, 1, 64).value(), 17);
+  EXPECT_EQ(s.readings()[0].origin, Origin::kEnvironment);
+}
+
+TEST_F(ConfigTest, EnvironmentIgnoredWhenTurnedOff) {
+  set("17");
+  Settings s;
+  s.use_environment(false);
+  EXPECT_EQ(read_int(s, "PDKV_TEST_KNOB", 4, 1, 64).value(), 4);
+  EXPECT_EQ(s.readings()[0].origin, Origin::kDefault);
+}
+
+TEST_F(ConfigTest, ExplicitValueIsRangeCheckedAndSaysWhereItCameFrom) {
+  Settings s;
+  s.set("PDKV_TEST_KNOB", 0.01);
+  auto v = read_double(s, "PDKV_TEST_KNOB", 5.0, 0.1, 60);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("PDKV_TEST_KNOB=0.01 (set in code)"), std::string::npos)
+      << v.status().message();
+  EXPECT_NE(v.status().message().find("[0.1, 60]"), std::string::npos) << v.status().message();
+}
+
+TEST_F(ConfigTest, TypedSettersParseBackToTheSameValue) {
+  Settings s;
+  s.set("PDKV_A", 0.1).set("PDKV_B", true).set("PDKV_C", int64_t{1} << 40).set("PDKV_D", "shm");
+  EXPECT_DOUBLE_EQ(read_double(s, "PDKV_A", 5.0, 0.0, 1.0).value(), 0.1);
+  EXPECT_TRUE(read_bool(s, "PDKV_B", false).value());
+  EXPECT_EQ(read_int(s, "PDKV_C", 0, 0, int64_t{1} << 41).value(), int64_t{1} << 40);
+  EXPECT_EQ(read_string(s, "PDKV_D", "tcp", {"tcp", "shm"}).value(), "shm");
+}
+
+TEST_F(ConfigTest, ReadingsAreSharedByCopies) {
+  Settings s;
+  Settings copy = s;
+  ASSERT_TRUE(read_bool(copy, "PDKV_TEST_KNOB", true).ok());
+  ASSERT_EQ(s.readings().size(), 1u);
+  EXPECT_EQ(s.readings()[0].value, "true");
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 #include "common/logging.h"
 
-#include <spdlog/sinks/stdout_color_sinks.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <string>
+
+#include "common/log_capture.h"
 
 namespace pdkv {
 namespace {
@@ -22,8 +22,7 @@ spdlog::level::level_enum level_from_env() {
 }
 
 std::shared_ptr<spdlog::logger> make_logger() {
-  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-  auto log = std::make_shared<spdlog::logger>("pdkv", std::move(sink));
+  auto log = std::make_shared<spdlog::logger>("pdkv", log_capture::make_dispatch_sink());
   log->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [pdkv %P:%t] [%^%l%$] %v");
   log->set_level(level_from_env());
   log->flush_on(spdlog::level::warn);

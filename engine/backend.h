@@ -101,4 +101,9 @@ class Backend {
 // FailedPrecondition for a known backend not built into this binary.
 Result<std::unique_ptr<Backend>> make_backend(const BackendContext& ctx);
 
+// Reads the options of every backend built into this binary (shm, ucx) through
+// `settings`, so a malformed value of any of them is reported at once (pdkv.Config
+// checks every field this way), not when that backend is first created.
+Status check_backend_settings(const config::Settings& settings);
+
 }  // namespace pdkv::engine

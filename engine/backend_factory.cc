@@ -24,4 +24,12 @@ Result<std::unique_ptr<Backend>> make_backend(const BackendContext& ctx) {
   return invalid_argument("unknown engine backend '" + name + "' (expected tcp, shm or ucx)");
 }
 
+Status check_backend_settings(const config::Settings& settings) {
+  PDKV_RETURN_IF_ERROR(shm::ShmOptions::from(settings).status());
+#ifdef PDKV_HAVE_UCX
+  PDKV_RETURN_IF_ERROR(ucx::UcxOptions::from(settings).status());
+#endif
+  return Status();
+}
+
 }  // namespace pdkv::engine

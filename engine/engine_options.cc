@@ -4,40 +4,43 @@
 
 namespace pdkv::engine {
 
-Result<EngineOptions> EngineOptions::from_env() {
+Result<EngineOptions> EngineOptions::from(const config::Settings& settings) {
   EngineOptions o;
-  PDKV_ASSIGN_OR_RETURN(
-      o.backend, config::read_string("PDKV_ENGINE_BACKEND", o.backend, {"tcp", "shm", "ucx"}));
-  PDKV_ASSIGN_OR_RETURN(o.host, config::read_string("PDKV_ENGINE_HOST", o.host));
-  PDKV_ASSIGN_OR_RETURN(int64_t port, config::read_int("PDKV_ENGINE_PORT", o.port, 0, 65535));
+  o.settings = settings;
+  PDKV_ASSIGN_OR_RETURN(o.backend, config::read_string(settings, "PDKV_ENGINE_BACKEND", o.backend,
+                                                       {"tcp", "shm", "ucx"}));
+  PDKV_ASSIGN_OR_RETURN(o.host, config::read_string(settings, "PDKV_ENGINE_HOST", o.host));
+  PDKV_ASSIGN_OR_RETURN(int64_t port,
+                        config::read_int(settings, "PDKV_ENGINE_PORT", o.port, 0, 65535));
   o.port = static_cast<int>(port);
-  PDKV_ASSIGN_OR_RETURN(int64_t connect_ms, config::read_int("PDKV_ENGINE_CONNECT_TIMEOUT_MS",
-                                                             o.connect_timeout_ms, 1, 600000));
+  PDKV_ASSIGN_OR_RETURN(int64_t connect_ms,
+                        config::read_int(settings, "PDKV_ENGINE_CONNECT_TIMEOUT_MS",
+                                         o.connect_timeout_ms, 1, 600000));
   o.connect_timeout_ms = static_cast<int>(connect_ms);
   PDKV_ASSIGN_OR_RETURN(int64_t streams,
-                        config::read_int("PDKV_TCP_STREAMS", o.tcp.streams, 1, 64));
+                        config::read_int(settings, "PDKV_TCP_STREAMS", o.tcp.streams, 1, 64));
   o.tcp.streams = static_cast<int>(streams);
-  PDKV_ASSIGN_OR_RETURN(
-      int64_t io_ms, config::read_int("PDKV_TCP_IO_TIMEOUT_MS", o.tcp.io_timeout_ms, 10, 3600000));
+  PDKV_ASSIGN_OR_RETURN(int64_t io_ms, config::read_int(settings, "PDKV_TCP_IO_TIMEOUT_MS",
+                                                        o.tcp.io_timeout_ms, 10, 3600000));
   o.tcp.io_timeout_ms = static_cast<int>(io_ms);
-  PDKV_ASSIGN_OR_RETURN(int64_t sockbuf, config::read_int("PDKV_TCP_SOCKET_BUFFER_BYTES",
+  PDKV_ASSIGN_OR_RETURN(int64_t sockbuf, config::read_int(settings, "PDKV_TCP_SOCKET_BUFFER_BYTES",
                                                           o.tcp.socket_buffer_bytes, 0, 1 << 30));
   o.tcp.socket_buffer_bytes = static_cast<int>(sockbuf);
-  PDKV_ASSIGN_OR_RETURN(int64_t split, config::read_int("PDKV_TCP_MIN_SPLIT_BYTES",
+  PDKV_ASSIGN_OR_RETURN(int64_t split, config::read_int(settings, "PDKV_TCP_MIN_SPLIT_BYTES",
                                                         static_cast<int64_t>(o.tcp.min_split_bytes),
                                                         4096, int64_t{1} << 40));
   o.tcp.min_split_bytes = static_cast<uint64_t>(split);
-  PDKV_ASSIGN_OR_RETURN(int64_t entries, config::read_int("PDKV_TCP_MAX_PART_ENTRIES",
+  PDKV_ASSIGN_OR_RETURN(int64_t entries, config::read_int(settings, "PDKV_TCP_MAX_PART_ENTRIES",
                                                           o.tcp.max_part_entries, 1, 1 << 24));
   o.tcp.max_part_entries = static_cast<uint32_t>(entries);
-  PDKV_ASSIGN_OR_RETURN(int64_t stage, config::read_int("PDKV_TCP_STAGE_MAX_BYTES",
+  PDKV_ASSIGN_OR_RETURN(int64_t stage, config::read_int(settings, "PDKV_TCP_STAGE_MAX_BYTES",
                                                         static_cast<int64_t>(o.tcp.stage_max_bytes),
                                                         0, int64_t{1} << 20));
   o.tcp.stage_max_bytes = static_cast<uint64_t>(stage);
-  PDKV_ASSIGN_OR_RETURN(
-      int64_t conns, config::read_int("PDKV_TCP_MAX_CONNECTIONS", o.tcp.max_connections, 1, 65536));
+  PDKV_ASSIGN_OR_RETURN(int64_t conns, config::read_int(settings, "PDKV_TCP_MAX_CONNECTIONS",
+                                                        o.tcp.max_connections, 1, 65536));
   o.tcp.max_connections = static_cast<int>(conns);
-  PDKV_ASSIGN_OR_RETURN(o.cluster_key, ClusterKey::from_env());
+  PDKV_ASSIGN_OR_RETURN(o.cluster_key, ClusterKey::from(settings));
   return o;
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/cluster_key.h"
+#include "common/config.h"
 #include "common/status.h"
 
 namespace pdkv::engine {
@@ -64,13 +65,16 @@ struct EngineOptions {
   // mutual challenge-response handshake and a peer that fails it neither receives nor
   // writes a byte. Null: unauthenticated (warned once at create()).
   std::shared_ptr<const ClusterKey> cluster_key;
+  // The explicit settings these options were read with (from()): a backend reads its own
+  // options (ShmOptions, UcxOptions) through them, so code-given values reach it too.
+  config::Settings settings;
 
   // Reads PDKV_ENGINE_BACKEND, PDKV_ENGINE_HOST, PDKV_ENGINE_PORT,
-  // PDKV_ENGINE_CONNECT_TIMEOUT_MS, PDKV_TCP_STREAMS, PDKV_TCP_IO_TIMEOUT_MS,
-  // PDKV_TCP_SOCKET_BUFFER_BYTES, PDKV_TCP_MIN_SPLIT_BYTES, PDKV_TCP_MAX_PART_ENTRIES,
-  // PDKV_TCP_STAGE_MAX_BYTES, PDKV_TCP_MAX_CONNECTIONS, PDKV_SECRET_FILE.
+  // PDKV_ENGINE_CONNECT_TIMEOUT_MS, PDKV_TCP_* and PDKV_SECRET_FILE: each from `settings`
+  // if set there, else the environment, else the default above (common/config.h).
   // InvalidArgument naming the variable if one is malformed or out of range.
-  static Result<EngineOptions> from_env();
+  static Result<EngineOptions> from(const config::Settings& settings);
+  static Result<EngineOptions> from_env() { return from(config::Settings()); }
 };
 
 }  // namespace pdkv::engine

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/testing/guarded_buffer.h"
 
 namespace pdkv::engine {
@@ -65,6 +66,28 @@ TEST(TransferEngine, OptionsFromEnvironmentAreRangeChecked) {
   setenv("PDKV_ENGINE_BACKEND", "rdma", 1);
   EXPECT_EQ(EngineOptions::from_env().status().code(), StatusCode::kInvalidArgument);
   unsetenv("PDKV_ENGINE_BACKEND");
+}
+
+// Code-given settings beat the environment, also for the backend's own options, which
+// the backend reads only when the engine creates it.
+TEST(TransferEngine, ExplicitSettingsReachEngineAndBackendOptions) {
+  setenv("PDKV_TCP_STREAMS", "3", 1);
+  setenv("PDKV_SHM_COPY_THREADS", "2", 1);
+  config::Settings settings;
+  settings.set("PDKV_TCP_STREAMS", int64_t{5}).set("PDKV_ENGINE_BACKEND", "shm");
+  settings.set("PDKV_SHM_COPY_THREADS", int64_t{99});  // out of range [1, 16]
+  auto o = EngineOptions::from(settings);
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  EXPECT_EQ(o->tcp.streams, 5);
+  EXPECT_EQ(o->backend, "shm");
+  auto engine = TransferEngine::create(*o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("PDKV_SHM_COPY_THREADS=99"), std::string::npos)
+      << engine.status().to_string();
+  EXPECT_FALSE(check_backend_settings(settings).ok());
+  unsetenv("PDKV_TCP_STREAMS");
+  unsetenv("PDKV_SHM_COPY_THREADS");
 }
 
 TEST(TransferEngine, WritesBetweenTwoEnginesAndReportsEndpoint) {

@@ -24,6 +24,8 @@ Result<std::unique_ptr<DecodeManager>> DecodeManager::create(
     m->shutdown();
     return started;
   }
+  m->metrics_registration_ = MetricsRegistry::process().add(
+      [raw = m.get()](PrometheusText& out) { raw->render_metrics(out); });
   return m;
 }
 
@@ -52,6 +54,7 @@ DecodeManager::~DecodeManager() { shutdown(); }
 
 void DecodeManager::shutdown() {
   if (stopping_.exchange(true)) return;
+  metrics_registration_.reset();  // waits for a scrape that is reading this manager
   {
     MutexLock lock(mu_);
     resolve_wake_.notify_all();
@@ -171,8 +174,15 @@ void DecodeManager::abort_room(uint64_t room, const std::string& reason) {
             true);
 }
 
+void DecodeManager::render_metrics(PrometheusText& out) const {
+  render_rank_metrics(out, metrics_, proto::Role::kDecode, config_.args.engine_rank,
+                      active_rooms());
+}
+
 std::string DecodeManager::metrics_text() const {
-  return rank_metrics_text(metrics_, "pdkv_decode", config_.args.engine_rank, active_rooms());
+  PrometheusText out;
+  render_metrics(out);
+  return out.str();
 }
 
 size_t DecodeManager::active_rooms() const {
@@ -515,7 +525,8 @@ void DecodeManager::on_status(const proto::TransferStatus& status) {
         r.metadata->token_ = r.token;
         r.metadata->ids_ = r.ids;
       }
-      metrics_.room_succeeded(std::chrono::duration<double, std::milli>(now() - r.opened).count());
+      metrics_.observe(RoomStage::kEndToEnd, now() - r.opened);
+      metrics_.room_succeeded();
       board_.advance(room, RoomState::kSuccess);
       drop_room(room);
       return;

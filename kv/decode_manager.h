@@ -43,6 +43,7 @@
 #include "kv/failure_cause.h"
 #include "kv/kv_args.h"
 #include "kv/manager_options.h"
+#include "kv/metrics_registry.h"
 #include "kv/outbox.h"
 #include "kv/peer_liveness.h"
 #include "kv/room_status_board.h"
@@ -126,8 +127,10 @@ class DecodeManager {
 
   size_t active_rooms() const;
   TransferMetricsSnapshot metrics() const { return metrics_.snapshot(); }
-  // Prometheus text of this rank's metrics (pdkv_decode_*, labelled with the rank).
+  // Prometheus text of this rank's metrics alone (labelled role="decode", rank); the
+  // process's endpoint serves every manager's (MetricsRegistry::process()).
   std::string metrics_text() const;
+  void render_metrics(PrometheusText& out) const;
   const std::string& control_endpoint() const { return channel_->endpoint(); }
   const std::string& engine_endpoint() const { return engine_->endpoint(); }
   void shutdown();
@@ -225,6 +228,8 @@ class DecodeManager {
   engine::MemoryRegistry registered_;  // this rank's buffers: where checksum regions must lie
   RoomStatusBoard board_;
   TransferMetrics metrics_;
+  // In MetricsRegistry::process() from create() until shutdown() (its first step).
+  std::unique_ptr<MetricsRegistry::Registration> metrics_registration_;
 
   mutable Mutex mu_;
   std::unordered_map<uint64_t, Room> rooms_ PDKV_GUARDED_BY(mu_);

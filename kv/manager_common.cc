@@ -38,11 +38,15 @@ proto::RankIdentity make_rank_identity(proto::Role role, const KvArgs& args,
   return id;
 }
 
-std::string rank_metrics_text(const TransferMetrics& metrics, const std::string& prefix,
-                              int64_t engine_rank, size_t active_rooms) {
-  const std::string labels = "rank=\"" + std::to_string(engine_rank) + "\"";
-  return metrics.to_prometheus(prefix, labels) + "# TYPE " + prefix + "_active_rooms gauge\n" +
-         prefix + "_active_rooms{" + labels + "} " + std::to_string(active_rooms) + "\n";
+void render_rank_metrics(PrometheusText& out, const TransferMetrics& metrics, proto::Role role,
+                         int64_t engine_rank, size_t active_rooms) {
+  const bool prefill = role == proto::Role::kPrefill;
+  const MetricLabels labels = {{"role", prefill ? "prefill" : "decode"},
+                               {"rank", std::to_string(engine_rank)}};
+  metrics.render(out, labels, prefill);
+  out.declare("pdkv_active_rooms", MetricType::kGauge,
+              "Rooms this rank still holds in any table (0 once every room ended).");
+  out.sample("pdkv_active_rooms", labels, static_cast<double>(active_rooms));
 }
 
 std::vector<engine::Region> rank_regions(const KvArgs& args) {

@@ -29,10 +29,10 @@ proto::RankIdentity make_rank_identity(proto::Role role, const KvArgs& args,
                                        const std::string& control_endpoint,
                                        const std::string& engine_endpoint);
 
-// Prometheus text of one rank: its transfer metrics under `prefix`, labelled
-// rank="engine_rank", plus the rooms it still holds.
-std::string rank_metrics_text(const TransferMetrics& metrics, const std::string& prefix,
-                              int64_t engine_rank, size_t active_rooms);
+// One rank's metrics into `out`: its transfer metrics and the rooms it still holds, every
+// sample labelled role="prefill"|"decode", rank="engine_rank".
+void render_rank_metrics(PrometheusText& out, const TransferMetrics& metrics, proto::Role role,
+                         int64_t engine_rank, size_t active_rooms);
 
 // The rank that sent `message`, for the messages that name it (every one but
 // TransferStatus, which the decode matches to its room's targets); nullptr otherwise.

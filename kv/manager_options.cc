@@ -13,34 +13,39 @@ std::chrono::milliseconds seconds_to_ms(double s) {
 
 }  // namespace
 
-Result<KvManagerOptions> KvManagerOptions::from_env() {
+Result<KvManagerOptions> KvManagerOptions::from(const config::Settings& settings) {
   KvManagerOptions o;
-  PDKV_ASSIGN_OR_RETURN(double bootstrap_s,
-                        config::read_double("PDKV_BOOTSTRAP_TIMEOUT_S", 120.0, 0.1, 86400.0));
-  PDKV_ASSIGN_OR_RETURN(double waiting_s,
-                        config::read_double("PDKV_WAITING_TIMEOUT_S", 300.0, 0.1, 86400.0));
-  PDKV_ASSIGN_OR_RETURN(double metadata_s,
-                        config::read_double("PDKV_METADATA_TIMEOUT_S", 10.0, 0.01, 3600.0));
-  PDKV_ASSIGN_OR_RETURN(double heartbeat_s,
-                        config::read_double("PDKV_HEARTBEAT_INTERVAL_S", 0.5, 0.05, 60.0));
+  PDKV_ASSIGN_OR_RETURN(
+      double bootstrap_s,
+      config::read_double(settings, "PDKV_BOOTSTRAP_TIMEOUT_S", 120.0, 0.1, 86400.0));
+  PDKV_ASSIGN_OR_RETURN(double waiting_s, config::read_double(settings, "PDKV_WAITING_TIMEOUT_S",
+                                                              300.0, 0.1, 86400.0));
+  PDKV_ASSIGN_OR_RETURN(double metadata_s, config::read_double(settings, "PDKV_METADATA_TIMEOUT_S",
+                                                               10.0, 0.01, 3600.0));
+  PDKV_ASSIGN_OR_RETURN(
+      double heartbeat_s,
+      config::read_double(settings, "PDKV_HEARTBEAT_INTERVAL_S", 0.5, 0.05, 60.0));
   PDKV_ASSIGN_OR_RETURN(int64_t max_failures,
-                        config::read_int("PDKV_HEARTBEAT_MAX_FAILURES", 3, 1, 100));
+                        config::read_int(settings, "PDKV_HEARTBEAT_MAX_FAILURES", 3, 1, 100));
   PDKV_ASSIGN_OR_RETURN(double ttl_s,
-                        config::read_double("PDKV_FAILED_PEER_TTL_S", 30.0, 0.0, 3600.0));
-  PDKV_ASSIGN_OR_RETURN(double cooldown_s,
-                        config::read_double("PDKV_FAILED_PEER_COOLDOWN_S", 1.0, 0.001, 3600.0));
-  PDKV_ASSIGN_OR_RETURN(int64_t attempts, config::read_int("PDKV_TRANSFER_ATTEMPTS", 3, 1, 10));
-  PDKV_ASSIGN_OR_RETURN(double refresh_s,
-                        config::read_double("PDKV_BOOTSTRAP_REFRESH_S", 2.0, 0.0, 3600.0));
+                        config::read_double(settings, "PDKV_FAILED_PEER_TTL_S", 30.0, 0.0, 3600.0));
+  PDKV_ASSIGN_OR_RETURN(
+      double cooldown_s,
+      config::read_double(settings, "PDKV_FAILED_PEER_COOLDOWN_S", 1.0, 0.001, 3600.0));
+  PDKV_ASSIGN_OR_RETURN(int64_t attempts,
+                        config::read_int(settings, "PDKV_TRANSFER_ATTEMPTS", 3, 1, 10));
+  PDKV_ASSIGN_OR_RETURN(double refresh_s, config::read_double(settings, "PDKV_BOOTSTRAP_REFRESH_S",
+                                                              2.0, 0.0, 3600.0));
   PDKV_ASSIGN_OR_RETURN(int64_t window,
-                        config::read_int("PDKV_TRANSFER_WINDOW_BYTES", int64_t{64} << 20,
+                        config::read_int(settings, "PDKV_TRANSFER_WINDOW_BYTES", int64_t{64} << 20,
                                          int64_t{1} << 16, int64_t{1} << 40));
   PDKV_ASSIGN_OR_RETURN(int64_t batch,
-                        config::read_int("PDKV_TRANSFER_BATCH_BYTES", int64_t{4} << 20,
+                        config::read_int(settings, "PDKV_TRANSFER_BATCH_BYTES", int64_t{4} << 20,
                                          int64_t{4} << 10, int64_t{1} << 32));
-  PDKV_ASSIGN_OR_RETURN(bool checksum, config::read_bool("PDKV_VERIFY_CHECKSUM", false));
-  PDKV_ASSIGN_OR_RETURN(std::string local_ip, config::read_string("PDKV_LOCAL_IP", ""));
-  PDKV_ASSIGN_OR_RETURN(int64_t metrics_port, config::read_int("PDKV_METRICS_PORT", -1, -1, 65535));
+  PDKV_ASSIGN_OR_RETURN(bool checksum, config::read_bool(settings, "PDKV_VERIFY_CHECKSUM", false));
+  PDKV_ASSIGN_OR_RETURN(std::string local_ip, config::read_string(settings, "PDKV_LOCAL_IP", ""));
+  PDKV_ASSIGN_OR_RETURN(int64_t metrics_port,
+                        config::read_int(settings, "PDKV_METRICS_PORT", -1, -1, 65535));
   o.bootstrap_timeout = seconds_to_ms(bootstrap_s);
   o.waiting_timeout = seconds_to_ms(waiting_s);
   o.metadata_timeout = seconds_to_ms(metadata_s);

@@ -1,11 +1,14 @@
 // KvManagerOptions: the timeouts, liveness and queue settings of a KV manager, read once
-// from PDKV_* variables (docs/CONFIG.md explains each default).
+// from PDKV_* settings (docs/CONFIG.md explains each default): from(settings) takes each
+// value from `settings` if set there in code, else from the environment, else the default
+// (common/config.h decides this precedence for every knob).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <string>
 
+#include "common/config.h"
 #include "common/status.h"
 
 namespace pdkv::kv {
@@ -39,11 +42,14 @@ struct KvManagerOptions {
   bool verify_checksum = false;
   // Address this rank advertises; empty = detected.
   std::string local_ip;
-  // Port of this rank's own Prometheus endpoint (served by whoever embeds the manager,
-  // e.g. the Python KVManager); -1 = none, 0 = any free port.
+  // Port of the process's Prometheus endpoint (kv/process_metrics_endpoint.h; started or
+  // joined by whoever embeds the manager, e.g. the Python KVManager); -1 = none, 0 = the
+  // one running, else any free port.
   int metrics_port = -1;
 
-  static Result<KvManagerOptions> from_env();
+  // InvalidArgument naming the setting if one is malformed or out of range.
+  static Result<KvManagerOptions> from(const config::Settings& settings);
+  static Result<KvManagerOptions> from_env() { return from(config::Settings()); }
 
   // Longest time a dead peer goes unnoticed by the heartbeat.
   std::chrono::milliseconds liveness_bound() const {

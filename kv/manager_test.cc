@@ -524,6 +524,21 @@ TEST_F(KvManagerTest, ManyConcurrentRoomsAllSucceedAndLeaveNothingBehind) {
   EXPECT_TRUE(
       eventually([&] { return prefill->active_rooms() == 0 && decode->active_rooms() == 0; }));
   EXPECT_EQ(prefill->metrics().rooms_succeeded, static_cast<uint64_t>(kRooms));
+  // Every successful room observed once in every stage, and its size.
+  const TransferMetricsSnapshot p = prefill->metrics();
+  for (size_t stage = 0; stage < kRoomStages; ++stage) {
+    EXPECT_EQ(p.stages[stage].count, static_cast<uint64_t>(kRooms))
+        << to_string(static_cast<RoomStage>(stage));
+  }
+  EXPECT_EQ(p.room_bytes.count, static_cast<uint64_t>(kRooms));
+  EXPECT_EQ(p.room_bytes.sum, p.bytes_written);
+  EXPECT_EQ(p.room_blocks.sum, p.blocks_written);
+  const auto end_to_end = static_cast<size_t>(RoomStage::kEndToEnd);
+  EXPECT_EQ(decode->metrics().stages[end_to_end].count, static_cast<uint64_t>(kRooms));
+  EXPECT_NE(prefill->metrics_text().find("pdkv_rooms_total{role=\"prefill\",rank=\"0\","
+                                         "outcome=\"success\"} " +
+                                         std::to_string(kRooms)),
+            std::string::npos);
 }
 
 KvManagerOptions checksum_options() {

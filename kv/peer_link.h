@@ -60,6 +60,7 @@ struct WriteBatch {
   bool single_room = false;   // already split per room after a rejection
   TimePoint not_before{};     // retry backoff
   engine::SessionId session;  // what it was last submitted on
+  TimePoint submitted_at{};   // last submission (stage wire)
 };
 
 // The part of `batch` whose segments `keep` accepts, as a batch of its own (blocks

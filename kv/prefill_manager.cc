@@ -28,6 +28,8 @@ Result<std::unique_ptr<PrefillManager>> PrefillManager::create(
     m->shutdown();
     return started;
   }
+  m->metrics_registration_ = MetricsRegistry::process().add(
+      [raw = m.get()](PrometheusText& out) { raw->render_metrics(out); });
   return m;
 }
 
@@ -88,6 +90,7 @@ PrefillManager::~PrefillManager() { shutdown(); }
 
 void PrefillManager::shutdown() {
   if (stopping_.exchange(true)) return;
+  metrics_registration_.reset();  // waits for a scrape that is reading this manager
   // The pipeline and the timer send through the channel, so they stop first; the
   // channel's receive thread (handlers) stops with the channel.
   if (pipeline_) pipeline_->stop();
@@ -208,6 +211,7 @@ Status PrefillManager::send_chunk(uint64_t room, std::span<const int64_t> pages,
   c.pages.assign(pages.begin(), pages.end());
   c.is_last = r.next_page + n == r.num_pages;
   if (c.is_last) {
+    r.last_chunk_at = now();
     c.state_slots.assign(state_slots.begin(), state_slots.end());
     c.aux_index = r.aux_index;
   }
@@ -260,8 +264,15 @@ void PrefillManager::mark_layers_ready(int64_t layers) {
   if (pipeline_) pipeline_->steps_advanced();
 }
 
+void PrefillManager::render_metrics(PrometheusText& out) const {
+  render_rank_metrics(out, metrics_, proto::Role::kPrefill, config_.args.engine_rank,
+                      active_rooms());
+}
+
 std::string PrefillManager::metrics_text() const {
-  return rank_metrics_text(metrics_, "pdkv_prefill", config_.args.engine_rank, active_rooms());
+  PrometheusText out;
+  render_metrics(out);
+  return out.str();
 }
 
 size_t PrefillManager::active_rooms() const {
@@ -305,7 +316,6 @@ void PrefillManager::maybe_bootstrap(uint64_t room, Room& r) {
 void PrefillManager::hand_to_pipeline(uint64_t room, Room& r, TransferChunk chunk) {
   if (!r.transferring) {
     r.transferring = true;
-    r.transfer_start = now();
     board_.advance(room, RoomState::kTransferring);
   }
   pipeline_->add_chunk(room, std::move(chunk));

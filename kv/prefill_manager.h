@@ -42,6 +42,7 @@
 #include "kv/failure_cause.h"
 #include "kv/kv_args.h"
 #include "kv/manager_options.h"
+#include "kv/metrics_registry.h"
 #include "kv/outbox.h"
 #include "kv/peer_liveness.h"
 #include "kv/prefill_metadata_store.h"
@@ -99,8 +100,10 @@ class PrefillManager {
   // Rooms held in any table (0 once every room ended).
   size_t active_rooms() const;
   TransferMetricsSnapshot metrics() const { return metrics_.snapshot(); }
-  // Prometheus text of this rank's metrics (pdkv_prefill_*, labelled with the rank).
+  // Prometheus text of this rank's metrics alone (labelled role="prefill", rank); the
+  // process's endpoint serves every manager's (MetricsRegistry::process()).
   std::string metrics_text() const;
+  void render_metrics(PrometheusText& out) const;
   const std::string& control_endpoint() const { return channel_->endpoint(); }
   const std::string& engine_endpoint() const { return engine_->endpoint(); }
   const KvArgs& args() const { return config_.args; }
@@ -136,7 +139,8 @@ class PrefillManager {
     // room is in awaiting_metadata_) until this.
     TimePoint metadata_deadline;
     TimePoint first_seen;
-    TimePoint transfer_start;
+    TimePoint last_chunk_at;   // send() of the last chunk (stage end_to_end)
+    TimePoint transferred_at;  // every byte acknowledged (stage status_delivery)
   };
 
   PrefillManager(PrefillManagerConfig config, std::shared_ptr<RouteDirectory> directory);
@@ -200,6 +204,8 @@ class PrefillManager {
   EndedRoomLog ended_;  // failed rooms, to answer pre-allocations that arrive after
   StepCounter steps_;
   TransferMetrics metrics_;
+  // In MetricsRegistry::process() from create() until shutdown() (its first step).
+  std::unique_ptr<MetricsRegistry::Registration> metrics_registration_;
 
   mutable Mutex mu_;
   std::unordered_map<std::string, DecodePeer> decodes_ PDKV_GUARDED_BY(mu_);

@@ -9,12 +9,14 @@ namespace pdkv::kv {
 
 void PrefillManager::on_rooms_transferred(const std::vector<uint64_t>& rooms) {
   Outbox out;
+  const TimePoint at = now();
   {
     MutexLock lock(mu_);
     for (uint64_t room : rooms) {
       auto it = rooms_.find(room);
       if (it == rooms_.end()) continue;  // ended meanwhile (failed, aborted)
       Room& r = it->second;
+      r.transferred_at = at;
       std::optional<PrefillMetadata> meta = metadata_.peek(room);
       if (!meta && config_.wait_for_prefill_metadata) {
         // An event, not a wait: set_prefill_metadata() completes it, the timer expires it.
@@ -47,11 +49,12 @@ void PrefillManager::complete_room(uint64_t room, Room& r, const PrefillMetadata
     }
     out.add(key, success);
   }
-  const double latency_ms =
-      std::chrono::duration<double, std::milli>(now() - r.transfer_start).count();
+  const TimePoint done = now();
+  metrics_.observe(RoomStage::kStatusDelivery, done - r.transferred_at);
+  metrics_.observe(RoomStage::kEndToEnd, done - r.last_chunk_at);
   board_.advance(room, RoomState::kSuccess);
   drop_room(room);  // r is gone from here on
-  metrics_.room_succeeded(latency_ms);
+  metrics_.room_succeeded();
 }
 
 void PrefillManager::expire_metadata_waits() {

@@ -79,6 +79,7 @@ void TransferPipeline::start_room(uint64_t room, std::vector<TransferDestination
 
 void TransferPipeline::add_chunk(uint64_t room, TransferChunk chunk) {
   metrics_.queue_depth_delta(1);
+  chunk.queued_at = now();
   Command c;
   c.kind = Command::Kind::kAddChunk;
   c.room = room;
@@ -251,6 +252,10 @@ void TransferPipeline::fail(uint64_t room, FailureCause cause, const std::string
 
 void TransferPipeline::maybe_finished(uint64_t room, RoomState& r) {
   if (!r.last_chunk_added || !r.jobs.empty() || r.outstanding_bytes != 0) return;
+  metrics_.observe(RoomStage::kQueueWait, r.queue_wait);
+  metrics_.observe(RoomStage::kPlanning, r.planning);
+  if (r.planned_bytes != 0) metrics_.observe(RoomStage::kWire, r.last_ack - r.first_submit);
+  metrics_.observe_room_size(r.planned_bytes, r.planned_blocks);
   finished_.push_back(room);
   rooms_.erase(room);
 }
@@ -280,7 +285,11 @@ bool TransferPipeline::plan_room(uint64_t room, RoomState& r) {
       if (link_for(d.engine_endpoint).pending_bytes() >= options_.window_bytes) return false;
     }
     std::optional<int64_t> wait_for;
-    Status planned = plan_job(r, r.jobs.front(), &wait_for);
+    const TimePoint started = now();
+    Job& job = r.jobs.front();
+    if (!job.resolved) r.queue_wait += started - job.chunk.queued_at;
+    Status planned = plan_job(r, job, &wait_for);
+    const auto planning = now() - started;
     if (!planned.ok()) {
       // The reason names the destination. Unavailable is the circuit breaker: the last
       // transfer to that decode failed after every retry.
@@ -291,6 +300,7 @@ bool TransferPipeline::plan_room(uint64_t room, RoomState& r) {
       return true;
     }
     if (!alive(key)) return true;
+    r.planning += planning;
     if (wait_for) {
       waiting_steps_.emplace(*wait_for, room);
       return true;
@@ -409,6 +419,8 @@ Status TransferPipeline::plan_blocks(RoomState& r, size_t d, const Job& job,
   // Summed now: the bytes the forward pass wrote, which is what must arrive.
   if (dest.checksum) dest.checksum->add(*writes);
   r.outstanding_bytes += bytes;
+  r.planned_bytes += bytes;
+  r.planned_blocks += writes->size();
   const size_t n = writes->size();
   link_for(dest.engine_endpoint)
       .add(WritePiece{RoomKey{r.id, r.serial}, std::move(writes), 0, n, bytes});
@@ -450,6 +462,7 @@ void TransferPipeline::submit_link(PeerLink& link, TimePoint at,
     const uint64_t id = next_batch_id_++;
     next->id = id;
     next->session = *link.session;
+    next->submitted_at = at;
     const uint64_t bytes = next->bytes;
     auto [it, inserted] = inflight_.emplace(id, std::move(*next));
     link.inflight_bytes += bytes;
@@ -504,10 +517,13 @@ void TransferPipeline::on_completion(Completion& completion) {
   }
   failed_peers_.record_success(batch.endpoint);
   metrics_.wrote(batch.bytes, batch.blocks.size());
+  const TimePoint acked = now();
   for (const BatchSegment& seg : batch.segments) {
     RoomState* r = find_room(seg.key);
     if (r == nullptr) continue;
     r->outstanding_bytes -= seg.bytes;
+    r->first_submit = std::min(r->first_submit, batch.submitted_at);
+    r->last_ack = acked;
     maybe_finished(seg.key.room, *r);
   }
 }

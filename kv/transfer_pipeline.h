@@ -78,6 +78,7 @@ struct TransferChunk {
   // chunk's KV is complete, send it at once.
   std::optional<int64_t> begin_cache_step;
   std::optional<ChunkOwnership> ownership;
+  TimePoint queued_at{};  // set by add_chunk (stage queue_wait)
 };
 
 struct PipelineOptions {
@@ -160,6 +161,11 @@ class TransferPipeline {
     bool last_chunk_added = false;
     bool queued = false;             // in ready_
     uint64_t outstanding_bytes = 0;  // planned, not acknowledged yet
+    // Stage timings and size, observed when the room finishes (TransferMetrics).
+    std::chrono::nanoseconds queue_wait{0}, planning{0};
+    TimePoint first_submit = TimePoint::max();  // of the batches acknowledged
+    TimePoint last_ack{};
+    uint64_t planned_bytes = 0, planned_blocks = 0;
   };
 
   void push(Command command) PDKV_EXCLUDES(mu_);

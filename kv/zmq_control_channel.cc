@@ -25,10 +25,11 @@ class ZmqControlChannel : public ControlChannel {
 
 }  // namespace
 
-ControlChannelFactory zmq_channel_factory() {
-  return [](const std::string& host,
-            ChannelCallbacks callbacks) -> Result<std::unique_ptr<ControlChannel>> {
-    PDKV_ASSIGN_OR_RETURN(proto::EndpointOptions options, proto::EndpointOptions::from_env());
+ControlChannelFactory zmq_channel_factory(config::Settings settings) {
+  return [settings = std::move(settings)](
+             const std::string& host,
+             ChannelCallbacks callbacks) -> Result<std::unique_ptr<ControlChannel>> {
+    PDKV_ASSIGN_OR_RETURN(proto::EndpointOptions options, proto::EndpointOptions::from(settings));
     options.bind_host = host;
     proto::ZmqEndpoint::PeerGoneHandler on_gone;
     if (callbacks.on_peer_gone) on_gone = std::move(callbacks.on_peer_gone);

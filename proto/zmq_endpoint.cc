@@ -16,11 +16,12 @@
 
 namespace pdkv::proto {
 
-Result<EndpointOptions> EndpointOptions::from_env() {
+Result<EndpointOptions> EndpointOptions::from(const config::Settings& settings) {
   EndpointOptions o;
-  PDKV_ASSIGN_OR_RETURN(int64_t hwm, config::read_int("PDKV_ZMQ_SNDHWM", 10000, 1, 1000000));
+  PDKV_ASSIGN_OR_RETURN(int64_t hwm,
+                        config::read_int(settings, "PDKV_ZMQ_SNDHWM", 10000, 1, 1000000));
   o.send_hwm = static_cast<int>(hwm);
-  PDKV_ASSIGN_OR_RETURN(o.cluster_key, ClusterKey::from_env());
+  PDKV_ASSIGN_OR_RETURN(o.cluster_key, ClusterKey::from(settings));
   return o;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/cluster_key.h"
+#include "common/config.h"
 #include "common/status.h"
 
 namespace pdkv::proto {
@@ -36,8 +37,10 @@ struct EndpointOptions {
   // messages are then authenticated and encrypted. Null: plain TCP, anyone may send.
   std::shared_ptr<const ClusterKey> cluster_key;
 
-  // PDKV_ZMQ_SNDHWM, PDKV_SECRET_FILE (docs/CONFIG.md); other fields default.
-  static Result<EndpointOptions> from_env();
+  // PDKV_ZMQ_SNDHWM and PDKV_SECRET_FILE (docs/CONFIG.md) from `settings` if set there,
+  // else the environment, else the default; other fields default.
+  static Result<EndpointOptions> from(const config::Settings& settings);
+  static Result<EndpointOptions> from_env() { return from(config::Settings()); }
 };
 
 struct EndpointStats {

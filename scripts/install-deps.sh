@@ -8,6 +8,7 @@ packages=(
   libcli11-dev libucx-dev ucx-utils libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev pybind11-dev python3-numpy python3-pytest python3-matplotlib python3-zmq
   python3-torch
+  python3-prometheus-client
   iperf3 iproute2 procps
   python3-tqdm
   # Packaging (README "Install from packages"): the wheel offline, the .deb through CPack.

@@ -14,10 +14,11 @@ from typing import Optional, Sequence
 import numpy as np
 
 from pdkv import _native
+from pdkv.config import Config
 from pdkv.failure import FailureCause, FailureStage
 
 __all__ = ["KVPoll", "KVArgs", "KVTransferError", "FailureCause", "FailureStage",
-           "BootstrapServer", "KVManager", "KVSender", "KVReceiver"]
+           "BootstrapServer", "Config", "KVManager", "KVSender", "KVReceiver"]
 
 
 class KVPoll(enum.IntEnum):
@@ -156,19 +157,44 @@ class BootstrapServer:
         self.stop()
 
 
-class KVManager:
-    """One rank's KV manager, ``mode`` "prefill" or "decode"."""
+def _merge_argument(config: Config, field: str, argument: Optional[str], what: str) -> Config:
+    """`config` with the keyword argument `what` folded into `field`: None leaves the field
+    as it is (so the environment or default still applies); a value that disagrees with
+    the field is a ValueError rather than one silently winning."""
+    if argument is None:
+        return config
+    current = getattr(config, field)
+    if current is not None and current != argument:
+        raise ValueError(f"KVManager({what}={argument!r}) contradicts "
+                         f"config.{field}={current!r}; set one of them")
+    return config.replace(**{field: argument})
 
-    def __init__(self, args: KVArgs, mode: str, bootstrap_addr: str, backend: str = "tcp",
-                 layerwise_interval: int = 0, local_ip: Optional[str] = None,
-                 wait_for_prefill_metadata: bool = False):
+
+class KVManager:
+    """One rank's KV manager, ``mode`` "prefill" or "decode".
+
+    Settings: ``config`` (a pdkv.Config) first, then the PDKV_* environment, then the
+    defaults (docs/CONFIG.md). ``backend`` and ``local_ip`` are shorthands for
+    ``config.engine_backend`` / ``config.local_ip``; None (the default) means "from the
+    config, else the environment, else the default"."""
+
+    def __init__(self, args: KVArgs, mode: str, bootstrap_addr: str,
+                 backend: Optional[str] = None, layerwise_interval: int = 0,
+                 local_ip: Optional[str] = None, wait_for_prefill_metadata: bool = False,
+                 config: Optional[Config] = None):
         if not isinstance(args, KVArgs):
             raise ValueError("args must be a pdkv.KVArgs")
         if mode not in ("prefill", "decode"):
             raise ValueError(f"mode must be 'prefill' or 'decode', not {mode!r}")
+        if config is not None and not isinstance(config, Config):
+            raise ValueError("config must be a pdkv.Config")
+        config = config if config is not None else Config()
+        config = _merge_argument(config, "engine_backend", backend, "backend")
+        config = _merge_argument(config, "local_ip", local_ip or None, "local_ip")
         self.args, self.mode, self.bootstrap_addr = args, mode, bootstrap_addr
-        self._native = _native.KVManager(args.to_dict(), mode, bootstrap_addr, backend,
-                                         int(layerwise_interval), local_ip or "",
+        self.config = config
+        self._native = _native.KVManager(args.to_dict(), mode, bootstrap_addr,
+                                         config.to_settings(), int(layerwise_interval),
                                          bool(wait_for_prefill_metadata))
 
     def set_prefill_metadata(self, room: int, bootstrap_token: int,

@@ -3,7 +3,7 @@
 # RuntimeError / KVTransferError (with the reason, cause and stage) and never crash the
 # interpreter.
 import enum
-from typing import Optional, Sequence, Union
+from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -98,12 +98,67 @@ class BootstrapServer:
     def __enter__(self) -> "BootstrapServer": ...
     def __exit__(self, *exc: object) -> None: ...
 
+class Config:
+    """Explicit PDKV_* settings for one KVManager (pdkv.config). A field left None comes
+    from the environment, else its default (docs/CONFIG.md); a set field beats both.
+    Construction checks types and ranges: ValueError naming the field."""
+    engine_backend: Optional[str]  # PDKV_ENGINE_BACKEND, default 'tcp'
+    engine_host: Optional[str]  # PDKV_ENGINE_HOST, default '127.0.0.1'
+    engine_port: Optional[int]  # PDKV_ENGINE_PORT, default 0
+    engine_connect_timeout_ms: Optional[int]  # PDKV_ENGINE_CONNECT_TIMEOUT_MS, default 3000
+    tcp_streams: Optional[int]  # PDKV_TCP_STREAMS, default 4
+    tcp_io_timeout_ms: Optional[int]  # PDKV_TCP_IO_TIMEOUT_MS, default 5000
+    tcp_socket_buffer_bytes: Optional[int]  # PDKV_TCP_SOCKET_BUFFER_BYTES, default 0
+    tcp_min_split_bytes: Optional[int]  # PDKV_TCP_MIN_SPLIT_BYTES, default 1048576
+    tcp_max_part_entries: Optional[int]  # PDKV_TCP_MAX_PART_ENTRIES, default 1048576
+    tcp_stage_max_bytes: Optional[int]  # PDKV_TCP_STAGE_MAX_BYTES, default 0
+    tcp_max_connections: Optional[int]  # PDKV_TCP_MAX_CONNECTIONS, default 512
+    shm_copy_threads: Optional[int]  # PDKV_SHM_COPY_THREADS, default 2
+    shm_part_bytes: Optional[int]  # PDKV_SHM_PART_BYTES, default 67108864
+    shm_io_timeout_ms: Optional[int]  # PDKV_SHM_IO_TIMEOUT_MS, default 5000
+    ucx_tls: Optional[str]  # PDKV_UCX_TLS, default ''
+    ucx_err_mode: Optional[str]  # PDKV_UCX_ERR_MODE, default 'auto'
+    ucx_io_timeout_ms: Optional[int]  # PDKV_UCX_IO_TIMEOUT_MS, default 5000
+    ucx_part_bytes: Optional[int]  # PDKV_UCX_PART_BYTES, default 67108864
+    zmq_sndhwm: Optional[int]  # PDKV_ZMQ_SNDHWM, default 10000
+    bootstrap_timeout_s: Optional[float]  # PDKV_BOOTSTRAP_TIMEOUT_S, default 120.0
+    waiting_timeout_s: Optional[float]  # PDKV_WAITING_TIMEOUT_S, default 300.0
+    metadata_timeout_s: Optional[float]  # PDKV_METADATA_TIMEOUT_S, default 10.0
+    heartbeat_interval_s: Optional[float]  # PDKV_HEARTBEAT_INTERVAL_S, default 0.5
+    heartbeat_max_failures: Optional[int]  # PDKV_HEARTBEAT_MAX_FAILURES, default 3
+    bootstrap_refresh_s: Optional[float]  # PDKV_BOOTSTRAP_REFRESH_S, default 2.0
+    failed_peer_ttl_s: Optional[float]  # PDKV_FAILED_PEER_TTL_S, default 30.0
+    failed_peer_cooldown_s: Optional[float]  # PDKV_FAILED_PEER_COOLDOWN_S, default 1.0
+    transfer_attempts: Optional[int]  # PDKV_TRANSFER_ATTEMPTS, default 3
+    transfer_window_bytes: Optional[int]  # PDKV_TRANSFER_WINDOW_BYTES, default 67108864
+    transfer_batch_bytes: Optional[int]  # PDKV_TRANSFER_BATCH_BYTES, default 4194304
+    verify_checksum: Optional[bool]  # PDKV_VERIFY_CHECKSUM, default False
+    local_ip: Optional[str]  # PDKV_LOCAL_IP, default ''
+    metrics_port: Optional[int]  # PDKV_METRICS_PORT, default -1
+    secret_file: Optional[str]  # PDKV_SECRET_FILE, default "" (unauthenticated)
+    def __init__(self, **fields: object) -> None: ...
+    def replace(self, **fields: object) -> "Config": ...
+    def explicit(self) -> dict[str, object]: ...
+    def to_settings(self) -> dict[str, str]: ...
+    def resolved(self, use_environment: bool = True) -> dict[str, tuple[str, str]]:
+        """Variable -> (value, origin "explicit" | "environment" | "default"), as the C++
+        readers resolve them."""
+    @staticmethod
+    def defaults() -> dict[str, object]: ...
+    @staticmethod
+    def from_mapping(values: Mapping[str, object]) -> "Config": ...
+
 class KVManager:
-    """One rank's KV manager; mode "prefill" or "decode"."""
+    """One rank's KV manager; mode "prefill" or "decode". Settings: `config` first, then
+    the PDKV_* environment, then defaults; `backend` / `local_ip` are shorthands for
+    config.engine_backend / config.local_ip (None = not set here; a value contradicting
+    the config's is a ValueError)."""
     mode: str
-    def __init__(self, args: KVArgs, mode: str, bootstrap_addr: str, backend: str = "tcp",
-                 layerwise_interval: int = 0, local_ip: Optional[str] = None,
-                 wait_for_prefill_metadata: bool = False) -> None: ...
+    config: Config
+    def __init__(self, args: KVArgs, mode: str, bootstrap_addr: str,
+                 backend: Optional[str] = None, layerwise_interval: int = 0,
+                 local_ip: Optional[str] = None, wait_for_prefill_metadata: bool = False,
+                 config: Optional[Config] = None) -> None: ...
     def set_prefill_metadata(self, room: int, bootstrap_token: int,
                              spec_candidate_ids: Optional[Sequence[int]] = None) -> None: ...
     def reserve_layerwise_cache_steps(self) -> int: ...

@@ -8,17 +8,26 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
-#include "bootstrap/metrics_server.h"
 #include "bootstrap/server.h"
+#include "common/config.h"
+#include "common/log_capture.h"
+#include "common/logging.h"
+#include "engine/backend.h"
 #include "kv/bootstrap_route_directory.h"
 #include "kv/failure_cause.h"
 #include "kv/kv_sender.h"
+#include "kv/metrics_registry.h"
+#include "kv/process_metrics_endpoint.h"
 #include "kv/zmq_control_channel.h"
+#include "proto/zmq_endpoint_options.h"
 
 namespace py = pybind11;
 
@@ -131,17 +140,43 @@ class NativeBootstrapServer {
   std::unique_ptr<bootstrap::BootstrapServer> server_;
 };
 
+// pdkv.Config's explicit values (variable name -> text); common/config.h applies them
+// before the environment.
+config::Settings to_settings(const std::map<std::string, std::string>& values,
+                             bool use_environment) {
+  config::Settings settings;
+  for (const auto& [name, value] : values) settings.set(name, value);
+  settings.use_environment(use_environment);
+  return settings;
+}
+
+// Every option struct a manager reads, through `settings`: what pdkv.Config.resolved()
+// reports and what its tests check the Python table against.
+std::vector<std::tuple<std::string, std::string, std::string>> resolve_settings(
+    const std::map<std::string, std::string>& values, bool use_environment) {
+  const config::Settings settings = to_settings(values, use_environment);
+  raise_if_error(kv::KvManagerOptions::from(settings).status());
+  raise_if_error(engine::EngineOptions::from(settings).status());
+  raise_if_error(engine::check_backend_settings(settings));
+  raise_if_error(proto::EndpointOptions::from(settings).status());
+  std::vector<std::tuple<std::string, std::string, std::string>> out;
+  for (const config::KnobReading& r : settings.readings()) {
+    out.emplace_back(r.name, r.value, std::string(config::to_string(r.origin)));
+  }
+  return out;
+}
+
 class NativeManager {
  public:
   NativeManager(const py::dict& args, const std::string& mode, const std::string& bootstrap_addr,
-                const std::string& backend, int64_t layerwise_interval, const std::string& local_ip,
-                bool wait_for_prefill_metadata) {
+                const std::map<std::string, std::string>& setting_values,
+                int64_t layerwise_interval, bool wait_for_prefill_metadata) {
     kv::KvArgs kv_args = to_kv_args(args);
     const bool mla_l1_5 = l1_5_enabled(args);
-    auto options = value_or_raise(kv::KvManagerOptions::from_env());
-    if (!local_ip.empty()) options.local_ip = local_ip;
-    auto engine = value_or_raise(engine::EngineOptions::from_env());
-    engine.backend = backend;
+    const config::Settings settings = to_settings(setting_values, true);
+    auto options = value_or_raise(kv::KvManagerOptions::from(settings));
+    auto engine = value_or_raise(engine::EngineOptions::from(settings));
+    raise_if_error(engine::check_backend_settings(settings));
     if (!options.local_ip.empty()) engine.host = options.local_ip;
     auto directory = std::make_shared<kv::BootstrapRouteDirectory>(engine.cluster_key);
     py::gil_scoped_release release;
@@ -154,8 +189,8 @@ class NativeManager {
       config.wait_for_prefill_metadata = wait_for_prefill_metadata;
       config.engine = engine;
       config.options = options;
-      prefill_ = value_or_raise(
-          kv::PrefillManager::create(std::move(config), kv::zmq_channel_factory(), directory));
+      prefill_ = value_or_raise(kv::PrefillManager::create(
+          std::move(config), kv::zmq_channel_factory(settings), directory));
     } else {
       kv::DecodeManagerConfig config;
       config.args = std::move(kv_args);
@@ -163,13 +198,13 @@ class NativeManager {
       config.enable_mla_l1_5_cache = mla_l1_5;
       config.engine = engine;
       config.options = options;
-      decode_ = value_or_raise(
-          kv::DecodeManager::create(std::move(config), kv::zmq_channel_factory(), directory));
+      decode_ = value_or_raise(kv::DecodeManager::create(
+          std::move(config), kv::zmq_channel_factory(settings), directory));
     }
     if (options.metrics_port >= 0) {
       const std::string host = options.local_ip.empty() ? "0.0.0.0" : options.local_ip;
-      metrics_server_ = value_or_raise(bootstrap::MetricsServer::start(
-          host, options.metrics_port, [this] { return metrics_text(); }));
+      metrics_endpoint_ =
+          value_or_raise(kv::ProcessMetricsEndpoint::acquire(host, options.metrics_port));
     }
   }
 
@@ -198,9 +233,9 @@ class NativeManager {
   std::string metrics_text() const {
     return prefill_ ? prefill_->metrics_text() : decode_ ? decode_->metrics_text() : "";
   }
-  int metrics_port() const { return metrics_server_ ? metrics_server_->port() : -1; }
+  int metrics_port() const { return metrics_endpoint_ ? metrics_endpoint_->port() : -1; }
   void shutdown() {
-    if (metrics_server_) metrics_server_->stop();
+    metrics_endpoint_.reset();
     if (prefill_) prefill_->shutdown();
     if (decode_) decode_->shutdown();
   }
@@ -208,7 +243,22 @@ class NativeManager {
  private:
   std::unique_ptr<kv::PrefillManager> prefill_;
   std::unique_ptr<kv::DecodeManager> decode_;
-  std::unique_ptr<bootstrap::MetricsServer> metrics_server_;  // stopped before the manager
+  // The process's endpoint (shared by every manager asking for one; stops with the last).
+  std::shared_ptr<kv::ProcessMetricsEndpoint> metrics_endpoint_;
+};
+
+// pdkv.metrics.serve(): a handle on the process's endpoint without a manager.
+class MetricsEndpointHandle {
+ public:
+  MetricsEndpointHandle(const std::string& host, int port) {
+    py::gil_scoped_release release;
+    endpoint_ = value_or_raise(kv::ProcessMetricsEndpoint::acquire(host, port));
+  }
+  int port() const { return endpoint_ ? endpoint_->port() : -1; }
+  void stop() { endpoint_.reset(); }
+
+ private:
+  std::shared_ptr<kv::ProcessMetricsEndpoint> endpoint_;
 };
 
 // None, or (message, cause, stage) of a Failed room: the message as failure() words it,
@@ -246,6 +296,39 @@ PYBIND11_MODULE(_native, m) {
   m.doc() = "pdkv native KV transfer API (use the pdkv package, not this module)";
   m.def("failure_cause_labels", &failure_cause_labels);
   m.def("failure_stage_labels", &failure_stage_labels);
+  m.def("resolve_settings", &resolve_settings, py::arg("values"), py::arg("use_environment"));
+  m.def(
+      "process_metrics_text", [] { return kv::MetricsRegistry::process().render(); },
+      py::call_guard<py::gil_scoped_release>());
+
+  // pdkv.log: pdkv's log lines into Python logging (common/log_capture.h).
+  m.def("log_capture_enable", &log_capture::enable, py::arg("capacity"), py::arg("keep_stderr"));
+  m.def("log_capture_disable", &log_capture::disable);
+  m.def("log_capture_dropped", &log_capture::dropped);
+  m.def("log_capture_take", [](int64_t wait_ms) {
+    std::vector<log_capture::Line> lines;
+    {
+      py::gil_scoped_release release;
+      lines = log_capture::take(std::chrono::milliseconds(wait_ms));
+    }
+    py::list out;
+    for (auto& l : lines) {
+      out.append(py::make_tuple(l.level, py::bytes(l.message), l.thread_id, l.unix_time));
+    }
+    return out;
+  });
+  m.def("set_log_level", [](const std::string& level) {
+    const auto parsed = spdlog::level::from_str(level);
+    if (parsed == spdlog::level::off && level != "off") {
+      throw py::value_error("log level must be trace, debug, info, warn, error, critical or off");
+    }
+    logger().set_level(parsed);
+  });
+
+  py::class_<MetricsEndpointHandle>(m, "MetricsEndpoint")
+      .def(py::init<const std::string&, int>(), py::arg("host"), py::arg("port"))
+      .def_property_readonly("port", &MetricsEndpointHandle::port)
+      .def("stop", &MetricsEndpointHandle::stop, py::call_guard<py::gil_scoped_release>());
 
   py::class_<NativeBootstrapServer>(m, "BootstrapServer")
       .def(py::init<const std::string&, int>(), py::arg("host"), py::arg("port"))
@@ -254,8 +337,8 @@ PYBIND11_MODULE(_native, m) {
       .def("stop", &NativeBootstrapServer::stop, py::call_guard<py::gil_scoped_release>());
 
   py::class_<NativeManager>(m, "KVManager")
-      .def(py::init<const py::dict&, const std::string&, const std::string&, const std::string&,
-                    int64_t, const std::string&, bool>())
+      .def(py::init<const py::dict&, const std::string&, const std::string&,
+                    const std::map<std::string, std::string>&, int64_t, bool>())
       .def("set_prefill_metadata",
            [](NativeManager& self, uint64_t room, int64_t token, std::vector<int32_t> ids) {
              auto& p = self.prefill();
@@ -283,8 +366,14 @@ PYBIND11_MODULE(_native, m) {
              d["blocks_written"] = s.blocks_written;
              d["failures_by_cause"] = s.failures_by_cause;
              d["queued_chunks"] = s.queued_chunks;
-             d["latency_count"] = s.latency_count;
-             d["latency_sum_ms"] = s.latency_sum_ms;
+             // stage -> (rooms observed, total seconds)
+             py::dict stages;
+             for (size_t i = 0; i < kv::kRoomStages; ++i) {
+               const auto& h = s.stages[i];
+               stages[py::str(std::string(kv::to_string(static_cast<kv::RoomStage>(i))))] =
+                   py::make_tuple(h.count, static_cast<double>(h.sum) / h.raw_per_unit);
+             }
+             d["stages"] = stages;
              return d;
            })
       .def("metrics_text", &NativeManager::metrics_text, py::call_guard<py::gil_scoped_release>())

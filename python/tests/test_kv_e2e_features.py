@@ -99,8 +99,10 @@ def test_metrics_endpoint_serves_each_rank_counters():
         prefill, decode = done[("prefill", 0)], done[("decode", 0)]
         assert prefill["metrics"]["rooms_succeeded"] == 3
         assert prefill["metrics"]["bytes_written"] > 0
+        assert prefill["metrics"]["stages"]["end_to_end"][0] == 3
         text = prefill["metrics_text"]
-        assert 'pdkv_prefill_rooms_total{rank="0",outcome="success"} 3' in text, text
-        assert 'pdkv_prefill_active_rooms{rank="0"} 0' in text
-        assert "pdkv_prefill_transfer_latency_ms_count" in text
-        assert 'pdkv_decode_rooms_total{rank="0",outcome="success"} 3' in decode["metrics_text"]
+        assert 'pdkv_rooms_total{role="prefill",rank="0",outcome="success"} 3' in text, text
+        assert 'pdkv_active_rooms{role="prefill",rank="0"} 0' in text
+        assert 'pdkv_room_stage_seconds_count{role="prefill",rank="0",stage="wire"} 3' in text
+        assert 'pdkv_rooms_total{role="decode",rank="0",outcome="success"} 3' in \
+            decode["metrics_text"]

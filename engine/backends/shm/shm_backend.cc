@@ -14,15 +14,15 @@
 
 namespace pdkv::engine::shm {
 
-Result<ShmOptions> ShmOptions::from_env() {
+Result<ShmOptions> ShmOptions::from(const config::Settings& settings) {
   ShmOptions o;
   PDKV_ASSIGN_OR_RETURN(int64_t threads,
-                        config::read_int("PDKV_SHM_COPY_THREADS", o.copy_threads, 1, 16));
+                        config::read_int(settings, "PDKV_SHM_COPY_THREADS", o.copy_threads, 1, 16));
   PDKV_ASSIGN_OR_RETURN(int64_t part,
-                        config::read_int("PDKV_SHM_PART_BYTES", static_cast<int64_t>(o.part_bytes),
-                                         1 << 20, 1ll << 30));
-  PDKV_ASSIGN_OR_RETURN(int64_t timeout,
-                        config::read_int("PDKV_SHM_IO_TIMEOUT_MS", o.io_timeout_ms, 100, 600000));
+                        config::read_int(settings, "PDKV_SHM_PART_BYTES",
+                                         static_cast<int64_t>(o.part_bytes), 1 << 20, 1ll << 30));
+  PDKV_ASSIGN_OR_RETURN(int64_t timeout, config::read_int(settings, "PDKV_SHM_IO_TIMEOUT_MS",
+                                                          o.io_timeout_ms, 100, 600000));
   o.copy_threads = static_cast<int>(threads);
   o.part_bytes = static_cast<uint64_t>(part);
   o.io_timeout_ms = static_cast<int>(timeout);
@@ -158,7 +158,7 @@ Result<std::unique_ptr<Backend>> make_shm_backend(const BackendContext& ctx,
 }
 
 Result<std::unique_ptr<Backend>> make_shm_backend(const BackendContext& ctx) {
-  PDKV_ASSIGN_OR_RETURN(auto options, ShmOptions::from_env());
+  PDKV_ASSIGN_OR_RETURN(auto options, ShmOptions::from(ctx.options->settings));
   return make_shm_backend(ctx, options);
 }
 

@@ -45,12 +45,14 @@ struct ShmOptions {
   int io_timeout_ms = 5000;
 
   // PDKV_SHM_COPY_THREADS, PDKV_SHM_PART_BYTES, PDKV_SHM_IO_TIMEOUT_MS.
-  static Result<ShmOptions> from_env();
+  // Each knob from `settings` if set there, else the environment, else the default.
+  static Result<ShmOptions> from(const config::Settings& settings);
+  static Result<ShmOptions> from_env() { return from(config::Settings()); }
 };
 
 Result<std::unique_ptr<Backend>> make_shm_backend(const BackendContext& ctx,
                                                   const ShmOptions& options);
-// Same, with ShmOptions::from_env() (what the engine's backend factory calls).
+// Same, with ShmOptions::from(ctx.options->settings) (what the engine's backend factory calls).
 Result<std::unique_ptr<Backend>> make_shm_backend(const BackendContext& ctx);
 
 }  // namespace pdkv::engine::shm

@@ -16,16 +16,16 @@
 
 namespace pdkv::engine::ucx {
 
-Result<UcxOptions> UcxOptions::from_env() {
+Result<UcxOptions> UcxOptions::from(const config::Settings& settings) {
   UcxOptions o;
-  PDKV_ASSIGN_OR_RETURN(o.tls, config::read_string("PDKV_UCX_TLS", o.tls));
-  PDKV_ASSIGN_OR_RETURN(
-      o.err_mode, config::read_string("PDKV_UCX_ERR_MODE", o.err_mode, {"auto", "peer", "none"}));
-  PDKV_ASSIGN_OR_RETURN(int64_t timeout,
-                        config::read_int("PDKV_UCX_IO_TIMEOUT_MS", o.io_timeout_ms, 100, 600000));
+  PDKV_ASSIGN_OR_RETURN(o.tls, config::read_string(settings, "PDKV_UCX_TLS", o.tls));
+  PDKV_ASSIGN_OR_RETURN(o.err_mode, config::read_string(settings, "PDKV_UCX_ERR_MODE", o.err_mode,
+                                                        {"auto", "peer", "none"}));
+  PDKV_ASSIGN_OR_RETURN(int64_t timeout, config::read_int(settings, "PDKV_UCX_IO_TIMEOUT_MS",
+                                                          o.io_timeout_ms, 100, 600000));
   PDKV_ASSIGN_OR_RETURN(int64_t part,
-                        config::read_int("PDKV_UCX_PART_BYTES", static_cast<int64_t>(o.part_bytes),
-                                         1 << 20, 1ll << 30));
+                        config::read_int(settings, "PDKV_UCX_PART_BYTES",
+                                         static_cast<int64_t>(o.part_bytes), 1 << 20, 1ll << 30));
   o.io_timeout_ms = static_cast<int>(timeout);
   o.part_bytes = static_cast<uint64_t>(part);
   return o;
@@ -195,7 +195,7 @@ Result<std::unique_ptr<Backend>> make_ucx_backend(const BackendContext& ctx,
 }
 
 Result<std::unique_ptr<Backend>> make_ucx_backend(const BackendContext& ctx) {
-  PDKV_ASSIGN_OR_RETURN(auto options, UcxOptions::from_env());
+  PDKV_ASSIGN_OR_RETURN(auto options, UcxOptions::from(ctx.options->settings));
   return make_ucx_backend(ctx, options);
 }
 

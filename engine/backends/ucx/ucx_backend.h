@@ -68,12 +68,14 @@ struct UcxOptions {
   uint64_t part_bytes = 64ull << 20;
 
   // PDKV_UCX_TLS, PDKV_UCX_ERR_MODE, PDKV_UCX_IO_TIMEOUT_MS, PDKV_UCX_PART_BYTES.
-  static Result<UcxOptions> from_env();
+  // Each knob from `settings` if set there, else the environment, else the default.
+  static Result<UcxOptions> from(const config::Settings& settings);
+  static Result<UcxOptions> from_env() { return from(config::Settings()); }
 };
 
 Result<std::unique_ptr<Backend>> make_ucx_backend(const BackendContext& ctx,
                                                   const UcxOptions& options);
-// Same, with UcxOptions::from_env() (what the engine's backend factory calls).
+// Same, with UcxOptions::from(ctx.options->settings) (what the engine's backend factory calls).
 Result<std::unique_ptr<Backend>> make_ucx_backend(const BackendContext& ctx);
 
 }  // namespace pdkv::engine::ucx

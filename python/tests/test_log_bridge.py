@@ -1,0 +1,62 @@
+"""pdkv's log lines reach Python logging when asked (pdkv.log.bridge_logging), with the
+room id as a record field; without the bridge nothing is captured."""
+import logging
+import time
+
+import numpy as np
+
+import pdkv
+import pdkv.log
+
+
+class Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def _decode_args(buf):
+    return pdkv.KVArgs(engine_rank=0, tp_size=1, page_size=1, kv_data_ptrs=[buf.ctypes.data],
+                       kv_data_lens=[buf.nbytes], kv_item_lens=[64], layer_buffers=[[0]],
+                       kv_head_num=1, total_kv_head_num=1, head_dim=32, dtype_bytes=2,
+                       is_mla=True)
+
+
+def test_room_failure_is_logged_to_python_with_the_room_field():
+    handler = Records()
+    logger = logging.getLogger("pdkv.test_bridge")
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    bridge = pdkv.log.bridge_logging(logger, level=logging.INFO)
+    try:
+        buf = np.zeros(64 * 16, np.uint8)
+        with pdkv.BootstrapServer("127.0.0.1", 0) as server:
+            addr = f"127.0.0.1:{server.port}"
+            with pdkv.KVManager(_decode_args(buf), "decode", addr,
+                                config=pdkv.Config(bootstrap_timeout_s=0.3)) as mgr:
+                receiver = pdkv.KVReceiver(mgr, addr, 4242)
+                receiver.init()
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline and not any(
+                        r.room == 4242 for r in handler.records):
+                    time.sleep(0.02)
+        ready = [r for r in handler.records if "decode rank 0 ready" in r.getMessage()]
+        assert ready and ready[0].levelno == logging.INFO and ready[0].room is None
+        failed = [r for r in handler.records if r.room == 4242]
+        assert failed, [r.getMessage() for r in handler.records]
+        assert failed[0].levelno == logging.WARNING
+        assert "room 4242 failed" in failed[0].getMessage()
+        assert failed[0].name == "pdkv.test_bridge"
+        assert abs(failed[0].created - time.time()) < 30
+    finally:
+        bridge.stop()
+        logger.removeHandler(handler)
+    # Stopped: later lines go to stderr only.
+    count = len(handler.records)
+    buf = np.zeros(64 * 16, np.uint8)
+    pdkv.KVManager(_decode_args(buf), "decode", "127.0.0.1:1").shutdown()
+    time.sleep(0.3)
+    assert len(handler.records) == count
