@@ -137,6 +137,8 @@ class BootstrapServer:
     """The HTTP rendezvous (PUT/GET /route, /health, /metrics), serving at once."""
 
     def __init__(self, host: str = "0.0.0.0", port: int = 0):
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"port must be an int in [0, 65535] (0 = any free port), not {port!r}")
         self._server = _native.BootstrapServer(host, int(port))
 
     @property
@@ -196,9 +198,15 @@ class KVManager:
         self._native = _native.KVManager(args.to_dict(), mode, bootstrap_addr,
                                          config.to_settings(), int(layerwise_interval),
                                          bool(wait_for_prefill_metadata))
+        self._shut_down = False
+
+    def _check_open(self) -> None:
+        if self._shut_down:
+            raise RuntimeError(f"this {self.mode} KVManager was shut down")
 
     def set_prefill_metadata(self, room: int, bootstrap_token: int,
                              spec_candidate_ids: Optional[Sequence[int]] = None) -> None:
+        self._check_open()
         ids = [] if spec_candidate_ids is None else [int(x) for x in spec_candidate_ids]
         self._native.set_prefill_metadata(int(room), int(bootstrap_token), ids)
 
@@ -206,6 +214,11 @@ class KVManager:
         return self._native.reserve_layerwise_cache_steps()
 
     def mark_layers_ready(self, n: int = 1) -> None:
+        """The forward finished `n` more layers (1 to the model's layer count)."""
+        self._check_open()
+        layers = len(self.args.layer_buffers)
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= layers:
+            raise ValueError(f"mark_layers_ready: n must be an int in [1, {layers}], not {n!r}")
         self._native.mark_layers_ready(int(n))
 
     def active_rooms(self) -> int:
@@ -233,6 +246,9 @@ class KVManager:
         return self._native.metrics_port
 
     def shutdown(self) -> None:
+        """Fails every open room (cause Shutdown) and stops. Idempotent; afterwards new
+        senders, receivers and calls on this manager raise RuntimeError."""
+        self._shut_down = True
         self._native.shutdown()
 
     def __enter__(self):
@@ -256,6 +272,10 @@ class _Room:
     def abort(self) -> None:
         self._native.abort("aborted by the engine")
 
+    def _refuse_after_success(self, call: str) -> None:
+        if self._native.poll() == int(KVPoll.Success):
+            raise RuntimeError(f"room {self.bootstrap_room}: {call}() after the room succeeded")
+
     def clear(self) -> None:
         """Nothing to free: the manager drops a room as soon as it ends. Idempotent."""
 
@@ -274,6 +294,7 @@ class KVSender(_Room):
     def __init__(self, mgr: KVManager, bootstrap_addr: str, bootstrap_room: int):
         if mgr.mode != "prefill":
             raise ValueError("KVSender needs a prefill KVManager")
+        mgr._check_open()
         self.bootstrap_addr, self.bootstrap_room = bootstrap_addr, int(bootstrap_room)
         self._native = _native.KVSender(mgr._native, self.bootstrap_room)
 
@@ -287,7 +308,11 @@ class KVSender(_Room):
         ones (ValueError without it, and when given to a prefill without L1.5).
         `layerwise`: None = the manager's setting; False = this chunk's KV is complete
         already (e.g. a prefix-cache hit without a forward), so it is sent at once instead
-        of waiting for the layer steps of the current forward."""
+        of waiting for the layer steps of the current forward.
+        RuntimeError after the room succeeded (every chunk was sent already); after it
+        failed the call does nothing (a failure may land at any moment: poll() and
+        failure_exception() report it)."""
+        self._refuse_after_success("send")
         self._native.send(_indices(kv_indices, "kv_indices"),
                           _indices(state_indices, "state_indices"),
                           page_transfer_mask=_mask(page_transfer_mask, "page_transfer_mask"),
@@ -302,6 +327,7 @@ class KVReceiver(_Room):
     def __init__(self, mgr: KVManager, bootstrap_addr: str, bootstrap_room: int):
         if mgr.mode != "decode":
             raise ValueError("KVReceiver needs a decode KVManager")
+        mgr._check_open()
         self.bootstrap_addr, self.bootstrap_room = bootstrap_addr, int(bootstrap_room)
         self._native = _native.KVReceiver(mgr._native, bootstrap_addr or "", self.bootstrap_room)
 
@@ -315,7 +341,8 @@ class KVReceiver(_Room):
         the request-wide ownership (SPEC §6.7) is required: a bool mask with one entry per
         page of `kv_indices`, for each owned page its position in `page_local_indices`
         (``cumsum(mask) - 1`` when they are in page order), and the local pages; only owned
-        pages are written, into their local pages."""
+        pages are written, into their local pages. RuntimeError after the room succeeded."""
+        self._refuse_after_success("send_metadata")
         self._native.send_metadata(
             _indices(kv_indices, "kv_indices"),
             None if aux_index is None else int(aux_index),

@@ -188,7 +188,7 @@ def test_prefill_worker_drops_an_aborted_room_without_reporting_it(monkeypatch):
             port = worker._worker.mgr.metrics_port
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
                 text = r.read().decode()
-            assert "pdkv_prefill" in text and "aborted_locally" in text, text[:500]
+            assert 'role="prefill"' in text and "aborted_locally" in text, text[:500]
         finally:
             worker.shutdown()
 

@@ -33,6 +33,16 @@ class PdkvConnectorStats(KVConnectorStats):
         return not any(self.data.get(k, 0) for k in COUNTERS)
 
 
+def flatten(metrics: dict) -> dict:
+    """COUNTERS from KVManager.metrics(): the latency pair is its end-to-end stage
+    (rooms timed, seconds in all)."""
+    out = {k: metrics.get(k, 0) for k in COUNTERS}
+    count, seconds = metrics.get("stages", {}).get("end_to_end", (0, 0.0))
+    out["latency_count"] = count
+    out["latency_sum_ms"] = seconds * 1000.0
+    return out
+
+
 class CounterDelta:
     """What a cumulative counter dict gained since the previous call."""
 
@@ -40,7 +50,7 @@ class CounterDelta:
         self._last: dict = {}
 
     def take(self, metrics: dict) -> dict:
-        now = {k: metrics.get(k, 0) for k in COUNTERS}
+        now = flatten(metrics)
         delta = {k: now[k] - self._last.get(k, 0) for k in COUNTERS}
         self._last = now
         return delta

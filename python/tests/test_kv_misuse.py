@@ -1,0 +1,85 @@
+"""Misuse of the Python API raises a clear exception instead of crashing or doing nothing
+(issue 15 item 5): bad ports, unmapped buffer pointers, calls after shutdown, a layer count
+out of range, send() after the room succeeded. Real managers, one process, loopback."""
+import time
+
+import numpy as np
+import pytest
+
+import pdkv
+from kv_harness import FAST_ENV, RankMemory, Shape, wait_terminal
+
+
+@pytest.fixture
+def fast_env(monkeypatch):
+    for k, v in FAST_ENV.items():
+        monkeypatch.setenv(k, v)
+
+
+@pytest.fixture
+def server():
+    s = pdkv.BootstrapServer("127.0.0.1", 0)
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize("port", [-1, 65536, 1 << 20, "8998", 1.5, True])
+def test_bootstrap_server_port_out_of_range_is_a_value_error(port):
+    with pytest.raises(ValueError, match="port"):
+        pdkv.BootstrapServer("127.0.0.1", port)
+
+
+def test_an_unmapped_buffer_pointer_is_refused_at_construction(fast_env, server, monkeypatch):
+    # With the checksum on, the pointer used to be read directly: SIGSEGV in the crc32c.
+    monkeypatch.setenv("PDKV_VERIFY_CHECKSUM", "1")
+    mem = RankMemory(Shape(), 1, 0)
+    args = mem.kv_args(pdkv, 0, 1, 1)
+    args.kv_data_ptrs = [0x1000] + args.kv_data_ptrs[1:]
+    with pytest.raises(ValueError, match="not mapped"):
+        pdkv.KVManager(args, "prefill", f"127.0.0.1:{server.port}")
+
+
+def test_calls_after_shutdown_and_layer_counts_out_of_range_raise(fast_env, server):
+    mem = RankMemory(Shape(), 1, 0)
+    mgr = pdkv.KVManager(mem.kv_args(pdkv, 0, 1, 1), "prefill", f"127.0.0.1:{server.port}",
+                         layerwise_interval=1)
+    layers = Shape().layers
+    for n in (0, -1, layers + 1, 1.0):
+        with pytest.raises(ValueError, match="mark_layers_ready"):
+            mgr.mark_layers_ready(n)
+    mgr.shutdown()
+    mgr.shutdown()  # idempotent
+    with pytest.raises(RuntimeError, match="shut down"):
+        pdkv.KVSender(mgr, f"127.0.0.1:{server.port}", 7)
+    with pytest.raises(RuntimeError, match="shut down"):
+        mgr.mark_layers_ready(1)
+    with pytest.raises(RuntimeError, match="shut down"):
+        mgr.set_prefill_metadata(7, 1)
+
+
+def test_send_after_success_raises_and_the_room_stays_succeeded(fast_env, server):
+    addr = f"127.0.0.1:{server.port}"
+    shape = Shape()
+    pmem, dmem = RankMemory(shape, 1, 0), RankMemory(shape, 1, 0)
+    prefill = pdkv.KVManager(pmem.kv_args(pdkv, 0, 1, 1), "prefill", addr)
+    decode = pdkv.KVManager(dmem.kv_args(pdkv, 0, 1, 1), "decode", addr)
+    try:
+        src, dst = np.arange(4, dtype=np.int64), np.arange(10, 14, dtype=np.int64)
+        pmem.fill(5, src)
+        sender = pdkv.KVSender(prefill, addr, 5)
+        sender.init(4)
+        receiver = pdkv.KVReceiver(decode, addr, 5)
+        receiver.init()
+        receiver.send_metadata(dst)
+        sender.send(src)
+        assert wait_terminal(receiver, pdkv, 20) == pdkv.KVPoll.Success
+        assert wait_terminal(sender, pdkv, 20) == pdkv.KVPoll.Success
+        assert dmem.holds(5, dst)
+        with pytest.raises(RuntimeError, match="after the room succeeded"):
+            sender.send(src)
+        with pytest.raises(RuntimeError, match="after the room succeeded"):
+            receiver.send_metadata(dst)
+        assert sender.poll() == pdkv.KVPoll.Success
+    finally:
+        prefill.shutdown()
+        decode.shutdown()
