@@ -1,4 +1,5 @@
 // `pdkv bootstrap --host H --port P`: a standalone bootstrap server until SIGTERM/SIGINT.
+// With `--registry etcd --instance NAME` it serves NAME's routes from etcd instead.
 //
 // The signals are blocked before the server's threads exist (they inherit the mask) and
 // the main thread takes them with sigwait, so shutdown runs in ordinary code instead of
@@ -10,6 +11,7 @@
 
 #include "bootstrap/server.h"
 #include "common/logging.h"
+#include "kv/registry/registry_http_server.h"
 #include "tools/cli_registry.h"
 
 namespace pdkv::bootstrap {
@@ -45,7 +47,25 @@ const cli::CommandRegistrar kRegistrar("", [](CLI::App& parent) {
   cmd->add_option("--max-body-bytes", options->max_body_bytes, "Largest accepted request body")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 20))
       ->capture_default_str();
-  cmd->callback([options] { cli::set_exit_code(run(*options)); });
+  // --registry etcd: serve, read-only, the routes of one instance kept in etcd
+  // (kv/registry/registry_http_server.h; etcd settings from PDKV_ETCD_*).
+  auto registry = std::make_shared<std::string>("http");
+  auto instance = std::make_shared<std::string>();
+  cmd->add_option("--registry", *registry, "Where routes live: http (this server) or etcd")
+      ->check(CLI::IsMember({"http", "etcd"}))
+      ->capture_default_str();
+  cmd->add_option("--instance", *instance, "With --registry etcd: the prefill instance served");
+  cmd->callback([options, registry, instance] {
+    if (*registry == "etcd") {
+      if (instance->empty()) {
+        std::fprintf(stderr, "pdkv bootstrap: --registry etcd needs --instance\n");
+        return cli::set_exit_code(2);
+      }
+      return cli::set_exit_code(
+          kv::run_registry_http_server(options->host, options->port, *instance));
+    }
+    cli::set_exit_code(run(*options));
+  });
 });
 
 }  // namespace

@@ -8,6 +8,8 @@ find_package(cppzmq REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+# base64 of etcd's JSON gateway (kv/registry/).
+pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
 find_package(ucx QUIET)
 if(PDKV_BUILD_TESTS)
   find_package(GTest REQUIRED)

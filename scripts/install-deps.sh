@@ -8,6 +8,7 @@ packages=(
   libcli11-dev libucx-dev ucx-utils libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev pybind11-dev python3-numpy python3-pytest python3-matplotlib python3-zmq
   iperf3 iproute2 procps
+  libsodium-dev etcd-server etcd-client
 )
 missing=()
 for p in "${packages[@]}"; do

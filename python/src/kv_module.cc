@@ -16,6 +16,7 @@
 #include "bootstrap/metrics_server.h"
 #include "bootstrap/server.h"
 #include "kv/bootstrap_route_directory.h"
+#include "kv/registry/registry_options.h"
 #include "kv/failure_cause.h"
 #include "kv/kv_sender.h"
 #include "kv/zmq_control_channel.h"
@@ -142,7 +143,8 @@ class NativeManager {
     auto engine = value_or_raise(engine::EngineOptions::from_env());
     engine.backend = backend;
     if (!options.local_ip.empty()) engine.host = options.local_ip;
-    auto directory = std::make_shared<kv::BootstrapRouteDirectory>();
+    auto directory = value_or_raise(
+        kv::make_route_directory(value_or_raise(kv::RegistryOptions::from_env())));
     py::gil_scoped_release release;
     if (mode == "prefill") {
       kv::PrefillManagerConfig config;
