@@ -152,11 +152,15 @@ Result<std::string> EtcdClient::call(const std::string& path, const std::string&
   auto backoff = std::chrono::milliseconds(20);
   std::string last_error = "no attempt before the deadline";
   size_t index = preferred_.load();
+  const size_t first = index;
   for (size_t attempt = 0;; ++attempt) {
     const Endpoint& ep = endpoints_[index % endpoints_.size()];
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now());
     if (left.count() <= 0 && attempt > 0) break;
-    const auto timeout = std::clamp(left, std::chrono::milliseconds(50), request_timeout_);
+    // With other members to try, one silent member (frozen, cut off) may take at most
+    // half of what is left, so the call can still fail over before its deadline.
+    const auto share = endpoints_.size() > 1 ? left / 2 : left;
+    const auto timeout = std::clamp(share, std::chrono::milliseconds(50), request_timeout_);
     try {
       httplib::Client cli(ep.host, ep.port);
       cli.set_connection_timeout(timeout);
@@ -190,9 +194,12 @@ Result<std::string> EtcdClient::call(const std::string& path, const std::string&
     } catch (const std::exception& e) {
       last_error = fmt::format("{}:{}: {}", ep.host, ep.port, e.what());
     }
+    // The next call starts elsewhere too (unless another call already moved on).
+    size_t failed = index % endpoints_.size();
+    preferred_.compare_exchange_strong(failed, (failed + 1) % endpoints_.size());
     ++index;
     // One quick pass over every member, then back off between passes.
-    if (index % endpoints_.size() == preferred_.load() % endpoints_.size()) {
+    if ((index - first) % endpoints_.size() == 0) {
       const auto pause = std::min<std::chrono::milliseconds>(
           backoff, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now()));
       if (pause.count() > 0) std::this_thread::sleep_for(pause);
@@ -273,6 +280,27 @@ Result<bool> EtcdClient::put_if_unchanged(const std::string& guard_prefix, int64
   return succeeded != j.end() && succeeded->is_boolean() && succeeded->get<bool>();
 }
 
+Status EtcdClient::probe(size_t endpoint, std::chrono::milliseconds timeout) {
+  const Endpoint& ep = endpoints_[endpoint % endpoints_.size()];
+  const std::string body =
+      json{{"key", to_base64("pdkv-probe")}, {"count_only", true}, {"limit", 1}}.dump();
+  try {
+    httplib::Client cli(ep.host, ep.port);
+    cli.set_connection_timeout(timeout);
+    cli.set_read_timeout(timeout);
+    cli.set_write_timeout(timeout);
+    httplib::Result r = cli.Post("/v3/kv/range", request_headers(), body, "application/json");
+    if (!r)
+      return unavailable(fmt::format("{}:{}: {}", ep.host, ep.port, httplib::to_string(r.error())));
+    if (r->status != 200)
+      return unavailable(
+          fmt::format("{}:{}: HTTP {}: {}", ep.host, ep.port, r->status, r->body.substr(0, 200)));
+  } catch (const std::exception& e) {
+    return unavailable(fmt::format("{}:{}: {}", ep.host, ep.port, e.what()));
+  }
+  return Status();
+}
+
 std::unique_ptr<EtcdClient::WatchStream> EtcdClient::watch(const std::string& prefix,
                                                            int64_t start_revision) {
   return std::unique_ptr<WatchStream>(new WatchStream(*this, prefix, start_revision));
@@ -283,8 +311,17 @@ EtcdClient::WatchStream::WatchStream(EtcdClient& client, std::string prefix, int
 
 void EtcdClient::WatchStream::cancel() {
   cancelled_ = true;
+  drop();
+}
+
+void EtcdClient::WatchStream::drop() {
   MutexLock lock(mu_);
   if (connection_) connection_->stop();
+}
+
+int EtcdClient::WatchStream::endpoint() const {
+  MutexLock lock(mu_);
+  return endpoint_;
 }
 
 Status EtcdClient::WatchStream::run(const std::function<void()>& on_created,
@@ -308,6 +345,7 @@ Status EtcdClient::WatchStream::run(const std::function<void()>& on_created,
       MutexLock lock(mu_);
       if (cancelled_) break;
       connection_ = &cli;
+      endpoint_ = static_cast<int>(index);
     }
     std::string buffer;
     Status stream_error;
@@ -387,6 +425,7 @@ Status EtcdClient::WatchStream::run(const std::function<void()>& on_created,
     {
       MutexLock lock(mu_);
       connection_ = nullptr;
+      endpoint_ = -1;
     }
     if (!stream_error.ok()) {
       if (stream_error.code() != StatusCode::kUnavailable) return stream_error;

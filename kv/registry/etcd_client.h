@@ -89,6 +89,10 @@ class EtcdClient {
                                 const std::string& key, const std::string& value, int64_t lease,
                                 TimePoint deadline);
 
+  // One cheap linearizable read on member `endpoint` (an index into the endpoints): OK
+  // when it answers within `timeout` and has a leader. No failover: it tests that member.
+  Status probe(size_t endpoint, std::chrono::milliseconds timeout);
+
   // "etcd at 127.0.0.1:2379,127.0.0.1:2380": how messages name the cluster.
   const std::string& description() const { return description_; }
 
@@ -126,6 +130,11 @@ class EtcdClient::WatchStream {
   // cancelled), kDataLoss (malformed message), kOutOfRange (revision compacted).
   Status run(const std::function<void()>& on_created, const OnEvents& on_events);
   void cancel();
+  // Ends the current connection only (run() returns kUnavailable): for a member found
+  // silent while the stream waits, which a quiet watch cannot tell from no news.
+  void drop();
+  // Index of the member the stream is connected to, -1 when none.
+  int endpoint() const;
 
  private:
   friend class EtcdClient;
@@ -135,8 +144,9 @@ class EtcdClient::WatchStream {
   const std::string prefix_;
   const int64_t start_revision_;
   std::atomic<bool> cancelled_{false};
-  Mutex mu_;
+  mutable Mutex mu_;
   httplib::Client* connection_ PDKV_GUARDED_BY(mu_) = nullptr;  // of run(), to stop it
+  int endpoint_ PDKV_GUARDED_BY(mu_) = -1;
 };
 
 }  // namespace pdkv::kv

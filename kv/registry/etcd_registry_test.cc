@@ -211,6 +211,28 @@ TEST_F(EtcdRegistryTest, LeaderLossDoesNotFailPublishOrLookup) {
   EXPECT_TRUE(decode->lookup_prefill_rank("l:1", 0, 0, now() + 1s).ok());
 }
 
+TEST_F(EtcdRegistryTest, FrozenMemberIsLeftByTheWatchAndThePublisher) {
+  auto cluster = start(3);
+  ASSERT_NE(cluster, nullptr);
+  auto prefill = directory(etcd_options(*cluster));
+  auto decode = directory(etcd_options(*cluster));
+  ASSERT_TRUE(prefill->register_prefill_rank("f:1", rank_info(0, 2, 5000), now() + 5s).ok());
+  ASSERT_TRUE(decode->lookup_prefill_rank("f:1", 0, 0, now() + 5s).ok());
+  // Both clients talk to member 0 first (it answered): freeze it, as a partition would
+  // leave it, connections open and silent.
+  cluster->freeze(0);
+  const TimePoint frozen = now();
+  Status published = prefill->register_prefill_rank("f:1", rank_info(1, 2, 5001), now() + 10s);
+  ASSERT_TRUE(published.ok()) << published.to_string();
+  auto rank1 = decode->lookup_prefill_rank("f:1", 0, 1, now() + 10s);
+  ASSERT_TRUE(rank1.ok()) << rank1.status().to_string();
+  EXPECT_LT(now() - frozen, 6s);
+  // The lease of rank 0 is renewed through the others: still there past its TTL.
+  std::this_thread::sleep_for(2500ms);
+  EXPECT_TRUE(decode->lookup_prefill_rank("f:1", 0, 0, now() + 1s).ok());
+  cluster->thaw(0);
+}
+
 TEST(RegistryOptions, BadPrefixIsRefused) {
   setenv("PDKV_ETCD_PREFIX", "no-slash", 1);
   EXPECT_EQ(RegistryOptions::from_env().status().code(), StatusCode::kInvalidArgument);

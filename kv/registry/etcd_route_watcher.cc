@@ -10,6 +10,7 @@ namespace pdkv::kv {
 EtcdRouteWatcher::EtcdRouteWatcher(std::shared_ptr<EtcdClient> client, std::string prefix)
     : client_(std::move(client)), prefix_(std::move(prefix)) {
   thread_ = std::thread([this] { run(); });
+  prober_ = std::thread([this] { probe_loop(); });
 }
 
 EtcdRouteWatcher::~EtcdRouteWatcher() {
@@ -20,6 +21,30 @@ EtcdRouteWatcher::~EtcdRouteWatcher() {
     changed_.notify_all();
   }
   thread_.join();
+  prober_.join();
+}
+
+void EtcdRouteWatcher::probe_loop() {
+  while (true) {
+    int endpoint = -1;
+    EtcdClient::WatchStream* probed = nullptr;
+    {
+      MutexLock lock(mu_);
+      changed_.wait_for(mu_, kWatchProbeInterval, [this] { return stopping_.load(); });
+      if (stopping_) return;
+      if (!synced_ || !stream_) continue;
+      probed = stream_.get();
+      endpoint = probed->endpoint();
+    }
+    if (endpoint < 0) continue;
+    Status alive = client_->probe(static_cast<size_t>(endpoint), kWatchProbeInterval);
+    if (alive.ok()) continue;
+    MutexLock lock(mu_);
+    if (stream_.get() != probed) continue;  // the watch moved meanwhile
+    PDKV_LOG_WARN("etcd registry: watched member does not answer ({}); watching another",
+                  alive.message());
+    probed->drop();
+  }
 }
 
 void EtcdRouteWatcher::apply(const EtcdKeyValue& kv, bool deleted) {

@@ -3,6 +3,9 @@
 // vanished prefill rank is seen when etcd reports it, without polling. Lookups wait on
 // the mirror (a condition variable) until the entry they need is there or their deadline.
 //
+// The watched member is probed every second (a linearizable read, 1 s timeout): a frozen
+// or partitioned member would keep the stream open and silent, so the watch moves to
+// another member when the probe fails.
 // While the watch is down (etcd unreachable, a member lost), the mirror is not trusted:
 // lookups wait for it to be re-read from another endpoint, and at their deadline fail
 // naming etcd and its last error. A rank that vanished fails its lookups at the deadline
@@ -12,8 +15,8 @@
 // malformed keys or values (another tool's, or hostile) are ignored, and at most
 // kMaxEtcdRouteEntries are kept.
 //
-// Threads: owns one watch thread (blocks on etcd); every other method may be called from
-// any thread.
+// Threads: owns one watch thread and one probe thread (both block on etcd); every other
+// method may be called from any thread.
 #pragma once
 
 #include <atomic>
@@ -77,6 +80,12 @@ class EtcdRouteWatcher {
 
   std::atomic<bool> stopping_{false};
   std::thread thread_;
+  // Probes the watched member every kWatchProbeInterval: a frozen or cut-off member
+  // keeps a watch open and silent, so silence alone proves nothing.
+  void probe_loop();
+  std::thread prober_;
 };
+
+inline constexpr std::chrono::milliseconds kWatchProbeInterval{1000};
 
 }  // namespace pdkv::kv

@@ -136,6 +136,19 @@ class EtcdCluster:
             p.wait(10)
             self.procs[i] = None
 
+    def freeze(self, i: int) -> None:
+        """SIGSTOP member i: connections stay open, nothing is answered (as a member cut
+        off by a partition looks to its clients)."""
+        p = self.procs[i]
+        if p is not None:
+            p.send_signal(signal.SIGSTOP)
+
+    def thaw(self, i: int) -> None:
+        """SIGCONT member i."""
+        p = self.procs[i]
+        if p is not None:
+            p.send_signal(signal.SIGCONT)
+
     def restart(self, i: int) -> None:
         """Start member i again on its data and ports; waits until it answers."""
         self.kill(i)

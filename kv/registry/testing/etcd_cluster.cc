@@ -147,6 +147,14 @@ void EtcdCluster::kill(int i) {
   m.pid = -1;
 }
 
+void EtcdCluster::freeze(int i) {
+  if (members_[i].pid > 0) ::kill(members_[i].pid, SIGSTOP);
+}
+
+void EtcdCluster::thaw(int i) {
+  if (members_[i].pid > 0) ::kill(members_[i].pid, SIGCONT);
+}
+
 Status EtcdCluster::restart(int i) {
   kill(i);
   PDKV_RETURN_IF_ERROR(launch(i, false));

@@ -30,6 +30,10 @@ class EtcdCluster {
   int size() const { return static_cast<int>(members_.size()); }
   void kill(int member);       // SIGKILL, waits for the process
   Status restart(int member);  // same data and ports; waits until it answers
+  // SIGSTOP / SIGCONT: a member that keeps its connections open and answers nothing, as
+  // one cut off by a partition looks to its clients.
+  void freeze(int member);
+  void thaw(int member);
   // Index of the current leader, or kUnavailable.
   Result<int> leader() const;
 
