@@ -166,25 +166,46 @@ Result<std::string> EtcdClient::call(const std::string& path, const std::string&
       cli.set_connection_timeout(timeout);
       cli.set_read_timeout(timeout);
       cli.set_write_timeout(timeout);
-      httplib::Result r = cli.Post(path, request_headers(), body, "application/json");
-      if (!r) {
-        last_error = fmt::format("{}:{}: {}", ep.host, ep.port, httplib::to_string(r.error()));
-      } else if (r->body.size() > kMaxEtcdAnswerBytes) {
-        return data_loss(
-            fmt::format("{}: answer of {} bytes to {}", description_, r->body.size(), path));
-      } else if (r->status == 200) {
+      // The answer is read through a bounded receiver: a peer cannot make us buffer more
+      // than kMaxEtcdAnswerBytes.
+      std::string answer;
+      bool too_long = false;
+      httplib::Request req;
+      req.method = "POST";
+      req.path = path;
+      req.headers = request_headers();
+      req.body = body;
+      req.set_header("Content-Type", "application/json");
+      req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+        if (answer.size() + len > kMaxEtcdAnswerBytes) {
+          too_long = true;
+          return false;
+        }
+        answer.append(data, len);
+        return true;
+      };
+      httplib::Response res;
+      httplib::Error error = httplib::Error::Success;
+      const bool answered = cli.send(req, res, error);
+      if (too_long) {
+        return data_loss(fmt::format("{}: answer to {} longer than {} bytes", description_, path,
+                                     kMaxEtcdAnswerBytes));
+      }
+      if (!answered) {
+        last_error = fmt::format("{}:{}: {}", ep.host, ep.port, httplib::to_string(error));
+      } else if (res.status == 200) {
         preferred_.store(index % endpoints_.size());
-        return r->body;
+        return answer;
       } else {
-        json j = json::parse(r->body, nullptr, false);
+        json j = json::parse(answer, nullptr, false);
         const int code = j.is_object() && j.contains("code") && j["code"].is_number_integer()
                              ? j["code"].get<int>()
                              : 0;
         std::string message = j.is_object() && j.contains("message") && j["message"].is_string()
                                   ? j["message"].get<std::string>()
-                                  : r->body.substr(0, 200);
-        last_error = fmt::format("{}:{}: HTTP {}: {}", ep.host, ep.port, r->status, message);
-        const bool elsewhere = r->status >= 500 || code == kGrpcUnavailable ||
+                                  : answer.substr(0, 200);
+        last_error = fmt::format("{}:{}: HTTP {}: {}", ep.host, ep.port, res.status, message);
+        const bool elsewhere = res.status >= 500 || code == kGrpcUnavailable ||
                                code == kGrpcDeadlineExceeded ||
                                message.find("leader") != std::string::npos;
         if (code == kGrpcNotFound) return not_found(fmt::format("{}: {}", description_, message));

@@ -233,6 +233,20 @@ TEST_F(EtcdRegistryTest, FrozenMemberIsLeftByTheWatchAndThePublisher) {
   cluster->thaw(0);
 }
 
+TEST(RegistryOptions, InstanceNamesThatWouldBreakKeysAreRefused) {
+  RegistryOptions o;
+  o.kind = RegistryKind::kEtcd;
+  o.etcd_endpoints = "127.0.0.1:1";  // never reached: the name is checked first
+  auto d = EtcdRouteDirectory::create(o);
+  ASSERT_TRUE(d.ok());
+  for (const char* bad : {"", "a/b", "a b", "host:1\n"}) {
+    EXPECT_EQ((*d)->register_prefill_rank(bad, rank_info(0, 1, 5000), now() + 1s).code(),
+              StatusCode::kInvalidArgument)
+        << bad;
+    EXPECT_EQ((*d)->lookup_instance(bad, now() + 1s).status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
 TEST(RegistryOptions, BadPrefixIsRefused) {
   setenv("PDKV_ETCD_PREFIX", "no-slash", 1);
   EXPECT_EQ(RegistryOptions::from_env().status().code(), StatusCode::kInvalidArgument);

@@ -2,7 +2,8 @@
 // outlive any one host: prefill ranks publish under a lease (etcd_rank_publisher.h),
 // decodes read a watched mirror of the prefix (etcd_route_watcher.h). The managers
 // cannot tell it from the HTTP bootstrap directory; `bootstrap_addr` names the prefill
-// instance (its key in etcd) and need not run a server.
+// instance (its key in etcd: 1-255 printable ASCII bytes without '/', else
+// kInvalidArgument) and need not run a server.
 //
 // The publisher and the watcher start on first use, so a prefill rank never watches and
 // a decode never holds a lease. Thread-safe.
