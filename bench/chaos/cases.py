@@ -286,7 +286,7 @@ def case_registry_etcd(topo):
             frozen = etcd.leader()
             etcd.freeze(frozen)
             try:
-                time.sleep(1.0)  # past an election timeout: the others elect a leader
+                time.sleep(1.5)  # past an election timeout (1 s): the others elect a leader
                 fresh_decode_rooms("leader frozen")
                 # The prefill's lease lived through both faults (TTL 3 s, renewed elsewhere).
                 time.sleep(3.5)

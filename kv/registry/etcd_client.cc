@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <httplib.h>
 #include <sodium.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -337,7 +339,7 @@ void EtcdClient::WatchStream::cancel() {
 
 void EtcdClient::WatchStream::drop() {
   MutexLock lock(mu_);
-  if (connection_) connection_->stop();
+  if (socket_ >= 0) ::shutdown(socket_, SHUT_RDWR);
 }
 
 int EtcdClient::WatchStream::endpoint() const {
@@ -362,10 +364,17 @@ Status EtcdClient::WatchStream::run(const std::function<void()>& on_created,
     // A quiet watch sends nothing for as long as nothing changes: no read timeout beyond
     // a day; a member's death closes the connection, a lost leader ends the stream.
     cli.set_read_timeout(std::chrono::hours(24));
+    // drop() shuts the socket down through a duplicate of its descriptor (ours to close,
+    // so never a recycled number) rather than httplib's Client::stop(), whose locking
+    // across threads the uninstrumented library hides from TSan.
+    cli.set_socket_options([this](int sock) {
+      MutexLock lock(mu_);
+      socket_ = ::dup(sock);
+      if (cancelled_ && socket_ >= 0) ::shutdown(socket_, SHUT_RDWR);
+    });
     {
       MutexLock lock(mu_);
       if (cancelled_) break;
-      connection_ = &cli;
       endpoint_ = static_cast<int>(index);
     }
     std::string buffer;
@@ -445,7 +454,8 @@ Status EtcdClient::WatchStream::run(const std::function<void()>& on_created,
     }
     {
       MutexLock lock(mu_);
-      connection_ = nullptr;
+      if (socket_ >= 0) ::close(socket_);
+      socket_ = -1;
       endpoint_ = -1;
     }
     if (!stream_error.ok()) {

@@ -35,10 +35,6 @@
 #include "common/mutex.h"
 #include "common/status.h"
 
-namespace httplib {
-class Client;
-}
-
 namespace pdkv::kv {
 
 struct EtcdKeyValue {
@@ -145,7 +141,7 @@ class EtcdClient::WatchStream {
   const int64_t start_revision_;
   std::atomic<bool> cancelled_{false};
   mutable Mutex mu_;
-  httplib::Client* connection_ PDKV_GUARDED_BY(mu_) = nullptr;  // of run(), to stop it
+  int socket_ PDKV_GUARDED_BY(mu_) = -1;  // dup of run()'s connection, to shut it down
   int endpoint_ PDKV_GUARDED_BY(mu_) = -1;
 };
 

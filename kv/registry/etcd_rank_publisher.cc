@@ -97,18 +97,20 @@ Status EtcdRankPublisher::withdraw(const std::string& instance, int64_t engine_r
   return client_->delete_key(key, deadline);
 }
 
-void EtcdRankPublisher::renew_once() {
+bool EtcdRankPublisher::renew_once(bool quiet) {
   MutexLock lock(mu_);
-  if (lease_ == 0 && entries_.empty()) return;
+  if (lease_ == 0 && entries_.empty()) return true;
   const auto period = std::chrono::milliseconds(lease_ttl_s_ * 1000 / 3);
   const TimePoint deadline = now() + period;
   if (lease_ != 0) {
     Result<int64_t> ttl = client_->keep_alive(lease_, deadline);
     if (!ttl.ok()) {
-      PDKV_LOG_WARN("etcd registry: lease {:x} not renewed: {}", lease_, ttl.status().to_string());
-      return;  // try again next period; the lease may outlive the outage
+      if (!quiet)
+        PDKV_LOG_WARN("etcd registry: lease {:x} not renewed: {}", lease_,
+                      ttl.status().to_string());
+      return false;  // tried again shortly; the lease may outlive the outage
     }
-    if (*ttl > 0) return;
+    if (*ttl > 0) return true;
     PDKV_LOG_WARN(
         "etcd registry: lease {:x} expired (etcd unreachable longer than {} s); "
         "registering again",
@@ -121,23 +123,28 @@ void EtcdRankPublisher::renew_once() {
     granted = put_checked(entry, deadline);
   }
   if (!granted.ok()) {
-    PDKV_LOG_WARN("etcd registry: registering again failed: {}", granted.to_string());
-  } else {
-    PDKV_LOG_INFO("etcd registry: {} rank(s) registered again under lease {:x}", entries_.size(),
-                  lease_);
+    if (!quiet) PDKV_LOG_WARN("etcd registry: registering again failed: {}", granted.to_string());
+    return false;
   }
+  PDKV_LOG_INFO("etcd registry: {} rank(s) registered again under lease {:x}", entries_.size(),
+                lease_);
+  return true;
 }
 
 void EtcdRankPublisher::keep_alive_loop() {
-  // Three renewals per TTL: one lost renewal (a member failing over) costs nothing.
+  // Three renewals per TTL: one lost renewal (a member failing over) costs nothing. A
+  // failed one is tried again after 100 ms, so an election or a member's loss uses only
+  // a small part of the TTL; the first failure in a row is logged.
   const auto period = std::chrono::milliseconds(lease_ttl_s_ * 1000 / 3);
+  constexpr std::chrono::milliseconds kRetry{100};
+  bool failing = false;
   while (true) {
     {
       MutexLock lock(stop_mu_);
-      stop_wake_.wait_for(stop_mu_, period, [this] { return stopping_.load(); });
+      stop_wake_.wait_for(stop_mu_, failing ? kRetry : period, [this] { return stopping_.load(); });
     }
     if (stopping_) return;
-    renew_once();
+    failing = !renew_once(failing);
   }
 }
 

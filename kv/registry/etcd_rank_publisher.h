@@ -56,7 +56,8 @@ class EtcdRankPublisher {
   Status ensure_lease(TimePoint deadline) PDKV_REQUIRES(mu_);
   Status put_checked(const Entry& entry, TimePoint deadline) PDKV_REQUIRES(mu_);
   void keep_alive_loop();
-  void renew_once() PDKV_EXCLUDES(mu_);
+  // One renewal (or re-registration after a lost lease); false if etcd did not answer.
+  bool renew_once(bool quiet) PDKV_EXCLUDES(mu_);
 
   const std::shared_ptr<EtcdClient> client_;
   const std::string prefix_;

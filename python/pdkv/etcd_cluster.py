@@ -2,7 +2,8 @@
 
 `EtcdCluster(n)` starts n members of /usr/bin/etcd (or $PDKV_ETCD_BIN) on free loopback
 ports with their data in a temporary directory, and `close()` kills them and removes it.
-Heartbeat 50 ms and election 500 ms, so a lost leader is replaced in about a second.
+etcd's default heartbeat (100 ms) and election (1 s) timeouts: shorter ones made elections
+churn on a loaded machine.
 Not for production: it is how pdkv's own tests get a database, never a mock.
 """
 from __future__ import annotations
@@ -76,7 +77,7 @@ class EtcdCluster:
              "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
              "--initial-cluster", self.initial_cluster, "--initial-cluster-state", state,
              "--initial-cluster-token", self.dir,
-             "--heartbeat-interval", "50", "--election-timeout", "500"],
+             "--heartbeat-interval", "100", "--election-timeout", "1000"],
             stdout=log, stderr=log)
         log.close()
 

@@ -88,9 +88,9 @@ Status EtcdCluster::launch(int i, bool initial) {
                                    "--initial-cluster-token",
                                    dir_,
                                    "--heartbeat-interval",
-                                   "50",
+                                   "100",
                                    "--election-timeout",
-                                   "500"};
+                                   "1000"};
   pid_t pid = ::fork();
   if (pid < 0) return internal_error("fork failed");
   if (pid == 0) {

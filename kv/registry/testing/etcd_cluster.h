@@ -1,7 +1,7 @@
 // EtcdCluster: real etcd members (/usr/bin/etcd, or PDKV_ETCD_BIN) for tests, on free
-// loopback ports, with their data in a temporary directory removed at destruction. Short
-// heartbeat (50 ms) and election (500 ms) timeouts, so a leader loss heals in about a
-// second. Not thread-safe: one test thread drives it.
+// loopback ports, with their data in a temporary directory removed at destruction. etcd's
+// default heartbeat (100 ms) and election (1 s) timeouts: shorter ones made elections churn
+// on a loaded 2-core machine under TSan. Not thread-safe: one test thread drives it.
 #pragma once
 
 #include <sys/types.h>
