@@ -1,5 +1,6 @@
 // `pdkv bootstrap --host H --port P [--secret-file F]`: a standalone bootstrap server until
-// SIGTERM/SIGINT.
+// SIGTERM/SIGINT. With `--registry etcd --instance NAME` it serves NAME's routes from etcd
+// instead (read-only).
 //
 // The signals are blocked before the server's threads exist (they inherit the mask) and
 // the main thread takes them with sigwait, so shutdown runs in ordinary code instead of
@@ -13,6 +14,7 @@
 #include "bootstrap/server.h"
 #include "common/cluster_key.h"
 #include "common/logging.h"
+#include "kv/registry/registry_http_server.h"
 #include "tools/cli_registry.h"
 
 namespace pdkv::bootstrap {
@@ -64,7 +66,25 @@ const cli::CommandRegistrar kRegistrar("", [](CLI::App& parent) {
                   "writes must be signed by a cluster member");
   cmd->add_flag("--authenticate-reads", options->authenticate_reads,
                 "Require signed requests for route lookups too");
-  cmd->callback([options, secret_file] { cli::set_exit_code(run(*options, *secret_file)); });
+  // --registry etcd: serve, read-only, the routes of one instance kept in etcd
+  // (kv/registry/registry_http_server.h; etcd settings from PDKV_ETCD_*).
+  auto registry = std::make_shared<std::string>("http");
+  auto instance = std::make_shared<std::string>();
+  cmd->add_option("--registry", *registry, "Where routes live: http (this server) or etcd")
+      ->check(CLI::IsMember({"http", "etcd"}))
+      ->capture_default_str();
+  cmd->add_option("--instance", *instance, "With --registry etcd: the prefill instance served");
+  cmd->callback([options, secret_file, registry, instance] {
+    if (*registry == "etcd") {
+      if (instance->empty()) {
+        std::fprintf(stderr, "pdkv bootstrap: --registry etcd needs --instance\n");
+        return cli::set_exit_code(2);
+      }
+      return cli::set_exit_code(
+          kv::run_registry_http_server(options->host, options->port, *instance));
+    }
+    cli::set_exit_code(run(*options, *secret_file));
+  });
 });
 
 }  // namespace

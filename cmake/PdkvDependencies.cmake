@@ -8,8 +8,9 @@ find_package(cppzmq REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
-# Cluster authentication (common/cluster_key.h): keyed BLAKE2b, HMAC-SHA-512/256 and
-# the CURVE keys of ZeroMQ's own CURVE mechanism (Debian's libzmq is built with it).
+# libsodium: cluster authentication (common/cluster_key.h: keyed BLAKE2b, HMAC-SHA-512/256
+# and the CURVE keys of ZeroMQ's own CURVE mechanism) and base64 of etcd's JSON gateway
+# (kv/registry/).
 pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
 find_package(ucx QUIET)
 if(PDKV_BUILD_TESTS)

@@ -10,7 +10,9 @@ namespace {
 std::vector<int64_t> to_signed(const std::vector<uint64_t>& v) { return {v.begin(), v.end()}; }
 std::vector<uint64_t> to_unsigned(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
 
-PrefillRankInfo from_layout(const bootstrap::InstanceLayout& l) {
+}  // namespace
+
+PrefillRankInfo rank_info_from_layout(const bootstrap::InstanceLayout& l) {
   PrefillRankInfo info;
   info.dp_size = l.dp_size;
   info.tp_size = l.tp_size_per_dp();
@@ -27,8 +29,6 @@ PrefillRankInfo from_layout(const bootstrap::InstanceLayout& l) {
   info.state_item_lens = to_unsigned(l.state_item_lens);
   return info;
 }
-
-}  // namespace
 
 Result<std::pair<std::string, int>> split_tcp_endpoint(const std::string& endpoint) {
   constexpr std::string_view kScheme = "tcp://";
@@ -69,10 +69,7 @@ Result<bootstrap::BootstrapClient> BootstrapRouteDirectory::client(
   return bootstrap::BootstrapClient::from_address(bootstrap_addr, options);
 }
 
-Status BootstrapRouteDirectory::register_prefill_rank(const std::string& addr,
-                                                      const PrefillRankInfo& info,
-                                                      TimePoint deadline) {
-  PDKV_ASSIGN_OR_RETURN(auto client, this->client(addr));
+Result<bootstrap::PrefillRegistration> to_registration(const PrefillRankInfo& info) {
   PDKV_ASSIGN_OR_RETURN(auto host_port, split_tcp_endpoint(info.control_endpoint));
   bootstrap::PrefillRegistration reg;
   reg.engine_rank = info.engine_rank;
@@ -93,6 +90,14 @@ Status BootstrapRouteDirectory::register_prefill_rank(const std::string& addr,
   l.dtype_bytes = info.layout.dtype_bytes;
   l.page_layout = info.layout.page_layout == proto::PageLayout::kHND ? "HND" : "NHD";
   l.is_mla = info.layout.is_mla;
+  return reg;
+}
+
+Status BootstrapRouteDirectory::register_prefill_rank(const std::string& addr,
+                                                      const PrefillRankInfo& info,
+                                                      TimePoint deadline) {
+  PDKV_ASSIGN_OR_RETURN(auto client, this->client(addr));
+  PDKV_ASSIGN_OR_RETURN(auto reg, to_registration(info));
   return client.register_rank(reg, deadline);
 }
 
@@ -100,7 +105,7 @@ Result<PrefillRankInfo> BootstrapRouteDirectory::lookup_instance(const std::stri
                                                                  TimePoint deadline) {
   PDKV_ASSIGN_OR_RETURN(auto client, this->client(addr));
   PDKV_ASSIGN_OR_RETURN(auto layout, client.parallel_info(deadline));
-  return from_layout(layout);
+  return rank_info_from_layout(layout);
 }
 
 Result<PrefillRankInfo> BootstrapRouteDirectory::lookup_prefill_rank(const std::string& addr,
@@ -110,7 +115,7 @@ Result<PrefillRankInfo> BootstrapRouteDirectory::lookup_prefill_rank(const std::
   PDKV_ASSIGN_OR_RETURN(auto client, this->client(addr));
   PDKV_ASSIGN_OR_RETURN(auto layout, client.parallel_info(deadline));
   PDKV_ASSIGN_OR_RETURN(auto rank, client.rank(dp_group, tp_rank, deadline));
-  PrefillRankInfo info = from_layout(layout);
+  PrefillRankInfo info = rank_info_from_layout(layout);
   info.engine_rank = rank.engine_rank;
   info.control_endpoint = make_tcp_endpoint(rank.rank_ip, rank.rank_port);
   return info;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "bootstrap/client.h"
+#include "bootstrap/registration.h"
 #include "common/cluster_key.h"
 #include "kv/route_directory.h"
 
@@ -38,5 +39,11 @@ class BootstrapRouteDirectory : public RouteDirectory {
 // "tcp://10.0.0.1:5000" -> ("10.0.0.1", 5000); "tcp://[::1]:5000" -> ("::1", 5000).
 Result<std::pair<std::string, int>> split_tcp_endpoint(const std::string& endpoint);
 std::string make_tcp_endpoint(const std::string& host, int64_t port);
+
+// The PUT /route body of a rank (kInvalidArgument for a control endpoint that is not
+// tcp://host:port), and the instance-wide part of a registration read back. Shared with
+// the etcd registry (kv/registry/), which stores the same JSON.
+Result<bootstrap::PrefillRegistration> to_registration(const PrefillRankInfo& info);
+PrefillRankInfo rank_info_from_layout(const bootstrap::InstanceLayout& layout);
 
 }  // namespace pdkv::kv

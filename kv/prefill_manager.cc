@@ -100,6 +100,14 @@ void PrefillManager::shutdown() {
   }
   if (timer_.joinable()) timer_.join();
   if (bootstrap_refresher_.joinable()) bootstrap_refresher_.join();
+  // Withdraw the route first, so decodes stop choosing this rank for new rooms.
+  if (!rank_info_.control_endpoint.empty()) {
+    Status withdrawn = directory_->unregister_prefill_rank(
+        config_.bootstrap_addr, rank_info_, now() + std::chrono::seconds(1));
+    if (!withdrawn.ok())
+      PDKV_LOG_WARN("prefill rank {}: route not withdrawn: {}", identity_.engine_rank,
+                    withdrawn.to_string());
+  }
   // Rooms still open fail while the channel can still tell their decodes (a shutdown
   // right after an abort must not leave them to find out by heartbeat); a room a
   // handler opens meanwhile fails after the channel stopped, unannounced.

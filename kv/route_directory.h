@@ -1,7 +1,8 @@
 // RouteDirectory: the bootstrap rendezvous as the KV managers use it. A prefill rank
 // publishes a PrefillRankInfo; a decode reads its instance's description and the control
 // endpoints of the ranks it routes to. Production: kv/bootstrap_route_directory.h over
-// the HTTP bootstrap client; tests may use an in-memory one.
+// the HTTP bootstrap client, or kv/registry/etcd_route_directory.h (PDKV_REGISTRY=etcd);
+// tests may use an in-memory one.
 //
 // Calls may block up to their deadline (lookups retry with backoff while the asked
 // ranks are not registered yet); managers call them from their own resolver threads,
@@ -36,6 +37,14 @@ class RouteDirectory {
   // Publishes (or replaces) this rank's entry; retried until `deadline`.
   virtual Status register_prefill_rank(const std::string& bootstrap_addr,
                                        const PrefillRankInfo& info, TimePoint deadline) = 0;
+  // Withdraws this rank's entry at a clean shutdown, so decodes stop routing to it at
+  // once. The HTTP directory keeps its entry (the server's table has no lease; a
+  // restarted rank replaces it); etcd revokes the rank's lease. Bounded by `deadline`.
+  virtual Status unregister_prefill_rank(const std::string& bootstrap_addr,
+                                         const PrefillRankInfo& info, TimePoint deadline) {
+    (void)bootstrap_addr, (void)info, (void)deadline;
+    return Status();
+  }
   // The instance-wide part of the entries (sizes, layout), from any registered rank:
   // what a decode needs before it can choose ranks. Retried until `deadline`.
   virtual Result<PrefillRankInfo> lookup_instance(const std::string& bootstrap_addr,

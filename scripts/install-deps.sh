@@ -13,6 +13,7 @@ packages=(
   python3-tqdm
   # Packaging (README "Install from packages"): the wheel offline, the .deb through CPack.
   python3-build python3-wheel python3-setuptools python3-venv python3-pip dpkg-dev file binutils
+  libsodium-dev etcd-server etcd-client
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -54,6 +54,7 @@ def plan(short, netns, shim):
         c.append((True, "garbage", cases.case_garbage))
         c.append((False, "R4", cases.case_timeouts))
         c.append((False, "hol", cases.case_resolve_hol))
+        c.append((False, "registry", cases.case_registry_etcd))
         for mode, n, calls in shims[:3]:
             c.append((False, "shim", lambda t, m=mode, n=n, k=calls:
                       cases.case_shim(t, shim, m, n, k, rounds=3)))
@@ -75,6 +76,7 @@ def plan(short, netns, shim):
     c.append((True, "garbage", cases.case_garbage))
     c.append((False, "R4", cases.case_timeouts))
     c.append((False, "hol", cases.case_resolve_hol))
+    c.append((False, "registry", cases.case_registry_etcd))
     for (p, d, ptp, dtp) in sweep:
         for mode, n, calls in shims:
             c.append((False, "shim", lambda t, m=mode, n=n, k=calls, a=(p, d, ptp, dtp):

@@ -26,6 +26,7 @@
 #include "kv/kv_sender.h"
 #include "kv/metrics_registry.h"
 #include "kv/process_metrics_endpoint.h"
+#include "kv/registry/registry_options.h"
 #include "kv/zmq_control_channel.h"
 #include "proto/zmq_endpoint_options.h"
 
@@ -178,7 +179,8 @@ class NativeManager {
     auto engine = value_or_raise(engine::EngineOptions::from(settings));
     raise_if_error(engine::check_backend_settings(settings));
     if (!options.local_ip.empty()) engine.host = options.local_ip;
-    auto directory = std::make_shared<kv::BootstrapRouteDirectory>(engine.cluster_key);
+    auto directory = value_or_raise(kv::make_route_directory(
+        value_or_raise(kv::RegistryOptions::from_env()), engine.cluster_key));
     py::gil_scoped_release release;
     if (mode == "prefill") {
       kv::PrefillManagerConfig config;

@@ -336,12 +336,15 @@ def decode_main(cfg: dict, results, go, stop):
 
 
 class Cluster:
-    """A bootstrap server in this process plus prefill and decode rank processes."""
+    """A bootstrap server in this process (unless `addr` is given) plus prefill and decode
+    rank processes."""
 
     def __init__(self, pdkv, shape: Shape, p_tp=1, p_dp=1, d_tp=1, d_dp=1, rooms=(1,),
-                 pages=8, **extra):
-        self.server = pdkv.BootstrapServer("127.0.0.1", 0)
-        self.addr = f"127.0.0.1:{self.server.port}"
+                 pages=8, addr=None, **extra):
+        # With `addr`, the ranks find each other elsewhere (PDKV_REGISTRY=etcd in `env`);
+        # `addr` then only names the prefill instance.
+        self.server = None if addr else pdkv.BootstrapServer("127.0.0.1", 0)
+        self.addr = addr or f"127.0.0.1:{self.server.port}"
         self.results = CTX.Queue()
         # Flags in shared memory, not mp.Event: an Event's set() waits for every waiter to
         # wake, so it would hang forever on a waiter the test killed with SIGKILL.
@@ -397,7 +400,8 @@ class Cluster:
             if p.is_alive():
                 p.kill()
                 p.join(5)
-        self.server.stop()
+        if self.server:
+            self.server.stop()
 
     def __enter__(self):
         return self

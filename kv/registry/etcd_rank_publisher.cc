@@ -1,0 +1,151 @@
+#include "kv/registry/etcd_rank_publisher.h"
+
+#include <fmt/format.h>
+
+#include "common/logging.h"
+#include "kv/registry/etcd_route_keys.h"
+
+namespace pdkv::kv {
+
+EtcdRankPublisher::EtcdRankPublisher(std::shared_ptr<EtcdClient> client, std::string prefix,
+                                     int64_t lease_ttl_s)
+    : client_(std::move(client)), prefix_(std::move(prefix)), lease_ttl_s_(lease_ttl_s) {
+  keeper_ = std::thread([this] { keep_alive_loop(); });
+}
+
+EtcdRankPublisher::~EtcdRankPublisher() {
+  {
+    MutexLock lock(stop_mu_);
+    stopping_ = true;
+    stop_wake_.notify_all();
+  }
+  keeper_.join();
+  MutexLock lock(mu_);
+  if (lease_ != 0) {
+    Status revoked = client_->revoke_lease(lease_, now() + std::chrono::seconds(2));
+    if (!revoked.ok())
+      PDKV_LOG_WARN("etcd registry: lease {:x} not revoked ({}); its keys expire in {} s", lease_,
+                    revoked.to_string(), lease_ttl_s_);
+    lease_ = 0;
+  }
+}
+
+int64_t EtcdRankPublisher::lease() const {
+  MutexLock lock(mu_);
+  return lease_;
+}
+
+Status EtcdRankPublisher::ensure_lease(TimePoint deadline) {
+  if (lease_ != 0) return Status();
+  PDKV_ASSIGN_OR_RETURN(lease_, client_->grant_lease(lease_ttl_s_, deadline));
+  return Status();
+}
+
+Status EtcdRankPublisher::put_checked(const Entry& entry, TimePoint deadline) {
+  const std::string guard = etcd_instance_prefix(prefix_, entry.instance);
+  const std::string key = etcd_rank_key(prefix_, entry.instance, entry.reg.engine_rank);
+  const std::string value = bootstrap::registration_to_json(entry.reg);
+  while (true) {
+    PDKV_ASSIGN_OR_RETURN(EtcdRange range, client_->range_prefix(guard, deadline));
+    size_t others = 0;
+    for (const EtcdKeyValue& kv : range.kvs) {
+      if (kv.key == key) continue;
+      Result<bootstrap::PrefillRegistration> other = bootstrap::parse_registration(kv.value);
+      if (!other.ok()) continue;  // not ours to judge; readers ignore it too
+      ++others;
+      const std::string field = bootstrap::first_layout_difference(other->layout, entry.reg.layout);
+      if (!field.empty()) {
+        return failed_precondition(fmt::format(
+            "field '{}': engine_rank {} disagrees with engine_rank {} already registered for "
+            "instance {} in {}",
+            field, entry.reg.engine_rank, other->engine_rank, entry.instance,
+            client_->description()));
+      }
+    }
+    PDKV_ASSIGN_OR_RETURN(
+        bool put, client_->put_if_unchanged(guard, range.revision, key, value, lease_, deadline));
+    if (put) return Status();
+    if (now() >= deadline)
+      return deadline_exceeded(fmt::format("{}: instance {} kept changing while registering",
+                                           client_->description(), entry.instance));
+  }
+}
+
+Status EtcdRankPublisher::publish(const std::string& instance,
+                                  const bootstrap::PrefillRegistration& reg, TimePoint deadline) {
+  Entry entry{instance, reg};
+  const std::string key = etcd_rank_key(prefix_, instance, reg.engine_rank);
+  MutexLock lock(mu_);
+  auto it = entries_.find(key);
+  if (lease_ != 0 && it != entries_.end() && it->second.reg == reg) return Status();
+  PDKV_RETURN_IF_ERROR(ensure_lease(deadline));
+  PDKV_RETURN_IF_ERROR(put_checked(entry, deadline));
+  entries_[key] = std::move(entry);
+  return Status();
+}
+
+Status EtcdRankPublisher::withdraw(const std::string& instance, int64_t engine_rank,
+                                   TimePoint deadline) {
+  const std::string key = etcd_rank_key(prefix_, instance, engine_rank);
+  MutexLock lock(mu_);
+  if (entries_.erase(key) == 0) return Status();
+  if (entries_.empty() && lease_ != 0) {
+    const int64_t lease = lease_;
+    lease_ = 0;
+    return client_->revoke_lease(lease, deadline);
+  }
+  return client_->delete_key(key, deadline);
+}
+
+bool EtcdRankPublisher::renew_once(bool quiet) {
+  MutexLock lock(mu_);
+  if (lease_ == 0 && entries_.empty()) return true;
+  const auto period = std::chrono::milliseconds(lease_ttl_s_ * 1000 / 3);
+  const TimePoint deadline = now() + period;
+  if (lease_ != 0) {
+    Result<int64_t> ttl = client_->keep_alive(lease_, deadline);
+    if (!ttl.ok()) {
+      if (!quiet)
+        PDKV_LOG_WARN("etcd registry: lease {:x} not renewed: {}", lease_,
+                      ttl.status().to_string());
+      return false;  // tried again shortly; the lease may outlive the outage
+    }
+    if (*ttl > 0) return true;
+    PDKV_LOG_WARN(
+        "etcd registry: lease {:x} expired (etcd unreachable longer than {} s); "
+        "registering again",
+        lease_, lease_ttl_s_);
+    lease_ = 0;
+  }
+  Status granted = ensure_lease(deadline);
+  for (const auto& [key, entry] : entries_) {
+    if (!granted.ok()) break;
+    granted = put_checked(entry, deadline);
+  }
+  if (!granted.ok()) {
+    if (!quiet) PDKV_LOG_WARN("etcd registry: registering again failed: {}", granted.to_string());
+    return false;
+  }
+  PDKV_LOG_INFO("etcd registry: {} rank(s) registered again under lease {:x}", entries_.size(),
+                lease_);
+  return true;
+}
+
+void EtcdRankPublisher::keep_alive_loop() {
+  // Three renewals per TTL: one lost renewal (a member failing over) costs nothing. A
+  // failed one is tried again after 100 ms, so an election or a member's loss uses only
+  // a small part of the TTL; the first failure in a row is logged.
+  const auto period = std::chrono::milliseconds(lease_ttl_s_ * 1000 / 3);
+  constexpr std::chrono::milliseconds kRetry{100};
+  bool failing = false;
+  while (true) {
+    {
+      MutexLock lock(stop_mu_);
+      stop_wake_.wait_for(stop_mu_, failing ? kRetry : period, [this] { return stopping_.load(); });
+    }
+    if (stopping_) return;
+    failing = !renew_once(failing);
+  }
+}
+
+}  // namespace pdkv::kv

@@ -1,0 +1,78 @@
+// EtcdRankPublisher: the prefill side of the etcd registry. Publishes rank entries
+// (etcd_route_keys.h) under one lease of `lease_ttl_s` and keeps the lease alive from
+// its own thread, so a rank whose process dies stops renewing and its keys vanish after
+// the TTL; withdraw() (clean shutdown) deletes them at once.
+//
+// Layout conflicts are refused as the HTTP server's RouteTable refuses them
+// (bootstrap/route_table.h): a registration whose layout differs from another rank of
+// the same instance fails with kFailedPrecondition naming the field, and changes
+// nothing. The check is a read + an etcd transaction that puts only if no key of the
+// instance changed since the read, so two ranks racing cannot both win.
+//
+// A lease lost while etcd was unreachable longer than the TTL (the keys are gone) is
+// replaced by a new one and every entry published again, with the same check.
+//
+// Threads: owns the keep-alive thread (waits on etcd, bounded by the TTL); publish() and
+// withdraw() may be called from any thread and block on etcd until their deadline.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "bootstrap/registration.h"
+#include "common/clock.h"
+#include "common/mutex.h"
+#include "kv/registry/etcd_client.h"
+
+namespace pdkv::kv {
+
+class EtcdRankPublisher {
+ public:
+  EtcdRankPublisher(std::shared_ptr<EtcdClient> client, std::string prefix, int64_t lease_ttl_s);
+  // Stops the keep-alive and revokes the lease (what is left published vanishes now).
+  ~EtcdRankPublisher();
+  EtcdRankPublisher(const EtcdRankPublisher&) = delete;
+  EtcdRankPublisher& operator=(const EtcdRankPublisher&) = delete;
+
+  // Publishes (or replaces) the entry of reg.engine_rank in `instance`. Publishing the
+  // same entry again is a no-op while its lease lives (the managers' periodic refresh).
+  Status publish(const std::string& instance, const bootstrap::PrefillRegistration& reg,
+                 TimePoint deadline) PDKV_EXCLUDES(mu_);
+  // Deletes the entry (the lease goes with the last one).
+  Status withdraw(const std::string& instance, int64_t engine_rank, TimePoint deadline)
+      PDKV_EXCLUDES(mu_);
+
+  // The current lease (0 = none): tests check it is revoked or expires.
+  int64_t lease() const PDKV_EXCLUDES(mu_);
+
+ private:
+  struct Entry {
+    std::string instance;
+    bootstrap::PrefillRegistration reg;
+  };
+  Status ensure_lease(TimePoint deadline) PDKV_REQUIRES(mu_);
+  Status put_checked(const Entry& entry, TimePoint deadline) PDKV_REQUIRES(mu_);
+  void keep_alive_loop();
+  // One renewal (or re-registration after a lost lease); false if etcd did not answer.
+  bool renew_once(bool quiet) PDKV_EXCLUDES(mu_);
+
+  const std::shared_ptr<EtcdClient> client_;
+  const std::string prefix_;
+  const int64_t lease_ttl_s_;
+
+  // Serialises every change of the published state with its etcd calls (a few threads
+  // at most: the manager's start/refresh/shutdown and the keep-alive).
+  mutable Mutex mu_;
+  int64_t lease_ PDKV_GUARDED_BY(mu_) = 0;
+  std::map<std::string, Entry> entries_ PDKV_GUARDED_BY(mu_);  // by etcd key
+
+  Mutex stop_mu_;
+  CondVar stop_wake_;
+  std::atomic<bool> stopping_{false};
+  std::thread keeper_;
+};
+
+}  // namespace pdkv::kv

@@ -1,0 +1,258 @@
+// The etcd registry against real etcd members (kv/registry/testing/etcd_cluster.h):
+// publish, watch, revoke, layout conflicts, keep-alive, etcd down and back, leader loss.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "kv/registry/etcd_client.h"
+#include "kv/registry/etcd_route_directory.h"
+#include "kv/registry/etcd_route_keys.h"
+#include "kv/registry/testing/etcd_cluster.h"
+
+namespace pdkv::kv {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::EtcdCluster;
+
+PrefillRankInfo rank_info(int64_t engine_rank, int64_t tp_size, int port) {
+  PrefillRankInfo info;
+  info.engine_rank = engine_rank;
+  info.tp_size = tp_size;
+  info.dp_size = 1;
+  info.control_endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+  info.layout.page_size = 16;
+  info.layout.kv_head_num = 8 / static_cast<uint32_t>(tp_size);
+  info.layout.total_kv_head_num = 8;
+  info.layout.head_dim = 64;
+  info.layout.dtype_bytes = 2;
+  info.kv_item_lens = {4096, 4096};
+  return info;
+}
+
+RegistryOptions etcd_options(const EtcdCluster& cluster, const std::string& prefix = "/test") {
+  RegistryOptions o;
+  o.kind = RegistryKind::kEtcd;
+  o.etcd_endpoints = cluster.endpoints();
+  o.etcd_prefix = prefix;
+  o.etcd_lease_ttl_s = 2;
+  return o;
+}
+
+std::shared_ptr<EtcdRouteDirectory> directory(const RegistryOptions& o) {
+  auto d = EtcdRouteDirectory::create(o);
+  EXPECT_TRUE(d.ok()) << d.status().to_string();
+  return *d;
+}
+
+class EtcdRegistryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (EtcdCluster::binary().empty()) GTEST_SKIP() << "etcd is not installed (/usr/bin/etcd)";
+  }
+  std::unique_ptr<EtcdCluster> start(int members) {
+    auto c = EtcdCluster::start(members);
+    EXPECT_TRUE(c.ok()) << c.status().to_string();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+};
+
+TEST_F(EtcdRegistryTest, DecodeSeesPublishedRanksAndTheirWithdrawal) {
+  auto cluster = start(1);
+  ASSERT_NE(cluster, nullptr);
+  auto prefill = directory(etcd_options(*cluster));
+  auto decode = directory(etcd_options(*cluster));
+  ASSERT_TRUE(prefill->register_prefill_rank("inst:1", rank_info(0, 2, 5000), now() + 5s).ok());
+  ASSERT_TRUE(prefill->register_prefill_rank("inst:1", rank_info(1, 2, 5001), now() + 5s).ok());
+
+  auto instance = decode->lookup_instance("inst:1", now() + 5s);
+  ASSERT_TRUE(instance.ok()) << instance.status().to_string();
+  EXPECT_EQ(instance->tp_size, 2);
+  auto rank1 = decode->lookup_prefill_rank("inst:1", 0, 1, now() + 5s);
+  ASSERT_TRUE(rank1.ok()) << rank1.status().to_string();
+  EXPECT_EQ(rank1->control_endpoint, "tcp://127.0.0.1:5001");
+  EXPECT_EQ(decode->lookup_prefill_rank("inst:1", 0, 2, now() + 1s).status().code(),
+            StatusCode::kOutOfRange);
+
+  // A clean shutdown withdraws the route; the watch reports it without polling.
+  ASSERT_TRUE(prefill->unregister_prefill_rank("inst:1", rank_info(1, 2, 5001), now() + 2s).ok());
+  const TimePoint deadline = now() + 1s;
+  bool gone = false;
+  while (!gone && now() < deadline) {
+    auto snap = decode->watcher().snapshot();
+    gone = snap && (*snap)["inst:1"].count(1) == 0;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(gone);
+  auto missing = decode->lookup_prefill_rank("inst:1", 0, 1, now() + 300ms);
+  EXPECT_EQ(missing.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(missing.status().message().find("not registered in etcd at"), std::string::npos)
+      << missing.status().message();
+  EXPECT_NE(missing.status().message().find("/test/instances/inst:1/ranks/1"), std::string::npos);
+}
+
+TEST_F(EtcdRegistryTest, LookupWaitsForARankThatRegistersLater) {
+  auto cluster = start(1);
+  ASSERT_NE(cluster, nullptr);
+  auto prefill = directory(etcd_options(*cluster));
+  auto decode = directory(etcd_options(*cluster));
+  std::thread late([&] {
+    std::this_thread::sleep_for(300ms);
+    EXPECT_TRUE(prefill->register_prefill_rank("late:1", rank_info(0, 1, 6000), now() + 5s).ok());
+  });
+  auto rank = decode->lookup_prefill_rank("late:1", 0, 0, now() + 5s);
+  late.join();
+  ASSERT_TRUE(rank.ok()) << rank.status().to_string();
+  EXPECT_EQ(rank->control_endpoint, "tcp://127.0.0.1:6000");
+}
+
+TEST_F(EtcdRegistryTest, LayoutConflictBetweenRanksIsRefused) {
+  auto cluster = start(1);
+  ASSERT_NE(cluster, nullptr);
+  auto a = directory(etcd_options(*cluster));
+  auto b = directory(etcd_options(*cluster));
+  ASSERT_TRUE(a->register_prefill_rank("c:1", rank_info(0, 2, 5000), now() + 5s).ok());
+  PrefillRankInfo other = rank_info(1, 2, 5001);
+  other.layout.head_dim = 128;
+  Status refused = b->register_prefill_rank("c:1", other, now() + 5s);
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("head_dim"), std::string::npos) << refused.message();
+  // Nothing changed: rank 1 is not registered.
+  EXPECT_FALSE(b->lookup_prefill_rank("c:1", 0, 1, now() + 300ms).ok());
+  // A lone rank may come back with another layout (as the HTTP server allows).
+  PrefillRankInfo changed = rank_info(0, 2, 5000);
+  changed.layout.head_dim = 128;
+  EXPECT_TRUE(a->register_prefill_rank("c:1", changed, now() + 5s).ok());
+}
+
+TEST_F(EtcdRegistryTest, KeepAliveHoldsTheRouteBeyondItsTtlAndRevokeEndsIt) {
+  auto cluster = start(1);
+  ASSERT_NE(cluster, nullptr);
+  auto reader = EtcdClient::create(cluster->endpoints());
+  ASSERT_TRUE(reader.ok());
+  const std::string key = etcd_rank_key("/test", "k:1", 0);
+  {
+    auto prefill = directory(etcd_options(*cluster));
+    ASSERT_TRUE(prefill->register_prefill_rank("k:1", rank_info(0, 1, 5000), now() + 5s).ok());
+    std::this_thread::sleep_for(3500ms);  // TTL 2 s: renewed, not expired
+    auto range = (*reader)->range_prefix(key, now() + 2s);
+    ASSERT_TRUE(range.ok());
+    EXPECT_EQ(range->kvs.size(), 1u);
+    EXPECT_NE(range->kvs[0].lease, 0);
+  }  // destroyed without unregister: the publisher revokes its lease
+  auto range = (*reader)->range_prefix(key, now() + 2s);
+  ASSERT_TRUE(range.ok());
+  EXPECT_TRUE(range->kvs.empty());
+}
+
+TEST_F(EtcdRegistryTest, MalformedEntriesAreIgnored) {
+  auto cluster = start(1);
+  ASSERT_NE(cluster, nullptr);
+  auto writer = EtcdClient::create(cluster->endpoints());
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE((*writer)
+                  ->put_if_unchanged("/test/instances/", 1 << 30,
+                                     etcd_rank_key("/test", "bad:1", 0),
+                                     "{\"engine_rank\": \"zero\"}", 0, now() + 2s)
+                  .ok());
+  auto decode = directory(etcd_options(*cluster));
+  EXPECT_EQ(decode->lookup_instance("bad:1", now() + 500ms).status().code(),
+            StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(EtcdRegistryTest, EtcdDownFailsLookupsNamingEtcdAndRecovers) {
+  auto cluster = start(1);
+  ASSERT_NE(cluster, nullptr);
+  auto prefill = directory(etcd_options(*cluster));
+  auto decode = directory(etcd_options(*cluster));
+  ASSERT_TRUE(prefill->register_prefill_rank("d:1", rank_info(0, 1, 5000), now() + 5s).ok());
+  ASSERT_TRUE(decode->lookup_prefill_rank("d:1", 0, 0, now() + 5s).ok());
+
+  cluster->kill(0);
+  // The watch learns it from the closed connection.
+  for (TimePoint until = now() + 2s; decode->watcher().snapshot() && now() < until;)
+    std::this_thread::sleep_for(10ms);
+  std::string why;
+  EXPECT_FALSE(decode->watcher().snapshot(&why).has_value());
+  EXPECT_NE(why.find("etcd at"), std::string::npos) << why;
+  const TimePoint start = now();
+  auto down = decode->lookup_prefill_rank("d:1", 0, 0, now() + 1s);
+  EXPECT_LT(now() - start, 1500ms);  // fails at its deadline, no hang
+  EXPECT_EQ(down.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(down.status().message().find("etcd at"), std::string::npos) << down.status().message();
+
+  // Down longer than the TTL: the lease is gone after the restart; the publisher
+  // registers again, and the decode's watch comes back.
+  std::this_thread::sleep_for(2500ms);
+  ASSERT_TRUE(cluster->restart(0).ok());
+  auto back = decode->lookup_prefill_rank("d:1", 0, 0, now() + 10s);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->control_endpoint, "tcp://127.0.0.1:5000");
+}
+
+TEST_F(EtcdRegistryTest, LeaderLossDoesNotFailPublishOrLookup) {
+  auto cluster = start(3);
+  ASSERT_NE(cluster, nullptr);
+  auto prefill = directory(etcd_options(*cluster));
+  auto decode = directory(etcd_options(*cluster));
+  ASSERT_TRUE(prefill->register_prefill_rank("l:1", rank_info(0, 2, 5000), now() + 5s).ok());
+  ASSERT_TRUE(decode->lookup_prefill_rank("l:1", 0, 0, now() + 5s).ok());
+  auto leader = cluster->leader();
+  ASSERT_TRUE(leader.ok()) << leader.status().to_string();
+  cluster->kill(*leader);
+  // New registrations and lookups go on through the surviving members.
+  Status published = prefill->register_prefill_rank("l:1", rank_info(1, 2, 5001), now() + 10s);
+  ASSERT_TRUE(published.ok()) << published.to_string();
+  auto rank1 = decode->lookup_prefill_rank("l:1", 0, 1, now() + 10s);
+  ASSERT_TRUE(rank1.ok()) << rank1.status().to_string();
+  EXPECT_EQ(rank1->control_endpoint, "tcp://127.0.0.1:5001");
+  // The lease survives the election: rank 0 stays registered past its TTL.
+  std::this_thread::sleep_for(2500ms);
+  EXPECT_TRUE(decode->lookup_prefill_rank("l:1", 0, 0, now() + 1s).ok());
+}
+
+TEST_F(EtcdRegistryTest, FrozenMemberIsLeftByTheWatchAndThePublisher) {
+  auto cluster = start(3);
+  ASSERT_NE(cluster, nullptr);
+  auto prefill = directory(etcd_options(*cluster));
+  auto decode = directory(etcd_options(*cluster));
+  ASSERT_TRUE(prefill->register_prefill_rank("f:1", rank_info(0, 2, 5000), now() + 5s).ok());
+  ASSERT_TRUE(decode->lookup_prefill_rank("f:1", 0, 0, now() + 5s).ok());
+  // Both clients talk to member 0 first (it answered): freeze it, as a partition would
+  // leave it, connections open and silent.
+  cluster->freeze(0);
+  const TimePoint frozen = now();
+  Status published = prefill->register_prefill_rank("f:1", rank_info(1, 2, 5001), now() + 10s);
+  ASSERT_TRUE(published.ok()) << published.to_string();
+  auto rank1 = decode->lookup_prefill_rank("f:1", 0, 1, now() + 10s);
+  ASSERT_TRUE(rank1.ok()) << rank1.status().to_string();
+  EXPECT_LT(now() - frozen, 6s);
+  // The lease of rank 0 is renewed through the others: still there past its TTL.
+  std::this_thread::sleep_for(2500ms);
+  EXPECT_TRUE(decode->lookup_prefill_rank("f:1", 0, 0, now() + 1s).ok());
+  cluster->thaw(0);
+}
+
+TEST(RegistryOptions, InstanceNamesThatWouldBreakKeysAreRefused) {
+  RegistryOptions o;
+  o.kind = RegistryKind::kEtcd;
+  o.etcd_endpoints = "127.0.0.1:1";  // never reached: the name is checked first
+  auto d = EtcdRouteDirectory::create(o);
+  ASSERT_TRUE(d.ok());
+  for (const char* bad : {"", "a/b", "a b", "host:1\n"}) {
+    EXPECT_EQ((*d)->register_prefill_rank(bad, rank_info(0, 1, 5000), now() + 1s).code(),
+              StatusCode::kInvalidArgument)
+        << bad;
+    EXPECT_EQ((*d)->lookup_instance(bad, now() + 1s).status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(RegistryOptions, BadPrefixIsRefused) {
+  setenv("PDKV_ETCD_PREFIX", "no-slash", 1);
+  EXPECT_EQ(RegistryOptions::from_env().status().code(), StatusCode::kInvalidArgument);
+  unsetenv("PDKV_ETCD_PREFIX");
+  EXPECT_TRUE(RegistryOptions::from_env().ok());
+}
+
+}  // namespace
+}  // namespace pdkv::kv

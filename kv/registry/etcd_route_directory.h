@@ -1,0 +1,51 @@
+// EtcdRouteDirectory: the RouteDirectory kept in etcd (PDKV_REGISTRY=etcd), so routes
+// outlive any one host: prefill ranks publish under a lease (etcd_rank_publisher.h),
+// decodes read a watched mirror of the prefix (etcd_route_watcher.h). The managers
+// cannot tell it from the HTTP bootstrap directory; `bootstrap_addr` names the prefill
+// instance (its key in etcd: 1-255 printable ASCII bytes without '/', else
+// kInvalidArgument) and need not run a server.
+//
+// The publisher and the watcher start on first use, so a prefill rank never watches and
+// a decode never holds a lease. Thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/mutex.h"
+#include "kv/registry/etcd_client.h"
+#include "kv/registry/etcd_rank_publisher.h"
+#include "kv/registry/etcd_route_watcher.h"
+#include "kv/registry/registry_options.h"
+#include "kv/route_directory.h"
+
+namespace pdkv::kv {
+
+class EtcdRouteDirectory : public RouteDirectory {
+ public:
+  static Result<std::shared_ptr<EtcdRouteDirectory>> create(const RegistryOptions& options);
+
+  Status register_prefill_rank(const std::string& instance, const PrefillRankInfo& info,
+                               TimePoint deadline) override;
+  Status unregister_prefill_rank(const std::string& instance, const PrefillRankInfo& info,
+                                 TimePoint deadline) override;
+  Result<PrefillRankInfo> lookup_instance(const std::string& instance, TimePoint deadline) override;
+  Result<PrefillRankInfo> lookup_prefill_rank(const std::string& instance, int64_t dp_group,
+                                              int64_t tp_rank, TimePoint deadline) override;
+
+  // The shared mirror of the registry (started if needed); `pdkv bootstrap --registry
+  // etcd` serves it over HTTP.
+  EtcdRouteWatcher& watcher() PDKV_EXCLUDES(mu_);
+
+ private:
+  EtcdRouteDirectory(std::shared_ptr<EtcdClient> client, RegistryOptions options);
+  EtcdRankPublisher& publisher() PDKV_EXCLUDES(mu_);
+
+  const std::shared_ptr<EtcdClient> client_;
+  const RegistryOptions options_;
+  Mutex mu_;
+  std::unique_ptr<EtcdRankPublisher> publisher_ PDKV_GUARDED_BY(mu_);
+  std::unique_ptr<EtcdRouteWatcher> watcher_ PDKV_GUARDED_BY(mu_);
+};
+
+}  // namespace pdkv::kv

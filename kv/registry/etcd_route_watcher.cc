@@ -1,0 +1,183 @@
+#include "kv/registry/etcd_route_watcher.h"
+
+#include <fmt/format.h>
+
+#include "common/logging.h"
+#include "kv/registry/etcd_route_keys.h"
+
+namespace pdkv::kv {
+
+EtcdRouteWatcher::EtcdRouteWatcher(std::shared_ptr<EtcdClient> client, std::string prefix)
+    : client_(std::move(client)), prefix_(std::move(prefix)) {
+  thread_ = std::thread([this] { run(); });
+  prober_ = std::thread([this] { probe_loop(); });
+}
+
+EtcdRouteWatcher::~EtcdRouteWatcher() {
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+    if (stream_) stream_->cancel();
+    changed_.notify_all();
+  }
+  thread_.join();
+  prober_.join();
+}
+
+void EtcdRouteWatcher::probe_loop() {
+  while (true) {
+    int endpoint = -1;
+    EtcdClient::WatchStream* probed = nullptr;
+    {
+      MutexLock lock(mu_);
+      changed_.wait_for(mu_, kWatchProbeInterval, [this] { return stopping_.load(); });
+      if (stopping_) return;
+      if (!synced_ || !stream_) continue;
+      probed = stream_.get();
+      endpoint = probed->endpoint();
+    }
+    if (endpoint < 0) continue;
+    Status alive = client_->probe(static_cast<size_t>(endpoint), kWatchProbeInterval);
+    if (alive.ok()) continue;
+    MutexLock lock(mu_);
+    if (stream_.get() != probed) continue;  // the watch moved meanwhile
+    PDKV_LOG_WARN("etcd registry: watched member does not answer ({}); watching another",
+                  alive.message());
+    probed->drop();
+  }
+}
+
+void EtcdRouteWatcher::apply(const EtcdKeyValue& kv, bool deleted) {
+  if (deleted) {
+    entries_.erase(kv.key);
+    return;
+  }
+  std::optional<EtcdRankKey> key = parse_etcd_rank_key(prefix_, kv.key);
+  if (!key) return;
+  Result<bootstrap::PrefillRegistration> reg = bootstrap::parse_registration(kv.value);
+  if (!reg.ok() || reg->engine_rank != key->engine_rank) {
+    PDKV_LOG_WARN("etcd registry: ignoring malformed entry {}: {}", kv.key,
+                  reg.ok() ? "engine_rank differs from the key's" : reg.status().to_string());
+    entries_.erase(kv.key);
+    return;
+  }
+  if (entries_.size() >= kMaxEtcdRouteEntries && !entries_.count(kv.key)) {
+    PDKV_LOG_WARN("etcd registry: more than {} entries under {}; ignoring {}", kMaxEtcdRouteEntries,
+                  prefix_, kv.key);
+    return;
+  }
+  entries_[kv.key] = Entry{std::move(key->instance), key->engine_rank, std::move(*reg)};
+}
+
+void EtcdRouteWatcher::run() {
+  const std::string watched = etcd_instances_prefix(prefix_);
+  auto backoff = std::chrono::milliseconds(50);
+  while (!stopping_) {
+    Result<EtcdRange> range = client_->range_prefix(watched, now() + std::chrono::seconds(2));
+    Status ended;
+    if (range.ok()) {
+      EtcdClient::WatchStream* stream = nullptr;
+      {
+        MutexLock lock(mu_);
+        if (stopping_) break;
+        entries_.clear();
+        for (const EtcdKeyValue& kv : range->kvs) apply(kv, false);
+        stream_ = client_->watch(watched, range->revision + 1);
+        stream = stream_.get();  // replaced only by this thread
+      }
+      ended = stream->run(
+          [this] {
+            MutexLock lock(mu_);
+            synced_ = true;
+            changed_.notify_all();
+          },
+          [this](int64_t, const std::vector<EtcdEvent>& events) {
+            MutexLock lock(mu_);
+            for (const EtcdEvent& e : events) apply(e.kv, e.deleted);
+            changed_.notify_all();
+          });
+    } else {
+      ended = range.status();
+    }
+    MutexLock lock(mu_);
+    if (synced_) backoff = std::chrono::milliseconds(50);  // it worked: retry at once
+    synced_ = false;
+    last_error_ = ended.message();
+    changed_.notify_all();
+    if (stopping_) break;
+    PDKV_LOG_DEBUG("etcd registry: watch of {} ended: {}", watched, ended.to_string());
+    changed_.wait_for(mu_, backoff, [this] { return stopping_.load(); });
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  }
+}
+
+const bootstrap::InstanceLayout* EtcdRouteWatcher::layout_of(const std::string& instance) const {
+  auto it = entries_.lower_bound(etcd_instance_prefix(prefix_, instance));
+  if (it == entries_.end() || it->second.instance != instance) return nullptr;
+  return &it->second.reg.layout;
+}
+
+std::string EtcdRouteWatcher::unsynced_reason() const {
+  return fmt::format("{} not reachable ({})", client_->description(), last_error_);
+}
+
+Result<bootstrap::InstanceLayout> EtcdRouteWatcher::wait_for_instance(const std::string& instance,
+                                                                      TimePoint deadline) {
+  MutexLock lock(mu_);
+  changed_.wait_until(mu_, deadline, [&]() PDKV_REQUIRES(mu_) {
+    return stopping_.load() || (synced_ && layout_of(instance) != nullptr);
+  });
+  if (synced_ && layout_of(instance) != nullptr) return *layout_of(instance);
+  if (!synced_) return deadline_exceeded(unsynced_reason());
+  return deadline_exceeded(
+      fmt::format("no prefill rank of instance {} is registered in {} "
+                  "(keys {}*)",
+                  instance, client_->description(), etcd_instance_prefix(prefix_, instance)));
+}
+
+Result<bootstrap::PrefillRegistration> EtcdRouteWatcher::wait_for_rank(const std::string& instance,
+                                                                       int64_t dp_group,
+                                                                       int64_t tp_rank,
+                                                                       TimePoint deadline) {
+  MutexLock lock(mu_);
+  std::string key;
+  Status out_of_layout;
+  auto found = [&]() PDKV_REQUIRES(mu_) -> const Entry* {
+    if (!synced_) return nullptr;
+    const bootstrap::InstanceLayout* layout = layout_of(instance);
+    if (layout == nullptr) return nullptr;
+    const int64_t p = layout->tp_size_per_dp();
+    if (dp_group < 0 || dp_group >= layout->dp_size || tp_rank < 0 || tp_rank >= p) {
+      out_of_layout = out_of_range(fmt::format(
+          "prefill rank (dp group {}, tp rank {}) is outside instance {}'s layout ({} x {})",
+          dp_group, tp_rank, instance, layout->dp_size, p));
+      return nullptr;
+    }
+    key = etcd_rank_key(prefix_, instance, dp_group * p + tp_rank);
+    auto it = entries_.find(key);
+    return it == entries_.end() ? nullptr : &it->second;
+  };
+  changed_.wait_until(mu_, deadline, [&]() PDKV_REQUIRES(mu_) {
+    return stopping_.load() || found() != nullptr || !out_of_layout.ok();
+  });
+  if (const Entry* e = found()) return e->reg;
+  if (!out_of_layout.ok()) return out_of_layout;
+  if (!synced_) return deadline_exceeded(unsynced_reason());
+  return deadline_exceeded(fmt::format(
+      "prefill rank (dp group {}, tp rank {}) of instance {} is not registered in {} (key {})",
+      dp_group, tp_rank, instance, client_->description(),
+      key.empty() ? etcd_instance_prefix(prefix_, instance) + "*" : key));
+}
+
+std::optional<EtcdRouteWatcher::Snapshot> EtcdRouteWatcher::snapshot(std::string* why) const {
+  MutexLock lock(mu_);
+  if (!synced_) {
+    if (why) *why = unsynced_reason();
+    return std::nullopt;
+  }
+  Snapshot out;
+  for (const auto& [key, e] : entries_) out[e.instance][e.engine_rank] = e.reg;
+  return out;
+}
+
+}  // namespace pdkv::kv

@@ -1,0 +1,91 @@
+// EtcdRouteWatcher: the decode side of the etcd registry. Mirrors every rank entry under
+// the prefix in memory: one range read, then a watch from the next revision, so a new or
+// vanished prefill rank is seen when etcd reports it, without polling. Lookups wait on
+// the mirror (a condition variable) until the entry they need is there or their deadline.
+//
+// The watched member is probed every second (a linearizable read, 1 s timeout): a frozen
+// or partitioned member would keep the stream open and silent, so the watch moves to
+// another member when the probe fails.
+// While the watch is down (etcd unreachable, a member lost), the mirror is not trusted:
+// lookups wait for it to be re-read from another endpoint, and at their deadline fail
+// naming etcd and its last error. A rank that vanished fails its lookups at the deadline
+// with the key it waited for, so a room's reason says what was missing where.
+//
+// Entries are validated with the HTTP server's parser (bootstrap::parse_registration);
+// malformed keys or values (another tool's, or hostile) are ignored, and at most
+// kMaxEtcdRouteEntries are kept.
+//
+// Threads: owns one watch thread and one probe thread (both block on etcd); every other
+// method may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/registration.h"
+#include "common/clock.h"
+#include "common/mutex.h"
+#include "kv/registry/etcd_client.h"
+
+namespace pdkv::kv {
+
+inline constexpr size_t kMaxEtcdRouteEntries = 1u << 16;
+
+class EtcdRouteWatcher {
+ public:
+  EtcdRouteWatcher(std::shared_ptr<EtcdClient> client, std::string prefix);
+  ~EtcdRouteWatcher();
+  EtcdRouteWatcher(const EtcdRouteWatcher&) = delete;
+  EtcdRouteWatcher& operator=(const EtcdRouteWatcher&) = delete;
+
+  // The layout of `instance` (from any of its ranks); kDeadlineExceeded naming etcd.
+  Result<bootstrap::InstanceLayout> wait_for_instance(const std::string& instance,
+                                                      TimePoint deadline) PDKV_EXCLUDES(mu_);
+  // The entry of rank (dp_group, tp_rank) of `instance`; kOutOfRange outside its layout,
+  // kDeadlineExceeded naming etcd and the key when it is not registered by `deadline`.
+  Result<bootstrap::PrefillRegistration> wait_for_rank(const std::string& instance,
+                                                       int64_t dp_group, int64_t tp_rank,
+                                                       TimePoint deadline) PDKV_EXCLUDES(mu_);
+
+  // Every instance's entries, by engine rank (for `pdkv bootstrap --registry etcd`).
+  using Snapshot = std::map<std::string, std::map<int64_t, bootstrap::PrefillRegistration>>;
+  // nullopt while the mirror is not in sync with etcd (the reason in `why`, if given).
+  std::optional<Snapshot> snapshot(std::string* why = nullptr) const PDKV_EXCLUDES(mu_);
+
+ private:
+  struct Entry {
+    std::string instance;
+    int64_t engine_rank = 0;
+    bootstrap::PrefillRegistration reg;
+  };
+  void run();
+  void apply(const EtcdKeyValue& kv, bool deleted) PDKV_REQUIRES(mu_);
+  const bootstrap::InstanceLayout* layout_of(const std::string& instance) const PDKV_REQUIRES(mu_);
+  std::string unsynced_reason() const PDKV_REQUIRES(mu_);
+
+  const std::shared_ptr<EtcdClient> client_;
+  const std::string prefix_;
+
+  mutable Mutex mu_;
+  CondVar changed_;
+  bool synced_ PDKV_GUARDED_BY(mu_) = false;
+  std::string last_error_ PDKV_GUARDED_BY(mu_) = "not read yet";
+  std::map<std::string, Entry> entries_ PDKV_GUARDED_BY(mu_);  // by etcd key
+  std::unique_ptr<EtcdClient::WatchStream> stream_ PDKV_GUARDED_BY(mu_);
+
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+  // Probes the watched member every kWatchProbeInterval: a frozen or cut-off member
+  // keeps a watch open and silent, so silence alone proves nothing.
+  void probe_loop();
+  std::thread prober_;
+};
+
+inline constexpr std::chrono::milliseconds kWatchProbeInterval{1000};
+
+}  // namespace pdkv::kv

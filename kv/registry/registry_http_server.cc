@@ -1,0 +1,186 @@
+#include "kv/registry/registry_http_server.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <charconv>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "bootstrap/route_table.h"
+#include "common/logging.h"
+#include "kv/registry/registry_options.h"
+
+namespace pdkv::kv {
+namespace {
+
+using nlohmann::json;
+
+void reply_error(httplib::Response& res, int status, std::string_view field,
+                 std::string_view message) {
+  res.status = status;
+  res.set_content(json{{"error", message}, {"field", field}}.dump(), "application/json");
+}
+
+int http_status_of(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kFailedPrecondition: return 409;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange: return 400;
+    case StatusCode::kUnavailable: return 503;
+    default: return 500;
+  }
+}
+
+bool query_int(const httplib::Request& req, httplib::Response& res, const char* name,
+               int64_t* out) {
+  const std::string v = req.has_param(name) ? req.get_param_value(name) : std::string();
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size()) {
+    reply_error(res, 400, name,
+                fmt::format("query parameter '{}' is missing or not an integer", name));
+    return false;
+  }
+  return true;
+}
+
+template <typename Fn>
+httplib::Server::Handler guarded(Fn fn) {
+  return [fn](const httplib::Request& req, httplib::Response& res) {
+    try {
+      fn(req, res);
+    } catch (const std::exception& e) {
+      reply_error(res, 500, "", fmt::format("internal error: {}", e.what()));
+    }
+  };
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RegistryHttpServer>> RegistryHttpServer::start(EtcdRouteWatcher& watcher,
+                                                                      std::string instance,
+                                                                      const std::string& host,
+                                                                      int port) {
+  std::unique_ptr<RegistryHttpServer> s(new RegistryHttpServer(watcher, std::move(instance)));
+  bootstrap::HttpListenerOptions listen{"bootstrap-etcd", host, port, 4096};
+  RegistryHttpServer* raw = s.get();
+  PDKV_ASSIGN_OR_RETURN(s->listener_,
+                        bootstrap::HttpListener::start(
+                            listen, [raw](httplib::Server& h) { raw->install_routes(h); }));
+  return s;
+}
+
+RegistryHttpServer::~RegistryHttpServer() { stop(); }
+
+void RegistryHttpServer::stop() {
+  if (listener_) listener_->stop();
+}
+
+void RegistryHttpServer::install_routes(httplib::Server& h) {
+  h.Get("/route", guarded([this](const httplib::Request& req, httplib::Response& res) {
+          int64_t rank = 0, group = 0;
+          if (!query_int(req, res, "engine_rank", &rank) ||
+              !query_int(req, res, "target_dp_group", &group))
+            return;
+          std::string why;
+          auto snapshot = watcher_.snapshot(&why);
+          if (!snapshot) return reply_error(res, 503, "", why);
+          // The instance's entries through the server's own table: the same layout rule,
+          // the same lookups, the same answers.
+          bootstrap::RouteTable table;
+          for (const auto& [engine_rank, reg] : (*snapshot)[instance_]) {
+            Status st = table.register_rank(reg);
+            if (!st.ok()) PDKV_LOG_WARN("bootstrap-etcd: {}", st.message());
+          }
+          if (rank == -1 && group == -1) {
+            auto layout = table.layout();
+            if (!layout)
+              return reply_error(res, 404, "",
+                                 "no prefill rank of instance " + instance_ + " is in etcd");
+            return res.set_content(
+                fmt::format("{{{},\"registered_ranks\":{}}}",
+                            bootstrap::layout_to_json_fields(*layout), table.size()),
+                "application/json");
+          }
+          if (rank == -1) {
+            auto ranks = table.group(group);
+            if (!ranks.ok())
+              return reply_error(res, http_status_of(ranks.status()), "target_dp_group",
+                                 ranks.status().message());
+            json list = json::array();
+            for (const auto& e : *ranks)
+              list.push_back(json{{"engine_rank", e.engine_rank},
+                                  {"tp_rank", e.tp_rank},
+                                  {"rank_ip", e.rank_ip},
+                                  {"rank_port", e.rank_port}});
+            return res.set_content(json{{"dp_group", group}, {"ranks", list}}.dump(),
+                                   "application/json");
+          }
+          auto e = table.lookup(group, rank);
+          if (!e.ok())
+            return reply_error(res, http_status_of(e.status()), "", e.status().message());
+          res.set_content(json{{"rank_ip", e->rank_ip}, {"rank_port", e->rank_port}}.dump(),
+                          "application/json");
+        }));
+  h.Get("/instances", guarded([this](const httplib::Request&, httplib::Response& res) {
+          std::string why;
+          auto snapshot = watcher_.snapshot(&why);
+          if (!snapshot) return reply_error(res, 503, "", why);
+          json out = json::object();
+          for (const auto& [instance, ranks] : *snapshot) {
+            json list = json::array();
+            for (const auto& [engine_rank, reg] : ranks)
+              list.push_back(json{{"engine_rank", engine_rank},
+                                  {"rank_ip", reg.rank_ip},
+                                  {"rank_port", reg.rank_port}});
+            out[instance] = list;
+          }
+          res.set_content(out.dump(), "application/json");
+        }));
+  h.Get("/health", guarded([this](const httplib::Request&, httplib::Response& res) {
+          std::string why;
+          if (!watcher_.snapshot(&why)) return reply_error(res, 503, "", why);
+          res.set_content("OK", "text/plain");
+        }));
+  auto read_only = guarded([](const httplib::Request& req, httplib::Response& res) {
+    reply_error(res, 405, "",
+                fmt::format("{} /route: this server reads routes from etcd; prefill ranks "
+                            "register there themselves (PDKV_REGISTRY=etcd)",
+                            req.method));
+  });
+  h.Put("/route", read_only);
+  h.Delete("/route", read_only);
+  h.Post("/route", read_only);
+}
+
+int run_registry_http_server(const std::string& host, int port, const std::string& instance) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  auto fail = [](const Status& st) {
+    std::fprintf(stderr, "pdkv bootstrap: %s\n", st.to_string().c_str());
+    return 1;
+  };
+  Result<RegistryOptions> options = RegistryOptions::from_env();
+  if (!options.ok()) return fail(options.status());
+  Result<std::shared_ptr<EtcdClient>> client = EtcdClient::create(options->etcd_endpoints);
+  if (!client.ok()) return fail(client.status());
+  EtcdRouteWatcher watcher(*client, options->etcd_prefix);
+  auto server = RegistryHttpServer::start(watcher, instance, host, port);
+  if (!server.ok()) return fail(server.status());
+  std::printf("pdkv bootstrap listening on %s:%d (routes of %s from %s, prefix %s)\n", host.c_str(),
+              (*server)->port(), instance.c_str(), (*client)->description().c_str(),
+              options->etcd_prefix.c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  PDKV_LOG_INFO("bootstrap-etcd: signal {}, shutting down", sig);
+  (*server)->stop();
+  return 0;
+}
+
+}  // namespace pdkv::kv

@@ -1,0 +1,36 @@
+#include "kv/registry/registry_options.h"
+
+#include "common/config.h"
+#include "kv/bootstrap_route_directory.h"
+#include "kv/registry/etcd_route_directory.h"
+
+namespace pdkv::kv {
+
+Result<RegistryOptions> RegistryOptions::from_env() {
+  RegistryOptions o;
+  PDKV_ASSIGN_OR_RETURN(std::string kind,
+                        config::read_string("PDKV_REGISTRY", "http", {"http", "etcd"}));
+  PDKV_ASSIGN_OR_RETURN(o.etcd_endpoints,
+                        config::read_string("PDKV_ETCD_ENDPOINTS", "127.0.0.1:2379"));
+  PDKV_ASSIGN_OR_RETURN(o.etcd_prefix, config::read_string("PDKV_ETCD_PREFIX", "/pdkv"));
+  PDKV_ASSIGN_OR_RETURN(o.etcd_lease_ttl_s, config::read_int("PDKV_ETCD_LEASE_TTL_S", 10, 2, 3600));
+  o.kind = kind == "etcd" ? RegistryKind::kEtcd : RegistryKind::kHttp;
+  if (o.etcd_prefix.empty() || o.etcd_prefix.front() != '/' || o.etcd_prefix.back() == '/' ||
+      o.etcd_prefix.size() > 256) {
+    return invalid_argument("PDKV_ETCD_PREFIX='" + o.etcd_prefix +
+                            "': must start with '/', not end with '/', at most 256 bytes");
+  }
+  return o;
+}
+
+Result<std::shared_ptr<RouteDirectory>> make_route_directory(
+    const RegistryOptions& options, std::shared_ptr<const ClusterKey> cluster_key) {
+  if (options.kind == RegistryKind::kHttp) {
+    return std::shared_ptr<RouteDirectory>(
+        std::make_shared<BootstrapRouteDirectory>(std::move(cluster_key)));
+  }
+  PDKV_ASSIGN_OR_RETURN(auto etcd, EtcdRouteDirectory::create(options));
+  return std::shared_ptr<RouteDirectory>(std::move(etcd));
+}
+
+}  // namespace pdkv::kv

@@ -1,0 +1,34 @@
+// RegistryOptions: which route registry the KV managers use (PDKV_REGISTRY) and how
+// they reach etcd, read once from PDKV_* variables (docs/CONFIG.md). Kept apart from
+// KvManagerOptions so that the registry can be chosen without touching the managers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/cluster_key.h"
+#include "common/status.h"
+#include "kv/route_directory.h"
+
+namespace pdkv::kv {
+
+enum class RegistryKind { kHttp, kEtcd };
+
+struct RegistryOptions {
+  RegistryKind kind = RegistryKind::kHttp;
+  std::string etcd_endpoints = "127.0.0.1:2379";  // host:port,...
+  std::string etcd_prefix = "/pdkv";              // starts with '/', no trailing '/'
+  int64_t etcd_lease_ttl_s = 10;
+
+  static Result<RegistryOptions> from_env();
+};
+
+// The RouteDirectory the options select: the HTTP bootstrap client, or etcd
+// (kv/registry/etcd_route_directory.h). kInvalidArgument for bad endpoints or prefix.
+// `cluster_key` signs the HTTP registry's requests (bootstrap/request_auth.h); etcd's own
+// access control guards the etcd registry (docs/SECURITY.md).
+Result<std::shared_ptr<RouteDirectory>> make_route_directory(
+    const RegistryOptions& options, std::shared_ptr<const ClusterKey> cluster_key = nullptr);
+
+}  // namespace pdkv::kv

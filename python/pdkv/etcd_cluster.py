@@ -1,0 +1,168 @@
+"""Real etcd members for tests and benchmarks of the etcd registry (PDKV_REGISTRY=etcd).
+
+`EtcdCluster(n)` starts n members of /usr/bin/etcd (or $PDKV_ETCD_BIN) on free loopback
+ports with their data in a temporary directory, and `close()` kills them and removes it.
+etcd's default heartbeat (100 ms) and election (1 s) timeouts: shorter ones made elections
+churn on a loaded machine.
+Not for production: it is how pdkv's own tests get a database, never a mock.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from typing import Optional
+
+
+def etcd_binary() -> Optional[str]:
+    """Path of the etcd server binary, or None when it is not installed."""
+    path = os.environ.get("PDKV_ETCD_BIN") or "/usr/bin/etcd"
+    return path if os.access(path, os.X_OK) else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class EtcdCluster:
+    """`members` etcd processes forming one cluster; a context manager."""
+
+    def __init__(self, members: int = 1) -> None:
+        binary = etcd_binary()
+        if binary is None:
+            raise FileNotFoundError("etcd is not installed (/usr/bin/etcd, package etcd-server)")
+        if members < 1:
+            raise ValueError(f"members must be >= 1, got {members}")
+        self.binary = binary
+        self.dir = tempfile.mkdtemp(prefix="pdkv-etcd-")
+        self.names = [f"m{i}" for i in range(members)]
+        self.client_ports = [_free_port() for _ in range(members)]
+        self.peer_ports = [_free_port() for _ in range(members)]
+        self.procs: list[Optional[subprocess.Popen]] = [None] * members
+        self.initial_cluster = ",".join(
+            f"{n}=http://127.0.0.1:{p}" for n, p in zip(self.names, self.peer_ports))
+        try:
+            for i in range(members):
+                self._launch(i, "new")
+            for i in range(members):
+                self.wait_healthy(i)
+        except Exception:
+            self.close()
+            raise
+
+    @property
+    def endpoints(self) -> str:
+        """PDKV_ETCD_ENDPOINTS of the whole cluster."""
+        return ",".join(self.endpoint(i) for i in range(len(self.names)))
+
+    def endpoint(self, i: int) -> str:
+        return f"127.0.0.1:{self.client_ports[i]}"
+
+    def _launch(self, i: int, state: str) -> None:
+        client = f"http://127.0.0.1:{self.client_ports[i]}"
+        peer = f"http://127.0.0.1:{self.peer_ports[i]}"
+        log = open(os.path.join(self.dir, f"{self.names[i]}.log"), "ab")
+        self.procs[i] = subprocess.Popen(
+            [self.binary, "--name", self.names[i],
+             "--data-dir", os.path.join(self.dir, self.names[i]),
+             "--listen-client-urls", client, "--advertise-client-urls", client,
+             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+             "--initial-cluster", self.initial_cluster, "--initial-cluster-state", state,
+             "--initial-cluster-token", self.dir,
+             "--heartbeat-interval", "100", "--election-timeout", "1000"],
+            stdout=log, stderr=log)
+        log.close()
+
+    def _post(self, i: int, path: str, body: dict, timeout: float = 1.0) -> dict:
+        req = urllib.request.Request(f"http://{self.endpoint(i)}{path}",
+                                     data=json.dumps(body).encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def wait_healthy(self, i: int, timeout: float = 20.0) -> None:
+        """Returns once member i answers /health; TimeoutError otherwise."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://{self.endpoint(i)}/health", timeout=1) as r:
+                    if json.loads(r.read()).get("health") == "true":
+                        return
+            except Exception:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"etcd member {self.names[i]} not healthy within {timeout} s "
+                           f"(log in {self.dir})")
+
+    def leader(self) -> int:
+        """Index of the member that leads now."""
+        for i, p in enumerate(self.procs):
+            if p is None:
+                continue
+            try:
+                st = self._post(i, "/v3/maintenance/status", {})
+            except Exception:
+                continue
+            if st.get("leader") == st.get("header", {}).get("member_id"):
+                return i
+        raise RuntimeError("no etcd member leads")
+
+    def keys(self, prefix: str, i: Optional[int] = None) -> list[str]:
+        """Every key starting with `prefix` (asked of member i, or the first alive)."""
+        import base64
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        body = {"key": base64.b64encode(prefix.encode()).decode(),
+                "range_end": base64.b64encode(end.encode()).decode(), "keys_only": True}
+        members = [i] if i is not None else [k for k, p in enumerate(self.procs) if p]
+        for k in members:
+            try:
+                out = self._post(k, "/v3/kv/range", body)
+            except Exception:
+                continue
+            return [base64.b64decode(kv["key"]).decode() for kv in out.get("kvs", [])]
+        raise RuntimeError("no etcd member answered")
+
+    def kill(self, i: int) -> None:
+        """SIGKILL member i and wait for it."""
+        p = self.procs[i]
+        if p is not None:
+            p.send_signal(signal.SIGKILL)
+            p.wait(10)
+            self.procs[i] = None
+
+    def freeze(self, i: int) -> None:
+        """SIGSTOP member i: connections stay open, nothing is answered (as a member cut
+        off by a partition looks to its clients)."""
+        p = self.procs[i]
+        if p is not None:
+            p.send_signal(signal.SIGSTOP)
+
+    def thaw(self, i: int) -> None:
+        """SIGCONT member i."""
+        p = self.procs[i]
+        if p is not None:
+            p.send_signal(signal.SIGCONT)
+
+    def restart(self, i: int) -> None:
+        """Start member i again on its data and ports; waits until it answers."""
+        self.kill(i)
+        self._launch(i, "existing")
+        self.wait_healthy(i)
+
+    def close(self) -> None:
+        for i in range(len(self.procs)):
+            self.kill(i)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> "EtcdCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
