@@ -6,6 +6,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "bootstrap/http_replies.h"
 #include "common/clock.h"
 #include "common/logging.h"
 
@@ -13,23 +14,6 @@ namespace pdkv::bootstrap {
 namespace {
 
 using nlohmann::json;
-
-void reply_error(httplib::Response& res, int status, std::string_view field,
-                 std::string_view message) {
-  res.status = status;
-  res.set_content(json{{"error", message}, {"field", field}}.dump(), "application/json");
-}
-
-int http_status_of(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kNotFound: return 404;
-    case StatusCode::kFailedPrecondition: return 409;
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kOutOfRange: return 400;
-    case StatusCode::kUnauthenticated: return 401;
-    default: return 500;
-  }
-}
 
 // Parses a required integer query parameter; a missing or non-integer value is a 400
 // naming the parameter.

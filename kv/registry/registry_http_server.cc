@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "bootstrap/http_replies.h"
 #include "bootstrap/route_table.h"
 #include "common/logging.h"
 #include "kv/registry/registry_options.h"
@@ -15,24 +16,9 @@
 namespace pdkv::kv {
 namespace {
 
+using bootstrap::http_status_of;
+using bootstrap::reply_error;
 using nlohmann::json;
-
-void reply_error(httplib::Response& res, int status, std::string_view field,
-                 std::string_view message) {
-  res.status = status;
-  res.set_content(json{{"error", message}, {"field", field}}.dump(), "application/json");
-}
-
-int http_status_of(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kNotFound: return 404;
-    case StatusCode::kFailedPrecondition: return 409;
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kOutOfRange: return 400;
-    case StatusCode::kUnavailable: return 503;
-    default: return 500;
-  }
-}
 
 bool query_int(const httplib::Request& req, httplib::Response& res, const char* name,
                int64_t* out) {
