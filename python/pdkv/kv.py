@@ -137,7 +137,8 @@ class BootstrapServer:
     """The HTTP rendezvous (PUT/GET /route, /health, /metrics), serving at once."""
 
     def __init__(self, host: str = "0.0.0.0", port: int = 0):
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        integral = isinstance(port, (int, np.integer)) and not isinstance(port, bool)
+        if not integral or not 0 <= port <= 65535:
             raise ValueError(f"port must be an int in [0, 65535] (0 = any free port), not {port!r}")
         self._server = _native.BootstrapServer(host, int(port))
 
