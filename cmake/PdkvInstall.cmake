@@ -128,6 +128,11 @@ install(FILES ${CMAKE_BINARY_DIR}/packaging/pdkv.pc
 
 # --- The CLI and the Python package ----------------------------------------------------
 install(TARGETS pdkv RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT pdkv)
+# The receiving peer `pdkv bench engine` (and so `pdkv demo`) starts from the CLI's own
+# directory.
+if(TARGET pdkv_engine_peer)
+  install(TARGETS pdkv_engine_peer RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT pdkv)
+endif()
 if(PDKV_BUILD_PYTHON AND TARGET pdkv_native_py)
   # The native modules and the fault shim as targets (so `cmake --install --strip` and the
   # .deb strip them), the rest of the package as files.

@@ -36,7 +36,7 @@ for item in "${items[@]}"; do
 done
 
 dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$tmp/contents"
-for f in /usr/bin/pdkv /usr/include/pdkv/version.h /usr/include/pdkv/engine/transfer_engine.h \
+for f in /usr/bin/pdkv /usr/bin/pdkv_engine_peer /usr/include/pdkv/version.h /usr/include/pdkv/engine/transfer_engine.h \
          /usr/lib/cmake/pdkv/pdkvConfig.cmake /usr/lib/cmake/pdkv/pdkvConfigVersion.cmake \
          /usr/lib/pkgconfig/pdkv.pc /usr/lib/python3/dist-packages/pdkv/__init__.py \
          /usr/lib/python3/dist-packages/pdkv/_tools/demo/main.py; do
@@ -49,4 +49,6 @@ dpkg-deb -x "$deb" "$tmp/root"
 cd "$tmp"
 "$tmp/root/usr/bin/pdkv" --version | grep -qx "pdkv $version (.*)"
 "$tmp/root/usr/bin/pdkv" demo --no-bench --tokens 4 --prompt-len 12
+# The demo's benchmark step starts pdkv_engine_peer from the CLI's directory.
+"$tmp/root/usr/bin/pdkv" bench engine --tokens 256 --page 16 --rounds 1 --iperf-seconds 1 >/dev/null
 echo "deb $version: Depends satisfied here; unpacked /usr/bin/pdkv ran the demo from its own package"

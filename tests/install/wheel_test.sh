@@ -20,7 +20,7 @@ wheel=$(/usr/bin/python3 "$src/python/packaging/build_wheel.py" --build-dir "$bu
 echo "built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB)"
 [[ $(basename "$wheel") == pdkv-$version-cp3*-linux_x86_64.whl ]]
 /usr/bin/python3 -m zipfile -l "$wheel" | awk '{print $1}' >"$tmp/contents"
-for f in pdkv/__init__.py pdkv/_bin/pdkv pdkv/_tools/demo/main.py pdkv/_tools/bench/e2e/main.py \
+for f in pdkv/__init__.py pdkv/_bin/pdkv pdkv/_bin/pdkv_engine_peer pdkv/_tools/demo/main.py pdkv/_tools/bench/e2e/main.py \
          pdkv/_tools/bench/chaos/main.py; do
   grep -qx "$f" "$tmp/contents" || { echo "FAIL: $f is not in the wheel"; exit 1; }
 done
