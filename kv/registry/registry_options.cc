@@ -6,14 +6,15 @@
 
 namespace pdkv::kv {
 
-Result<RegistryOptions> RegistryOptions::from_env() {
+Result<RegistryOptions> RegistryOptions::from(const config::Settings& settings) {
   RegistryOptions o;
   PDKV_ASSIGN_OR_RETURN(std::string kind,
-                        config::read_string("PDKV_REGISTRY", "http", {"http", "etcd"}));
+                        config::read_string(settings, "PDKV_REGISTRY", "http", {"http", "etcd"}));
   PDKV_ASSIGN_OR_RETURN(o.etcd_endpoints,
-                        config::read_string("PDKV_ETCD_ENDPOINTS", "127.0.0.1:2379"));
-  PDKV_ASSIGN_OR_RETURN(o.etcd_prefix, config::read_string("PDKV_ETCD_PREFIX", "/pdkv"));
-  PDKV_ASSIGN_OR_RETURN(o.etcd_lease_ttl_s, config::read_int("PDKV_ETCD_LEASE_TTL_S", 10, 2, 3600));
+                        config::read_string(settings, "PDKV_ETCD_ENDPOINTS", "127.0.0.1:2379"));
+  PDKV_ASSIGN_OR_RETURN(o.etcd_prefix, config::read_string(settings, "PDKV_ETCD_PREFIX", "/pdkv"));
+  PDKV_ASSIGN_OR_RETURN(o.etcd_lease_ttl_s,
+                        config::read_int(settings, "PDKV_ETCD_LEASE_TTL_S", 10, 2, 3600));
   o.kind = kind == "etcd" ? RegistryKind::kEtcd : RegistryKind::kHttp;
   if (o.etcd_prefix.empty() || o.etcd_prefix.front() != '/' || o.etcd_prefix.back() == '/' ||
       o.etcd_prefix.size() > 256) {

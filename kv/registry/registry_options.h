@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/cluster_key.h"
+#include "common/config.h"
 #include "common/status.h"
 #include "kv/route_directory.h"
 
@@ -21,7 +22,10 @@ struct RegistryOptions {
   std::string etcd_prefix = "/pdkv";              // starts with '/', no trailing '/'
   int64_t etcd_lease_ttl_s = 10;
 
-  static Result<RegistryOptions> from_env();
+  // PDKV_REGISTRY, PDKV_ETCD_ENDPOINTS, PDKV_ETCD_PREFIX, PDKV_ETCD_LEASE_TTL_S: each from
+  // `settings` if set there (pdkv.Config), else the environment, else the default.
+  static Result<RegistryOptions> from(const config::Settings& settings);
+  static Result<RegistryOptions> from_env() { return from(config::Settings()); }
 };
 
 // The RouteDirectory the options select: the HTTP bootstrap client, or etcd

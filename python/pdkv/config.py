@@ -123,6 +123,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PDKV_VERIFY_CHECKSUM", bool, False),
     _s("PDKV_LOCAL_IP", ""),
     _i("PDKV_METRICS_PORT", -1, -1, 65535),
+    # route registry (docs/CONFIG.md "route registry")
+    _s("PDKV_REGISTRY", "http", ("http", "etcd")),
+    _s("PDKV_ETCD_ENDPOINTS", "127.0.0.1:2379"),
+    _s("PDKV_ETCD_PREFIX", "/pdkv"),
+    _i("PDKV_ETCD_LEASE_TTL_S", 10, 2, 3600),
     # cluster membership (docs/SECURITY.md): a path, never the secret itself
     _s("PDKV_SECRET_FILE", ""),
 )

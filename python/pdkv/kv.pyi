@@ -135,7 +135,11 @@ class Config:
     verify_checksum: Optional[bool]  # PDKV_VERIFY_CHECKSUM, default False
     local_ip: Optional[str]  # PDKV_LOCAL_IP, default ''
     metrics_port: Optional[int]  # PDKV_METRICS_PORT, default -1
-    secret_file: Optional[str]  # PDKV_SECRET_FILE, default "" (unauthenticated)
+    registry: Optional[str]  # PDKV_REGISTRY, default 'http' (http, etcd)
+    etcd_endpoints: Optional[str]  # PDKV_ETCD_ENDPOINTS, default '127.0.0.1:2379'
+    etcd_prefix: Optional[str]  # PDKV_ETCD_PREFIX, default '/pdkv'
+    etcd_lease_ttl_s: Optional[int]  # PDKV_ETCD_LEASE_TTL_S, default 10
+    secret_file: Optional[str]  # PDKV_SECRET_FILE, default '' (unauthenticated)
     def __init__(self, **fields: object) -> None: ...
     def replace(self, **fields: object) -> "Config": ...
     def explicit(self) -> dict[str, object]: ...

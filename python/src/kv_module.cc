@@ -160,6 +160,7 @@ std::vector<std::tuple<std::string, std::string, std::string>> resolve_settings(
   raise_if_error(engine::EngineOptions::from(settings).status());
   raise_if_error(engine::check_backend_settings(settings));
   raise_if_error(proto::EndpointOptions::from(settings).status());
+  raise_if_error(kv::RegistryOptions::from(settings).status());
   std::vector<std::tuple<std::string, std::string, std::string>> out;
   for (const config::KnobReading& r : settings.readings()) {
     out.emplace_back(r.name, r.value, std::string(config::to_string(r.origin)));
@@ -180,7 +181,7 @@ class NativeManager {
     raise_if_error(engine::check_backend_settings(settings));
     if (!options.local_ip.empty()) engine.host = options.local_ip;
     auto directory = value_or_raise(kv::make_route_directory(
-        value_or_raise(kv::RegistryOptions::from_env()), engine.cluster_key));
+        value_or_raise(kv::RegistryOptions::from(settings)), engine.cluster_key));
     py::gil_scoped_release release;
     if (mode == "prefill") {
       kv::PrefillManagerConfig config;

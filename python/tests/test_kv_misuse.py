@@ -83,3 +83,15 @@ def test_send_after_success_raises_and_the_room_stays_succeeded(fast_env, server
     finally:
         prefill.shutdown()
         decode.shutdown()
+
+
+def test_the_registry_is_chosen_by_pdkv_config_too(fast_env, monkeypatch):
+    """pdkv.Config(registry="etcd", ...) reaches the manager (issue 19: settings through
+    the config object): an etcd nobody serves is named in the error, not the HTTP server."""
+    monkeypatch.delenv("PDKV_REGISTRY", raising=False)
+    mem = RankMemory(Shape(), 1, 0)
+    config = pdkv.Config(registry="etcd", etcd_endpoints="127.0.0.1:9", bootstrap_timeout_s=1)
+    with pytest.raises(RuntimeError, match="etcd at 127.0.0.1:9 unreachable"):
+        pdkv.KVManager(mem.kv_args(pdkv, 0, 1, 1), "prefill", "instance-a", config=config)
+    with pytest.raises(ValueError, match="PDKV_ETCD_PREFIX"):
+        pdkv.Config(etcd_prefix="no-slash").resolved()
