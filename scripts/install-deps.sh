@@ -9,10 +9,14 @@ packages=(
   python3 python3-dev pybind11-dev python3-numpy python3-pytest python3-matplotlib python3-zmq
   python3-torch
   python3-prometheus-client
+  # promtool (python/tests/test_metrics.py checks every /metrics page with it); the
+  # Prometheus server it comes with is never started.
+  prometheus
   iperf3 iproute2 procps
   python3-tqdm
   # Packaging (README "Install from packages"): the wheel offline, the .deb through CPack.
   python3-build python3-wheel python3-setuptools python3-venv python3-pip dpkg-dev file binutils
+  # Cluster secret (libsodium) and the etcd route registry (its tests start real members).
   libsodium-dev etcd-server etcd-client
 )
 missing=()
