@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include "common/clock.h"
 #include "common/logging.h"
@@ -14,6 +15,13 @@ Result<std::unique_ptr<HttpListener>> HttpListener::start(
   try {
     l->http_ = std::make_unique<httplib::Server>();
     l->http_->set_payload_max_length(options.max_body_bytes);
+    // cpp-httplib's default also sets SO_REUSEPORT, which lets a second process bind the
+    // same port and silently take a share of the requests (routes registered there are
+    // lost to the first). SO_REUSEADDR alone still allows a restart on the same port.
+    l->http_->set_socket_options([](socket_t sock) {
+      int yes = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
     install(*l->http_);
     int port = options.port == 0
                    ? l->http_->bind_to_any_port(options.host)

@@ -239,3 +239,21 @@ TEST(ClientAddressTest, ParsesHostPort) {
 
 }  // namespace
 }  // namespace pdkv::bootstrap
+
+namespace pdkv::bootstrap {
+namespace {
+
+TEST(BootstrapServerPort, ASecondServerOnTheSamePortIsRefusedNotSharingIt) {
+  // With SO_REUSEPORT both would bind and split the requests (and the routes) between them.
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  o.port = 0;
+  auto first = BootstrapServer::start(o);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  o.port = (*first)->port();
+  auto second = BootstrapServer::start(o);
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace pdkv::bootstrap
