@@ -82,26 +82,26 @@ Status RequestVerifier::verify(const ClusterKey& key, std::string_view header,
     return unauthenticated(
         "X-Pdkv-Auth is stale or from the future (clocks more than 30 s apart?)");
   }
-  if (!key.verify(KeyUse::kBootstrap, std::span<const uint8_t>(mac, sizeof mac),
-                  {as_bytes(kLabel), as_bytes(method), as_bytes(target), as_bytes(words[1]),
-                   std::span<const uint8_t>(nonce, sizeof nonce), as_bytes(body)})) {
+  // The same MAC sign_request computes, compared in constant time.
+  const ClusterKey::Mac expected = request_mac(key, method, target, words[1],
+                                               std::span<const uint8_t>(nonce, sizeof nonce), body);
+  if (crypto_verify_32(expected.data(), mac) != 0) {
     return unauthenticated("X-Pdkv-Auth does not verify");
   }
   MutexLock lock(mu_);
-  while (!by_expiry_.empty() && by_expiry_.begin()->first < now_unix_ms) {
-    seen_.erase(by_expiry_.begin()->second);
-    by_expiry_.erase(by_expiry_.begin());
-  }
+  while (!by_expiry_.empty() && by_expiry_.begin()->first < now_unix_ms) forget_oldest();
   std::string nonce_key(words[2]);
   if (seen_.count(nonce_key) != 0) return unauthenticated("X-Pdkv-Auth replayed");
-  while (seen_.size() >= max_nonces_ && !by_expiry_.empty()) {
-    seen_.erase(by_expiry_.begin()->second);
-    by_expiry_.erase(by_expiry_.begin());
-  }
+  while (seen_.size() >= max_nonces_ && !by_expiry_.empty()) forget_oldest();
   const int64_t expiry = sent_ms + skew;
   seen_.emplace(nonce_key, expiry);
   by_expiry_.emplace(expiry, std::move(nonce_key));
   return Status();
+}
+
+void RequestVerifier::forget_oldest() {
+  seen_.erase(by_expiry_.begin()->second);
+  by_expiry_.erase(by_expiry_.begin());
 }
 
 }  // namespace pdkv::bootstrap

@@ -45,6 +45,9 @@ class RequestVerifier {
       PDKV_EXCLUDES(mu_);
 
  private:
+  // Drops the nonce that expires first. REQUIRES: by_expiry_ not empty.
+  void forget_oldest() PDKV_REQUIRES(mu_);
+
   const size_t max_nonces_;
   Mutex mu_;
   std::unordered_map<std::string, int64_t> seen_ PDKV_GUARDED_BY(mu_);  // nonce -> expiry
