@@ -257,7 +257,12 @@ Status DecodeManager::resolve(uint64_t room) {
     if (it == rooms_.end()) return Status();  // ended meanwhile
     addr = it->second.bootstrap_addr;
     dp_rank = it->second.prefill_dp_rank;
-    deadline = it->second.opened + config_.options.bootstrap_timeout;
+    // A little before the room's own deadline on the board: the lookup's reason (etcd
+    // unreachable, rank not registered, ...) then reaches the room instead of the board's
+    // generic "not resolved in time", which stays as the backstop.
+    const std::chrono::milliseconds margin = std::min<std::chrono::milliseconds>(
+        config_.options.bootstrap_timeout / 10, std::chrono::milliseconds(250));
+    deadline = it->second.opened + config_.options.bootstrap_timeout - margin;
   }
   PDKV_ASSIGN_OR_RETURN(Instance inst, instance_for(addr, deadline));
   const int64_t dp_size = inst.info.dp_size;
