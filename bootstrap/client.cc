@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "bootstrap/request_auth.h"
+#include "common/host_name.h"
 
 namespace pdkv::bootstrap {
 
@@ -146,6 +147,9 @@ Result<RankEndpoint> endpoint_from(const json& j, int64_t tp_rank) {
                       ? j["engine_rank"].get<int64_t>()
                       : -1;
   e.rank_ip = j["rank_ip"].get<std::string>();
+  if (Status host = check_host_name(e.rank_ip); !host.ok()) {
+    return data_loss("bootstrap: rank entry with a bad rank_ip: " + host.message());
+  }
   e.rank_port = j["rank_port"].get<int64_t>();
   return e;
 }

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/host_name.h"
+
 namespace pdkv::bootstrap {
 namespace {
 
@@ -183,6 +185,11 @@ Result<PrefillRegistration> parse_registration(std::string_view body, std::strin
   read_layout(f, &reg.layout);
   reg.engine_rank = f.integer("engine_rank", 0, kMaxWorldSize - 1);
   reg.rank_ip = f.string("rank_ip", kMaxHostBytes);
+  if (f.status().ok()) {
+    // Decodes connect to it: an entry naming "*" or "host:port" is refused here, once.
+    Status host = check_host_name(reg.rank_ip);
+    if (!host.ok()) f.fail("rank_ip", host.message());
+  }
   reg.rank_port = f.integer("rank_port", 1, 65535);
   if (f.status().ok() && reg.engine_rank >= reg.layout.world_size) {
     f.fail("engine_rank",

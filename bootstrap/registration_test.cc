@@ -45,6 +45,9 @@ TEST(RegistrationTest, EachMalformedFieldIsNamed) {
       {"rank_ip", "", false},
       {"rank_ip", std::string(300, 'a'), false},
       {"rank_ip", json::array(), false},
+      {"rank_ip", "*", false},  // ZeroMQ would bind-style interpret it
+      {"rank_ip", "10.0.0.1:5000", false},
+      {"rank_ip", "evil host", false},
       {"rank_port", 0, false},
       {"rank_port", 70000, false},
       {"rank_port", true, false},

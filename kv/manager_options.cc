@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/config.h"
+#include "common/host_name.h"
 
 namespace pdkv::kv {
 namespace {
@@ -46,6 +47,11 @@ Result<KvManagerOptions> KvManagerOptions::from(const config::Settings& settings
   PDKV_ASSIGN_OR_RETURN(std::string local_ip, config::read_string(settings, "PDKV_LOCAL_IP", ""));
   PDKV_ASSIGN_OR_RETURN(int64_t metrics_port,
                         config::read_int(settings, "PDKV_METRICS_PORT", -1, -1, 65535));
+  PDKV_ASSIGN_OR_RETURN(std::string metrics_host,
+                        config::read_string(settings, "PDKV_METRICS_HOST", "127.0.0.1"));
+  if (Status host = check_host_name(metrics_host); !host.ok()) {
+    return invalid_argument("PDKV_METRICS_HOST: " + host.message());
+  }
   o.bootstrap_timeout = seconds_to_ms(bootstrap_s);
   o.waiting_timeout = seconds_to_ms(waiting_s);
   o.metadata_timeout = seconds_to_ms(metadata_s);
@@ -60,6 +66,7 @@ Result<KvManagerOptions> KvManagerOptions::from(const config::Settings& settings
   o.verify_checksum = checksum;
   o.local_ip = std::move(local_ip);
   o.metrics_port = static_cast<int>(metrics_port);
+  o.metrics_host = std::move(metrics_host);
   return o;
 }
 

@@ -46,6 +46,9 @@ struct KvManagerOptions {
   // joined by whoever embeds the manager, e.g. the Python KVManager); -1 = none, 0 = the
   // one running, else any free port.
   int metrics_port = -1;
+  // Interface that endpoint listens on: loopback unless an operator opens it (a scraper
+  // on another host), since /metrics tells anyone who reads it about the cluster.
+  std::string metrics_host = "127.0.0.1";
 
   // InvalidArgument naming the setting if one is malformed or out of range.
   static Result<KvManagerOptions> from(const config::Settings& settings);

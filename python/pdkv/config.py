@@ -123,6 +123,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PDKV_VERIFY_CHECKSUM", bool, False),
     _s("PDKV_LOCAL_IP", ""),
     _i("PDKV_METRICS_PORT", -1, -1, 65535),
+    _s("PDKV_METRICS_HOST", "127.0.0.1"),
     # route registry (docs/CONFIG.md "route registry")
     _s("PDKV_REGISTRY", "http", ("http", "etcd")),
     _s("PDKV_ETCD_ENDPOINTS", "127.0.0.1:2379"),

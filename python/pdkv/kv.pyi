@@ -135,6 +135,7 @@ class Config:
     verify_checksum: Optional[bool]  # PDKV_VERIFY_CHECKSUM, default False
     local_ip: Optional[str]  # PDKV_LOCAL_IP, default ''
     metrics_port: Optional[int]  # PDKV_METRICS_PORT, default -1
+    metrics_host: Optional[str]  # PDKV_METRICS_HOST, default '127.0.0.1'
     registry: Optional[str]  # PDKV_REGISTRY, default 'http' (http, etcd)
     etcd_endpoints: Optional[str]  # PDKV_ETCD_ENDPOINTS, default '127.0.0.1:2379'
     etcd_prefix: Optional[str]  # PDKV_ETCD_PREFIX, default '/pdkv'

@@ -205,9 +205,8 @@ class NativeManager {
           std::move(config), kv::zmq_channel_factory(settings), directory));
     }
     if (options.metrics_port >= 0) {
-      const std::string host = options.local_ip.empty() ? "0.0.0.0" : options.local_ip;
-      metrics_endpoint_ =
-          value_or_raise(kv::ProcessMetricsEndpoint::acquire(host, options.metrics_port));
+      metrics_endpoint_ = value_or_raise(
+          kv::ProcessMetricsEndpoint::acquire(options.metrics_host, options.metrics_port));
     }
   }
 

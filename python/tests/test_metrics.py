@@ -88,6 +88,18 @@ def scrape(port):
         return r.read().decode()
 
 
+def listening_addresses(port):
+    """IPv4 addresses a socket of this host listens on at `port` (/proc/net/tcp)."""
+    found = set()
+    with open("/proc/net/tcp") as table:
+        for line in table.readlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.split(":")
+            if state == "0A" and int(hex_port, 16) == port:  # 0A = LISTEN
+                found.add(".".join(str(int(address[i:i + 2], 16)) for i in (6, 4, 2, 0)))
+    return found
+
+
 def samples(text):
     """{(sample name, sorted labels): value} and the parsed families."""
     families = list(text_string_to_metric_families(text))
@@ -194,6 +206,8 @@ def test_endpoints_follow_conventions_and_counters_only_grow(cluster):
             pdkv.KVManager(_args(bufs1, 1, 2), "decode", addr, config=cfg) as d1:
         # One endpoint per process: the second manager joined the first one's port.
         assert d0.metrics_port == d1.metrics_port > 0
+        # Loopback unless PDKV_METRICS_HOST opens it: the kernel's own listening table.
+        assert listening_addresses(d0.metrics_port) == {"127.0.0.1"}
         decodes = {0: (d0, bufs0), 1: (d1, bufs1)}
 
         run_round(addr, decodes, commands, replies, [11, 12])
