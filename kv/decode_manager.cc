@@ -436,6 +436,11 @@ void DecodeManager::flush(Outbox& out) {
   }
 }
 
+bool DecodeManager::knows_prefill(const std::string& endpoint) const {
+  MutexLock lock(mu_);
+  return prefills_.count(endpoint) != 0;
+}
+
 void DecodeManager::heard_from(const std::string& endpoint) {
   MutexLock lock(mu_);
   auto it = prefills_.find(endpoint);
@@ -455,7 +460,14 @@ void DecodeManager::on_message(proto::Message message) {
   } else if (auto* abort = std::get_if<proto::Abort>(&message)) {
     on_abort(*abort);
   } else if (auto* ping = std::get_if<proto::Ping>(&message)) {
-    // The prefill probes us too (its liveness check of this rank): answer at once.
+    // The prefill probes us too (its liveness check of this rank): answer at once, but
+    // only a prefill this rank talks to: a Ping names its own reply address, and answering
+    // strangers would open a socket per forged name.
+    if (!knows_prefill(ping->sender.control_endpoint)) {
+      PDKV_LOG_WARN_LIMITED("decode rank {} ignores a Ping from {}, a prefill it does not use",
+                            identity_.engine_rank, ping->sender.control_endpoint);
+      return;
+    }
     proto::Pong pong;
     pong.sender = identity_;
     pong.seq = ping->seq;
@@ -587,6 +599,13 @@ void DecodeManager::on_pong(const proto::Pong& pong) {
     auto it = prefills_.find(endpoint);
     if (it == prefills_.end()) return;
     PrefillPeer& peer = it->second;
+    if (!peer.liveness.answers(pong.seq)) {
+      // Not an answer to any probe of ours: a stranger's Pong must not fail our rooms.
+      PDKV_LOG_WARN_LIMITED(
+          "decode rank {} drops a Pong claiming to be from {}: it answers no probe",
+          identity_.engine_rank, endpoint);
+      return;
+    }
     peer.liveness.heard();
     if (peer.incarnation == 0 || peer.incarnation == pong.sender.incarnation) {
       peer.incarnation = pong.sender.incarnation;

@@ -193,6 +193,8 @@ class DecodeManager {
   // The prefill rank's process is gone (its control connection closed for good).
   void on_peer_gone(const std::string& endpoint) PDKV_EXCLUDES(mu_);
   void heard_from(const std::string& endpoint) PDKV_EXCLUDES(mu_);
+  // True if `endpoint` is a prefill rank this decode resolved for one of its rooms.
+  bool knows_prefill(const std::string& endpoint) const PDKV_EXCLUDES(mu_);
 
   void resolver_loop();
   Status resolve(uint64_t room) PDKV_EXCLUDES(mu_);

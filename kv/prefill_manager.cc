@@ -102,8 +102,8 @@ void PrefillManager::shutdown() {
   if (bootstrap_refresher_.joinable()) bootstrap_refresher_.join();
   // Withdraw the route first, so decodes stop choosing this rank for new rooms.
   if (!rank_info_.control_endpoint.empty()) {
-    Status withdrawn = directory_->unregister_prefill_rank(
-        config_.bootstrap_addr, rank_info_, now() + std::chrono::seconds(1));
+    Status withdrawn = directory_->unregister_prefill_rank(config_.bootstrap_addr, rank_info_,
+                                                           now() + std::chrono::seconds(1));
     if (!withdrawn.ok())
       PDKV_LOG_WARN("prefill rank {}: route not withdrawn: {}", identity_.engine_rank,
                     withdrawn.to_string());
@@ -582,7 +582,17 @@ void PrefillManager::on_abort(const proto::Abort& abort) {
 }
 
 void PrefillManager::on_ping(const proto::Ping& ping) {
-  // heard_from() already counted it; answering must not wait for anything.
+  // heard_from() already counted it; answering must not wait for anything. Only registered
+  // decodes get an answer: a Ping names its own reply address, and answering strangers
+  // would open a socket per forged name.
+  {
+    MutexLock lock(mu_);
+    if (!decodes_.count(ping.sender.control_endpoint)) {
+      PDKV_LOG_WARN_LIMITED("prefill rank {} ignores a Ping from {}, which never registered",
+                            identity_.engine_rank, ping.sender.control_endpoint);
+      return;
+    }
+  }
   proto::Pong pong;
   pong.sender = identity_;
   pong.seq = ping.seq;

@@ -1,0 +1,140 @@
+// A stranger on the control plane, without a cluster secret (nothing authenticates a
+// message's sender field then): the managers run over real ZeroMQ sockets on loopback and
+// the stranger sends forged messages from its own real socket. Whatever it sends, the
+// legitimate room succeeds with its own bytes and the victims open no socket for it.
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "kv/kv_sender.h"
+#include "kv/testing/kv_cluster.h"
+#include "kv/zmq_control_channel.h"
+
+namespace pdkv::kv {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::MemoryDirectory;
+using testing::ModelShape;
+using testing::RankBuffers;
+
+constexpr char kAddr[] = "bootstrap-under-test:8998";
+
+template <typename Pred>
+bool eventually(Pred pred, milliseconds timeout = milliseconds(10000)) {
+  TimePoint deadline = now() + timeout;
+  while (now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return pred();
+}
+
+int open_descriptors() {
+  int n = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  while (readdir(dir) != nullptr) ++n;
+  closedir(dir);
+  return n;
+}
+
+class HostileControlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PrefillManagerConfig p;
+    p.args = pbuf_.args(0);
+    p.bootstrap_addr = kAddr;
+    p.engine = testing::loopback_engine();
+    p.options = testing::fast_options();
+    auto prefill = PrefillManager::create(std::move(p), zmq_channel_factory(), directory_);
+    ASSERT_TRUE(prefill.ok()) << prefill.status().to_string();
+    prefill_ = std::move(prefill).value();
+    DecodeManagerConfig d;
+    d.args = dbuf_.args(0);
+    d.bootstrap_addr = kAddr;
+    d.engine = testing::loopback_engine();
+    d.options = testing::fast_options();
+    auto decode = DecodeManager::create(std::move(d), zmq_channel_factory(), directory_);
+    ASSERT_TRUE(decode.ok()) << decode.status().to_string();
+    decode_ = std::move(decode).value();
+    auto stranger = zmq_channel_factory()("127.0.0.1", ChannelCallbacks{[](proto::Message) {}, {}});
+    ASSERT_TRUE(stranger.ok()) << stranger.status().to_string();
+    stranger_ = std::move(stranger).value();
+  }
+  void TearDown() override {
+    if (stranger_) stranger_->stop();
+  }
+
+  // Opens room `room` on both sides and waits until the prefill holds its pre-allocation.
+  void bootstrap(uint64_t room, const std::vector<int64_t>& src, const std::vector<int64_t>& dst) {
+    pbuf_.fill_request(src);
+    sender_ = std::make_unique<KVSender>(*prefill_, room);
+    ASSERT_TRUE(sender_->init(static_cast<int64_t>(src.size()), 0).ok());
+    receiver_ = std::make_unique<KVReceiver>(*decode_, room);
+    ASSERT_TRUE(receiver_->init().ok());
+    ASSERT_TRUE(receiver_->send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+    ASSERT_TRUE(eventually([&] { return sender_->poll() == RoomState::kWaitingForInput; }));
+  }
+  void finish_and_check(const std::vector<int64_t>& src, const std::vector<int64_t>& dst) {
+    ASSERT_TRUE(sender_->send(src).ok());
+    ASSERT_TRUE(eventually([&] { return receiver_->poll() == RoomState::kSuccess; }))
+        << receiver_->failure().to_string();
+    EXPECT_TRUE(dbuf_.holds_request(dst));
+    EXPECT_TRUE(eventually([&] { return sender_->poll() == RoomState::kSuccess; }));
+  }
+
+  ModelShape shape_;
+  RankBuffers pbuf_{shape_, 1, 0, 32};
+  RankBuffers dbuf_{shape_, 1, 0, 32};
+  std::shared_ptr<MemoryDirectory> directory_ = std::make_shared<MemoryDirectory>();
+  std::unique_ptr<PrefillManager> prefill_;
+  std::unique_ptr<DecodeManager> decode_;
+  std::unique_ptr<ControlChannel> stranger_;
+  std::unique_ptr<KVSender> sender_;
+  std::unique_ptr<KVReceiver> receiver_;
+};
+
+TEST_F(HostileControlTest, ForgedPongsClaimingAPrefillRestartFailNoRoom) {
+  const std::vector<int64_t> src{3, 9, 4}, dst{7, 1, 20};
+  bootstrap(61, src, dst);
+  // Let the decode hear the real prefill's Pongs first: it knows its incarnation now, so
+  // a Pong naming the same endpoint with another incarnation reads as a restart.
+  std::this_thread::sleep_for(4 * testing::fast_options().heartbeat_interval);
+  proto::Pong forged;
+  forged.sender.control_endpoint = prefill_->control_endpoint();
+  forged.sender.engine_rank = 0;
+  forged.sender.incarnation = 0x5eed;
+  for (uint64_t seq = 0; seq < 64; ++seq) {
+    forged.seq = seq < 32 ? seq : seq * 0x9e3779b97f4a7c15ull;  // small and scattered guesses
+    ASSERT_TRUE(stranger_->send(decode_->control_endpoint(), forged).ok());
+  }
+  std::this_thread::sleep_for(4 * testing::fast_options().heartbeat_interval);
+  EXPECT_EQ(receiver_->poll(), RoomState::kWaitingForInput) << receiver_->failure().to_string();
+  finish_and_check(src, dst);
+}
+
+TEST_F(HostileControlTest, PingsFromStrangersGetNoAnswerAndNoSocket) {
+  const std::vector<int64_t> src{1, 2}, dst{30, 31};
+  bootstrap(62, src, dst);
+  const int before = open_descriptors();
+  proto::Ping ping;
+  ping.sender.engine_rank = 0;
+  ping.sender.incarnation = 1;
+  for (int i = 0; i < 200; ++i) {
+    // Reply addresses nobody listens on: answering would open a socket each, and a send
+    // towards each could stall the victim's receive thread.
+    ping.sender.control_endpoint = "tcp://127.0.0.1:" + std::to_string(1 + i);
+    ping.seq = static_cast<uint64_t>(i);
+    ASSERT_TRUE(stranger_->send(decode_->control_endpoint(), ping).ok());
+    ASSERT_TRUE(stranger_->send(prefill_->control_endpoint(), ping).ok());
+  }
+  // The stranger's own channel holds sockets to the two victims only.
+  std::this_thread::sleep_for(milliseconds(1000));
+  EXPECT_LT(open_descriptors() - before, 40) << "the victims opened sockets for strangers";
+  finish_and_check(src, dst);
+}
+
+}  // namespace
+}  // namespace pdkv::kv
