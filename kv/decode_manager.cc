@@ -247,6 +247,21 @@ Result<DecodeManager::Instance> DecodeManager::instance_for(const std::string& a
   return instances_.try_emplace(addr, std::move(inst)).first->second;
 }
 
+DecodeManager::PrefillPeer& DecodeManager::register_once(const Target& target,
+                                                         const std::string& bootstrap_addr,
+                                                         Outbox& out) {
+  PrefillPeer& peer = prefills_[target.endpoint];
+  if (!peer.registration_sent) {
+    peer.bootstrap_addr = bootstrap_addr;
+    peer.tp_rank = target.route.prefill_tp_rank;
+    peer.liveness.heard();
+    peer.registration_sent = true;
+    peer.registration_sent_at = now();
+    out.add(target.endpoint, registration());
+  }
+  return peer;
+}
+
 Status DecodeManager::resolve(uint64_t room) {
   std::string addr;
   std::optional<int64_t> dp_rank;
@@ -310,7 +325,12 @@ Status DecodeManager::resolve(uint64_t room) {
       abort.sender = identity_;
       abort.reason = *r.abort_after_resolve;
       abort.cause = static_cast<uint8_t>(FailureCause::kAbortedLocally);
-      for (const Target& t : r.targets) out.add(t.endpoint, abort);
+      for (const Target& t : r.targets) {
+        // A prefill takes an Abort only from a decode that registered with it: register
+        // first (same socket, so in order) if this room is the first to reach it.
+        register_once(t, addr, out);
+        out.add(t.endpoint, abort);
+      }
       drop_room(room);
     }
   }
@@ -324,17 +344,9 @@ Status DecodeManager::resolve(uint64_t room) {
     if (it == rooms_.end()) return Status();
     Room& r = it->second;
     for (const Target& t : r.targets) {
-      PrefillPeer& peer = prefills_[t.endpoint];
+      const PrefillPeer& peer = register_once(t, addr, out);
       if (!peer.refused.ok())
         refused = "prefill " + t.endpoint + " refused this decode: " + peer.refused.message();
-      if (!peer.registration_sent) {
-        peer.bootstrap_addr = addr;
-        peer.tp_rank = t.route.prefill_tp_rank;
-        peer.liveness.heard();
-        peer.registration_sent = true;
-        peer.registration_sent_at = now();
-        out.add(t.endpoint, registration());
-      }
     }
     if (refused.empty()) {
       board_.advance(room, RoomState::kWaitingForInput);
@@ -627,6 +639,21 @@ void DecodeManager::on_pong(const proto::Pong& pong) {
 }
 
 void DecodeManager::on_abort(const proto::Abort& abort) {
+  {
+    // Only a prefill rank this room was resolved to may end it: anyone else's Abort (a
+    // stranger's, or another instance's naming a room it does not serve) is dropped.
+    MutexLock lock(mu_);
+    auto it = rooms_.find(abort.room);
+    const bool from_target =
+        it != rooms_.end() &&
+        std::any_of(it->second.targets.begin(), it->second.targets.end(),
+                    [&](const Target& t) { return t.endpoint == abort.sender.control_endpoint; });
+    if (!from_target) {
+      PDKV_LOG_WARN_LIMITED("decode rank {} drops an Abort of room {} from {}: not its prefill",
+                            identity_.engine_rank, abort.room, abort.sender.control_endpoint);
+      return;
+    }
+  }
   // A cause this build does not know still is the prefill giving up on the room.
   const FailureCause cause =
       as_seen_by_peer(failure_cause_from_wire(abort.cause).value_or(FailureCause::kAbortedByPeer));

@@ -195,6 +195,10 @@ class DecodeManager {
   void heard_from(const std::string& endpoint) PDKV_EXCLUDES(mu_);
   // True if `endpoint` is a prefill rank this decode resolved for one of its rooms.
   bool knows_prefill(const std::string& endpoint) const PDKV_EXCLUDES(mu_);
+  // The prefill peer of `target`, sending it this rank's registration (into `out`) if
+  // nothing did yet: it takes pre-allocations and aborts only from registered decodes.
+  PrefillPeer& register_once(const Target& target, const std::string& bootstrap_addr, Outbox& out)
+      PDKV_REQUIRES(mu_);
 
   void resolver_loop();
   Status resolve(uint64_t room) PDKV_EXCLUDES(mu_);

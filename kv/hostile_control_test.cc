@@ -136,5 +136,25 @@ TEST_F(HostileControlTest, PingsFromStrangersGetNoAnswerAndNoSocket) {
   finish_and_check(src, dst);
 }
 
+TEST_F(HostileControlTest, AbortsFromRanksThatDoNotServeTheRoomAreDropped) {
+  const std::vector<int64_t> src{5, 6, 7}, dst{10, 11, 12};
+  bootstrap(63, src, dst);
+  proto::Abort abort;
+  abort.room = 63;
+  abort.reason = "forged";
+  abort.cause = static_cast<uint8_t>(FailureCause::kAbortedLocally);
+  // As itself (a rank that never registered) and under a made-up rank's name.
+  for (const std::string& name : {stranger_->endpoint(), std::string("tcp://127.0.0.1:9")}) {
+    abort.sender.control_endpoint = name;
+    abort.sender.incarnation = 77;
+    ASSERT_TRUE(stranger_->send(decode_->control_endpoint(), abort).ok());
+    ASSERT_TRUE(stranger_->send(prefill_->control_endpoint(), abort).ok());
+  }
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_EQ(receiver_->poll(), RoomState::kWaitingForInput) << receiver_->failure().to_string();
+  EXPECT_EQ(sender_->poll(), RoomState::kWaitingForInput) << sender_->failure().to_string();
+  finish_and_check(src, dst);
+}
+
 }  // namespace
 }  // namespace pdkv::kv

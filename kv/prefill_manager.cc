@@ -564,8 +564,20 @@ void PrefillManager::on_abort(const proto::Abort& abort) {
       as_seen_by_peer(failure_cause_from_wire(abort.cause).value_or(FailureCause::kAbortedByPeer));
   {
     MutexLock lock(mu_);
+    // Only a registered decode (this incarnation) may abort, and only a room it
+    // pre-allocated once the room has its destinations: anyone else's Abort is dropped.
     auto peer = decodes_.find(abort.sender.control_endpoint);
-    if (peer != decodes_.end()) peer->second.liveness.heard();
+    auto known = rooms_.find(abort.room);
+    if (peer == decodes_.end() ||
+        peer->second.registration.decode.incarnation != abort.sender.incarnation ||
+        (known != rooms_.end() && !known->second.destinations.empty() &&
+         !known->second.destinations.count(abort.sender.control_endpoint))) {
+      PDKV_LOG_WARN_LIMITED(
+          "prefill rank {} drops an Abort of room {} from {}: not a decode of that room",
+          identity_.engine_rank, abort.room, abort.sender.control_endpoint);
+      return;
+    }
+    peer->second.liveness.heard();
     if (ended_.find(abort.room, now())) return;  // ended here already (e.g. our own abort)
     if (!board_.get(abort.room)) {
       // No KVSender yet: keep the abort (like an early pre-allocation, dropped after the
