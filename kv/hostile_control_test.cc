@@ -156,5 +156,22 @@ TEST_F(HostileControlTest, AbortsFromRanksThatDoNotServeTheRoomAreDropped) {
   finish_and_check(src, dst);
 }
 
+TEST_F(HostileControlTest, PreAllocationsFromUnregisteredRanksTouchNoRoom) {
+  const std::vector<int64_t> src{8, 9}, dst{2, 3};
+  bootstrap(64, src, dst);
+  proto::PreAllocation pre;
+  pre.room = 64;
+  pre.dst_kv_pages = {0, 1};  // another request's pages, were it accepted
+  for (const std::string& name : {stranger_->endpoint(), decode_->control_endpoint()}) {
+    // As itself, then as the real decode with another incarnation.
+    pre.decode.control_endpoint = name;
+    pre.decode.incarnation = 0xbad;
+    ASSERT_TRUE(stranger_->send(prefill_->control_endpoint(), pre).ok());
+  }
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_EQ(sender_->poll(), RoomState::kWaitingForInput) << sender_->failure().to_string();
+  finish_and_check(src, dst);
+}
+
 }  // namespace
 }  // namespace pdkv::kv

@@ -501,6 +501,22 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
   const uint64_t room = pre.room;
   Status refused;
   FailureCause refused_cause = FailureCause::kBadPreAllocation;
+  {
+    // Only a registered decode (this incarnation) is answered or may touch a room: a
+    // pre-allocation naming anyone else is dropped, so a stranger can neither fail a room
+    // with one nor make this rank send to an address it chose. (A real decode registers
+    // first and pre-allocates only once the registration was answered.)
+    MutexLock lock(mu_);
+    auto peer = decodes_.find(key);
+    if (peer == decodes_.end() ||
+        peer->second.registration.decode.incarnation != pre.decode.incarnation) {
+      PDKV_LOG_WARN_LIMITED("prefill rank {} drops a pre-allocation of room {} from {}: {}",
+                            identity_.engine_rank, room, key,
+                            peer == decodes_.end() ? "it never registered here"
+                                                   : "an earlier incarnation registered");
+      return;
+    }
+  }
   if (auto ended = ended_.find(room, now())) {
     // Crossed our failure on the wire: answer with it instead of opening a room.
     proto::TransferStatus status = failed_status(room, *ended);
@@ -513,10 +529,7 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
     MutexLock lock(mu_);
     auto peer = decodes_.find(key);
     if (peer == decodes_.end()) {
-      refused = failed_precondition("pre-allocation from decode " + key +
-                                    " which never registered its buffers here");
-    } else if (peer->second.registration.decode.incarnation != pre.decode.incarnation) {
-      refused = failed_precondition("pre-allocation from an earlier incarnation of decode " + key);
+      return;  // unregistered meanwhile (it was found gone): nothing to answer
     } else if (!peer->second.layout_status.ok()) {
       refused = peer->second.layout_status;
       refused_cause = FailureCause::kLayoutMismatch;
