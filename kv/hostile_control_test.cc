@@ -15,21 +15,12 @@ namespace pdkv::kv {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::eventually;
 using testing::MemoryDirectory;
 using testing::ModelShape;
 using testing::RankBuffers;
 
 constexpr char kAddr[] = "bootstrap-under-test:8998";
-
-template <typename Pred>
-bool eventually(Pred pred, milliseconds timeout = milliseconds(10000)) {
-  TimePoint deadline = now() + timeout;
-  while (now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return pred();
-}
 
 int open_descriptors() {
   int n = 0;

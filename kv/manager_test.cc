@@ -15,22 +15,13 @@ namespace pdkv::kv {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::eventually;
 using testing::InProcessBus;
 using testing::MemoryDirectory;
 using testing::ModelShape;
 using testing::RankBuffers;
 
 constexpr char kAddr[] = "bootstrap-under-test:8998";
-
-template <typename Pred>
-bool eventually(Pred pred, milliseconds timeout = milliseconds(10000)) {
-  TimePoint deadline = now() + timeout;
-  while (now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return pred();
-}
 
 std::vector<int64_t> shuffled_pages(int64_t count, int64_t capacity, uint32_t seed) {
   std::vector<int64_t> all(static_cast<size_t>(capacity));

@@ -3,15 +3,29 @@
 // byte is detected, and helpers to build prefill/decode managers over one in-process bus.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "kv/decode_manager.h"
 #include "kv/prefill_manager.h"
 #include "kv/testing/in_process_channel.h"
 
 namespace pdkv::kv::testing {
+
+// Polls `pred` every 5 ms until it holds or `timeout` passes; returns its last value.
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) {
+  const TimePoint deadline = now() + timeout;
+  while (now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return pred();
+}
 
 struct ModelShape {
   int64_t layers = 2;
