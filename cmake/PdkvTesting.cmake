@@ -1,3 +1,7 @@
+# The one TSan suppression list (common/testing/tsan_suppressions.cc): test binaries that use
+# real ZeroMQ, libsodium or cpp-httplib list it among their sources.
+set(PDKV_TSAN_SUPPRESSIONS ${PROJECT_SOURCE_DIR}/common/testing/tsan_suppressions.cc)
+
 # pdkv_add_test(<name> SOURCES <files...> LIBS <targets...> [TIMEOUT <s>] [SERIAL])
 # Builds a GoogleTest binary in build/bin and registers each of its tests with CTest.
 # Tests that start processes find them in build/bin through PDKV_BIN_DIR.
