@@ -428,18 +428,22 @@ void PrefillManager::resend_statuses() {
 
 // --- control plane -----------------------------------------------------------------
 
-void PrefillManager::heard_from(const std::string& endpoint, uint64_t incarnation) {
+PrefillManager::DecodePeer* PrefillManager::registered_decode(const proto::RankIdentity& sender) {
+  auto peer = decodes_.find(sender.control_endpoint);
+  if (peer == decodes_.end() || peer->second.registration.decode.incarnation != sender.incarnation)
+    return nullptr;
+  return &peer->second;
+}
+
+void PrefillManager::heard_from(const proto::RankIdentity& sender) {
   MutexLock lock(mu_);
-  auto peer = decodes_.find(endpoint);
-  if (peer != decodes_.end() && peer->second.registration.decode.incarnation == incarnation) {
-    peer->second.liveness.heard();
-  }
+  if (DecodePeer* peer = registered_decode(sender)) peer->liveness.heard();
 }
 
 void PrefillManager::on_message(proto::Message message) {
   if (stopping_) return;
   if (const proto::RankIdentity* sender = sender_of(message)) {
-    heard_from(sender->control_endpoint, sender->incarnation);
+    heard_from(*sender);
   }
   if (auto* reg = std::get_if<proto::BufferRegistration>(&message)) {
     on_registration(std::move(*reg));
@@ -507,13 +511,11 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
     // with one nor make this rank send to an address it chose. (A real decode registers
     // first and pre-allocates only once the registration was answered.)
     MutexLock lock(mu_);
-    auto peer = decodes_.find(key);
-    if (peer == decodes_.end() ||
-        peer->second.registration.decode.incarnation != pre.decode.incarnation) {
-      PDKV_LOG_WARN_LIMITED("prefill rank {} drops a pre-allocation of room {} from {}: {}",
-                            identity_.engine_rank, room, key,
-                            peer == decodes_.end() ? "it never registered here"
-                                                   : "an earlier incarnation registered");
+    if (registered_decode(pre.decode) == nullptr) {
+      PDKV_LOG_WARN_LIMITED(
+          "prefill rank {} drops a pre-allocation of room {} from {}: not a registered decode "
+          "(or not the incarnation that registered)",
+          identity_.engine_rank, room, key);
       return;
     }
   }
@@ -527,15 +529,15 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
   }
   {
     MutexLock lock(mu_);
-    auto peer = decodes_.find(key);
-    if (peer == decodes_.end()) {
-      return;  // unregistered meanwhile (it was found gone): nothing to answer
-    } else if (!peer->second.layout_status.ok()) {
-      refused = peer->second.layout_status;
+    DecodePeer* peer = registered_decode(pre.decode);
+    if (peer == nullptr) {
+      return;  // gone or registered anew meanwhile: nothing to answer
+    } else if (!peer->layout_status.ok()) {
+      refused = peer->layout_status;
       refused_cause = FailureCause::kLayoutMismatch;
     } else {
-      peer->second.liveness.heard();
-      auto plan = DestinationPlan::create(config_.args, peer->second.registration, std::move(pre));
+      // heard_from() counted the message already (same registered sender).
+      auto plan = DestinationPlan::create(config_.args, peer->registration, std::move(pre));
       if (!plan.ok()) {
         refused = plan.status();
         if (refused.code() == StatusCode::kOutOfRange) refused_cause = FailureCause::kOutOfRange;
@@ -579,18 +581,15 @@ void PrefillManager::on_abort(const proto::Abort& abort) {
     MutexLock lock(mu_);
     // Only a registered decode (this incarnation) may abort, and only a room it
     // pre-allocated once the room has its destinations: anyone else's Abort is dropped.
-    auto peer = decodes_.find(abort.sender.control_endpoint);
+    DecodePeer* peer = registered_decode(abort.sender);
     auto known = rooms_.find(abort.room);
-    if (peer == decodes_.end() ||
-        peer->second.registration.decode.incarnation != abort.sender.incarnation ||
-        (known != rooms_.end() && !known->second.destinations.empty() &&
-         !known->second.destinations.count(abort.sender.control_endpoint))) {
+    if (peer == nullptr || (known != rooms_.end() && !known->second.destinations.empty() &&
+                            !known->second.destinations.count(abort.sender.control_endpoint))) {
       PDKV_LOG_WARN_LIMITED(
           "prefill rank {} drops an Abort of room {} from {}: not a decode of that room",
           identity_.engine_rank, abort.room, abort.sender.control_endpoint);
       return;
     }
-    peer->second.liveness.heard();
     if (ended_.find(abort.room, now())) return;  // ended here already (e.g. our own abort)
     if (!board_.get(abort.room)) {
       // No KVSender yet: keep the abort (like an early pre-allocation, dropped after the

@@ -181,7 +181,10 @@ class PrefillManager {
   void flush(Outbox& out) PDKV_EXCLUDES(mu_);
   void resend_statuses() PDKV_EXCLUDES(mu_);
   // Any message from a decode rank is a sign of life.
-  void heard_from(const std::string& endpoint, uint64_t incarnation) PDKV_EXCLUDES(mu_);
+  void heard_from(const proto::RankIdentity& sender) PDKV_EXCLUDES(mu_);
+  // The decode that registered here as `sender` (same endpoint and incarnation), or null:
+  // only such a decode is heard, answered, or may pre-allocate or abort a room.
+  DecodePeer* registered_decode(const proto::RankIdentity& sender) PDKV_REQUIRES(mu_);
 
   void timer_loop();
   // Registers this rank with the bootstrap server again every bootstrap_refresh: a
