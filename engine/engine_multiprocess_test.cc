@@ -265,6 +265,78 @@ TEST(EngineMultiProcess, StridedRunsAreWrittenExactlyAndCheckedPieceByPiece) {
   EXPECT_TRUE(peer.process->ping().ok());
 }
 
+// Fencing (issue 15): a receiver that requires write grants admits a block only under a
+// live grant that covers it. Blocks without a grant, under an unknown or revoked grant, or
+// reaching past their grant are refused whole and write nothing; after a revoke the same
+// bytes granted under a new id take the new writer's bytes and refuse the old one's.
+TEST(EngineMultiProcess, WritesLandOnlyUnderALiveGrantThatCoversThem) {
+  std::vector<uint8_t> src(1 << 20);
+  fill_pattern(src.data(), src.size(), kSourceSeed);
+  Peer peer = start_peer(320 << 10, {{4 << 10, 256 << 10}}, {"PDKV_PEER_REQUIRE_GRANTS=1"});
+  const uint64_t kA = 0x1111222233334444;
+  const uint64_t kB = 0x5555666677778888;
+  const uint64_t kC = 0x9999aaaabbbbcccc;
+  ASSERT_TRUE(peer.process->grant(kA, 4 << 10, 64 << 10).ok());
+  ASSERT_TRUE(peer.process->grant(kB, 132 << 10, 64 << 10).ok());
+  auto engine = make_engine(2);
+  auto session = engine->open_session(peer.process->endpoint());
+  ASSERT_TRUE(session.ok());
+  const uint64_t base = peer.process->remote_base();
+  const uint64_t s = reinterpret_cast<uint64_t>(src.data());
+  auto refused = [&](const std::vector<WriteBlock>& blocks, uint32_t bad_block) {
+    auto batch = engine->submit(*session, blocks);
+    ASSERT_TRUE(batch.ok());
+    auto st = engine->wait(*batch, kGenerous);
+    ASSERT_TRUE(st.ok());
+    ASSERT_EQ(st->state, BatchState::kFailed);
+    EXPECT_EQ(st->error.code(), StatusCode::kOutOfRange) << st->error.to_string();
+    EXPECT_NE(st->error.message().find("block " + std::to_string(bad_block)), std::string::npos)
+        << st->error.message();
+    (void)engine->release(*batch);
+    EXPECT_EQ(first_pattern_mismatch(peer.buffer->data(), peer.buffer->size(), kCanarySeed),
+              peer.buffer->size());
+  };
+  {
+    SCOPED_TRACE("no grant");
+    refused({{s, base + (4 << 10), 4096, 0}}, 0);
+  }
+  {
+    SCOPED_TRACE("grant A into B's bytes");
+    refused({{s, base + (4 << 10), 4096, kA}, {s, base + (132 << 10), 4096, kA}}, 1);
+  }
+  {
+    SCOPED_TRACE("unknown grant");
+    refused({{s, base + (4 << 10), 4096, 0x42}}, 0);
+  }
+  {
+    SCOPED_TRACE("strided run leaving grant A");
+    std::vector<WriteBlock> run;
+    for (uint64_t k = 0; k < 5; ++k)
+      run.push_back({s + k * 512, base + (52 << 10) + k * 4096, 512, kA});
+    refused(run, 4);
+  }
+  // Both grants in one batch (a batch mixes rooms): every byte lands where it should.
+  std::vector<WriteBlock> both = {{s, base + (4 << 10), 64 << 10, kA},
+                                  {s + (64 << 10), base + (132 << 10), 64 << 10, kB}};
+  ASSERT_EQ(engine->transfer_sync(*session, both), 0);
+  expect_image(peer, both, src.data(), s);
+
+  // A revoked, its bytes re-granted under C: the old writer's late batch is refused, the
+  // new one's lands, and the old one's bytes are not there.
+  fill_pattern(peer.buffer->data(), peer.buffer->size(), kCanarySeed);
+  ASSERT_TRUE(peer.process->revoke_grant(kA).ok());
+  ASSERT_TRUE(peer.process->grant(kC, 4 << 10, 64 << 10).ok());
+  {
+    SCOPED_TRACE("late write under revoked grant A");
+    refused({{s + (128 << 10), base + (4 << 10), 64 << 10, kA}}, 0);
+  }
+  std::vector<WriteBlock> fresh = {{s + (256 << 10), base + (4 << 10), 64 << 10, kC}};
+  ASSERT_EQ(engine->transfer_sync(*session, fresh), 0);
+  expect_image(peer, fresh, src.data(), s);
+  EXPECT_EQ(peer.process->revoke_grant(kA).code(), StatusCode::kInternal);  // not live any more
+  EXPECT_TRUE(peer.process->ping().ok());
+}
+
 TEST(EngineMultiProcess, KilledReceiverFailsBatchQuicklyAndOtherPeerStillWorks) {
   const size_t bytes = 256u << 20;
   std::vector<uint8_t> src(bytes);

@@ -65,6 +65,12 @@ struct EngineOptions {
   // mutual challenge-response handshake and a peer that fails it neither receives nor
   // writes a byte. Null: unauthenticated (warned once at create()).
   std::shared_ptr<const ClusterKey> cluster_key;
+  // Peers write only under a live write grant (write_grant.h) that covers the bytes:
+  // the KV managers turn this on (each room grants its own pages), so a peer writes only
+  // into pages granted to its room and a rank that only sends accepts no write at all.
+  // Off, any write into registered memory is accepted (the engine as a plain copier:
+  // benchmarks, tests).
+  bool require_write_grants = false;
   // The explicit settings these options were read with (from()): a backend reads its own
   // options (ShmOptions, UcxOptions) through them, so code-given values reach it too.
   config::Settings settings;

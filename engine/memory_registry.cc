@@ -124,6 +124,164 @@ void MemoryRegistry::unpin(uint64_t epoch) const {
   }
 }
 
+// --- write grants ---
+
+struct MemoryRegistry::Admission::GrantState {
+  uint64_t id = 0;
+  WriteGrant grant;
+  uint64_t pins = 0;  // admitted writes still landing (guarded by the registry's mu_)
+  bool revoked = false;
+  std::function<void()> on_drained;
+};
+
+void MemoryRegistry::set_require_grants(bool on) {
+  MutexLock lock(mu_);
+  require_grants_ = on;
+}
+
+bool MemoryRegistry::requires_grants() const {
+  MutexLock lock(mu_);
+  return require_grants_;
+}
+
+Status MemoryRegistry::add_grant(uint64_t id, WriteGrant grant) {
+  if (id == 0) return invalid_argument("write grant: id 0 means 'no grant'");
+  PDKV_RETURN_IF_ERROR(normalize_grant(grant));
+  auto state = std::make_shared<Admission::GrantState>();
+  state->id = id;
+  state->grant = std::move(grant);
+  MutexLock lock(mu_);
+  // A grant opens registered memory only: checked once here, so admit() need not.
+  Status outside;
+  for_each_granted_range(state->grant, [&](uint64_t addr, uint64_t length) {
+    uint64_t bad = 0;
+    if (outside.ok() && !covered(addr, length, &bad)) {
+      outside = invalid_argument(
+          fmt::format("write grant: {}+{} is not in registered memory (first bad address {})",
+                      hex(addr), length, hex(bad)));
+    }
+  });
+  PDKV_RETURN_IF_ERROR(outside);
+  if (!grants_.emplace(id, std::move(state)).second) {
+    return failed_precondition(fmt::format("write grant {:#x} is already live", id));
+  }
+  return Status();
+}
+
+Status MemoryRegistry::revoke_grant(uint64_t id, std::function<void()> on_drained) {
+  {
+    MutexLock lock(mu_);
+    auto it = grants_.find(id);
+    if (it == grants_.end()) return not_found(fmt::format("write grant {:#x} is not live", id));
+    std::shared_ptr<Admission::GrantState> state = std::move(it->second);
+    grants_.erase(it);
+    state->revoked = true;
+    if (state->pins > 0) {
+      state->on_drained = std::move(on_drained);
+      return Status();
+    }
+  }
+  if (on_drained) on_drained();
+  return Status();
+}
+
+size_t MemoryRegistry::grant_count() const {
+  MutexLock lock(mu_);
+  return grants_.size();
+}
+
+bool MemoryRegistry::admits(const WriteRun& run, const Admission::GrantState* grant,
+                            uint64_t* first_bad) const {
+  auto ok = [&](uint64_t addr, uint64_t length) {
+    if (!covered(addr, length, first_bad)) return false;
+    return grant == nullptr || grant_covers(grant->grant, addr, length, first_bad);
+  };
+  if (run.pieces == 0) {
+    *first_bad = run.addr;
+    return false;
+  }
+  const uint64_t max = std::numeric_limits<uint64_t>::max();
+  if (run.stride != 0 && run.pieces - 1 > (max - run.addr) / run.stride) {
+    *first_bad = run.addr;
+    return false;
+  }
+  const uint64_t last = run.addr + (run.pieces - 1) * run.stride;
+  if (last > max - run.length) {
+    *first_bad = run.addr;
+    return false;
+  }
+  // One pass over the whole span; a run crossing a gap is then checked piece by piece,
+  // since only the bytes it writes must be registered and granted.
+  if (ok(run.addr, last + run.length - run.addr)) return true;
+  if (run.pieces == 1) return false;
+  for (uint64_t k = 0; k < run.pieces; ++k) {
+    if (!ok(run.addr + k * run.stride, run.length)) return false;
+  }
+  return true;
+}
+
+size_t MemoryRegistry::admit(std::span<const WriteRun> runs, Admission& admission,
+                             uint64_t* first_bad) const {
+  admission.release();
+  uint64_t bad = 0;
+  MutexLock lock(mu_);
+  auto& held = admission.grants_;
+  held.clear();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const WriteRun& run = runs[i];
+    const Admission::GrantState* grant = nullptr;
+    if (run.grant != 0 || require_grants_) {
+      // Runs of one grant come together: look each grant up once per stretch.
+      if (!held.empty() && held.back()->id == run.grant) {
+        grant = held.back().get();
+      } else {
+        auto it = grants_.find(run.grant);
+        if (it == grants_.end()) {
+          held.clear();
+          if (first_bad != nullptr) *first_bad = run.addr;
+          return i;
+        }
+        held.push_back(it->second);
+        grant = it->second.get();
+      }
+    }
+    if (!admits(run, grant, &bad)) {
+      held.clear();
+      if (first_bad != nullptr) *first_bad = bad;
+      return i;
+    }
+  }
+  for (auto& g : held) ++g->pins;
+  ++pins_[epoch_];
+  admission.epoch_ = epoch_;
+  admission.registry_ = this;
+  return runs.size();
+}
+
+void MemoryRegistry::release(Admission& admission) const {
+  std::vector<std::function<void()>> drained;
+  {
+    MutexLock lock(mu_);
+    for (auto& g : admission.grants_) {
+      if (--g->pins == 0 && g->revoked && g->on_drained)
+        drained.push_back(std::move(g->on_drained));
+    }
+    auto it = pins_.find(admission.epoch_);
+    if (it != pins_.end() && --it->second == 0) {
+      pins_.erase(it);
+      pins_cv_.notify_all();
+    }
+  }
+  admission.grants_.clear();
+  admission.registry_ = nullptr;
+  for (auto& fn : drained) fn();
+}
+
+void MemoryRegistry::Admission::release() {
+  if (registry_ != nullptr) registry_->release(*this);
+  grants_.clear();
+}
+
 MemoryRegistry::WritePin::WritePin(const MemoryRegistry* registry, uint64_t epoch)
     : registry_(registry), epoch_(epoch) {}
 

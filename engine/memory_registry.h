@@ -12,16 +12,27 @@
 // fail) and then waits until every pin taken before that point is gone, so memory is
 // never written after remove() returns.
 //
+// Write grants (write_grant.h): with require_grants on, a write is admitted only if it
+// names a live grant whose items cover it (and lies in registered memory, as always); a
+// write that names a grant is checked against it even when grants are not required.
+// revoke_grant() unlinks a grant at once (later writes naming it are refused) and reports
+// when the writes admitted under it before have landed, so a room's pages can be reused
+// without a late write of the old room landing in them.
+//
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "common/mutex.h"
 #include "common/status.h"
+#include "engine/write_grant.h"
 
 namespace pdkv::engine {
 
@@ -30,10 +41,12 @@ struct Region {
   uint64_t length = 0;
 };
 
-// One destination range as a receiver sees it.
+// One destination range as a receiver sees it, and the write grant it lands under (0 =
+// none; ignored by check_all(), which asks about registered memory only).
 struct DstRange {
   uint64_t addr = 0;
   uint64_t length = 0;
+  uint64_t grant = 0;
 };
 
 class MemoryRegistry {
@@ -57,6 +70,55 @@ class MemoryRegistry {
 
   std::vector<Region> regions() const;
 
+  // --- write grants ---
+  // Off by default (the engine alone is a memory-to-memory copier); the KV managers turn
+  // it on, so a peer writes only into what a room granted.
+  void set_require_grants(bool on);
+  bool requires_grants() const;
+  // InvalidArgument for id 0, a malformed grant or a granted byte outside registered
+  // memory; AlreadyExists if `id` is live. Normalizes the grant (write_grant.h).
+  Status add_grant(uint64_t id, WriteGrant grant);
+  // Unlinks the grant. `on_drained` (may be empty) runs exactly once, when no write
+  // admitted under the grant is still landing: at once on this thread if none is, else
+  // on the receiver thread whose write finishes last (it must be short and not block).
+  // NotFound if `id` is not live (on_drained is then not called).
+  Status revoke_grant(uint64_t id, std::function<void()> on_drained);
+  size_t grant_count() const;
+
+  // One incoming write as a receiver sees it: `pieces` writes of `length` bytes, the i-th
+  // at addr + i * stride, under `grant` (0 = none).
+  struct WriteRun {
+    uint64_t addr = 0;
+    uint64_t length = 0;
+    uint64_t pieces = 1;
+    uint64_t stride = 0;
+    uint64_t grant = 0;
+  };
+  // What admit() pinned for one part; release() (or the destructor) drops it once the
+  // part's bytes landed. Reusable: a receiver keeps one per connection, so its vector's
+  // capacity is reused and the hot path does not allocate.
+  class Admission {
+   public:
+    Admission() = default;
+    Admission(const Admission&) = delete;
+    Admission& operator=(const Admission&) = delete;
+    ~Admission() { release(); }
+    void release();
+
+   private:
+    friend class MemoryRegistry;
+    struct GrantState;
+    const MemoryRegistry* registry_ = nullptr;  // set while pinned
+    uint64_t epoch_ = 0;
+    std::vector<std::shared_ptr<GrantState>> grants_;
+  };
+  // Checks every run (registered memory; its grant, when grants are required or the run
+  // names one) under one lock. Returns runs.size() and pins (unregister and revoke wait
+  // for `admission`) if all are admitted; else the index of the first refused run, with
+  // its first refused address in *first_bad, and pins nothing. `admission` must be
+  // released. A refusal names nothing outside the run itself: an address in the run.
+  size_t admit(std::span<const WriteRun> runs, Admission& admission, uint64_t* first_bad) const;
+
   // RAII: keeps remove() from returning while a validated write is in progress.
   class WritePin {
    public:
@@ -77,12 +139,18 @@ class MemoryRegistry {
   // Caller holds mu_.
   bool covered(uint64_t addr, uint64_t length, uint64_t* first_bad) const PDKV_REQUIRES(mu_);
   void unpin(uint64_t epoch) const;
+  // Caller holds mu_. Whether one run passes (registered, and granted where needed).
+  bool admits(const WriteRun& run, const Admission::GrantState* grant, uint64_t* first_bad) const
+      PDKV_REQUIRES(mu_);
+  void release(Admission& admission) const;
 
   mutable Mutex mu_;
   mutable CondVar pins_cv_;
   std::map<uint64_t, uint64_t> regions_ PDKV_GUARDED_BY(mu_);       // addr -> length
   uint64_t epoch_ PDKV_GUARDED_BY(mu_) = 1;                         // bumped by remove()
   mutable std::map<uint64_t, uint64_t> pins_ PDKV_GUARDED_BY(mu_);  // epoch -> live pins
+  bool require_grants_ PDKV_GUARDED_BY(mu_) = false;
+  std::unordered_map<uint64_t, std::shared_ptr<Admission::GrantState>> grants_ PDKV_GUARDED_BY(mu_);
 };
 
 }  // namespace pdkv::engine

@@ -33,6 +33,7 @@ class TransferEngine::Impl final : public CompletionSink {
   }
 
   Status start() {
+    registry_.set_require_grants(options_.require_write_grants);
     BackendContext ctx{&options_, &registry_, this};
     PDKV_ASSIGN_OR_RETURN(backend_, make_backend(ctx));
     PDKV_ASSIGN_OR_RETURN(endpoint_, backend_->listen());
@@ -45,8 +46,22 @@ class TransferEngine::Impl final : public CompletionSink {
     batches_.complete(token, std::move(status));
   }
 
-  Status register_memory(uint64_t addr, uint64_t length) {
+  Status register_memory(uint64_t addr, uint64_t length, MemoryAccess access) {
     PDKV_RETURN_IF_ERROR(check_mapped(addr, length));
+    if (access == MemoryAccess::kLocalReadOnly) {
+      // Sends read local memory directly (TCP, CMA, UCX puts from host memory): nothing
+      // to hand a backend, and nothing a peer may write. Tracked so that overlaps and
+      // unregister_memory() behave as for writable regions.
+      if (overlaps(registry_, addr, length)) {
+        return failed_precondition(
+            fmt::format("register_memory: {:#x}+{} overlaps a peer-writable region", addr, length));
+      }
+      return read_only_.add(addr, length);
+    }
+    if (overlaps(read_only_, addr, length)) {
+      return failed_precondition(
+          fmt::format("register_memory: {:#x}+{} overlaps a read-only region", addr, length));
+    }
     PDKV_RETURN_IF_ERROR(registry_.add(addr, length));
     Status hook = backend_->on_register_memory(addr, length);
     if (!hook.ok()) {
@@ -56,7 +71,22 @@ class TransferEngine::Impl final : public CompletionSink {
     return Status();
   }
 
+  static bool overlaps(const MemoryRegistry& registry, uint64_t addr, uint64_t length) {
+    for (const Region& r : registry.regions()) {
+      if (r.addr < addr + length && addr < r.addr + r.length) return true;
+    }
+    return false;
+  }
+
+  Status grant_writes(uint64_t grant_id, WriteGrant grant) {
+    return registry_.add_grant(grant_id, std::move(grant));
+  }
+  Status revoke_writes(uint64_t grant_id, std::function<void()> on_drained) {
+    return registry_.revoke_grant(grant_id, std::move(on_drained));
+  }
+
   Status unregister_memory(uint64_t addr) {
+    if (read_only_.remove(addr).ok()) return Status();
     uint64_t length = 0;
     PDKV_RETURN_IF_ERROR(registry_.remove(addr, &length));
     return backend_->on_unregister_memory(addr, length);
@@ -229,8 +259,9 @@ class TransferEngine::Impl final : public CompletionSink {
   }
 
   EngineOptions options_;
-  MemoryRegistry registry_;
-  BatchTable batches_;  // declared before backend_: outlives every completion
+  MemoryRegistry registry_;   // peer-writable memory and its grants
+  MemoryRegistry read_only_;  // kLocalReadOnly regions: bookkeeping only, never admits
+  BatchTable batches_;        // declared before backend_: outlives every completion
   std::unique_ptr<Backend> backend_;
   std::string endpoint_;  // immutable after start()
 
@@ -271,8 +302,14 @@ TransferEngine::~TransferEngine() = default;
 
 const std::string& TransferEngine::endpoint() const { return impl_->endpoint(); }
 std::string_view TransferEngine::backend_name() const { return impl_->backend_name(); }
-Status TransferEngine::register_memory(uint64_t addr, uint64_t length) {
-  return impl_->register_memory(addr, length);
+Status TransferEngine::register_memory(uint64_t addr, uint64_t length, MemoryAccess access) {
+  return impl_->register_memory(addr, length, access);
+}
+Status TransferEngine::grant_writes(uint64_t grant_id, WriteGrant grant) {
+  return impl_->grant_writes(grant_id, std::move(grant));
+}
+Status TransferEngine::revoke_writes(uint64_t grant_id, std::function<void()> on_drained) {
+  return impl_->revoke_writes(grant_id, std::move(on_drained));
 }
 Status TransferEngine::unregister_memory(uint64_t addr) { return impl_->unregister_memory(addr); }
 Result<SessionId> TransferEngine::open_session(const std::string& peer_endpoint) {

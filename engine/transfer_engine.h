@@ -39,6 +39,7 @@
 #include "common/status.h"
 #include "engine/engine_options.h"
 #include "engine/write_block.h"
+#include "engine/write_grant.h"
 
 namespace pdkv::engine {
 
@@ -53,6 +54,10 @@ struct BatchId {
   uint32_t generation = 0;  // 0 = never valid
   bool operator==(const BatchId&) const = default;
 };
+
+// Who may touch a registered region: peers writing into it, or only this engine's own
+// sends reading from it (a prefill's KV pool: peers must never write there).
+enum class MemoryAccess : uint8_t { kPeerWritable, kLocalReadOnly };
 
 // Progress is not an error: state and error are separate.
 enum class BatchState : uint8_t { kPending, kSucceeded, kFailed };
@@ -79,12 +84,24 @@ class TransferEngine {
   const std::string& endpoint() const;
   std::string_view backend_name() const;
 
-  // Makes [addr, addr+length) writable by peers. InvalidArgument for length 0 or an
-  // overflowing range; FailedPrecondition if it overlaps a registered region.
-  Status register_memory(uint64_t addr, uint64_t length);
+  // kPeerWritable: makes [addr, addr+length) writable by peers (under grants when
+  // options.require_write_grants). kLocalReadOnly: a source of this engine's sends only,
+  // never writable by a peer. InvalidArgument for length 0, an overflowing or unmapped
+  // range; FailedPrecondition if it overlaps a registered region.
+  Status register_memory(uint64_t addr, uint64_t length,
+                         MemoryAccess access = MemoryAccess::kPeerWritable);
   // Removes the region starting at addr (NotFound otherwise). Writes that already passed
   // validation into it finish first (bounded by the I/O timeout); later ones are rejected.
   Status unregister_memory(uint64_t addr);
+
+  // Opens `grant`'s items (inside peer-writable memory) to writes naming `grant_id`
+  // (random, non-zero; write_grant.h). InvalidArgument for id 0, a malformed grant or one
+  // reaching outside peer-writable memory; FailedPrecondition if the id is live.
+  Status grant_writes(uint64_t grant_id, WriteGrant grant);
+  // Closes the grant at once: later writes naming it are refused. `on_drained` runs
+  // once every write admitted under it has landed: on this thread before return if none
+  // is in flight, else on an engine thread (short, non-blocking). NotFound if not live.
+  Status revoke_writes(uint64_t grant_id, std::function<void()> on_drained = {});
 
   // Connects to a peer engine. Unavailable with the cause if it does not answer within
   // options.connect_timeout_ms. Sessions are independent; several to one peer are fine.

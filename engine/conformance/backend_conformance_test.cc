@@ -156,6 +156,35 @@ TEST_P(BackendConformance, UnregisteredRegionIsRevoked) {
   EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.to_string();
 }
 
+// Fencing (issue 15): under write grants, a block is admitted only under a live grant
+// covering it; after a revoke, a late block naming the old grant is refused even though
+// the same bytes were granted again under a new id.
+TEST_P(BackendConformance, WritesLandOnlyUnderALiveGrant) {
+  const uint64_t kRegion = 1u << 20;
+  PeerProcess p(backend_of(GetParam()), kRegion);
+  ASSERT_TRUE(p.ready()) << p.error();
+  BackendPeer& peer = connect(p);
+  auto src = random_bytes(1u << 16, 9);
+  const uint64_t s = reinterpret_cast<uint64_t>(src.data());
+  const uint64_t r = p.region_addr();
+  ASSERT_EQ(p.command("GRANT 11 0 65536"), "GRANT OK");
+  ASSERT_EQ(p.command("GRANT 12 131072 65536"), "GRANT OK");
+  EXPECT_EQ(post_and_wait(peer, {{s, r, 4096, 0}}).code(), StatusCode::kOutOfRange);
+  Status st = post_and_wait(peer, {{s, r, 4096, 11}, {s, r + 131072, 4096, 11}});
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.to_string();
+  EXPECT_NE(st.message().find("block 1"), std::string::npos) << st.to_string();
+  expect_region(p, std::vector<uint8_t>(kRegion, 0));
+  ASSERT_EQ(p.command("REVOKE 11"), "REVOKE OK");
+  ASSERT_EQ(p.command("GRANT 13 0 65536"), "GRANT OK");
+  EXPECT_EQ(post_and_wait(peer, {{s, r, 4096, 11}}).code(), StatusCode::kOutOfRange);
+  expect_region(p, std::vector<uint8_t>(kRegion, 0));
+  ASSERT_TRUE(post_and_wait(peer, {{s, r, 65536, 13}, {s, r + 131072, 65536, 12}}).ok());
+  std::vector<uint8_t> model(kRegion, 0);
+  std::copy_n(src.data(), 65536, model.data());
+  std::copy_n(src.data(), 65536, model.data() + 131072);
+  expect_region(p, model);
+}
+
 TEST_P(BackendConformance, KilledReceiverFailsBatchInBoundedTimeOthersUnaffected) {
   const uint64_t kRegion = 256u << 20;
   PeerProcess victim(backend_of(GetParam()), kRegion);

@@ -3,9 +3,13 @@
 // Prints "READY <endpoint> <region_addr> <region_bytes>" and then answers lines on stdin:
 //   HASH  -> "HASH <fnv64 of region> <canaries 1|0>"
 //   UNREG -> "UNREG <status>" (unregisters the region)
+//   GRANT <id> <offset> <length> -> "GRANT <status>": from now on writes are admitted only
+//     under write grants (memory_registry.h); this one opens that part of the region
+//   REVOKE <id> -> "REVOKE <status>" once the grant's admitted writes landed
 //   EXIT  -> exits 0
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <iostream>
 #include <string>
 
@@ -47,6 +51,20 @@ int main(int argc, char** argv) {
       pdkv::Status s = (*box)->registry.remove(addr);
       if (s.ok()) s = (*box)->backend->on_unregister_memory(addr, region.length());
       std::printf("UNREG %s\n", s.to_string().c_str());
+    } else if (line.rfind("GRANT ", 0) == 0) {
+      unsigned long long id = 0, offset = 0, length = 0;
+      std::sscanf(line.c_str(), "GRANT %llu %llu %llu", &id, &offset, &length);
+      (*box)->registry.set_require_grants(true);
+      pdkv::Status s =
+          (*box)->registry.add_grant(id, pdkv::engine::WriteGrant::of_range(addr + offset, length));
+      std::printf("GRANT %s\n", s.to_string().c_str());
+    } else if (line.rfind("REVOKE ", 0) == 0) {
+      unsigned long long id = 0;
+      std::sscanf(line.c_str(), "REVOKE %llu", &id);
+      std::promise<void> drained;
+      pdkv::Status s = (*box)->registry.revoke_grant(id, [&drained] { drained.set_value(); });
+      if (s.ok()) drained.get_future().wait();
+      std::printf("REVOKE %s\n", s.to_string().c_str());
     } else if (line == "EXIT") {
       break;
     }

@@ -50,7 +50,7 @@ TEST_F(LeaseChannel, HandshakeCarriesPidLeaseAndExtra) {
 TEST_F(LeaseChannel, GrantsRegisteredRangesAndReleasesOnDone) {
   LeaseClient client;
   ASSERT_TRUE(client.connect(endpoint_, "shm", 2000).ok());
-  const uint64_t ranges[] = {0x10000, 4096, 0x1f000, 4096};
+  const uint64_t ranges[] = {0x10000, 4096, 0, 0x1f000, 4096, 0};  // (dst, length, grant)
   auto grant = client.lease(1, ranges, deadline());
   ASSERT_TRUE(grant.ok()) << grant.status().to_string();
   EXPECT_TRUE(grant->ok);
@@ -64,14 +64,14 @@ TEST_F(LeaseChannel, GrantsRegisteredRangesAndReleasesOnDone) {
 TEST_F(LeaseChannel, RefusesARangeOutsideRegisteredMemoryNamingIt) {
   LeaseClient client;
   ASSERT_TRUE(client.connect(endpoint_, "shm", 2000).ok());
-  const uint64_t ranges[] = {0x10000, 4096, 0x1f000, 0x2000};
+  const uint64_t ranges[] = {0x10000, 4096, 0, 0x1f000, 0x2000, 0};
   auto grant = client.lease(2, ranges, deadline());
   ASSERT_TRUE(grant.ok()) << grant.status().to_string();
   EXPECT_FALSE(grant->ok);
   EXPECT_EQ(grant->bad_index, 1u);
   EXPECT_EQ(grant->first_bad, 0x20000u);
   // The channel stays usable after a refusal.
-  const uint64_t good[] = {0x10000, 16};
+  const uint64_t good[] = {0x10000, 16, 0};
   auto next = client.lease(3, good, deadline());
   ASSERT_TRUE(next.ok()) << next.status().to_string();
   EXPECT_TRUE(next->ok);

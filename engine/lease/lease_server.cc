@@ -126,11 +126,14 @@ Status LeaseServer::handle_lease(Socket& sock, std::span<const uint8_t> payload)
   PDKV_ASSIGN_OR_RETURN(LeaseRequest req, decode_lease(payload));
   const uint64_t part_id = req.part_id;
   const std::vector<DstRange>& ranges = req.ranges;
-  // Pin first, then check: remove() waits for this pin, so a region validated here
-  // cannot disappear before the sender reports the part done.
-  std::optional<MemoryRegistry::WritePin> pin(registry_->pin());
+  // Admitted ranges stay pinned until the sender reports the part done: unregister and
+  // grant revocation wait for them (memory_registry.h).
+  std::vector<MemoryRegistry::WriteRun> runs;
+  runs.reserve(ranges.size());
+  for (const DstRange& r : ranges) runs.push_back({r.addr, r.length, 1, 0, r.grant});
+  auto admission = std::make_unique<MemoryRegistry::Admission>();
   uint64_t first_bad = 0;
-  size_t bad = registry_->check_all(ranges, &first_bad);
+  size_t bad = registry_->admit(runs, *admission, &first_bad);
   Grant grant;
   grant.part_id = part_id;
   grant.ok = bad == ranges.size();
@@ -139,10 +142,10 @@ Status LeaseServer::handle_lease(Socket& sock, std::span<const uint8_t> payload)
   grant.regions_epoch = hooks_->regions_epoch();
   std::vector<uint8_t> out;
   if (!grant.ok) {
-    pin.reset();
     grant.message = "destination [" + std::to_string(ranges[bad].addr) + ", +" +
-                    std::to_string(ranges[bad].length) +
-                    ") is not inside registered memory (first uncovered address " +
+                    std::to_string(ranges[bad].length) + ") under write grant " +
+                    std::to_string(ranges[bad].grant) +
+                    " is not inside registered (and granted) memory (first refused address " +
                     std::to_string(first_bad) + ")";
     encode_grant(grant, &out);
     return sock.send_frame(MsgType::kGrant, out, now() + Millis(options_.lease_ms));
@@ -165,7 +168,7 @@ Status LeaseServer::handle_lease(Socket& sock, std::span<const uint8_t> payload)
     if (!st.ok()) break;
   }
   hooks_->lease_activity(-1);
-  pin.reset();
+  admission->release();
   if (!st.ok()) {
     if (st.code() == StatusCode::kDeadlineExceeded) {
       return deadline_exceeded("lease on part " + std::to_string(part_id) + " expired after " +

@@ -52,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case MsgType::kLease: {
       round_trip(decode_lease(payload), payload, [](const LeaseRequest& m, auto* out) {
         std::vector<uint64_t> pairs;
-        for (const auto& r : m.ranges) pairs.insert(pairs.end(), {r.addr, r.length});
+        for (const auto& r : m.ranges) pairs.insert(pairs.end(), {r.addr, r.length, r.grant});
         encode_lease(m.part_id, pairs, out);
       });
       break;

@@ -87,7 +87,8 @@ Status LeasedPeer::run_post(const Post& post) {
     const auto& b = post.blocks[i];
     for (uint64_t off = 0; off < b.length; off += options_.part_bytes) {
       uint64_t len = std::min<uint64_t>(options_.part_bytes, b.length - off);
-      pieces_.push_back(Piece{b.src_addr + off, b.dst_addr + off, len, static_cast<uint32_t>(i)});
+      pieces_.push_back(
+          Piece{b.src_addr + off, b.dst_addr + off, len, static_cast<uint32_t>(i), b.grant});
     }
   }
   size_t begin = 0;
@@ -108,10 +109,11 @@ Status LeasedPeer::run_post(const Post& post) {
 
 Status LeasedPeer::run_part(std::span<const Piece> pieces, uint64_t part_id) {
   ranges_.clear();
-  ranges_.reserve(pieces.size() * 2);
+  ranges_.reserve(pieces.size() * 3);
   for (const auto& p : pieces) {
     ranges_.push_back(p.dst_addr);
     ranges_.push_back(p.length);
+    ranges_.push_back(p.grant);
   }
   // Our lease clock starts before the request leaves, so it ends before the receiver's.
   auto lease_deadline = now() + Millis(client_->hello().lease_ms);

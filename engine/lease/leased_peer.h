@@ -40,6 +40,7 @@ struct Piece {
   uint64_t dst_addr;
   uint64_t length;
   uint32_t index;
+  uint64_t grant;  // the receiver's write grant (write_grant.h), 0 = none
 };
 
 class LeasedPeer : public BackendPeer {

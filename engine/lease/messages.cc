@@ -9,7 +9,7 @@ namespace {
 
 // Smallest encoding of one item, so a declared count is checked against the bytes
 // present before anything is allocated for it.
-constexpr size_t kRangeBytes = 16;
+constexpr size_t kRangeBytes = 24;
 constexpr size_t kMinRegionBytes = 8 + 8 + 4;
 
 Status expect_end(const Reader& in, const char* what) {
@@ -78,7 +78,7 @@ void encode_lease(uint64_t part_id, std::span<const uint64_t> dst_ranges,
   out->reserve(out->size() + 12 + dst_ranges.size() * 8);
   Writer w(*out);
   w.u64(part_id);
-  w.u32(static_cast<uint32_t>(dst_ranges.size() / 2));
+  w.u32(static_cast<uint32_t>(dst_ranges.size() / 3));
   for (uint64_t v : dst_ranges) w.u64(v);
 }
 
@@ -96,6 +96,7 @@ Result<LeaseRequest> decode_lease(std::span<const uint8_t> payload) {
   for (auto& r : m.ranges) {
     PDKV_RETURN_IF_ERROR(in.u64(&r.addr));
     PDKV_RETURN_IF_ERROR(in.u64(&r.length));
+    PDKV_RETURN_IF_ERROR(in.u64(&r.grant));
   }
   return m;
 }

@@ -4,7 +4,7 @@
 // bytes):
 //   kHello     str backend, str host_identity
 //   kHelloAck  u8 ok, str message, u32 pid, str host_identity, u32 lease_ms, str extra
-//   kLease     u64 part_id, u32 count, count x (u64 dst, u64 length)
+//   kLease     u64 part_id, u32 count, count x (u64 dst, u64 length, u64 grant)
 //   kGrant     u64 part_id, u8 ok, u32 bad_index, u64 first_bad, u64 epoch, str message
 //   kDone, kDoneAck   u64 part_id
 //   kRegionsReq       empty
@@ -72,7 +72,7 @@ Result<Hello> decode_hello(std::span<const uint8_t> payload);
 void encode_hello_ack(const HelloAck& m, std::vector<uint8_t>* out);
 Result<HelloAck> decode_hello_ack(std::span<const uint8_t> payload);
 
-// `dst_ranges` holds (dst, length) pairs; REQUIRES: an even size below 2^33.
+// `dst_ranges` holds (dst, length, grant) triples; REQUIRES: a multiple of 3 below 3 x 2^32.
 void encode_lease(uint64_t part_id, std::span<const uint64_t> dst_ranges,
                   std::vector<uint8_t>* out);
 Result<LeaseRequest> decode_lease(std::span<const uint8_t> payload);

@@ -34,10 +34,10 @@ TEST(LeaseMessages, HelloAndHelloAckRoundTrip) {
 }
 
 TEST(LeaseMessages, LeaseEncodesLittleEndianAndRoundTrips) {
-  const uint64_t ranges[] = {0x1122334455667788, 4096};
+  const uint64_t ranges[] = {0x1122334455667788, 4096, 0xabcdef};  // dst, length, grant
   std::vector<uint8_t> p;
   encode_lease(0x0102, ranges, &p);
-  ASSERT_EQ(p.size(), 8u + 4 + 16);
+  ASSERT_EQ(p.size(), 8u + 4 + 24);
   EXPECT_EQ(p[0], 0x02);
   EXPECT_EQ(p[1], 0x01);
   EXPECT_EQ(p[8], 1);  // count
@@ -48,6 +48,7 @@ TEST(LeaseMessages, LeaseEncodesLittleEndianAndRoundTrips) {
   ASSERT_EQ(d->ranges.size(), 1u);
   EXPECT_EQ(d->ranges[0].addr, ranges[0]);
   EXPECT_EQ(d->ranges[0].length, 4096u);
+  EXPECT_EQ(d->ranges[0].grant, 0xabcdefu);
 }
 
 TEST(LeaseMessages, LeaseCountMustMatchTheBytesPresent) {

@@ -27,7 +27,7 @@
 
 namespace pdkv::engine::lease {
 
-inline constexpr uint8_t kWireVersion = 1;
+inline constexpr uint8_t kWireVersion = 2;  // 2: lease ranges carry a write grant
 inline constexpr uint32_t kFrameHeaderBytes = 8;
 inline constexpr uint32_t kMaxPayloadBytes = 64u << 20;
 

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,32 @@
 
 using namespace pdkv;
 using namespace pdkv::engine;
+
+namespace {
+
+// "GRANT <id> <offset> <length>" opens [offset, offset+length) of the buffer to writes
+// naming grant <id>; "REVOKE <id>" closes it and answers once its writes drained.
+// Answers "OK" or "ERR <status>".
+std::string grant_command(TransferEngine& engine, uint64_t base, const std::string& line) {
+  std::istringstream in(line);
+  std::string verb;
+  uint64_t id = 0;
+  in >> verb >> id;
+  Status st;
+  if (verb == "GRANT") {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    in >> offset >> length;
+    st = engine.grant_writes(id, WriteGrant::of_range(base + offset, length));
+  } else {
+    std::promise<void> drained;
+    st = engine.revoke_writes(id, [&drained] { drained.set_value(); });
+    if (st.ok()) drained.get_future().wait();
+  }
+  return st.ok() ? "OK" : "ERR " + st.to_string();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   int fd = -1;
@@ -48,6 +76,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pdkv_engine_peer: %s\n", options.status().to_string().c_str());
     return 1;
   }
+  // Test-only: the receiver admits writes only under grants (GRANT / REVOKE below).
+  if (const char* v = std::getenv("PDKV_PEER_REQUIRE_GRANTS"); v != nullptr && v[0] == '1') {
+    options->require_write_grants = true;
+  }
   auto engine = TransferEngine::create(*options);
   if (!engine.ok()) {
     std::fprintf(stderr, "pdkv_engine_peer: %s\n", engine.status().to_string().c_str());
@@ -68,6 +100,8 @@ int main(int argc, char** argv) {
       std::cout << "PONG" << std::endl;
     } else if (line == "QUIT") {
       break;
+    } else if (line.rfind("GRANT ", 0) == 0 || line.rfind("REVOKE ", 0) == 0) {
+      std::cout << grant_command(**engine, (*buffer)->addr(), line) << std::endl;
     }
   }
   return 0;

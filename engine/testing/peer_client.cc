@@ -134,6 +134,26 @@ Status PeerProcess::ping(int timeout_ms) {
   return Status();
 }
 
+Status PeerProcess::command(const std::string& line, int timeout_ms) {
+  const std::string cmd = line + "\n";
+  if (write(to_child_, cmd.data(), cmd.size()) != static_cast<ssize_t>(cmd.size())) {
+    return unavailable("peer stdin closed");
+  }
+  PDKV_ASSIGN_OR_RETURN(std::string answer, read_line(timeout_ms));
+  if (answer != "OK") return internal_error("peer answered '" + answer + "' to '" + line + "'");
+  return Status();
+}
+
+Status PeerProcess::grant(uint64_t id, uint64_t offset, uint64_t length, int timeout_ms) {
+  return command(
+      "GRANT " + std::to_string(id) + " " + std::to_string(offset) + " " + std::to_string(length),
+      timeout_ms);
+}
+
+Status PeerProcess::revoke_grant(uint64_t id, int timeout_ms) {
+  return command("REVOKE " + std::to_string(id), timeout_ms);
+}
+
 void PeerProcess::send_signal(int sig) {
   if (!reaped_ && pid_ > 0) kill(pid_, sig);
 }

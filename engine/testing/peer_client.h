@@ -49,6 +49,11 @@ class PeerProcess {
 
   // OK if the child answers PONG within timeout_ms.
   Status ping(int timeout_ms = 10000);
+  // Write grants of the child's engine (with PDKV_PEER_REQUIRE_GRANTS=1 in `env` it
+  // admits writes only under them): opens [offset, offset+length) of the shared buffer to
+  // writes naming `id`; revoke_grant returns once the grant's admitted writes landed.
+  Status grant(uint64_t id, uint64_t offset, uint64_t length, int timeout_ms = 10000);
+  Status revoke_grant(uint64_t id, int timeout_ms = 10000);
   void send_signal(int sig);
   // Waits for the child to exit; returns its raw wait status. DeadlineExceeded if alive.
   Result<int> wait_exit(int timeout_ms);
@@ -56,6 +61,8 @@ class PeerProcess {
  private:
   PeerProcess() = default;
   Result<std::string> read_line(int timeout_ms);
+  // Sends one command line; OK if the child answers "OK", else its error.
+  Status command(const std::string& line, int timeout_ms);
 
   pid_t pid_ = -1;
   int to_child_ = -1;

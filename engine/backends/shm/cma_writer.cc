@@ -87,7 +87,7 @@ Status cma_probe(pid_t pid, uint64_t addr, uint64_t value) {
   if (process_vm_writev(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof(value))) {
     return Status();
   }
-  lease::Piece p{reinterpret_cast<uint64_t>(&value), addr, sizeof(value), 0};
+  lease::Piece p{reinterpret_cast<uint64_t>(&value), addr, sizeof(value), 0, 0};
   return errno_status(errno, pid, std::span<const lease::Piece>(&p, 1), 0, 0)
       .with_context("shm handshake probe");
 }

@@ -10,7 +10,7 @@ namespace {
 // must lie at or beyond r's end in both (ascending, no overlap).
 bool extends_run(const PartEntry& r, const PartEntry& e, uint64_t* src_stride,
                  uint64_t* dst_stride) {
-  if (e.length != r.length) return false;
+  if (e.length != r.length || e.grant != r.grant) return false;
   if (r.pieces == 1) {
     if (e.src_addr < r.src_addr || e.dst_addr < r.dst_addr) return false;
     *src_stride = e.src_addr - r.src_addr;
@@ -60,14 +60,15 @@ void coalesce(std::span<const WriteBlock> blocks, std::vector<PartEntry>* out, u
     const WriteBlock& b = blocks[i];
     if (b.length == 0) continue;
     *total += b.length;
-    if (have && pending.src_addr + pending.length == b.src_addr &&
+    if (have && pending.grant == b.grant && pending.src_addr + pending.length == b.src_addr &&
         pending.dst_addr + pending.length == b.dst_addr &&
         pending.length <= UINT64_MAX - b.length) {
       pending.length += b.length;
       continue;
     }
     if (have) append_folded(pending, out);
-    pending = PartEntry{b.src_addr, b.dst_addr, b.length, 1, 0, 0, static_cast<uint32_t>(i)};
+    pending =
+        PartEntry{b.src_addr, b.dst_addr, b.length, 1, 0, 0, static_cast<uint32_t>(i), b.grant};
     have = true;
   }
   if (have) append_folded(pending, out);

@@ -1,7 +1,7 @@
 // Part planning: turns a batch's block list into per-stream parts (pure, no I/O).
 //
-// 1. Coalesce: consecutive blocks that continue each other in both source and
-//    destination become one entry; zero-length blocks are dropped. Then consecutive
+// 1. Coalesce: consecutive blocks under the same grant that continue each other in both
+//    source and destination become one entry; zero-length blocks are dropped. Then consecutive
 //    entries of equal length, equally spaced (ascending, not overlapping) in source and in
 //    destination, fold into one run entry: a head-split KV page (16 tokens of 512 bytes,
 //    destination stride 1 KiB) becomes one entry instead of 16, on the wire too.
@@ -34,6 +34,7 @@ struct PartEntry {
   uint64_t src_stride = 0;
   uint64_t dst_stride = 0;
   uint32_t block_index = 0;  // a caller's block at or before the entry's first byte
+  uint64_t grant = 0;        // every block of an entry lands under the same grant
 
   uint64_t bytes() const { return length * pieces; }
 };

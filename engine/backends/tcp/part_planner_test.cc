@@ -28,6 +28,20 @@ TEST(PartPlanner, MergesBlocksContinuingInSourceAndDestination) {
   EXPECT_EQ(block_for_address(blocks, plan.entries[0], 1012), 1u);
 }
 
+TEST(PartPlanner, BlocksOfDifferentGrantsNeverShareAnEntry) {
+  // Contiguous in both source and destination, and equally spaced: one entry if the grants
+  // were equal; a batch mixing rooms keeps each room's grant on its own entries.
+  std::vector<WriteBlock> blocks = {
+      {100, 1000, 10, 7}, {110, 1010, 10, 8}, {200, 2000, 10, 8}, {300, 3000, 10, 9}};
+  PartPlan plan;
+  plan_parts(blocks, PlanLimits{1, 1 << 20, 100}, 0, &plan);
+  ASSERT_EQ(plan.entries.size(), 3u);
+  EXPECT_EQ(plan.entries[0].grant, 7u);
+  EXPECT_EQ(plan.entries[1].grant, 8u);
+  EXPECT_EQ(plan.entries[1].pieces, 2u);  // the two grant-8 blocks fold into a run
+  EXPECT_EQ(plan.entries[2].grant, 9u);
+}
+
 TEST(PartPlanner, SmallBatchUsesOneRotatingStream) {
   std::vector<WriteBlock> blocks = {{0, 0, 1000}};
   PartPlan plan;

@@ -60,7 +60,7 @@ class TcpPeer final : public BackendPeer {
       const PartEntry* e = post->plan.entries.data() + part.first_entry;
       for (uint32_t k = 0; k < part.entry_count; ++k) {
         encode_entry(WireEntry{e[k].dst_addr, e[k].length, e[k].pieces,
-                               e[k].pieces > 1 ? e[k].dst_stride : 0},
+                               e[k].pieces > 1 ? e[k].dst_stride : 0, e[k].grant},
                      out.head.data() + kHeaderSize + k * kEntrySize);
       }
       streams_[part.stream]->enqueue(std::move(out));
@@ -77,7 +77,9 @@ class TcpPeer final : public BackendPeer {
 class TcpBackend final : public Backend {
  public:
   explicit TcpBackend(const BackendContext& ctx)
-      : options_(*ctx.options), sink_(ctx.sink), receiver_(options_.tcp, ctx.registry, options_.cluster_key) {}
+      : options_(*ctx.options),
+        sink_(ctx.sink),
+        receiver_(options_.tcp, ctx.registry, options_.cluster_key) {}
 
   BackendCapabilities capabilities() const override {
     return BackendCapabilities{"tcp", /*cross_host=*/true, /*software_bounds_check=*/true,

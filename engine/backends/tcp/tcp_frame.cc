@@ -92,6 +92,7 @@ void encode_entry(const WireEntry& e, uint8_t* out) {
   put_u64(out + 8, e.length);
   put_u64(out + 16, e.pieces);
   put_u64(out + 24, e.stride);
+  put_u64(out + 32, e.grant);
 }
 
 namespace {
@@ -129,7 +130,7 @@ Status decode_entries(std::span<const uint8_t> bytes, const FrameHeader& h,
   uint64_t sum = 0;
   for (uint32_t i = 0; i < h.count; ++i) {
     const uint8_t* p = bytes.data() + size_t{i} * kEntrySize;
-    WireEntry e{get_u64(p), get_u64(p + 8), get_u64(p + 16), get_u64(p + 24)};
+    WireEntry e{get_u64(p), get_u64(p + 8), get_u64(p + 16), get_u64(p + 24), get_u64(p + 32)};
     PDKV_RETURN_IF_ERROR(check_entry(e, i, h.payload_bytes - sum));
     sum += e.bytes();
     out->push_back(e);

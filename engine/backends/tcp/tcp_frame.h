@@ -3,18 +3,20 @@
 // copied onto the wire, so padding is never protocol.
 //
 // Every frame starts with a 32-byte header:
-//   0 u32 magic "PDKV"   4 u8 version (2)   5 u8 type   6 u16 flags (0)
+//   0 u32 magic "PDKV"   4 u8 version (3)   5 u8 type   6 u16 flags (0)
 //   8 u64 part_id        16 u32 count       20 u32 aux   24 u64 payload_bytes
 // AUTH_HELLO / AUTH_CHALLENGE / AUTH_PROOF (only with a cluster secret, before HELLO;
 //   tcp_auth.h): `count` = the body's fixed size (32 / 64 / 32 bytes), payload 0.
 // HELLO / HELLO_ACK (connection set-up): count 0, payload 0, aux = stream index.
-// PART: `count` entries of 32 bytes {u64 dst_addr, u64 length, u64 pieces, u64 stride}
-//   follow, then exactly payload_bytes (= sum of length x pieces) of data, scattered in
-//   entry order. An entry is `pieces` writes of `length` bytes at dst_addr + i x stride:
-//   one entry carries a whole run of equally spaced blocks (a page of a head-split KV
-//   buffer is 16 such blocks), so tables, checks and planning cost per run, not per block.
-//   pieces 1 has stride 0; pieces > 1 has stride >= length (ascending, never overlapping).
-//   (Version 1 had 16-byte entries without pieces/stride.)
+// PART: `count` entries of 40 bytes {u64 dst_addr, u64 length, u64 pieces, u64 stride,
+//   u64 grant} follow, then exactly payload_bytes (= sum of length x pieces) of data,
+//   scattered in entry order. An entry is `pieces` writes of `length` bytes at
+//   dst_addr + i x stride: one entry carries a whole run of equally spaced blocks (a page
+//   of a head-split KV buffer is 16 such blocks), so tables, checks and planning cost per
+//   run, not per block. pieces 1 has stride 0; pieces > 1 has stride >= length
+//   (ascending, never overlapping). `grant` names the write grant the bytes land under
+//   (write_grant.h; 0 = none): a batch may mix rooms, so it travels per entry.
+//   (Version 1 had 16-byte entries without pieces/stride, version 2 no grant.)
 // ACK (receiver -> sender, one per PART, in order): aux = StatusCode (0 = applied),
 //   payload_bytes = bytes written; `count` body bytes follow: u64 entry index and
 //   u64 first bad address (meaningful on error), then a message of count-16 bytes.
@@ -39,9 +41,9 @@
 namespace pdkv::engine::tcp {
 
 constexpr uint32_t kMagic = 0x564b4450;  // "PDKV" read as little-endian u32
-constexpr uint8_t kVersion = 2;
+constexpr uint8_t kVersion = 3;
 constexpr size_t kHeaderSize = 32;
-constexpr size_t kEntrySize = 32;
+constexpr size_t kEntrySize = 40;
 constexpr size_t kAckFixedSize = 16;
 constexpr uint32_t kMaxAckMessage = 1024;
 // A part carries at most 64 TiB: far beyond any KV cache, small enough that no sum of
@@ -81,12 +83,13 @@ void encode_header(const FrameHeader& header, uint8_t* out);
 Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, uint32_t max_part_entries);
 
 // One entry of a PART's table: `pieces` writes of `length` bytes, the i-th at
-// addr + i * stride.
+// addr + i * stride, under write grant `grant`.
 struct WireEntry {
   uint64_t addr = 0;
   uint64_t length = 0;
   uint64_t pieces = 1;
   uint64_t stride = 0;
+  uint64_t grant = 0;
 
   uint64_t bytes() const { return length * pieces; }
   // One past the last byte written (decode_entries guarantees it does not overflow).

@@ -16,9 +16,24 @@ std::vector<uint8_t> part_frame(uint32_t count, uint64_t payload) {
   return out;
 }
 
+TEST(TcpFrame, EntryCarriesItsWriteGrantLast) {
+  std::vector<uint8_t> table(kEntrySize);
+  encode_entry({0x1000, 10, 1, 0, 0x0102030405060708ull}, table.data());
+  EXPECT_EQ(table[32], 0x08);
+  EXPECT_EQ(table[39], 0x01);
+  FrameHeader h;
+  h.type = FrameType::kPart;
+  h.count = 1;
+  h.payload_bytes = 10;
+  std::vector<WireEntry> out;
+  ASSERT_TRUE(decode_entries(table, h, &out).ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].grant, 0x0102030405060708ull);
+}
+
 TEST(TcpFrame, HeaderByteOrderIsLittleEndian) {
   std::vector<uint8_t> f = part_frame(3, 0x1122);
-  const uint8_t expected[] = {'P', 'D', 'K', 'V', 2, 3, 0, 0, 8,    7,    6, 5, 4, 3, 2, 1,
+  const uint8_t expected[] = {'P', 'D', 'K', 'V', 3, 3, 0, 0, 8,    7,    6, 5, 4, 3, 2, 1,
                               3,   0,   0,   0,   0, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0};
   ASSERT_EQ(f.size(), sizeof expected);
   EXPECT_EQ(0, memcmp(f.data(), expected, sizeof expected));

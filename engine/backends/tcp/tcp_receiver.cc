@@ -31,9 +31,10 @@ constexpr size_t kTableChunkBytes = 64 * 1024;
 struct ReceiveBuffers {
   std::vector<uint8_t> table;
   std::vector<WireEntry> entries;
-  std::vector<DstRange> extents;  // each entry's span, for the registry check
-  std::vector<uint8_t> scratch;   // discarded payload of a rejected part
-  StageBuffer stage;              // small entries land here, then memcpy to their places
+  std::vector<MemoryRegistry::WriteRun> runs;  // the entries, as the registry checks them
+  MemoryRegistry::Admission admission;         // held while a part's bytes land
+  std::vector<uint8_t> scratch;                // discarded payload of a rejected part
+  StageBuffer stage;  // small entries land here, then memcpy to their places
   iovec iov[kMaxIov];
 };
 
@@ -45,26 +46,15 @@ bool is_staged(const WireEntry& e, uint64_t stage_max) {
 
 }  // namespace
 
-// Index of the first entry that writes outside registered memory (with its first bad
-// address), or entries.size(). One locked pass over each entry's whole span; a run whose
-// span crosses a hole between registrations is then checked piece by piece, since only
-// the bytes it writes must be registered.
-size_t TcpReceiver::check_entries(ReceiveBuffers& buf, uint64_t* bad_addr) const {
-  const auto& entries = buf.entries;
-  buf.extents.clear();
-  for (const WireEntry& e : entries) buf.extents.push_back({e.addr, e.extent_end() - e.addr});
-  size_t from = 0;
-  while (from < entries.size()) {
-    const size_t bad = from + registry_->check_all(std::span(buf.extents).subspan(from), bad_addr);
-    if (bad == entries.size()) return bad;
-    const WireEntry& e = entries[bad];
-    if (e.pieces == 1) return bad;
-    for (uint64_t k = 0; k < e.pieces; ++k) {
-      if (!registry_->check(e.addr + k * e.stride, e.length, bad_addr).ok()) return bad;
-    }
-    from = bad + 1;
+// Index of the first entry the registry refuses (outside registered memory, or outside
+// the write grant it names), with its first refused address; or entries.size(), with the
+// part's destinations pinned in buf.admission until it is released.
+size_t TcpReceiver::admit_entries(ReceiveBuffers& buf, uint64_t* bad_addr) const {
+  buf.runs.clear();
+  for (const WireEntry& e : buf.entries) {
+    buf.runs.push_back({e.addr, e.length, e.pieces, e.stride, e.grant});
   }
-  return entries.size();
+  return registry_->admit(buf.runs, buf.admission, bad_addr);
 }
 
 // Reads a validated part's payload into its destinations, in entry order: runs of small
@@ -241,17 +231,17 @@ void TcpReceiver::serve(int raw_fd) {
     st = decode_entries(buf.table, *header, &buf.entries);
     if (!st.ok()) return drop(st);
 
-    MemoryRegistry::WritePin pin = registry_->pin();
     uint64_t bad_addr = 0;
-    const size_t bad = check_entries(buf, &bad_addr);
+    const size_t bad = admit_entries(buf, &bad_addr);
     Status verdict;
     uint64_t written = 0;
     if (bad < buf.entries.size()) {
       const WireEntry& e = buf.entries[bad];
       verdict = out_of_range(fmt::format(
-          "entry {} (dst {:#x}, {} x {} bytes, stride {}) is not inside registered memory; part "
-          "rejected",
-          bad, e.addr, e.pieces, e.length, e.stride));
+          "entry {} (dst {:#x}, {} x {} bytes, stride {}, grant {:#x}) is not inside registered "
+          "memory{}; part rejected",
+          bad, e.addr, e.pieces, e.length, e.stride, e.grant,
+          e.grant != 0 || registry_->requires_grants() ? " granted under that grant" : ""));
       PDKV_LOG_WARN_LIMITED("tcp receiver: {}", verdict.message());
       if (buf.scratch.empty()) buf.scratch.resize(kScratchBytes);
       uint64_t left = header->payload_bytes;
@@ -262,6 +252,7 @@ void TcpReceiver::serve(int raw_fd) {
       }
     } else {
       st = scatter(fd.get(), buf, stop);
+      buf.admission.release();
       written = header->payload_bytes;
     }
     if (!st.ok()) return drop(st);

@@ -2,12 +2,13 @@
 //
 // Threads: one acceptor thread (owns the listening socket) and one thread per accepted
 // connection (owns that socket). A connection thread reads a part's header and entry
-// table, validates every entry against the MemoryRegistry under one WritePin, and only
+// table, admits every entry through the MemoryRegistry (registered memory, and the write
+// grant the entry names: write_grant.h) and pins what it admitted, and only
 // then scatters the payload with readv() straight into the destinations (adjacent
 // destinations share an iovec; IOV_MAX per call), or, for runs of small entries (at most
 // TcpOptions::stage_max_bytes each), reads them into a staging buffer and copies them into
 // place with memcpy. It ACKs the part after its last byte
-// landed. A part with an entry outside registered memory is read into a scratch buffer
+// landed. A part with an entry outside registered memory or its grant is read into a scratch buffer
 // and discarded (not one byte of it reaches memory) and ACKed with OutOfRange naming the
 // entry; the connection stays usable.
 //
@@ -62,7 +63,7 @@ class TcpReceiver {
   void accept_loop();
   void serve(int fd);
   Status scatter(int fd, ReceiveBuffers& buf, int stop) const;
-  size_t check_entries(ReceiveBuffers& buf, uint64_t* bad_addr) const;
+  size_t admit_entries(ReceiveBuffers& buf, uint64_t* bad_addr) const;
   void reap_finished(bool all) PDKV_REQUIRES(conns_mu_);
 
   const TcpOptions options_;
