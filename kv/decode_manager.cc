@@ -1,6 +1,7 @@
 #include "kv/decode_manager.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/logging.h"
 #include "kv/manager_common.h"
@@ -32,8 +33,11 @@ Result<std::unique_ptr<DecodeManager>> DecodeManager::create(
 Status DecodeManager::start(const ControlChannelFactory& channels) {
   const KvArgs& a = config_.args;
   if (!config_.options.local_ip.empty()) config_.engine.host = config_.options.local_ip;
+  // Peers write only into what a room granted (room_grant.h), under its grant's id.
+  config_.engine.require_write_grants = true;
   PDKV_ASSIGN_OR_RETURN(engine_, engine::TransferEngine::create(config_.engine));
-  PDKV_RETURN_IF_ERROR(register_rank_buffers(*engine_, a));
+  PDKV_RETURN_IF_ERROR(register_rank_buffers(*engine_, a, engine::MemoryAccess::kPeerWritable));
+  grant_buffers_ = std::make_unique<const RankGrantBuffers>(a);
   for (const engine::Region& r : rank_regions(a)) {
     PDKV_RETURN_IF_ERROR(registered_.add(r.addr, r.length));
   }
@@ -152,18 +156,36 @@ Status DecodeManager::send_metadata(uint64_t room, PreAllocationRequest request)
                                    kv_page_capacity(config_.args)));
     own.page_indices_mapping.reset();  // the local pages are in mask order now
   }
+  // Open exactly these pages, rows and slots to the room's prefill ranks (pages past the
+  // pool are left out: the prefill's write there fails the room as out of range).
+  RoomWrites writes;
+  writes.kv_pages = request.kv_pages;
+  if (request.ownership) writes.l1_5_local_pages = request.ownership->page_local_indices;
+  writes.aux_index = request.aux_index;
+  writes.state_slots = request.state_slots;
+  const uint64_t grant = random_grant_id();
+  PDKV_RETURN_IF_ERROR(engine_->grant_writes(grant, grant_for_room(*grant_buffers_, writes))
+                           .with_context("room " + std::to_string(room)));
   Outbox out;
+  Status refused;
   {
     MutexLock lock(mu_);
     auto it = rooms_.find(room);
-    if (it == rooms_.end()) return not_found("room " + std::to_string(room) + " is not open here");
-    Room& r = it->second;
-    if (r.pending) {
-      return failed_precondition("send_metadata() was already called for room " +
-                                 std::to_string(room));
+    if (it == rooms_.end()) {
+      refused = not_found("room " + std::to_string(room) + " is not open here");
+    } else if (it->second.pending) {
+      refused = failed_precondition("send_metadata() was already called for room " +
+                                    std::to_string(room));
+    } else {
+      Room& r = it->second;
+      r.pending = std::move(request);
+      r.grant = grant;
+      if (r.resolved) send_pre_allocations(room, r, out);
     }
-    r.pending = std::move(request);
-    if (r.resolved) send_pre_allocations(room, r, out);
+  }
+  if (!refused.ok()) {
+    (void)engine_->revoke_writes(grant);  // nobody was told its id
+    return refused;
   }
   flush(out);
   return Status();
@@ -396,6 +418,7 @@ void DecodeManager::send_pre_allocations(uint64_t room, Room& r, Outbox& out,
     pre.room = room;
     pre.decode = identity_;
     pre.kind = t.route.kind;
+    if (t.route.kind == proto::PreAllocKind::kTransfer) pre.write_grant = r.grant;
     pre.required_dst_info_num = t.route.required_dst_info_num;
     pre.decode_prefix_len = req.decode_prefix_len;
     if (t.route.kind == proto::PreAllocKind::kTransfer) {
@@ -556,6 +579,7 @@ void DecodeManager::on_status(const proto::TransferStatus& status) {
       }
       metrics_.observe(RoomStage::kEndToEnd, now() - r.opened);
       metrics_.room_succeeded();
+      revoke_grant(room, r);
       board_.advance(room, RoomState::kSuccess);
       drop_room(room);
       return;
@@ -665,7 +689,25 @@ void DecodeManager::on_abort(const proto::Abort& abort) {
 
 // --- failures ----------------------------------------------------------------------
 
+void DecodeManager::revoke_grant(uint64_t room, Room& r) {
+  if (r.grant == 0) return;
+  const uint64_t grant = std::exchange(r.grant, 0);
+  std::shared_ptr<RoomHandle> handle = board_.handle(room);
+  if (handle) handle->hold_terminal();
+  // Runs at once when nothing admitted under the grant is still landing (the usual case:
+  // a Success status comes after every batch was acknowledged), else on the receiver
+  // thread that finishes the last such write.
+  Status st = engine_->revoke_writes(grant, [handle] {
+    if (handle) handle->release_terminal();
+  });
+  if (!st.ok()) {
+    if (handle) handle->release_terminal();
+    PDKV_LOG_WARN("room {}: revoking its write grant: {}", room, st.to_string());
+  }
+}
+
 void DecodeManager::drop_room(uint64_t room) {
+  if (auto it = rooms_.find(room); it != rooms_.end()) revoke_grant(room, it->second);
   rooms_.erase(room);
   unsent_pre_allocations_.erase(room);
   board_.erase(room);
@@ -673,6 +715,13 @@ void DecodeManager::drop_room(uint64_t room) {
 
 void DecodeManager::fail_room(uint64_t room, FailureCause cause, const std::string& reason,
                               bool tell_prefill, std::optional<FailureStage> stage) {
+  {
+    // Fence first: no write of this room is admitted from here on, and its end stays
+    // hidden until what was admitted before has landed (the engine may reuse the pages
+    // the moment it sees Failed).
+    MutexLock lock(mu_);
+    if (auto it = rooms_.find(room); it != rooms_.end()) revoke_grant(room, it->second);
+  }
   bool known = board_.fail(room, cause, reason, stage);
   // What the board kept (the first failure) is what the prefill is told and counted.
   FailureCause kept = cause;

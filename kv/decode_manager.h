@@ -46,6 +46,7 @@
 #include "kv/metrics_registry.h"
 #include "kv/outbox.h"
 #include "kv/peer_liveness.h"
+#include "kv/room_grant.h"
 #include "kv/room_status_board.h"
 #include "kv/route_directory.h"
 #include "kv/route_plan.h"
@@ -160,6 +161,9 @@ class DecodeManager {
     int64_t token = -1;
     std::vector<int32_t> ids;
     TimePoint opened;
+    // The room's write grant (room_grant.h) from send_metadata() until the room ends;
+    // 0 = none (not granted yet, or revoked).
+    uint64_t grant = 0;
   };
   struct PrefillPeer {
     std::string bootstrap_addr;
@@ -220,6 +224,9 @@ class DecodeManager {
   void fail_room(uint64_t room, FailureCause cause, const std::string& reason, bool tell_prefill,
                  std::optional<FailureStage> stage = std::nullopt) PDKV_EXCLUDES(mu_);
   void drop_room(uint64_t room) PDKV_REQUIRES(mu_);
+  // Revokes the room's write grant, if it has one, before its end is published: until
+  // the writes admitted under it have landed, the room's handle keeps its end hidden.
+  void revoke_grant(uint64_t room, Room& r) PDKV_REQUIRES(mu_);
   // Sends what `out` holds; pre-allocations the channel refused go back to the timer.
   void flush(Outbox& out) PDKV_EXCLUDES(mu_);
 
@@ -232,6 +239,7 @@ class DecodeManager {
   std::unique_ptr<ControlChannel> channel_;
   proto::RankIdentity identity_;
   engine::MemoryRegistry registered_;  // this rank's buffers: where checksum regions must lie
+  std::unique_ptr<const RankGrantBuffers> grant_buffers_;  // set in start()
   RoomStatusBoard board_;
   TransferMetrics metrics_;
   // In MetricsRegistry::process() from create() until shutdown() (its first step).

@@ -26,6 +26,38 @@ bool has_kv_fragment(const std::vector<plan::Fragment>& fragments) {
                      [](const plan::Fragment& f) { return !plan::is_state_kind(f.kind); });
 }
 
+// A fragment copies bytes_per_page bytes at src_byte_offset of each source page: it must
+// stay inside the page, with the prefill's own page stride. Without this a decode could
+// name src_page_stride 0 and bytes_per_page = the whole pool and be pushed every other
+// request's KV (issue 15); with it, a room's fragments read only the room's own pages.
+Status check_fragment_sources(const KvArgs& prefill, std::span<const plan::Fragment> fragments) {
+  for (size_t i = 0; i < fragments.size(); ++i) {
+    const plan::Fragment& f = fragments[i];
+    const bool state = plan::is_state_kind(f.kind);
+    const std::vector<uint64_t>& items = state ? prefill.state_item_lens : prefill.kv_item_lens;
+    if (f.buffer_index < 0 || static_cast<size_t>(f.buffer_index) >= items.size()) {
+      return invalid_argument("fragment " + std::to_string(i) + " names " +
+                              (state ? "state" : "KV") + " buffer " +
+                              std::to_string(f.buffer_index) + ", which the prefill does not have");
+    }
+    const uint64_t item = items[static_cast<size_t>(f.buffer_index)];
+    const bool inside = f.bytes_per_page > 0 && f.src_page_stride_bytes == item &&
+                        f.src_byte_offset <= item && f.bytes_per_page <= item - f.src_byte_offset &&
+                        f.dst_byte_offset <= f.dst_page_stride_bytes &&
+                        f.bytes_per_page <= f.dst_page_stride_bytes - f.dst_byte_offset;
+    if (!inside) {
+      return invalid_argument(
+          "fragment " + std::to_string(i) + " (" + std::to_string(f.bytes_per_page) +
+          " bytes at source offset " + std::to_string(f.src_byte_offset) + ", source stride " +
+          std::to_string(f.src_page_stride_bytes) + ", destination offset " +
+          std::to_string(f.dst_byte_offset) + " of stride " +
+          std::to_string(f.dst_page_stride_bytes) + ") does not stay inside one page of " +
+          std::to_string(item) + " bytes");
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 std::vector<plan::Fragment> to_plan_fragments(std::span<const proto::Fragment> fragments) {
@@ -62,6 +94,7 @@ Result<DestinationPlan> DestinationPlan::create(const KvArgs& prefill,
   plan.prefix_pages_ = static_cast<int64_t>(pre_allocation.decode_prefix_len /
                                             static_cast<uint64_t>(prefill.page_size));
   plan.fragments_ = to_plan_fragments(pre_allocation.fragments);
+  PDKV_RETURN_IF_ERROR(check_fragment_sources(prefill, plan.fragments_));
   if (pre_allocation.kind == proto::PreAllocKind::kTransfer) {
     if (reg.kv.ptrs.size() != prefill.kv_data_ptrs.size()) {
       return invalid_argument("decode registered " + std::to_string(reg.kv.ptrs.size()) +

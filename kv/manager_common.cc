@@ -62,9 +62,10 @@ std::vector<engine::Region> rank_regions(const KvArgs& args) {
   return regions;
 }
 
-Status register_rank_buffers(engine::TransferEngine& engine, const KvArgs& args) {
+Status register_rank_buffers(engine::TransferEngine& engine, const KvArgs& args,
+                             engine::MemoryAccess access) {
   for (const engine::Region& r : rank_regions(args)) {
-    PDKV_RETURN_IF_ERROR(engine.register_memory(r.addr, r.length));
+    PDKV_RETURN_IF_ERROR(engine.register_memory(r.addr, r.length, access));
   }
   return Status();
 }

@@ -42,8 +42,9 @@ const proto::RankIdentity* sender_of(const proto::Message& message);
 std::vector<engine::Region> rank_regions(const KvArgs& args);
 
 // Registers every non-empty KV, aux and state buffer of `args` with the engine: on a
-// decode these are what peers may write; on a prefill, what backends with memory keys
-// (UCX) need registered to read from.
-Status register_rank_buffers(engine::TransferEngine& engine, const KvArgs& args);
+// decode (kPeerWritable) the memory rooms grant to their prefill ranks; on a prefill
+// (kLocalReadOnly) the sources of its sends, which no peer may ever write.
+Status register_rank_buffers(engine::TransferEngine& engine, const KvArgs& args,
+                             engine::MemoryAccess access);
 
 }  // namespace pdkv::kv

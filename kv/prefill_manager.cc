@@ -36,8 +36,11 @@ Result<std::unique_ptr<PrefillManager>> PrefillManager::create(
 Status PrefillManager::start(const ControlChannelFactory& channels) {
   const KvArgs& a = config_.args;
   if (!config_.options.local_ip.empty()) config_.engine.host = config_.options.local_ip;
+  // A prefill only sends: its engine admits no write from anyone (no grants, ever), and
+  // its KV pool is registered for reading only.
+  config_.engine.require_write_grants = true;
   PDKV_ASSIGN_OR_RETURN(engine_, engine::TransferEngine::create(config_.engine));
-  PDKV_RETURN_IF_ERROR(register_rank_buffers(*engine_, a));
+  PDKV_RETURN_IF_ERROR(register_rank_buffers(*engine_, a, engine::MemoryAccess::kLocalReadOnly));
 
   PipelineOptions po;
   po.window_bytes = config_.options.transfer_window_bytes;

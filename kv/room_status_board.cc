@@ -63,6 +63,12 @@ void RoomStatusBoard::set_deadline(uint64_t room, TimePoint deadline, FailureCau
   it->second.expiry_reason = std::move(expiry_reason);
 }
 
+std::shared_ptr<RoomHandle> RoomStatusBoard::handle(uint64_t room) const {
+  MutexLock lock(mu_);
+  auto it = rooms_.find(room);
+  return it == rooms_.end() ? nullptr : it->second.handle;
+}
+
 std::optional<RoomStatus> RoomStatusBoard::get(uint64_t room) const {
   MutexLock lock(mu_);
   auto it = rooms_.find(room);

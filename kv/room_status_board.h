@@ -41,7 +41,21 @@ class RoomHandle {
  public:
   RoomStatus status() const {
     MutexLock lock(mu_);
+    if (holds_ > 0 && is_terminal(status_.state)) return before_terminal_;
     return status_;
+  }
+
+  // Fencing (engine/write_grant.h): between the revocation of a room's write grant and
+  // the moment the writes admitted under it before have landed, the room's end is not
+  // shown (status() reports the state before it), because an engine frees or reuses a
+  // room's pages as soon as it sees the room end. Balanced calls; from any thread.
+  void hold_terminal() {
+    MutexLock lock(mu_);
+    ++holds_;
+  }
+  void release_terminal() {
+    MutexLock lock(mu_);
+    if (holds_ > 0) --holds_;
   }
 
  private:
@@ -49,9 +63,12 @@ class RoomHandle {
   void set(const RoomStatus& s) {
     MutexLock lock(mu_);
     status_ = s;
+    if (!is_terminal(s.state)) before_terminal_ = s;
   }
   mutable Mutex mu_;
   RoomStatus status_ PDKV_GUARDED_BY(mu_);
+  RoomStatus before_terminal_ PDKV_GUARDED_BY(mu_);
+  int holds_ PDKV_GUARDED_BY(mu_) = 0;
 };
 
 class RoomStatusBoard {
@@ -80,6 +97,8 @@ class RoomStatusBoard {
                     std::string expiry_reason);
 
   std::optional<RoomStatus> get(uint64_t room) const;
+  // The room's handle (to hold its end while its writes drain), or nullptr if unknown.
+  std::shared_ptr<RoomHandle> handle(uint64_t room) const;
 
   // Fails every non-terminal room whose deadline is before `now` and returns them.
   std::vector<uint64_t> expire_overdue(TimePoint now);

@@ -412,7 +412,9 @@ Status TransferPipeline::plan_blocks(RoomState& r, size_t d, const Job& job,
   uint64_t bytes = 0;
   for (const plan::Block& b : scratch_) {
     if (b.length == 0) continue;
-    writes->push_back(engine::WriteBlock{b.src_addr, b.dst_addr, b.length});
+    // Under the decode's grant for this room: its engine admits nothing else.
+    writes->push_back(
+        engine::WriteBlock{b.src_addr, b.dst_addr, b.length, plan.pre_allocation().write_grant});
     bytes += b.length;
   }
   if (bytes == 0) return Status();

@@ -60,6 +60,7 @@ Multipart encode(const PreAllocation& m) {
   put_array<int64_t>(&b, m.state_slots);
   put_u32(&b, m.required_dst_info_num);
   put_u64(&b, m.decode_prefix_len);
+  put_u64(&b, m.write_grant);
   put_bool(&b, m.dst_l1_5.has_value());
   if (m.dst_l1_5) {
     put_bool(&b, m.dst_l1_5->indices_are_local);
@@ -83,6 +84,7 @@ Result<PreAllocation> decode_pre_allocation(FrameViews frames) {
   m.state_slots = r.array<int64_t>("state_slots", kMaxPages);
   m.required_dst_info_num = r.u32("required_dst_info_num");
   m.decode_prefix_len = r.u64("decode_prefix_len");
+  m.write_grant = r.u64("write_grant");
   if (r.boolean("dst_l1_5")) {
     PageOwnership o;
     o.indices_are_local = r.boolean("dst_l1_5.indices_are_local");

@@ -143,6 +143,11 @@ struct PreAllocation {
   std::vector<int64_t> state_slots;
   uint32_t required_dst_info_num = 1;  // decode ranks that pre-allocate this room here
   uint64_t decode_prefix_len = 0;      // tokens, page-aligned
+  // The decode's write grant for this room (engine/write_grant.h): random, sent only to
+  // the room's prefill ranks, named on every block they write; the decode's engine admits
+  // the room's bytes only under it and revokes it when the room ends. 0 = none (a kDummy
+  // or kNothingNeeded rank writes nothing).
+  uint64_t write_grant = 0;
   std::optional<PageOwnership> dst_l1_5;
   std::vector<Fragment> fragments;  // empty = default blocks
   bool operator==(const PreAllocation&) const = default;

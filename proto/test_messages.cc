@@ -105,6 +105,7 @@ PreAllocation random_pre_allocation(Gen& g) {
   m.kind = static_cast<PreAllocKind>(g.below(kMaxPreAllocKind + 1));
   m.required_dst_info_num = 1 + g.below(16);
   m.decode_prefix_len = g.u64();
+  m.write_grant = g.u64();
   if (g.coin()) m.aux_index = static_cast<int64_t>(g.u64() >> 1);
   if (g.coin()) {
     PageOwnership o;
