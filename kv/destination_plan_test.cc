@@ -103,6 +103,32 @@ TEST(DestinationPlanTest, ItemLengthMismatchWithoutFragmentsIsRejected) {
   EXPECT_NE(plan.status().message().find("carries no fragments"), std::string::npos);
 }
 
+// Issue 15: a decode that names a fragment reading the whole pool (source stride 0,
+// bytes_per_page = the buffer) would be pushed every other request's KV; a fragment must
+// read inside one of the prefill's own pages, at its own page stride.
+TEST(DestinationPlanTest, FragmentsReadingOutsideOneSourcePageAreRefused) {
+  KvArgs args = prefill_args();
+  auto with = [&](uint64_t src_stride, uint64_t src_offset, uint64_t bytes, uint32_t buffer) {
+    proto::PreAllocation p = pre_allocation({1});
+    proto::Fragment f;
+    f.buffer_kind = proto::BufferKind::kTargetK;
+    f.buffer_index = buffer;
+    f.src_page_stride_bytes = src_stride;
+    f.dst_page_stride_bytes = kItem;
+    f.src_byte_offset = src_offset;
+    f.bytes_per_page = bytes;
+    p.fragments = {f};
+    return DestinationPlan::create(args, decode_registration(), p).status();
+  };
+  EXPECT_TRUE(with(kItem, 0, kItem, 0).ok());
+  EXPECT_TRUE(with(kItem, kItem / 2, kItem / 2, 3).ok());
+  EXPECT_EQ(with(0, 0, kItem * kPages, 0).code(), StatusCode::kInvalidArgument);     // whole pool
+  EXPECT_EQ(with(kItem * 2, 0, kItem, 0).code(), StatusCode::kInvalidArgument);      // wrong stride
+  EXPECT_EQ(with(kItem, kItem / 2, kItem, 0).code(), StatusCode::kInvalidArgument);  // past page
+  EXPECT_EQ(with(kItem, UINT64_MAX, 2, 0).code(), StatusCode::kInvalidArgument);     // wraps
+  EXPECT_EQ(with(kItem, 0, kItem, 9).code(), StatusCode::kInvalidArgument);  // no such buffer
+}
+
 TEST(DestinationPlanTest, OutOfRangeDestinationPageIsAnError) {
   KvArgs args = prefill_args();
   auto plan = DestinationPlan::create(args, decode_registration(), pre_allocation({kPages}));
