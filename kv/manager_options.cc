@@ -44,6 +44,10 @@ Result<KvManagerOptions> KvManagerOptions::from(const config::Settings& settings
                         config::read_int(settings, "PDKV_TRANSFER_BATCH_BYTES", int64_t{4} << 20,
                                          int64_t{4} << 10, int64_t{1} << 32));
   PDKV_ASSIGN_OR_RETURN(bool checksum, config::read_bool(settings, "PDKV_VERIFY_CHECKSUM", false));
+  PDKV_ASSIGN_OR_RETURN(int64_t max_peers,
+                        config::read_int(settings, "PDKV_MAX_DECODE_PEERS", 4096, 1, 1 << 20));
+  PDKV_ASSIGN_OR_RETURN(int64_t max_pending, config::read_int(settings, "PDKV_MAX_PENDING_ROOMS",
+                                                              65536, 1, int64_t{1} << 24));
   PDKV_ASSIGN_OR_RETURN(std::string local_ip, config::read_string(settings, "PDKV_LOCAL_IP", ""));
   PDKV_ASSIGN_OR_RETURN(int64_t metrics_port,
                         config::read_int(settings, "PDKV_METRICS_PORT", -1, -1, 65535));
@@ -64,6 +68,8 @@ Result<KvManagerOptions> KvManagerOptions::from(const config::Settings& settings
   o.transfer_window_bytes = static_cast<uint64_t>(window);
   o.transfer_batch_bytes = static_cast<uint64_t>(batch);
   o.verify_checksum = checksum;
+  o.max_decode_peers = max_peers;
+  o.max_pending_rooms = max_pending;
   o.local_ip = std::move(local_ip);
   o.metrics_port = static_cast<int>(metrics_port);
   o.metrics_host = std::move(metrics_host);

@@ -40,6 +40,12 @@ struct KvManagerOptions {
   uint64_t transfer_batch_bytes = 4ull << 20;
   // crc32c of every written region sent with the status and checked by the decode.
   bool verify_checksum = false;
+  // What peers can make a prefill rank hold (issue 15): registered decode ranks at once,
+  // and rooms that decodes pre-allocated (or aborted) before this rank's KVSender for them
+  // existed. Past either, new ones are refused with a reason (not silently dropped), and
+  // every room already held is unaffected.
+  int64_t max_decode_peers = 4096;
+  int64_t max_pending_rooms = 65536;
   // Address this rank advertises; empty = detected.
   std::string local_ip;
   // Port of the process's Prometheus endpoint (kv/process_metrics_endpoint.h; started or

@@ -145,8 +145,10 @@ std::shared_ptr<const RoomHandle> PrefillManager::open_room(uint64_t room) {
   std::optional<RoomFailure> aborted;
   {
     MutexLock lock(mu_);
-    Room& r = rooms_[room];
+    auto [it, created] = rooms_.try_emplace(room);
+    Room& r = it->second;
     if (!r.sender_open) {
+      if (!created) --pending_rooms_;  // a decode's message opened it first
       r.sender_open = true;
       r.first_seen = now();
     }
@@ -332,7 +334,15 @@ void PrefillManager::hand_to_pipeline(uint64_t room, Room& r, TransferChunk chun
   pipeline_->add_chunk(room, std::move(chunk));
 }
 
+PrefillManager::Room* PrefillManager::room_for_peer_message(uint64_t room) {
+  if (auto it = rooms_.find(room); it != rooms_.end()) return &it->second;
+  if (pending_rooms_ >= static_cast<size_t>(config_.options.max_pending_rooms)) return nullptr;
+  ++pending_rooms_;
+  return &rooms_[room];
+}
+
 void PrefillManager::drop_room(uint64_t room) {
+  if (auto it = rooms_.find(room); it != rooms_.end() && !it->second.sender_open) --pending_rooms_;
   rooms_.erase(room);
   awaiting_metadata_.erase(room);
   metadata_.close(room);
@@ -470,21 +480,41 @@ void PrefillManager::on_registration(proto::BufferRegistration reg) {
   std::optional<std::string> stale_engine_endpoint;
   const uint64_t incarnation = reg.decode.incarnation;
   const std::string engine_endpoint = reg.decode.session_id;
+  Status over_cap;
   {
     MutexLock lock(mu_);
     auto it = decodes_.find(key);
-    if (it != decodes_.end() && it->second.registration.decode.incarnation != incarnation) {
+    if (it == decodes_.end() &&
+        decodes_.size() >= static_cast<size_t>(config_.options.max_decode_peers)) {
+      // Bounded: a flood of registrations from made-up endpoints cannot grow the table.
+      over_cap = failed_precondition("this prefill rank already serves " +
+                                     std::to_string(decodes_.size()) +
+                                     " decode ranks (PDKV_MAX_DECODE_PEERS)");
+    } else if (it != decodes_.end() && it->second.registration.decode.incarnation != incarnation) {
       // The decode restarted at the same endpoint: rooms routed to its old buffers are lost.
       for (const auto& [room, r] : rooms_) {
         if (r.destinations.count(key)) orphaned.push_back(room);
       }
       stale_engine_endpoint = it->second.registration.decode.session_id;
     }
-    failed_peers_.clear(reg.decode.session_id);
-    DecodePeer& peer = decodes_[key];
-    peer.registration = std::move(reg);
-    peer.layout_status = layout;
-    peer.liveness.heard();
+    if (over_cap.ok()) {
+      failed_peers_.clear(reg.decode.session_id);
+      DecodePeer& peer = decodes_[key];
+      peer.registration = std::move(reg);
+      peer.layout_status = layout;
+      peer.liveness.heard();
+    }
+  }
+  if (!over_cap.ok()) {
+    PDKV_LOG_WARN_LIMITED("registration from decode {} refused: {}", key, over_cap.message());
+    proto::RegistrationResult refusal;
+    refusal.prefill = identity_;
+    refusal.decode_incarnation = incarnation;
+    refusal.reason = over_cap.message();
+    Outbox out;
+    out.add(key, refusal);
+    flush(out);
+    return;
   }
   if (stale_engine_endpoint) pipeline_->reset_peer(*stale_engine_endpoint);
   if (layout.ok()) pipeline_->prepare_peer(engine_endpoint);
@@ -544,8 +574,12 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
       if (!plan.ok()) {
         refused = plan.status();
         if (refused.code() == StatusCode::kOutOfRange) refused_cause = FailureCause::kOutOfRange;
+      } else if (Room* pending = room_for_peer_message(room); pending == nullptr) {
+        refused = failed_precondition(
+            "this prefill rank already holds " + std::to_string(pending_rooms_) +
+            " rooms that decodes opened before their KVSender (PDKV_MAX_PENDING_ROOMS)");
       } else {
-        Room& r = rooms_[room];
+        Room& r = *pending;
         if (r.destinations.empty() && !r.sender_open) r.first_seen = now();
         r.required_destinations = plan->pre_allocation().required_dst_info_num;
         r.destinations[key] = std::make_shared<const DestinationPlan>(std::move(plan).value());
@@ -597,7 +631,15 @@ void PrefillManager::on_abort(const proto::Abort& abort) {
     if (!board_.get(abort.room)) {
       // No KVSender yet: keep the abort (like an early pre-allocation, dropped after the
       // bootstrap timeout if no sender ever opens) so the sender fails when it opens.
-      Room& r = rooms_[abort.room];
+      Room* pending = room_for_peer_message(abort.room);
+      if (pending == nullptr) {
+        PDKV_LOG_WARN_LIMITED(
+            "prefill rank {} drops an Abort of room {}: {} rooms are pending "
+            "already (PDKV_MAX_PENDING_ROOMS)",
+            identity_.engine_rank, abort.room, pending_rooms_);
+        return;
+      }
+      Room& r = *pending;
       if (r.first_seen == TimePoint{}) r.first_seen = now();
       if (!r.aborted_early) {
         r.aborted_early = RoomFailure{cause, FailureStage::kBootstrap, std::move(reason)};

@@ -171,6 +171,9 @@ class PrefillManager {
   void fail_room(uint64_t room, FailureCause cause, const std::string& reason,
                  std::optional<FailureStage> stage = std::nullopt) PDKV_EXCLUDES(mu_);
   void drop_room(uint64_t room) PDKV_REQUIRES(mu_);
+  // The room's entry, created for a decode's message if there is room for one more
+  // pending room; nullptr (nothing created) past options.max_pending_rooms.
+  Room* room_for_peer_message(uint64_t room) PDKV_REQUIRES(mu_);
   void fail_open_rooms() PDKV_EXCLUDES(mu_);  // shutdown
   proto::TransferStatus status_of(uint64_t room, proto::TransferState state) const;
   // A Failed status carrying the failure's reason, cause and stage.
@@ -213,6 +216,9 @@ class PrefillManager {
   mutable Mutex mu_;
   std::unordered_map<std::string, DecodePeer> decodes_ PDKV_GUARDED_BY(mu_);
   std::unordered_map<uint64_t, Room> rooms_ PDKV_GUARDED_BY(mu_);
+  // Rooms in rooms_ without a KVSender yet: what decodes alone made this rank hold
+  // (bounded by options.max_pending_rooms).
+  size_t pending_rooms_ PDKV_GUARDED_BY(mu_) = 0;
   std::set<uint64_t> awaiting_metadata_ PDKV_GUARDED_BY(mu_);
 
   std::unique_ptr<TransferPipeline> pipeline_;

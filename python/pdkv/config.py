@@ -121,6 +121,8 @@ SETTINGS: tuple[Setting, ...] = (
     _i("PDKV_TRANSFER_WINDOW_BYTES", 64 << 20, 1 << 16, _TiB),
     _i("PDKV_TRANSFER_BATCH_BYTES", 4 << 20, 4 << 10, 1 << 32),
     Setting("PDKV_VERIFY_CHECKSUM", bool, False),
+    _i("PDKV_MAX_DECODE_PEERS", 4096, 1, 1 << 20),
+    _i("PDKV_MAX_PENDING_ROOMS", 65536, 1, 1 << 24),
     _s("PDKV_LOCAL_IP", ""),
     _i("PDKV_METRICS_PORT", -1, -1, 65535),
     _s("PDKV_METRICS_HOST", "127.0.0.1"),

@@ -133,6 +133,8 @@ class Config:
     transfer_window_bytes: Optional[int]  # PDKV_TRANSFER_WINDOW_BYTES, default 67108864
     transfer_batch_bytes: Optional[int]  # PDKV_TRANSFER_BATCH_BYTES, default 4194304
     verify_checksum: Optional[bool]  # PDKV_VERIFY_CHECKSUM, default False
+    max_decode_peers: Optional[int]  # PDKV_MAX_DECODE_PEERS, default 4096
+    max_pending_rooms: Optional[int]  # PDKV_MAX_PENDING_ROOMS, default 65536
     local_ip: Optional[str]  # PDKV_LOCAL_IP, default ''
     metrics_port: Optional[int]  # PDKV_METRICS_PORT, default -1
     metrics_host: Optional[str]  # PDKV_METRICS_HOST, default '127.0.0.1'
