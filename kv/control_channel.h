@@ -33,9 +33,14 @@ namespace pdkv::kv {
 using MessageHandler = std::function<void(proto::Message message)>;
 using PeerGoneHandler = std::function<void(const std::string& peer_endpoint)>;
 
+// The peer refused (or broke) the security handshake of our connection to it: the
+// cluster secrets differ, or only one side has one (docs/SECURITY.md).
+using PeerRefusedHandler = std::function<void(const std::string& peer_endpoint)>;
+
 struct ChannelCallbacks {
   MessageHandler on_message;
-  PeerGoneHandler on_peer_gone;  // may be empty
+  PeerGoneHandler on_peer_gone;        // may be empty
+  PeerRefusedHandler on_peer_refused;  // may be empty; same thread as on_message
 };
 
 class ControlChannel {

@@ -44,6 +44,7 @@ Status DecodeManager::start(const ControlChannelFactory& channels) {
   ChannelCallbacks callbacks;
   callbacks.on_message = [this](proto::Message m) { on_message(std::move(m)); };
   callbacks.on_peer_gone = [this](const std::string& endpoint) { on_peer_gone(endpoint); };
+  callbacks.on_peer_refused = [this](const std::string& endpoint) { on_peer_refused(endpoint); };
   PDKV_ASSIGN_OR_RETURN(channel_, channels(config_.engine.host, std::move(callbacks)));
   identity_ =
       make_rank_identity(proto::Role::kDecode, a, channel_->endpoint(), engine_->endpoint());
@@ -856,6 +857,29 @@ void DecodeManager::on_peer_gone(const std::string& endpoint) {
   for (uint64_t room : lost) {
     fail_room(room, FailureCause::kPeerDead,
               "prefill " + endpoint + " is gone: its connection closed and it refuses new ones",
+              false);
+  }
+}
+
+void DecodeManager::on_peer_refused(const std::string& endpoint) {
+  std::vector<uint64_t> refused;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [room, r] : rooms_) {
+      for (const Target& t : r.targets) {
+        if (t.endpoint == endpoint) {
+          refused.push_back(room);
+          break;
+        }
+      }
+    }
+  }
+  for (uint64_t room : refused) {
+    // Nothing of ours reaches it, so it cannot be told (tell_prefill false).
+    fail_room(room, FailureCause::kUnauthenticated,
+              "prefill " + endpoint +
+                  " refused the control-plane handshake: the cluster secrets differ, or only one "
+                  "side has PDKV_SECRET_FILE (docs/SECURITY.md)",
               false);
   }
 }

@@ -196,6 +196,9 @@ class DecodeManager {
   void on_abort(const proto::Abort& abort) PDKV_EXCLUDES(mu_);
   // The prefill rank's process is gone (its control connection closed for good).
   void on_peer_gone(const std::string& endpoint) PDKV_EXCLUDES(mu_);
+  // The prefill rank refused our control handshake (the cluster secrets differ): its
+  // rooms fail at once with that reason instead of at a timeout.
+  void on_peer_refused(const std::string& endpoint) PDKV_EXCLUDES(mu_);
   void heard_from(const std::string& endpoint) PDKV_EXCLUDES(mu_);
   // True if `endpoint` is a prefill rank this decode resolved for one of its rooms.
   bool knows_prefill(const std::string& endpoint) const PDKV_EXCLUDES(mu_);

@@ -19,6 +19,7 @@ std::string_view to_string(FailureCause cause) {
     case FailureCause::kChecksumMismatch: return "checksum_mismatch";
     case FailureCause::kBootstrapFailed: return "bootstrap_failed";
     case FailureCause::kShutdown: return "shutdown";
+    case FailureCause::kUnauthenticated: return "unauthenticated";
   }
   return "internal";
 }

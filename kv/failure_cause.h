@@ -35,8 +35,9 @@ enum class FailureCause : uint8_t {
   kChecksumMismatch = 12,  // PDKV_VERIFY_CHECKSUM: the bytes that landed differ
   kBootstrapFailed = 13,   // the bootstrap server answered, but not with a usable route
   kShutdown = 14,          // this rank's manager shut down with the room open
+  kUnauthenticated = 15,   // the peer refused our control handshake: cluster secrets differ
 };
-inline constexpr uint8_t kMaxFailureCause = 14;
+inline constexpr uint8_t kMaxFailureCause = 15;
 
 // The room's progress when it failed. Derived from its state (RoomState) unless the
 // failing code knows better (kCompletion: every byte was written already).

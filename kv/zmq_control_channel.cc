@@ -33,6 +33,8 @@ ControlChannelFactory zmq_channel_factory(config::Settings settings) {
     options.bind_host = host;
     proto::ZmqEndpoint::PeerGoneHandler on_gone;
     if (callbacks.on_peer_gone) on_gone = std::move(callbacks.on_peer_gone);
+    proto::ZmqEndpoint::PeerRefusedHandler on_refused;
+    if (callbacks.on_peer_refused) on_refused = std::move(callbacks.on_peer_refused);
     PDKV_ASSIGN_OR_RETURN(auto endpoint, proto::ZmqEndpoint::start(
                                              options,
                                              [handler = std::move(callbacks.on_message)](
@@ -40,7 +42,7 @@ ControlChannelFactory zmq_channel_factory(config::Settings settings) {
                                                handler(std::move(m));
                                                return Status();
                                              },
-                                             std::move(on_gone)));
+                                             std::move(on_gone), std::move(on_refused)));
     return std::unique_ptr<ControlChannel>(
         std::make_unique<ZmqControlChannel>(std::move(endpoint)));
   };

@@ -41,21 +41,23 @@ bool is_urgent(const Message& message) {
 }
 
 ZmqEndpoint::ZmqEndpoint(const EndpointOptions& options, Handler handler,
-                         PeerGoneHandler on_peer_gone)
+                         PeerGoneHandler on_peer_gone, PeerRefusedHandler on_peer_refused)
     : options_(options),
       handler_(std::move(handler)),
       on_peer_gone_(std::move(on_peer_gone)),
+      on_peer_refused_(std::move(on_peer_refused)),
       context_(1) {}
 
 Result<std::unique_ptr<ZmqEndpoint>> ZmqEndpoint::start(const EndpointOptions& options,
                                                         Handler handler,
-                                                        PeerGoneHandler on_peer_gone) {
+                                                        PeerGoneHandler on_peer_gone,
+                                                        PeerRefusedHandler on_peer_refused) {
   if (options.drain_batch == 0 || options.send_hwm <= 0 || options.reconnect_interval_ms <= 0) {
     return invalid_argument(
         "zmq endpoint: drain_batch, send_hwm and reconnect_interval_ms must be positive");
   }
-  std::unique_ptr<ZmqEndpoint> ep(
-      new ZmqEndpoint(options, std::move(handler), std::move(on_peer_gone)));
+  std::unique_ptr<ZmqEndpoint> ep(new ZmqEndpoint(
+      options, std::move(handler), std::move(on_peer_gone), std::move(on_peer_refused)));
   ep->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (ep->wake_fd_ < 0) {
     return unavailable(

@@ -71,12 +71,17 @@ class ZmqEndpoint {
   using Handler = std::function<Status(Message&& message, const std::string& peer)>;
   // `peer_endpoint` is the string that was passed to send() ("tcp://host:port").
   using PeerGoneHandler = std::function<void(const std::string& peer_endpoint)>;
+  // A peer refused (or broke) the security handshake of our connection to it: with CURVE
+  // that means the cluster secrets differ, or only one side has one. Reported on the
+  // receive thread each time the monitor saw such failures (every reconnect attempt).
+  using PeerRefusedHandler = std::function<void(const std::string& peer_endpoint)>;
 
   // Binds and starts the receive thread. kUnavailable if the bind fails,
   // kInvalidArgument if drain_batch, send_hwm or reconnect_interval_ms is not positive.
-  // on_peer_gone may be null (a death is then only counted and logged).
+  // on_peer_gone / on_peer_refused may be null (the event is then only counted and logged).
   static Result<std::unique_ptr<ZmqEndpoint>> start(const EndpointOptions& options, Handler handler,
-                                                    PeerGoneHandler on_peer_gone = nullptr);
+                                                    PeerGoneHandler on_peer_gone = nullptr,
+                                                    PeerRefusedHandler on_peer_refused = nullptr);
   ~ZmqEndpoint();
   ZmqEndpoint(const ZmqEndpoint&) = delete;
   ZmqEndpoint& operator=(const ZmqEndpoint&) = delete;
@@ -124,7 +129,8 @@ class ZmqEndpoint {
   };
   class ReceiveLoop;  // the receive thread's state (zmq_endpoint_receive.cc)
 
-  ZmqEndpoint(const EndpointOptions& options, Handler handler, PeerGoneHandler on_peer_gone);
+  ZmqEndpoint(const EndpointOptions& options, Handler handler, PeerGoneHandler on_peer_gone,
+              PeerRefusedHandler on_peer_refused);
   void receive_loop();  // the receive thread's body (zmq_endpoint_receive.cc)
   Result<std::shared_ptr<PeerSocket>> peer_socket(const std::string& peer_endpoint)
       PDKV_EXCLUDES(peers_mu_);
@@ -140,6 +146,7 @@ class ZmqEndpoint {
   const EndpointOptions options_;
   const Handler handler_;
   const PeerGoneHandler on_peer_gone_;
+  const PeerRefusedHandler on_peer_refused_;
   zmq::context_t context_;
   // With a cluster secret (EndpointOptions::cluster_key): the context's ZAP handler and
   // the CURVE key pairs every member derives alike. Set by start(), then read-only.

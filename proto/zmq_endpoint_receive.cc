@@ -96,6 +96,10 @@ class ZmqEndpoint::ReceiveLoop {
     if (seen.gone && ep_.is_current_monitor(monitor.peer_endpoint(), monitor.id())) {
       gone_.push_back(monitor.peer_endpoint());
     }
+    if (seen.auth_failures > 0 && ep_.on_peer_refused_ &&
+        ep_.is_current_monitor(monitor.peer_endpoint(), monitor.id())) {
+      refused_.push_back(monitor.peer_endpoint());
+    }
   }
 
   // Reads up to drain_batch messages already queued, without blocking, while fewer than
@@ -200,6 +204,14 @@ class ZmqEndpoint::ReceiveLoop {
       }
     }
     gone_.clear();
+    for (const std::string& peer : refused_) {
+      try {
+        ep_.on_peer_refused_(peer);
+      } catch (...) {
+        PDKV_LOG_WARN("zmq endpoint {}: on_peer_refused({}) threw", ep_.endpoint_, peer);
+      }
+    }
+    refused_.clear();
   }
 
   // Closes every socket this thread owns, and the monitors still waiting to be taken
@@ -221,6 +233,7 @@ class ZmqEndpoint::ReceiveLoop {
   std::vector<zmq_pollitem_t> items_;  // [pull, wake, monitors_...]
   std::deque<Received> urgent_, normal_;
   std::vector<std::string> gone_;
+  std::vector<std::string> refused_;  // peers that refused our security handshake
 };
 
 void ZmqEndpoint::receive_loop() { ReceiveLoop(*this).run(); }

@@ -35,6 +35,7 @@ class FailureCause(enum.IntEnum):
     ChecksumMismatch = 12  # PDKV_VERIFY_CHECKSUM: the bytes that landed differ
     BootstrapFailed = 13  # the bootstrap server answered without a usable route
     Shutdown = 14  # this rank's KVManager shut down with the room open
+    Unauthenticated = 15  # the peer refused our control handshake: cluster secrets differ
     @property
     def label(self) -> str: ...
 
