@@ -34,8 +34,9 @@ math(EXPR pdkv_next_python_minor "${Python_VERSION_MINOR} + 1")
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
     "python3 (>= 3.${Python_VERSION_MINOR}), python3 (<< 3.${pdkv_next_python_minor}), python3-numpy")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3-tqdm, iperf3")
+# pdkv.metrics.register() (pdkv's figures in an engine's prometheus_client registry).
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS
-    "libspdlog-dev, libfmt-dev, cppzmq-dev, libzmq3-dev, pkg-config, iproute2")
+    "libspdlog-dev, libfmt-dev, cppzmq-dev, libzmq3-dev, pkg-config, iproute2, python3-prometheus-client")
 set(CPACK_DEBIAN_COMPRESSION_TYPE gzip)  # fastest to build; the test builds it
 include(CPack)
 

@@ -20,6 +20,7 @@ endfunction()
 
 pdkv_read_constant(PDKV_PROTOCOL_VERSION proto/wire.h kProtocolVersion)
 pdkv_read_constant(PDKV_LEASE_WIRE_VERSION engine/lease/wire.h kWireVersion)
+pdkv_read_constant(PDKV_TCP_WIRE_VERSION engine/backends/tcp/tcp_frame.h kVersion)
 
 set(PDKV_GENERATED_INCLUDE_DIR ${CMAKE_BINARY_DIR}/generated)
 configure_file(${PROJECT_SOURCE_DIR}/cmake/templates/version.h.in

@@ -12,7 +12,7 @@ protocol) come from the build's one version source (CMake's project version, see
 cmake/PdkvVersion.cmake).
 """
 
-from pdkv._version import LEASE_WIRE_VERSION, PROTOCOL_VERSION, __version__
+from pdkv._version import LEASE_WIRE_VERSION, PROTOCOL_VERSION, TCP_WIRE_VERSION, __version__
 
 _KV_NAMES = ("KVPoll", "KVArgs", "KVTransferError", "BootstrapServer", "KVManager", "KVSender",
              "KVReceiver")

@@ -79,7 +79,8 @@ class MetricsEndpoint:
         self.stop()
 
 
-def serve(port: int = 0, host: str = "0.0.0.0") -> MetricsEndpoint:
+def serve(port: int = 0, host: str = "127.0.0.1") -> MetricsEndpoint:
     """Serves every manager of this process on `host`:`port` (0 = any free port, or the
-    port already running); a different fixed port than the running one raises."""
+    port already running); a different fixed port than the running one raises. Loopback
+    by default, as PDKV_METRICS_HOST: /metrics tells whoever reads it about the cluster."""
     return MetricsEndpoint(host, port)

@@ -25,10 +25,12 @@ def test_python_version_is_the_cmake_project_version():
 def test_protocol_versions_are_the_header_constants():
     assert pdkv.PROTOCOL_VERSION == _constant("proto/wire.h", "kProtocolVersion")
     assert pdkv.LEASE_WIRE_VERSION == _constant("engine/lease/wire.h", "kWireVersion")
+    assert pdkv.TCP_WIRE_VERSION == _constant("engine/backends/tcp/tcp_frame.h", "kVersion")
 
 
 def test_cli_version_prints_both():
     cli = os.path.join(os.environ["PDKV_BIN_DIR"], "pdkv")
     out = subprocess.run([cli, "--version"], capture_output=True, text=True, check=True).stdout
     assert out.strip() == (f"pdkv {pdkv.__version__} (control protocol {pdkv.PROTOCOL_VERSION}, "
-                           f"lease wire {pdkv.LEASE_WIRE_VERSION})")
+                           f"lease wire {pdkv.LEASE_WIRE_VERSION}, "
+                           f"tcp data wire {pdkv.TCP_WIRE_VERSION})")

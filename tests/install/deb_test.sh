@@ -46,6 +46,29 @@ grep -Eq "^/usr/lib/libpdkv\.so\.${version%%.*}(\.|$)" "$tmp/contents" || { echo
 dpkg-deb -I "$deb" shlibs | grep -q "^libpdkv ${version%%.*} pdkv" || { echo "FAIL: no shlibs entry"; exit 1; }
 
 dpkg-deb -x "$deb" "$tmp/root"
+# On a fresh Debian 12 only what Depends names is installed: every shared library any
+# packaged ELF file needs must come from one of those packages (or be libpdkv itself),
+# not from something this build host happens to have.
+dep_pkgs=" $(sed -E 's/\([^)]*\)//g; s/\|[^,]*//g; s/:any//g; s/,/ /g' <<<"$depends" | xargs) "
+while IFS= read -r elf; do
+  while IFS= read -r lib; do
+    [[ $lib == libpdkv.so* ]] && continue
+    path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ && !found {print $NF; found = 1}')
+    [[ -n $path ]] || { echo "FAIL: $elf needs $lib, which no installed package provides"; exit 1; }
+    # Merged /usr: dpkg knows a file under the path its package shipped it at.
+    owner=$(dpkg -S "$path" 2>/dev/null || dpkg -S "$(realpath "$path")" 2>/dev/null || true)
+    owner=${owner%%:*}
+    [[ -n $owner ]] || { echo "FAIL: $lib ($path) belongs to no Debian package"; exit 1; }
+    # Depends may name the package or a name it Provides (libspdlog1.10-fmt9).
+    provides=$(dpkg-query -W -f='${Provides}' "$owner" 2>/dev/null || true)
+    names=" $owner $(sed -E 's/\([^)]*\)//g; s/,/ /g' <<<"$provides") "
+    found=no
+    for name in $names; do [[ $dep_pkgs == *" $name "* ]] && found=yes; done
+    [[ $found == yes ]] ||
+      { echo "FAIL: $elf needs $lib from $owner, which Depends does not name"; exit 1; }
+  done < <(objdump -p "$elf" 2>/dev/null | awk '/NEEDED/ {print $2}')
+done < <(find "$tmp/root" -type f \( -name '*.so*' -o -perm -u+x \) -exec sh -c 'head -c4 "$1" | grep -q ELF' _ {} \; -print)
+echo "every NEEDED library of the packaged ELF files comes from a package in Depends"
 cd "$tmp"
 "$tmp/root/usr/bin/pdkv" --version | grep -qx "pdkv $version (.*)"
 "$tmp/root/usr/bin/pdkv" demo --no-bench --tokens 4 --prompt-len 12
