@@ -55,6 +55,12 @@ class FieldReader {
     return x;
   }
 
+  // An integer that may be absent (fields added later; older registrations lack them).
+  int64_t optional_integer(const char* field, int64_t min, int64_t max, int64_t absent) {
+    if (!status_.ok() || !obj_.contains(field)) return absent;
+    return integer(field, min, max);
+  }
+
   bool boolean(const char* field) {
     const json* v = find(field);
     if (!v) return false;
@@ -130,6 +136,9 @@ void read_layout(FieldReader& f, InstanceLayout* l) {
   l->dtype_bytes = f.integer("dtype_bytes", 1, 64);
   l->page_layout = f.string("page_layout", 3);
   l->is_mla = f.boolean("is_mla");
+  l->target_layer_num = f.optional_integer("target_layer_num", 0, 1 << 16, 0);
+  l->draft_total_kv_head_num = f.optional_integer("draft_total_kv_head_num", 0, 1 << 20, 0);
+  l->draft_head_dim = f.optional_integer("draft_head_dim", 0, 1 << 20, 0);
   if (!f.status().ok()) return;
   if (l->world_size % l->dp_size != 0) {
     f.fail("dp_size", fmt::format("{} does not divide world_size {}", l->dp_size, l->world_size));
@@ -169,7 +178,10 @@ json layout_json(const InstanceLayout& l) {
               {"head_dim", l.head_dim},
               {"dtype_bytes", l.dtype_bytes},
               {"page_layout", l.page_layout},
-              {"is_mla", l.is_mla}};
+              {"is_mla", l.is_mla},
+              {"target_layer_num", l.target_layer_num},
+              {"draft_total_kv_head_num", l.draft_total_kv_head_num},
+              {"draft_head_dim", l.draft_head_dim}};
 }
 
 }  // namespace
@@ -229,6 +241,9 @@ std::string first_layout_difference(const InstanceLayout& a, const InstanceLayou
   PDKV_CMP(dtype_bytes);
   PDKV_CMP(page_layout);
   PDKV_CMP(is_mla);
+  PDKV_CMP(target_layer_num);
+  PDKV_CMP(draft_total_kv_head_num);
+  PDKV_CMP(draft_head_dim);
 #undef PDKV_CMP
   return "";
 }

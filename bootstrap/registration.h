@@ -42,6 +42,10 @@ struct InstanceLayout {
   int64_t dtype_bytes = 0;
   std::string page_layout = "NHD";  // "NHD" or "HND"
   bool is_mla = false;
+  // Draft model of speculative decoding (kv::KvArgs): 0 = none / as the target.
+  int64_t target_layer_num = 0;
+  int64_t draft_total_kv_head_num = 0;
+  int64_t draft_head_dim = 0;
 
   int64_t tp_size_per_dp() const { return world_size / dp_size; }
   bool operator==(const InstanceLayout&) const = default;

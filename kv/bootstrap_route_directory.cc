@@ -25,6 +25,9 @@ PrefillRankInfo rank_info_from_layout(const bootstrap::InstanceLayout& l) {
   info.layout.page_layout =
       l.page_layout == "HND" ? proto::PageLayout::kHND : proto::PageLayout::kNHD;
   info.layout.is_mla = l.is_mla;
+  info.layout.target_layer_num = static_cast<uint32_t>(l.target_layer_num);
+  info.layout.draft_total_kv_head_num = static_cast<uint32_t>(l.draft_total_kv_head_num);
+  info.layout.draft_head_dim = static_cast<uint32_t>(l.draft_head_dim);
   info.kv_item_lens = to_unsigned(l.kv_item_lens);
   info.state_item_lens = to_unsigned(l.state_item_lens);
   return info;
@@ -90,6 +93,9 @@ Result<bootstrap::PrefillRegistration> to_registration(const PrefillRankInfo& in
   l.dtype_bytes = info.layout.dtype_bytes;
   l.page_layout = info.layout.page_layout == proto::PageLayout::kHND ? "HND" : "NHD";
   l.is_mla = info.layout.is_mla;
+  l.target_layer_num = info.layout.target_layer_num;
+  l.draft_total_kv_head_num = info.layout.draft_total_kv_head_num;
+  l.draft_head_dim = info.layout.draft_head_dim;
   return reg;
 }
 

@@ -101,6 +101,26 @@ Status KvArgs::validate() const {
   if (head_dim < 0 || dtype_bytes < 0) {
     return invalid_argument("head_dim and dtype_bytes must be >= 0");
   }
+  if (target_layer_num < 0 || target_layer_num > static_cast<int64_t>(layer_buffers.size())) {
+    return invalid_argument("target_layer_num " + str(target_layer_num) + " outside [0, " +
+                            std::to_string(layer_buffers.size()) + "] (the KV layer count)");
+  }
+  if (draft_kv_head_num < 0 || draft_total_kv_head_num < 0 || draft_head_dim < 0) {
+    return invalid_argument(
+        "draft_kv_head_num, draft_total_kv_head_num and draft_head_dim "
+        "must be >= 0 (0 = as the target model)");
+  }
+  if ((draft_kv_head_num != 0 || draft_total_kv_head_num != 0 || draft_head_dim != 0) &&
+      (target_layer_num == 0 || target_layer_num == static_cast<int64_t>(layer_buffers.size()))) {
+    return invalid_argument(
+        "a draft geometry (draft_kv_head_num / draft_total_kv_head_num / draft_head_dim) needs "
+        "draft layers: set target_layer_num to the number of target KV layers");
+  }
+  if (draft_kv_head_num >
+      (draft_total_kv_head_num != 0 ? draft_total_kv_head_num : total_kv_head_num)) {
+    return invalid_argument("draft_kv_head_num " + str(draft_kv_head_num) +
+                            " exceeds the draft model's total KV heads");
+  }
   if (is_mla && (kv_head_num != 1 || total_kv_head_num != 1)) {
     return invalid_argument(
         "MLA ranks hold one latent 'head': kv_head_num = total_kv_head_num = 1");
@@ -122,6 +142,10 @@ proto::KvLayout KvArgs::layout() const {
     out.layer_buffers.emplace_back(l.begin(), l.end());
   }
   out.kv_layer_ids.assign(kv_layer_ids.begin(), kv_layer_ids.end());
+  out.target_layer_num = static_cast<uint32_t>(target_layer_num);
+  out.draft_kv_head_num = static_cast<uint32_t>(draft_kv_head_num);
+  out.draft_total_kv_head_num = static_cast<uint32_t>(draft_total_kv_head_num);
+  out.draft_head_dim = static_cast<uint32_t>(draft_head_dim);
   return out;
 }
 
@@ -149,6 +173,17 @@ Status check_geometry(const proto::KvLayout& p, const proto::KvLayout& d) {
   if (p.dtype_bytes != d.dtype_bytes) return mismatch("dtype_bytes", p.dtype_bytes, d.dtype_bytes);
   if (p.total_kv_head_num != d.total_kv_head_num) {
     return mismatch("total_kv_head_num", p.total_kv_head_num, d.total_kv_head_num);
+  }
+  if (p.target_layer_num != d.target_layer_num) {
+    return mismatch("target_layer_num (draft layers start)", p.target_layer_num,
+                    d.target_layer_num);
+  }
+  if (p.draft_total_kv_head_num != d.draft_total_kv_head_num) {
+    return mismatch("draft_total_kv_head_num", p.draft_total_kv_head_num,
+                    d.draft_total_kv_head_num);
+  }
+  if (p.draft_head_dim != d.draft_head_dim) {
+    return mismatch("draft_head_dim", p.draft_head_dim, d.draft_head_dim);
   }
   return Status();
 }

@@ -33,6 +33,13 @@ struct KvArgs {
   int64_t dtype_bytes = 0;
   proto::PageLayout page_layout = proto::PageLayout::kNHD;
   bool is_mla = false;
+  // Speculative decoding: KV layers (layer_buffers entries) from this index on belong to
+  // the draft model (SPEC §6.4 "layers >= target_layer_num are draft"); 0 = none. The
+  // draft's head count and head size may differ from the target's (0 = the same).
+  int64_t target_layer_num = 0;
+  int64_t draft_kv_head_num = 0;
+  int64_t draft_total_kv_head_num = 0;
+  int64_t draft_head_dim = 0;
 
   std::vector<uint64_t> aux_data_ptrs;
   std::vector<uint64_t> aux_data_lens;

@@ -46,15 +46,25 @@ plan::SideLayout side_layout(int64_t tp_size, const proto::KvLayout& layout,
   s.target.total_kv_heads = layout.total_kv_head_num;
   s.target.head_dim = layout.head_dim;
   s.target.dtype_bytes = layout.dtype_bytes;
-  // Position 0 of a layer is K (or the MLA latent), position 1 is V (SPEC §6.4).
+  // Position 0 of a layer is K (or the MLA latent), position 1 is V; KV layers from
+  // target_layer_num on are the draft model's (SPEC §6.4), with its own geometry.
   s.kv_buffer_kinds.assign(kv_item_lens.size(), plan::BufferKind::kTargetK);
-  for (const auto& buffers : layout.layer_buffers) {
+  for (size_t layer = 0; layer < layout.layer_buffers.size(); ++layer) {
+    const auto& buffers = layout.layer_buffers[layer];
+    const bool draft = layout.target_layer_num != 0 && layer >= layout.target_layer_num;
     for (size_t pos = 0; pos < buffers.size(); ++pos) {
       if (buffers[pos] < s.kv_buffer_kinds.size()) {
         s.kv_buffer_kinds[buffers[pos]] =
-            pos == 1 ? plan::BufferKind::kTargetV : plan::BufferKind::kTargetK;
+            draft ? (pos == 1 ? plan::BufferKind::kDraftV : plan::BufferKind::kDraftK)
+                  : (pos == 1 ? plan::BufferKind::kTargetV : plan::BufferKind::kTargetK);
       }
     }
+  }
+  if (layout.target_layer_num != 0 && layout.target_layer_num < layout.layer_buffers.size()) {
+    plan::KvGeometry draft = s.target;
+    if (layout.draft_total_kv_head_num != 0) draft.total_kv_heads = layout.draft_total_kv_head_num;
+    if (layout.draft_head_dim != 0) draft.head_dim = layout.draft_head_dim;
+    s.draft = draft;
   }
   s.kv_item_lens = kv_item_lens;
   s.state_item_lens = state_item_lens;

@@ -52,6 +52,10 @@ void put_layout(std::string* b, const KvLayout& l) {
   put_u32(b, static_cast<uint32_t>(l.layer_buffers.size()));
   for (const auto& layer : l.layer_buffers) put_array<uint32_t>(b, layer);
   put_array<int32_t>(b, l.kv_layer_ids);
+  put_u32(b, l.target_layer_num);
+  put_u32(b, l.draft_kv_head_num);
+  put_u32(b, l.draft_total_kv_head_num);
+  put_u32(b, l.draft_head_dim);
 }
 
 KvLayout read_layout(WireReader& r) {
@@ -70,7 +74,19 @@ KvLayout read_layout(WireReader& r) {
     l.layer_buffers.push_back(r.array<uint32_t>("layout.layer_buffers[]", kMaxBuffersPerLayer));
   }
   l.kv_layer_ids = r.array<int32_t>("layout.kv_layer_ids", kMaxLayers);
+  l.target_layer_num = r.u32("layout.target_layer_num");
+  l.draft_kv_head_num = r.u32("layout.draft_kv_head_num");
+  l.draft_total_kv_head_num = r.u32("layout.draft_total_kv_head_num");
+  l.draft_head_dim = r.u32("layout.draft_head_dim");
   if (!r.ok()) return l;
+  if (l.target_layer_num > l.layer_buffers.size()) {
+    r.fail("layout.target_layer_num",
+           fmt::format("{} exceeds the {} KV layers", l.target_layer_num, l.layer_buffers.size()));
+  }
+  if (l.draft_kv_head_num > l.draft_total_kv_head_num && l.draft_total_kv_head_num != 0) {
+    r.fail("layout.draft_kv_head_num", fmt::format("{} exceeds draft_total_kv_head_num {}",
+                                                   l.draft_kv_head_num, l.draft_total_kv_head_num));
+  }
   if (l.page_size == 0) r.fail("layout.page_size", "is 0");
   if (l.kv_head_num > l.total_kv_head_num) {
     r.fail("layout.kv_head_num",

@@ -67,6 +67,13 @@ struct KvLayout {
   bool is_mla = false;
   std::vector<std::vector<uint32_t>> layer_buffers;  // KV buffer indices of each KV layer
   std::vector<int32_t> kv_layer_ids;                 // global layer id per KV layer
+  // Speculative decoding (SPEC §6.1, §6.4): KV layers from index target_layer_num on are
+  // the draft model's, with their own geometry. target_layer_num 0 = no draft layers;
+  // a draft geometry field 0 = the same as the target's.
+  uint32_t target_layer_num = 0;
+  uint32_t draft_kv_head_num = 0;
+  uint32_t draft_total_kv_head_num = 0;
+  uint32_t draft_head_dim = 0;
   bool operator==(const KvLayout&) const = default;
 };
 

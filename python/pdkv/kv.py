@@ -70,6 +70,13 @@ _KVARGS_DEFAULTS = {
     "state_item_lens": [],
     "state_layer_ids": [],
     "enable_mla_l1_5_cache": False,
+    # Speculative decoding: KV layers (layer_buffers entries) from target_layer_num on are
+    # the draft model's; its head count / head size when they differ from the target's
+    # (0 = the same; 0 layers = no draft).
+    "target_layer_num": 0,
+    "draft_kv_head_num": 0,
+    "draft_total_kv_head_num": 0,
+    "draft_head_dim": 0,
 }
 
 

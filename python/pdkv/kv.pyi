@@ -85,6 +85,13 @@ class KVArgs:
     # MLA L1.5 cache (SPEC §6.7): this instance holds pages partially, so every chunk
     # (prefill) / pre-allocation (decode) carries its page ownership. Needs is_mla.
     enable_mla_l1_5_cache: bool
+    # Speculative decoding (SPEC §6.1, §6.4): KV layers from target_layer_num on belong to
+    # the draft model, whose head count and head size may differ (0 = as the target; a
+    # target_layer_num of 0 means no draft layers).
+    target_layer_num: int
+    draft_kv_head_num: int
+    draft_total_kv_head_num: int
+    draft_head_dim: int
     def __init__(self, **fields: object) -> None: ...
     def to_dict(self) -> dict: ...
 

@@ -100,6 +100,14 @@ kv::KvArgs to_kv_args(const py::dict& d) {
   a.state_data_lens = get_u64_list(d, "state_data_lens");
   a.state_item_lens = get_u64_list(d, "state_item_lens");
   a.state_layer_ids = get<std::vector<int64_t>>(d, "state_layer_ids");
+  // Draft-model fields (added later: dicts built by older code lack them).
+  auto optional_int = [&](const char* key) {
+    return d.contains(key) ? get<int64_t>(d, key) : int64_t{0};
+  };
+  a.target_layer_num = optional_int("target_layer_num");
+  a.draft_kv_head_num = optional_int("draft_kv_head_num");
+  a.draft_total_kv_head_num = optional_int("draft_total_kv_head_num");
+  a.draft_head_dim = optional_int("draft_head_dim");
   raise_if_error(a.validate());
   return a;
 }

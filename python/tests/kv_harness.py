@@ -38,23 +38,45 @@ class Shape:
     page_size: int = 4
     mla: bool = False
     capacity: int = 64  # pages per buffer per rank
+    # Speculative decoding: a draft model's KV layers after the target's, with their own
+    # head count and head size (0 = the target's).
+    draft_layers: int = 0
+    draft_heads: int = 0
+    draft_head_dim: int = 0
 
-    def heads_of(self, rank: int, tp: int) -> tuple[int, int]:
+    def heads_of(self, rank: int, tp: int, draft: bool = False) -> tuple[int, int]:
         if self.mla:
             return 0, 1
-        if self.heads >= tp:
-            n = self.heads // tp
+        heads = (self.draft_heads or self.heads) if draft else self.heads
+        if heads >= tp:
+            n = heads // tp
             return rank * n, n
-        return rank * self.heads // tp, 1
+        return rank * heads // tp, 1
 
     def buffers(self) -> int:
-        return self.layers if self.mla else 2 * self.layers
+        kv_layers = self.layers + self.draft_layers
+        return kv_layers if self.mla else 2 * kv_layers
+
+    def is_draft_buffer(self, b: int) -> bool:
+        """Buffers: target K (or latent) of every layer, target V, then the draft's K, V."""
+        per_side = 1 if self.mla else 2
+        return b >= per_side * self.layers
+
+    def head_bytes(self, b: int) -> int:
+        dim = (self.draft_head_dim or self.head_dim) if self.is_draft_buffer(b) else self.head_dim
+        return dim * self.dtype_bytes
+
+    def layer_buffers(self) -> list:
+        L, D = self.layers, self.draft_layers
+        if self.mla:
+            return [[l] for l in range(L + D)]
+        return [[l, L + l] for l in range(L)] + [[2 * L + d, 2 * L + D + d] for d in range(D)]
 
 
 def expected_pages(shape: Shape, buffer: int, room: int, n_pages: int, first_head: int,
                    n_heads: int) -> np.ndarray:
     """[n_pages, page_size, n_heads, head_bytes] uint8 pattern of one request."""
-    hb = shape.head_dim * shape.dtype_bytes
+    hb = shape.head_bytes(buffer)
     i = np.arange(n_pages).reshape(-1, 1, 1, 1)
     t = np.arange(shape.page_size).reshape(1, -1, 1, 1)
     h = np.arange(first_head, first_head + n_heads).reshape(1, 1, -1, 1)
@@ -88,8 +110,13 @@ class RankMemory:
         hb = shape.head_dim * shape.dtype_bytes
         self.page_shape = (shape.page_size, self.n_heads, hb)
         self.item = shape.page_size * self.n_heads * hb
-        self.bufs = [np.zeros((shape.capacity,) + self.page_shape, np.uint8)
-                     for _ in range(shape.buffers())]
+        # (first head, heads, bytes per page) of each buffer: a draft buffer has its own.
+        self.geometry = []
+        for b in range(shape.buffers()):
+            first, n = shape.heads_of(rank_in_group, tp, shape.is_draft_buffer(b))
+            self.geometry.append((first, n, shape.page_size * n * shape.head_bytes(b)))
+        self.bufs = [np.zeros((shape.capacity, shape.page_size, n, shape.head_bytes(b)), np.uint8)
+                     for b, (_, n, _) in enumerate(self.geometry)]
         # One aux buffer (a row per request slot) and two state buffers (a slot each),
         # allocated always, registered only when the scenario uses them.
         self.aux = np.zeros((AUX_ROWS, AUX_ROW_BYTES), np.uint8)
@@ -108,32 +135,36 @@ class RankMemory:
             extra.update(state_data_ptrs=[b.ctypes.data for b in self.state],
                          state_data_lens=[b.nbytes for b in self.state],
                          state_item_lens=[STATE_SLOT_BYTES] * 2)
-        layer_buffers = [[l] for l in range(s.layers)] if s.mla else \
-            [[l, s.layers + l] for l in range(s.layers)]
+        layer_buffers = s.layer_buffers()
+        if s.draft_layers:
+            extra.update(target_layer_num=s.layers, draft_total_kv_head_num=s.draft_heads,
+                         draft_head_dim=s.draft_head_dim,
+                         draft_kv_head_num=self.geometry[-1][1] if s.draft_heads else 0)
         if layout == "swapped":
             layer_buffers = [list(reversed(b)) for b in layer_buffers]
         return pdkv.KVArgs(
             engine_rank=engine_rank, tp_size=tp, dp_size=dp, page_size=s.page_size,
             kv_data_ptrs=[b.ctypes.data for b in self.bufs],
             kv_data_lens=[b.nbytes for b in self.bufs],
-            kv_item_lens=[self.item] * len(self.bufs), layer_buffers=layer_buffers,
+            kv_item_lens=[g[2] for g in self.geometry], layer_buffers=layer_buffers,
             kv_head_num=self.n_heads, total_kv_head_num=1 if s.mla else s.heads,
             head_dim=s.head_dim, dtype_bytes=s.dtype_bytes,
             page_layout="HND" if layout == "HND" else "NHD", is_mla=s.mla,
             **extra)
 
     def layer_buffers_of(self, layer: int) -> list:
-        return [layer] if self.shape.mla else [layer, self.shape.layers + layer]
+        return self.shape.layer_buffers()[layer]
+
+    def expected(self, b: int, room: int, n: int) -> np.ndarray:
+        first, heads, _ = self.geometry[b]
+        return expected_pages(self.shape, b, room, n, first, heads)
 
     def fill_layer(self, room: int, pages: np.ndarray, layer: int) -> None:
         for b in self.layer_buffers_of(layer):
-            self.bufs[b][pages] = expected_pages(self.shape, b, room, len(pages), self.first_head,
-                                                 self.n_heads)
+            self.bufs[b][pages] = self.expected(b, room, len(pages))
 
     def layer_holds(self, room: int, pages: np.ndarray, layer: int) -> bool:
-        return all(np.array_equal(self.bufs[b][pages],
-                                  expected_pages(self.shape, b, room, len(pages), self.first_head,
-                                                 self.n_heads))
+        return all(np.array_equal(self.bufs[b][pages], self.expected(b, room, len(pages)))
                    for b in self.layer_buffers_of(layer))
 
     def fill_extras(self, room: int, aux_row: int, slot: int) -> None:
@@ -149,11 +180,11 @@ class RankMemory:
 
     def fill(self, room: int, pages: np.ndarray) -> None:
         for b, buf in enumerate(self.bufs):
-            buf[pages] = expected_pages(self.shape, b, room, len(pages), self.first_head, self.n_heads)
+            buf[pages] = self.expected(b, room, len(pages))
 
     def holds(self, room: int, pages: np.ndarray, first: int = 0) -> bool:
         for b, buf in enumerate(self.bufs):
-            want = expected_pages(self.shape, b, room, len(pages), self.first_head, self.n_heads)
+            want = self.expected(b, room, len(pages))
             if not np.array_equal(buf[pages[first:]], want[first:]):
                 return False
         return True
@@ -241,7 +272,8 @@ def prefill_main(cfg: dict, results, go, stop):
             if cfg.get("abort") == "prefill_after_send":
                 s.abort()
         if forward_ms is not None:
-            for layer in range(shape.layers if cfg.get("abort") != "decode_mid_forward" else 1):
+            kv_layers = shape.layers + shape.draft_layers
+            for layer in range(kv_layers if cfg.get("abort") != "decode_mid_forward" else 1):
                 for room, (s, src, _) in senders.items():
                     mem.fill_layer(room, src, layer)
                 time.sleep(forward_ms / 1000.0)
@@ -278,7 +310,7 @@ def decode_main(cfg: dict, results, go, stop):
     try:
         _apply_env(cfg.get("env"), cfg.get("decode_env"))
         import pdkv
-        shape = cfg["shape"]
+        shape = cfg.get("decode_shape") or cfg["shape"]  # a decode of another layout
         tp, dp, rank = cfg["tp"], cfg["dp"], cfg["engine_rank"]
         group, in_group = divmod(rank, tp)
         mem = RankMemory(shape, tp, in_group)
