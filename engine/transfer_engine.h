@@ -1,5 +1,5 @@
 // TransferEngine: one-sided writes of local memory into a peer process's registered
-// memory, the same API for every backend (TCP now; shm and UCX plug in via backend.h).
+// memory, the same API for every backend (tcp, shm, ucx: each plugs in via backend.h).
 //
 // Shape (as Mooncake's TransferEngine and NIXL's agent, smaller): register memory once,
 // open a session to a peer endpoint, submit batches of WriteBlock {src, dst, length},

@@ -53,7 +53,7 @@ std::vector<std::vector<uint8_t>> tcp_seeds() {
   }
   s.push_back(tcp_part(1, {{0x10000, 4096, 1, 0}}));
   // A page of a head-split KV buffer: 16 blocks of 512 B, 4 KiB apart, as one run.
-  s.push_back(tcp_part(2, {{0x200000, 512, 16, 4096}, {0x400000, 65536, 1, 0}}));
+  s.push_back(tcp_part(2, {{0x200000, 512, 16, 4096, 0x5eed}, {0x400000, 65536, 1, 0, 0x5eed}}));
   s.push_back(tcp_part(3, {{0x1000, 1, 1, 0}, {0x2000, 8, 3, 8}, {0x3000, 32, 2, 64}}));
   s.push_back(tcp::encode_ack(4, 1 << 20, pdkv::Status(), 0, 0));
   s.push_back(tcp::encode_ack(5, 0, pdkv::out_of_range("block 7 outside registered memory"), 7,
@@ -82,7 +82,8 @@ std::vector<std::vector<uint8_t>> lease_seeds() {
   add(MsgType::kHelloAck);
   lease::encode_hello_ack({false, "this endpoint runs the 'ucx' backend", 7, "id", 100, ""}, &p);
   add(MsgType::kHelloAck);
-  const uint64_t ranges[] = {0x10000, 4096, 0x20000, 512, 0x30000, 65536};
+  const uint64_t ranges[] = {0x10000, 4096,    7,     0x20000, 512,
+                             7,       0x30000, 65536, 0};  // dst, length, grant
   lease::encode_lease(9, ranges, &p);
   add(MsgType::kLease);
   lease::encode_lease(10, {}, &p);
