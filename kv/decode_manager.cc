@@ -48,6 +48,8 @@ Status DecodeManager::start(const ControlChannelFactory& channels) {
   PDKV_ASSIGN_OR_RETURN(channel_, channels(config_.engine.host, std::move(callbacks)));
   identity_ =
       make_rank_identity(proto::Role::kDecode, a, channel_->endpoint(), engine_->endpoint());
+  route_subscription_ =
+      directory_->subscribe([this](const RouteChange& change) { on_route_change(change); });
   for (int i = 0; i < kResolverThreads; ++i) resolvers_.emplace_back([this] { resolver_loop(); });
   timer_ = std::thread([this] { timer_loop(); });
   PDKV_LOG_INFO("decode rank {} ready: control {} engine {}", a.engine_rank, channel_->endpoint(),
@@ -59,6 +61,7 @@ DecodeManager::~DecodeManager() { shutdown(); }
 
 void DecodeManager::shutdown() {
   if (stopping_.exchange(true)) return;
+  route_subscription_.reset();    // waits for a route change being handled
   metrics_registration_.reset();  // waits for a scrape that is reading this manager
   {
     MutexLock lock(mu_);
@@ -246,7 +249,7 @@ void DecodeManager::resolver_loop() {
 }
 
 Result<DecodeManager::Instance> DecodeManager::instance_for(const std::string& addr,
-                                                            TimePoint deadline) {
+                                                            TimePoint deadline, uint64_t epoch) {
   {
     MutexLock lock(mu_);
     auto it = instances_.find(addr);
@@ -267,6 +270,8 @@ Result<DecodeManager::Instance> DecodeManager::instance_for(const std::string& a
   RoomRoute route = std::move(planned).value();
   Instance inst{std::move(info), std::move(route), {}};
   MutexLock lock(mu_);
+  // As for endpoints: an instance read before a route of it vanished is not cached.
+  if (routes_epoch_ != epoch) return inst;
   return instances_.try_emplace(addr, std::move(inst)).first->second;
 }
 
@@ -285,24 +290,11 @@ DecodeManager::PrefillPeer& DecodeManager::register_once(const Target& target,
   return peer;
 }
 
-Status DecodeManager::resolve(uint64_t room) {
-  std::string addr;
-  std::optional<int64_t> dp_rank;
-  TimePoint deadline;
-  {
-    MutexLock lock(mu_);
-    auto it = rooms_.find(room);
-    if (it == rooms_.end()) return Status();  // ended meanwhile
-    addr = it->second.bootstrap_addr;
-    dp_rank = it->second.prefill_dp_rank;
-    // A little before the room's own deadline on the board: the lookup's reason (etcd
-    // unreachable, rank not registered, ...) then reaches the room instead of the board's
-    // generic "not resolved in time", which stays as the backstop.
-    const std::chrono::milliseconds margin = std::min<std::chrono::milliseconds>(
-        config_.options.bootstrap_timeout / 10, std::chrono::milliseconds(250));
-    deadline = it->second.opened + config_.options.bootstrap_timeout - margin;
-  }
-  PDKV_ASSIGN_OR_RETURN(Instance inst, instance_for(addr, deadline));
+Result<DecodeManager::Resolution> DecodeManager::find_targets(uint64_t room,
+                                                              const std::string& addr,
+                                                              std::optional<int64_t> dp_rank,
+                                                              TimePoint deadline, uint64_t epoch) {
+  PDKV_ASSIGN_OR_RETURN(Instance inst, instance_for(addr, deadline, epoch));
   const int64_t dp_size = inst.info.dp_size;
   const int64_t group =
       dp_rank ? *dp_rank : static_cast<int64_t>(room % static_cast<uint64_t>(dp_size));
@@ -327,20 +319,56 @@ Status DecodeManager::resolve(uint64_t room) {
       endpoint = rank.control_endpoint;
       MutexLock lock(mu_);
       auto cached = instances_.find(addr);
-      if (cached != instances_.end())
+      // Not cached if a route vanished meanwhile: it may be this one (resolve() retries).
+      if (cached != instances_.end() && routes_epoch_ == epoch)
         cached->second.endpoints[{group, rt.prefill_tp_rank}] = endpoint;
     }
     targets.push_back(Target{rt, endpoint});
   }
-  std::string refused;
-  Outbox out;
+  return Resolution{std::move(inst), std::move(targets)};
+}
+
+Status DecodeManager::resolve(uint64_t room) {
+  std::string addr;
+  std::optional<int64_t> dp_rank;
+  TimePoint deadline;
+  uint64_t epoch = 0;
   {
     MutexLock lock(mu_);
     auto it = rooms_.find(room);
+    if (it == rooms_.end()) return Status();  // ended meanwhile
+    addr = it->second.bootstrap_addr;
+    dp_rank = it->second.prefill_dp_rank;
+    // A little before the room's own deadline on the board: the lookup's reason (etcd
+    // unreachable, rank not registered, ...) then reaches the room instead of the board's
+    // generic "not resolved in time", which stays as the backstop.
+    const std::chrono::milliseconds margin = std::min<std::chrono::milliseconds>(
+        config_.options.bootstrap_timeout / 10, std::chrono::milliseconds(250));
+    deadline = it->second.opened + config_.options.bootstrap_timeout - margin;
+    epoch = routes_epoch_;
+  }
+  std::string refused;
+  Outbox out;
+  while (true) {
+    PDKV_ASSIGN_OR_RETURN(Resolution found, find_targets(room, addr, dp_rank, deadline, epoch));
+    MutexLock lock(mu_);
+    auto it = rooms_.find(room);
     if (it == rooms_.end()) return Status();
+    if (routes_epoch_ != epoch) {
+      // A route vanished while this room looked its routes up: what it found may be that
+      // route, and on_route_change() saw no targets here to fail. Resolve again, from the
+      // registry as it is now (the vanished rank's instance left the cache).
+      epoch = routes_epoch_;
+      if (now() >= deadline) {
+        return deadline_exceeded("the routes of prefill instance " + addr +
+                                 " kept changing while room " + std::to_string(room) +
+                                 " was resolved");
+      }
+      continue;
+    }
     Room& r = it->second;
-    r.targets = std::move(targets);
-    r.required_responses = inst.route.required_prefill_response_num;
+    r.targets = std::move(found.targets);
+    r.required_responses = found.instance.route.required_prefill_response_num;
     r.resolved = true;
     if (r.abort_after_resolve) {
       proto::Abort abort;
@@ -356,6 +384,7 @@ Status DecodeManager::resolve(uint64_t room) {
       }
       drop_room(room);
     }
+    break;
   }
   if (!out.empty()) {
     flush(out);
@@ -686,6 +715,55 @@ void DecodeManager::on_abort(const proto::Abort& abort) {
             "aborted by prefill " + abort.sender.control_endpoint +
                 (abort.reason.empty() ? "" : ": " + abort.reason),
             true);
+}
+
+// --- route changes -------------------------------------------------------------------
+
+void DecodeManager::on_route_change(const RouteChange& change) {
+  if (stopping_ || !change.route_lost()) return;
+  std::vector<uint64_t> bootstrapping;
+  {
+    MutexLock lock(mu_);
+    ++routes_epoch_;
+    // New rooms look the instance up again. The rank stays in prefills_: rooms handed to
+    // it still need its liveness, and it is forgotten as usual once it stops answering.
+    instances_.erase(change.bootstrap_addr);
+    for (const auto& [room, r] : rooms_) {
+      if (r.bootstrap_addr != change.bootstrap_addr) continue;
+      for (size_t i = 0; i < r.targets.size(); ++i) {
+        if (r.targets[i].endpoint != change.old_endpoint) continue;
+        // Failed only while its pre-allocation has not been handed to this rank (its
+        // registration unanswered, send_metadata() not called yet, or a send to retry):
+        // nothing of the room is at the rank, and it cannot start without it. Once
+        // handed over, the rank holds the room's pages and write grant and may be
+        // writing; a route lost to a lapsed lease (the rank cut off from etcd, not from
+        // us) does not stop a live rank from finishing, so the rank's own status or
+        // Abort, or liveness, ends such a room. The board cannot tell these apart: it
+        // shows WaitingForInput from resolution on.
+        const bool handed_over = i < r.pre_sent.size() && r.pre_sent[i];
+        if (!handed_over) bootstrapping.push_back(room);
+        break;
+      }
+    }
+  }
+  if (bootstrapping.empty()) {
+    PDKV_LOG_INFO("prefill rank {} of instance {} ({}) left the route registry: {}",
+                  change.engine_rank, change.bootstrap_addr, change.old_endpoint, change.detail);
+  } else {
+    PDKV_LOG_WARN(
+        "prefill rank {} of instance {} ({}) left the route registry: {}; failing {} "
+        "bootstrapping room(s)",
+        change.engine_rank, change.bootstrap_addr, change.old_endpoint, change.detail,
+        bootstrapping.size());
+  }
+  for (uint64_t room : bootstrapping) {
+    fail_room(room, FailureCause::kBootstrapFailed,
+              "prefill rank " + std::to_string(change.engine_rank) + " of instance " +
+                  change.bootstrap_addr + " (" + change.old_endpoint +
+                  ") left the route registry while room " + std::to_string(room) +
+                  " was bootstrapping: " + change.detail,
+              true, FailureStage::kBootstrap);
+  }
 }
 
 // --- failures ----------------------------------------------------------------------

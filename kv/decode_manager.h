@@ -16,6 +16,12 @@
 // control connection closed and refuses reconnection (its process is gone) fails its
 // rooms at once; silence longer than heartbeat_interval x max_failures is the fallback.
 //
+// Route changes: with a directory that watches its routes (etcd), a prefill rank whose
+// route vanishes (or moves to another endpoint) is dropped from the resolved-route cache,
+// so new rooms resolve it again, and the rooms still bootstrapping with it (their
+// pre-allocation not handed to it yet) fail at once with the registry's reason
+// (kBootstrapFailed). Rooms already handed to it are left to it and to liveness.
+//
 // Threads it owns: the control channel's receive thread (handlers), resolver threads
 // (bootstrap lookups: the only place that blocks on HTTP), and a timer thread (deadlines,
 // pings). Public methods are thread-safe and never block on the network. No thread sends
@@ -194,6 +200,8 @@ class DecodeManager {
   void on_registration_result(const proto::RegistrationResult& result) PDKV_EXCLUDES(mu_);
   void on_pong(const proto::Pong& pong) PDKV_EXCLUDES(mu_);
   void on_abort(const proto::Abort& abort) PDKV_EXCLUDES(mu_);
+  // From the directory's watch thread (RouteDirectory::subscribe).
+  void on_route_change(const RouteChange& change) PDKV_EXCLUDES(mu_);
   // The prefill rank's process is gone (its control connection closed for good).
   void on_peer_gone(const std::string& endpoint) PDKV_EXCLUDES(mu_);
   // The prefill rank refused our control handshake (the cluster secrets differ): its
@@ -209,7 +217,19 @@ class DecodeManager {
 
   void resolver_loop();
   Status resolve(uint64_t room) PDKV_EXCLUDES(mu_);
-  Result<Instance> instance_for(const std::string& addr, TimePoint deadline);
+  // The instance's route (cached unless routes_epoch_ moved past `epoch` meanwhile).
+  Result<Instance> instance_for(const std::string& addr, TimePoint deadline, uint64_t epoch)
+      PDKV_EXCLUDES(mu_);
+  struct Resolution {
+    Instance instance;
+    std::vector<Target> targets;
+  };
+  // The instance's route and the endpoints of the ranks a room of DP group `dp_rank`
+  // (nullopt: by room id) reaches, from the caches or the directory; `epoch`: the
+  // routes_epoch_ the caller started at.
+  Result<Resolution> find_targets(uint64_t room, const std::string& addr,
+                                  std::optional<int64_t> dp_rank, TimePoint deadline,
+                                  uint64_t epoch) PDKV_EXCLUDES(mu_);
   // Puts the room's pre-allocations its targets are ready for into `out`, skipping the
   // endpoints in `skip`.
   void send_pre_allocations(uint64_t room, Room& r, Outbox& out,
@@ -238,6 +258,8 @@ class DecodeManager {
 
   DecodeManagerConfig config_;
   std::shared_ptr<RouteDirectory> directory_;
+  // The directory's route changes (none from the HTTP one), from start() to shutdown().
+  std::unique_ptr<RouteSubscription> route_subscription_;
   std::unique_ptr<engine::TransferEngine> engine_;
   std::unique_ptr<ControlChannel> channel_;
   proto::RankIdentity identity_;
@@ -254,6 +276,9 @@ class DecodeManager {
   std::unordered_map<std::string, Instance> instances_ PDKV_GUARDED_BY(mu_);
   std::deque<uint64_t> resolve_queue_ PDKV_GUARDED_BY(mu_);
   std::set<uint64_t> unsent_pre_allocations_ PDKV_GUARDED_BY(mu_);  // rooms
+  // Counts the routes that vanished: a resolver that finds it moved while it looked
+  // routes up resolves again, since what it found may be a vanished route.
+  uint64_t routes_epoch_ PDKV_GUARDED_BY(mu_) = 0;
   CondVar resolve_wake_;
 
   // Several, so one unreachable bootstrap address (each lookup blocks until its

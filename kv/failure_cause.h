@@ -33,7 +33,8 @@ enum class FailureCause : uint8_t {
   kBadPreAllocation = 10,  // a malformed pre-allocation (unknown decode, bad indices)
   kOutOfRange = 11,        // a destination outside registered memory; a rejected batch
   kChecksumMismatch = 12,  // PDKV_VERIFY_CHECKSUM: the bytes that landed differ
-  kBootstrapFailed = 13,   // the bootstrap server answered, but not with a usable route
+  kBootstrapFailed = 13,   // the registry answered without a usable route, or the route vanished
+                           // while the room bootstrapped (etcd: the rank left the registry)
   kShutdown = 14,          // this rank's manager shut down with the room open
   kUnauthenticated = 15,   // the peer refused our control handshake: cluster secrets differ
 };

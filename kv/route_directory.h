@@ -7,9 +7,15 @@
 // Calls may block up to their deadline (lookups retry with backoff while the asked
 // ranks are not registered yet); managers call them from their own resolver threads,
 // never from an engine's scheduler thread. Thread-safe.
+//
+// A directory that watches its routes (etcd) also reports their changes to subscribers
+// (subscribe()), so a decode hears of a vanished prefill rank without polling; the HTTP
+// directory does not watch, and its decodes learn of a dead rank by liveness alone.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +35,34 @@ struct PrefillRankInfo {
   proto::KvLayout layout;
   std::vector<uint64_t> kv_item_lens;
   std::vector<uint64_t> state_item_lens;
+};
+
+// One prefill rank's route as a watching directory saw it change: it appeared, moved to
+// another control endpoint (a restarted process), or vanished (withdrawn at shutdown, its
+// lease revoked or expired). `old_endpoint` empty: the rank was not registered before;
+// `new_endpoint` empty: it is not registered now.
+struct RouteChange {
+  std::string bootstrap_addr;  // the prefill instance
+  int64_t engine_rank = 0;
+  std::string old_endpoint;
+  std::string new_endpoint;
+  // Where and how, for failure reasons: "its key /pdkv/instances/a/ranks/0 was deleted in
+  // etcd at 127.0.0.1:2379 (...)".
+  std::string detail;
+
+  // The route a decode may have resolved (old_endpoint) is no longer the rank's.
+  bool route_lost() const { return !old_endpoint.empty() && old_endpoint != new_endpoint; }
+};
+
+// Runs on the directory's own thread, outside the directory's locks, one change at a time
+// in the order they happened. It must not subscribe or drop a subscription itself.
+using RouteListener = std::function<void(const RouteChange&)>;
+
+// Dropping it ends the calls; its destructor waits for a call in progress to return, so
+// the listener's captures may be destroyed right after.
+class RouteSubscription {
+ public:
+  virtual ~RouteSubscription() = default;
 };
 
 class RouteDirectory {
@@ -54,6 +88,12 @@ class RouteDirectory {
   virtual Result<PrefillRankInfo> lookup_prefill_rank(const std::string& bootstrap_addr,
                                                       int64_t dp_group, int64_t tp_rank,
                                                       TimePoint deadline) = 0;
+  // Reports every later change of the routes this directory holds to `listener`, until
+  // the subscription is dropped. nullptr: this directory does not watch its routes (HTTP).
+  virtual std::unique_ptr<RouteSubscription> subscribe(RouteListener listener) {
+    (void)listener;
+    return nullptr;
+  }
 };
 
 }  // namespace pdkv::kv

@@ -247,19 +247,64 @@ def case_bootstrap_restart(topo):
         c.crashes = c.close()
 
 
+def _reaches(etcd, from_member, to_member):
+    """Whether a TCP connection from member from_member's host to member to_member's
+    client port is accepted within 1 s."""
+    host, port = _hostport(etcd.endpoint(to_member))
+
+    def connect():
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+    return etcd.placement.call(from_member, connect)
+
+
+class _MembersOnHosts:
+    """An EtcdCluster placement (pdkv.etcd_cluster.Loopback) that runs member i alone on
+    topology host hosts[i], so its link is its own to cut."""
+
+    def __init__(self, topo, hosts):
+        self.topo, self.hosts = topo, hosts
+
+    def ip(self, i):
+        return self.topo.ip(self.hosts[i])
+
+    def command(self, i):
+        return self.topo.prefix(self.hosts[i])
+
+    def call(self, i, fn):
+        return self.topo.call_in(self.hosts[i], fn)
+
+
 def case_registry_etcd(topo):
-    """The etcd registry (PDKV_REGISTRY=etcd, 3 members on loopback): kill -9 of the etcd
-    leader, then SIGSTOP of the new leader (a member cut off as by a partition: connections
-    open, nothing answered) with the killed one back. After each fault a fresh decode
-    resolves its route through the surviving members, the prefill's lease is kept alive
-    through them, and every room succeeds with verified bytes."""
+    """The etcd registry (PDKV_REGISTRY=etcd, 3 members): kill -9 of the etcd leader, then
+    a partition of the new leader (the killed one back) with rooms in flight. With network
+    namespaces each member runs on a host of its own and the partition is real: its link
+    goes down (ip link down), so peers and clients lose it mid-stream; without them
+    (--no-netns) the members share loopback and the member is frozen with SIGSTOP instead
+    (connections open, nothing answered: how a partition looks to its clients). The row's
+    fault says which ran. Rooms in flight across the fault, fresh decodes during it (they
+    resolve through the majority), after a lease TTL (the prefill's lease lived on) and
+    after healing all succeed with verified bytes."""
     try:
         from pdkv.etcd_cluster import EtcdCluster, etcd_binary
     except ImportError as e:
         return skipped("etcd registry", "1P1D", f"pdkv package not importable ({e})")
     if etcd_binary() is None:
         return skipped("etcd registry", "1P1D", "etcd is not installed (/usr/bin/etcd)")
-    with EtcdCluster(3) as etcd:
+    placement = None
+    if topo.netns:
+        members = [topo.add_host() for _ in range(3)]
+        placement = _MembersOnHosts(topo, members)
+    with EtcdCluster(3, placement=placement) as etcd:
+        if topo.netns:
+            how = "ip link down"
+            cut, heal = (lambda m: topo.link_down(members[m])), (lambda m: topo.link_up(members[m]))
+        else:
+            how = "SIGSTOP, no netns"
+            cut, heal = etcd.freeze, etcd.thaw
         env = {"PDKV_REGISTRY": "etcd", "PDKV_ETCD_ENDPOINTS": etcd.endpoints,
                "PDKV_ETCD_PREFIX": "/pdkv-chaos", "PDKV_ETCD_LEASE_TTL_S": "3"}
         c = Cluster(topo, 1, 1, env=env)
@@ -267,34 +312,54 @@ def case_registry_etcd(topo):
             ok0, nb0, w0 = heal_check(c)
             notes, ok_all, nb_all, w_all = [], ok0, nb0, w0
 
-            def fresh_decode_rooms(label):
+            def judge(label, rooms):
                 nonlocal ok_all, nb_all, w_all
-                for rk in c.decode[0]:
-                    rk.quit()
-                c.restart_decode(0)  # resolves anew, through the members left
-                rooms = c.submit(2)
                 c.wait_rooms(c.ranks(), rooms, 25)
                 ok, nbytes, wrong = c.verdict(rooms)
                 ok_all, nb_all, w_all = ok_all and ok, nb_all + nbytes, w_all + wrong
                 if not ok:
                     notes.append(f"{label}: " + reasons(c, rooms))
 
+            def fresh_decode_rooms(label):
+                for rk in c.decode[0]:
+                    rk.quit()
+                c.restart_decode(0)  # resolves anew, through the members left
+                judge(label, c.submit(2))
+
             killed = etcd.leader()
             etcd.kill(killed)
             fresh_decode_rooms("leader killed")
             etcd.restart(killed)
-            frozen = etcd.leader()
-            etcd.freeze(frozen)
+            cut_member = etcd.leader()
+            # In flight across the cut: the decode resolves and pre-allocates, the prefill
+            # holds its chunks until after it.
+            other = (cut_member + 1) % 3
+            reached_before = topo.netns and _reaches(etcd, other, cut_member)
+            inflight = c.submit(4, send=False)
+            cut(cut_member)
             try:
-                time.sleep(1.5)  # past an election timeout (1 s): the others elect a leader
-                fresh_decode_rooms("leader frozen")
-                # The prefill's lease lived through both faults (TTL 3 s, renewed elsewhere).
+                # The cut is real: from another member's host, the member's client port
+                # took connections before and takes none now.
+                if topo.netns and (not reached_before or _reaches(etcd, other, cut_member)):
+                    notes.append(f"the cut of m{cut_member} is not visible from m{other}'s host "
+                                 f"(reached before: {reached_before})")
+                    ok_all = False
+                c.send_pending()
+                judge("rooms in flight across the partition", inflight)
+                time.sleep(1.5)  # past an election timeout (1 s): the others lead
+                fresh_decode_rooms("during the partition")
+                # The prefill's lease lives through the partition (TTL 3 s, renewed by the
+                # majority).
                 time.sleep(3.5)
-                fresh_decode_rooms("after a TTL")
+                fresh_decode_rooms("partitioned past a lease TTL")
             finally:
-                etcd.thaw(frozen)
+                heal(cut_member)
+            etcd.wait_healthy(cut_member)
+            fresh_decode_rooms("after healing")
             leaks = c.leaks()
-            return row("etcd leader kill + frozen leader", "1P1D", rooms_affected=0,
+            notes.insert(0, f"partitioned member m{cut_member} (leader) by {how}; "
+                            f"{len(inflight)} rooms in flight")
+            return row(f"etcd leader kill + leader partition ({how})", "1P1D", rooms_affected=0,
                        bytes_verified=nb_all, wrong_bytes=w_all, leaks=leaks,
                        ok=ok_all and leaks == 0, note="; ".join(notes))
         finally:

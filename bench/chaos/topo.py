@@ -1,6 +1,7 @@
 """Hosts for the chaos suite: network namespaces joined by veth pairs (or plain loopback),
 and rank processes (bench/chaos/rank.py) started inside them, reporting JSON lines."""
 import atexit
+import ctypes
 import json
 import os
 import queue
@@ -11,6 +12,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"
+CLONE_NEWNET = 0x40000000
 
 
 def sh(*cmd, check=True):
@@ -31,7 +33,8 @@ def netns_available():
 class Topology:
     """A star: host namespaces h0..h{n-1}, each joined to a bridge namespace by a veth
     pair; host i has 10.77.0.(i+1)/24. link(i) is host i's veth end in the bridge ns, so
-    cutting/netem on it affects only host i."""
+    cutting/netem on it affects only host i. A case may add hosts of its own (add_host:
+    etcd members), outside the n that ranks are placed on."""
 
     def __init__(self, n_hosts, netns=True):
         self.netns = netns
@@ -50,21 +53,59 @@ class Topology:
         self.br = br
         sh("ip", "netns", "exec", br, "ip", "link", "add", "br0", "type", "bridge")
         sh("ip", "netns", "exec", br, "ip", "link", "set", "br0", "up")
-        for i in range(self.n):
-            ns = f"pkh{i}_{self.tag}"
-            sh("ip", "netns", "add", ns)
-            self.created.append(ns)
-            a, b = f"pkv{i}a{self.tag}", f"pkv{i}b{self.tag}"
-            sh("ip", "link", "add", a, "type", "veth", "peer", "name", b)
-            sh("ip", "link", "set", a, "netns", ns)
-            sh("ip", "link", "set", b, "netns", br)
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", a, "name", "eth0")
-            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"10.77.0.{i + 1}/24", "dev", "eth0")
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "up")
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-            sh("ip", "netns", "exec", br, "ip", "link", "set", b, "master", "br0")
-            sh("ip", "netns", "exec", br, "ip", "link", "set", b, "up")
-            self.hosts.append((ns, f"10.77.0.{i + 1}", b))
+        for _ in range(self.n):
+            self._add_host()
+
+    def _add_host(self):
+        i = len(self.hosts)
+        ns = f"pkh{i}_{self.tag}"
+        sh("ip", "netns", "add", ns)
+        self.created.append(ns)
+        a, b = f"pkv{i}a{self.tag}", f"pkv{i}b{self.tag}"
+        sh("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+        sh("ip", "link", "set", a, "netns", ns)
+        sh("ip", "link", "set", b, "netns", self.br)
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", a, "name", "eth0")
+        sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"10.77.0.{i + 1}/24", "dev", "eth0")
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "up")
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        sh("ip", "netns", "exec", self.br, "ip", "link", "set", b, "master", "br0")
+        sh("ip", "netns", "exec", self.br, "ip", "link", "set", b, "up")
+        self.hosts.append((ns, f"10.77.0.{i + 1}", b))
+        return i
+
+    def add_host(self):
+        """One more host on the star (network namespaces only); its index."""
+        assert self.netns, "add_host needs network namespaces"
+        return self._add_host()
+
+    def call_in(self, i, fn):
+        """fn() with the sockets it opens in host i's network: run on a thread of its own
+        that joined host i's namespace (setns changes only the calling thread's), so this
+        process (the driver, outside every namespace) can reach the host's services."""
+        if not self.netns:
+            return fn()
+        box = {}
+
+        def run():
+            try:
+                libc = ctypes.CDLL(None, use_errno=True)
+                fd = os.open(f"/run/netns/{self.hosts[i][0]}", os.O_RDONLY)
+                try:
+                    if libc.setns(fd, CLONE_NEWNET) != 0:
+                        raise OSError(ctypes.get_errno(), f"setns into {self.hosts[i][0]}")
+                finally:
+                    os.close(fd)
+                box["value"] = fn()
+            except BaseException as e:  # handed to the caller's thread
+                box["error"] = e
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join()
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
 
     def ip(self, i):
         return self.hosts[i][1] if self.netns else "127.0.0.1"

@@ -2,6 +2,8 @@
 // publish, watch, revoke, layout conflicts, keep-alive, etcd down and back, leader loss.
 #include <gtest/gtest.h>
 
+#include <iostream>
+#include <latch>
 #include <thread>
 
 #include "kv/registry/etcd_client.h"
@@ -123,6 +125,48 @@ TEST_F(EtcdRegistryTest, LayoutConflictBetweenRanksIsRefused) {
   PrefillRankInfo changed = rank_info(0, 2, 5000);
   changed.layout.head_dim = 128;
   EXPECT_TRUE(a->register_prefill_rank("c:1", changed, now() + 5s).ok());
+}
+
+// Two ranks of one instance registering conflicting layouts at the same moment, each
+// through its own client (two processes): the guarded put lets exactly one in, and the
+// other is refused naming the field, every round.
+TEST_F(EtcdRegistryTest, RacingRanksWithConflictingLayoutsExactlyOneWins) {
+  auto cluster = start(1);
+  ASSERT_NE(cluster, nullptr);
+  auto a = directory(etcd_options(*cluster));
+  auto b = directory(etcd_options(*cluster));
+  auto reader = EtcdClient::create(cluster->endpoints());
+  ASSERT_TRUE(reader.ok());
+  PrefillRankInfo wide = rank_info(0, 2, 5000);
+  PrefillRankInfo narrow = rank_info(1, 2, 5001);
+  narrow.layout.head_dim = 128;
+  constexpr int kRounds = 12;
+  int a_won = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string instance = "race:" + std::to_string(round);
+    std::latch start_together(2);
+    Status sa, sb;
+    auto racer = [&](EtcdRouteDirectory& d, const PrefillRankInfo& info, Status& out) {
+      start_together.arrive_and_wait();
+      out = d.register_prefill_rank(instance, info, now() + 5s);
+    };
+    std::thread ta(racer, std::ref(*a), std::cref(wide), std::ref(sa));
+    std::thread tb(racer, std::ref(*b), std::cref(narrow), std::ref(sb));
+    ta.join();
+    tb.join();
+    ASSERT_NE(sa.ok(), sb.ok()) << "round " << round << ": " << sa.to_string() << " / "
+                                << sb.to_string();
+    const Status& refused = sa.ok() ? sb : sa;
+    EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused.to_string();
+    EXPECT_NE(refused.message().find("head_dim"), std::string::npos) << refused.message();
+    a_won += sa.ok() ? 1 : 0;
+    // etcd holds the winner's entry alone.
+    auto range = (*reader)->range_prefix(etcd_instance_prefix("/test", instance), now() + 2s);
+    ASSERT_TRUE(range.ok()) << range.status().to_string();
+    ASSERT_EQ(range->kvs.size(), 1u) << "round " << round;
+    EXPECT_EQ(range->kvs[0].key, etcd_rank_key("/test", instance, sa.ok() ? 0 : 1));
+  }
+  std::cout << "[ INFO ] the first rank won " << a_won << " of " << kRounds << " races\n";
 }
 
 TEST_F(EtcdRegistryTest, KeepAliveHoldsTheRouteBeyondItsTtlAndRevokeEndsIt) {

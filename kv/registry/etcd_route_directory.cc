@@ -62,6 +62,10 @@ Result<PrefillRankInfo> EtcdRouteDirectory::lookup_instance(const std::string& i
   return rank_info_from_layout(layout);
 }
 
+std::unique_ptr<RouteSubscription> EtcdRouteDirectory::subscribe(RouteListener listener) {
+  return watcher().subscribe(std::move(listener));
+}
+
 Result<PrefillRankInfo> EtcdRouteDirectory::lookup_prefill_rank(const std::string& instance,
                                                                 int64_t dp_group, int64_t tp_rank,
                                                                 TimePoint deadline) {

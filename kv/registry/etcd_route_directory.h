@@ -5,8 +5,8 @@
 // instance (its key in etcd: 1-255 printable ASCII bytes without '/', else
 // kInvalidArgument) and need not run a server.
 //
-// The publisher and the watcher start on first use, so a prefill rank never watches and
-// a decode never holds a lease. Thread-safe.
+// The publisher and the watcher start on first use (a decode subscribes at creation), so
+// a prefill rank never watches and a decode never holds a lease. Thread-safe.
 #pragma once
 
 #include <memory>
@@ -32,6 +32,8 @@ class EtcdRouteDirectory : public RouteDirectory {
   Result<PrefillRankInfo> lookup_instance(const std::string& instance, TimePoint deadline) override;
   Result<PrefillRankInfo> lookup_prefill_rank(const std::string& instance, int64_t dp_group,
                                               int64_t tp_rank, TimePoint deadline) override;
+  // The watcher's route changes (started if needed): a decode hears of a vanished rank.
+  std::unique_ptr<RouteSubscription> subscribe(RouteListener listener) override;
 
   // The shared mirror of the registry (started if needed); `pdkv bootstrap --registry
   // etcd` serves it over HTTP.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/logging.h"
+#include "kv/bootstrap_route_directory.h"
 #include "kv/registry/etcd_route_keys.h"
 
 namespace pdkv::kv {
@@ -47,9 +48,35 @@ void EtcdRouteWatcher::probe_loop() {
   }
 }
 
-void EtcdRouteWatcher::apply(const EtcdKeyValue& kv, bool deleted) {
+std::unique_ptr<RouteSubscription> EtcdRouteWatcher::subscribe(RouteListener listener) {
+  return listeners_.add(std::move(listener));
+}
+
+RouteChange EtcdRouteWatcher::change_of(const std::string& key, const Entry* before,
+                                        const Entry* after, std::string detail) const {
+  RouteChange c;
+  const Entry& e = before ? *before : *after;
+  c.bootstrap_addr = e.instance;
+  c.engine_rank = e.engine_rank;
+  if (before) c.old_endpoint = make_tcp_endpoint(before->reg.rank_ip, before->reg.rank_port);
+  if (after) c.new_endpoint = make_tcp_endpoint(after->reg.rank_ip, after->reg.rank_port);
+  c.detail = detail.empty() ? fmt::format("its key {} in {} names {}", key, client_->description(),
+                                          c.new_endpoint)
+                            : std::move(detail);
+  return c;
+}
+
+void EtcdRouteWatcher::apply(const EtcdKeyValue& kv, bool deleted,
+                             std::vector<RouteChange>& changes) {
+  auto before = entries_.find(kv.key);
   if (deleted) {
-    entries_.erase(kv.key);
+    if (before == entries_.end()) return;
+    changes.push_back(change_of(
+        kv.key, &before->second, nullptr,
+        fmt::format("its key {} was deleted from {} (the rank shut down, or its lease was "
+                    "revoked or expired)",
+                    kv.key, client_->description())));
+    entries_.erase(before);
     return;
   }
   std::optional<EtcdRankKey> key = parse_etcd_rank_key(prefix_, kv.key);
@@ -58,15 +85,48 @@ void EtcdRouteWatcher::apply(const EtcdKeyValue& kv, bool deleted) {
   if (!reg.ok() || reg->engine_rank != key->engine_rank) {
     PDKV_LOG_WARN("etcd registry: ignoring malformed entry {}: {}", kv.key,
                   reg.ok() ? "engine_rank differs from the key's" : reg.status().to_string());
-    entries_.erase(kv.key);
+    if (before == entries_.end()) return;
+    changes.push_back(change_of(kv.key, &before->second, nullptr,
+                                fmt::format("its key {} in {} now holds a malformed entry", kv.key,
+                                            client_->description())));
+    entries_.erase(before);
     return;
   }
-  if (entries_.size() >= kMaxEtcdRouteEntries && !entries_.count(kv.key)) {
+  if (entries_.size() >= kMaxEtcdRouteEntries && before == entries_.end()) {
     PDKV_LOG_WARN("etcd registry: more than {} entries under {}; ignoring {}", kMaxEtcdRouteEntries,
                   prefix_, kv.key);
     return;
   }
-  entries_[kv.key] = Entry{std::move(key->instance), key->engine_rank, std::move(*reg)};
+  Entry after{std::move(key->instance), key->engine_rank, std::move(*reg)};
+  RouteChange c =
+      change_of(kv.key, before == entries_.end() ? nullptr : &before->second, &after, "");
+  if (c.old_endpoint != c.new_endpoint) changes.push_back(std::move(c));
+  entries_[kv.key] = std::move(after);
+}
+
+void EtcdRouteWatcher::reload(const std::vector<EtcdKeyValue>& kvs,
+                              std::vector<RouteChange>& changes) {
+  std::map<std::string, Entry> before = std::move(entries_);
+  entries_.clear();
+  std::vector<RouteChange> ignored;  // compared below, against what the mirror held
+  for (const EtcdKeyValue& kv : kvs) apply(kv, false, ignored);
+  for (const auto& [key, old] : before) {
+    auto now_there = entries_.find(key);
+    if (now_there == entries_.end()) {
+      // Deleted while the watch was down: its delete event was never seen.
+      changes.push_back(change_of(
+          key, &old, nullptr,
+          fmt::format("its key {} was gone from {} when the watch read it again (the rank shut "
+                      "down, or its lease was revoked or expired, meanwhile)",
+                      key, client_->description())));
+      continue;
+    }
+    RouteChange c = change_of(key, &old, &now_there->second, "");
+    if (c.old_endpoint != c.new_endpoint) changes.push_back(std::move(c));
+  }
+  for (const auto& [key, added] : entries_) {
+    if (!before.count(key)) changes.push_back(change_of(key, nullptr, &added, ""));
+  }
 }
 
 void EtcdRouteWatcher::run() {
@@ -77,14 +137,17 @@ void EtcdRouteWatcher::run() {
     Status ended;
     if (range.ok()) {
       EtcdClient::WatchStream* stream = nullptr;
+      std::vector<RouteChange> reloaded;
       {
         MutexLock lock(mu_);
         if (stopping_) break;
-        entries_.clear();
-        for (const EtcdKeyValue& kv : range->kvs) apply(kv, false);
+        reload(range->kvs, reloaded);
         stream_ = client_->watch(watched, range->revision + 1);
         stream = stream_.get();  // replaced only by this thread
       }
+      // The read is etcd's state at its revision: a rank missing from it is gone, whether
+      // or not the watch that follows comes up.
+      listeners_.notify(reloaded);
       ended = stream->run(
           [this] {
             MutexLock lock(mu_);
@@ -92,9 +155,13 @@ void EtcdRouteWatcher::run() {
             changed_.notify_all();
           },
           [this](int64_t, const std::vector<EtcdEvent>& events) {
-            MutexLock lock(mu_);
-            for (const EtcdEvent& e : events) apply(e.kv, e.deleted);
-            changed_.notify_all();
+            std::vector<RouteChange> changes;
+            {
+              MutexLock lock(mu_);
+              for (const EtcdEvent& e : events) apply(e.kv, e.deleted, changes);
+              changed_.notify_all();
+            }
+            listeners_.notify(changes);
           });
     } else {
       ended = range.status();

@@ -11,6 +11,11 @@
 // naming etcd and its last error. A rank that vanished fails its lookups at the deadline
 // with the key it waited for, so a room's reason says what was missing where.
 //
+// Subscribers (subscribe()) hear of every rank that appears, moves to another control
+// endpoint or vanishes, from the watch's events and from the difference between the
+// mirror and a re-read after the watch was down. An unreachable etcd is not a vanished
+// route: while the mirror is not trusted, nothing is reported.
+//
 // Entries are validated with the HTTP server's parser (bootstrap::parse_registration);
 // malformed keys or values (another tool's, or hostile) are ignored, and at most
 // kMaxEtcdRouteEntries are kept.
@@ -31,6 +36,8 @@
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "kv/registry/etcd_client.h"
+#include "kv/route_directory.h"
+#include "kv/route_listeners.h"
 
 namespace pdkv::kv {
 
@@ -57,6 +64,9 @@ class EtcdRouteWatcher {
   // nullopt while the mirror is not in sync with etcd (the reason in `why`, if given).
   std::optional<Snapshot> snapshot(std::string* why = nullptr) const PDKV_EXCLUDES(mu_);
 
+  // Route changes from now on, delivered on the watch thread (route_directory.h).
+  std::unique_ptr<RouteSubscription> subscribe(RouteListener listener);
+
  private:
   struct Entry {
     std::string instance;
@@ -64,7 +74,14 @@ class EtcdRouteWatcher {
     bootstrap::PrefillRegistration reg;
   };
   void run();
-  void apply(const EtcdKeyValue& kv, bool deleted) PDKV_REQUIRES(mu_);
+  // Applies one event to the mirror, adding what it changed for subscribers to `changes`.
+  void apply(const EtcdKeyValue& kv, bool deleted, std::vector<RouteChange>& changes)
+      PDKV_REQUIRES(mu_);
+  // Replaces the mirror with a fresh read, adding the differences to `changes`.
+  void reload(const std::vector<EtcdKeyValue>& kvs, std::vector<RouteChange>& changes)
+      PDKV_REQUIRES(mu_);
+  RouteChange change_of(const std::string& key, const Entry* before, const Entry* after,
+                        std::string detail) const;
   const bootstrap::InstanceLayout* layout_of(const std::string& instance) const PDKV_REQUIRES(mu_);
   std::string unsynced_reason() const PDKV_REQUIRES(mu_);
 
@@ -77,6 +94,7 @@ class EtcdRouteWatcher {
   std::string last_error_ PDKV_GUARDED_BY(mu_) = "not read yet";
   std::map<std::string, Entry> entries_ PDKV_GUARDED_BY(mu_);  // by etcd key
   std::unique_ptr<EtcdClient::WatchStream> stream_ PDKV_GUARDED_BY(mu_);
+  RouteListeners listeners_;  // called by the watch thread, without mu_
 
   std::atomic<bool> stopping_{false};
   std::thread thread_;

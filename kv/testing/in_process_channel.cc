@@ -138,10 +138,42 @@ void MemoryDirectory::forget(const std::string& addr) {
 
 Status MemoryDirectory::register_prefill_rank(const std::string& addr, const PrefillRankInfo& info,
                                               TimePoint) {
-  MutexLock lock(mu_);
-  ranks_[addr][info.engine_rank] = info;
-  changed_.notify_all();
+  RouteChange change;
+  change.bootstrap_addr = addr;
+  change.engine_rank = info.engine_rank;
+  change.new_endpoint = info.control_endpoint;
+  change.detail = "registered in the in-memory directory";
+  {
+    MutexLock lock(mu_);
+    PrefillRankInfo& entry = ranks_[addr][info.engine_rank];
+    change.old_endpoint = entry.control_endpoint;
+    entry = info;
+    changed_.notify_all();
+  }
+  if (change.old_endpoint != change.new_endpoint) listeners_.notify({change});
   return Status();
+}
+
+std::unique_ptr<RouteSubscription> MemoryDirectory::subscribe(RouteListener listener) {
+  return listeners_.add(std::move(listener));
+}
+
+void MemoryDirectory::remove_rank(const std::string& addr, int64_t engine_rank) {
+  RouteChange change;
+  change.bootstrap_addr = addr;
+  change.engine_rank = engine_rank;
+  change.detail = "removed from the in-memory directory by the test";
+  {
+    MutexLock lock(mu_);
+    auto inst = ranks_.find(addr);
+    if (inst == ranks_.end()) return;
+    auto rank = inst->second.find(engine_rank);
+    if (rank == inst->second.end()) return;
+    change.old_endpoint = rank->second.control_endpoint;
+    inst->second.erase(rank);
+    if (inst->second.empty()) ranks_.erase(inst);
+  }
+  listeners_.notify({change});
 }
 
 Result<PrefillRankInfo> MemoryDirectory::wait_for(const std::string& addr, int64_t engine_rank,

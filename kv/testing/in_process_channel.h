@@ -12,6 +12,7 @@
 #include "common/mutex.h"
 #include "kv/control_channel.h"
 #include "kv/route_directory.h"
+#include "kv/route_listeners.h"
 
 namespace pdkv::kv::testing {
 
@@ -45,8 +46,14 @@ class MemoryDirectory : public RouteDirectory {
                                           TimePoint deadline) override;
   Result<PrefillRankInfo> lookup_prefill_rank(const std::string& bootstrap_addr, int64_t dp_group,
                                               int64_t tp_rank, TimePoint deadline) override;
-  // Forgets every rank registered at the address: a bootstrap server that restarted.
+  // Forgets every rank registered at the address: a bootstrap server that restarted
+  // (which tells nobody, as the HTTP directory).
   void forget(const std::string& bootstrap_addr);
+  // A watching registry (as etcd): subscribers hear of ranks that register, move to
+  // another endpoint, or are removed with remove_rank().
+  std::unique_ptr<RouteSubscription> subscribe(RouteListener listener) override;
+  // The rank's route vanishes (its lease expired, say) and subscribers are told.
+  void remove_rank(const std::string& bootstrap_addr, int64_t engine_rank);
 
  private:
   Result<PrefillRankInfo> wait_for(const std::string& addr, int64_t engine_rank, bool any,
@@ -54,6 +61,7 @@ class MemoryDirectory : public RouteDirectory {
   Mutex mu_;
   CondVar changed_;
   std::map<std::string, std::map<int64_t, PrefillRankInfo>> ranks_ PDKV_GUARDED_BY(mu_);
+  RouteListeners listeners_;
 };
 
 }  // namespace pdkv::kv::testing

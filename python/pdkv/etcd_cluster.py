@@ -2,6 +2,8 @@
 
 `EtcdCluster(n)` starts n members of /usr/bin/etcd (or $PDKV_ETCD_BIN) on free loopback
 ports with their data in a temporary directory, and `close()` kills them and removes it.
+A `placement` puts members elsewhere: `pdkv chaos` runs each in its own network namespace,
+so that cutting one member's link is a real partition.
 etcd's default heartbeat (100 ms) and election (1 s) timeouts: shorter ones made elections
 churn on a loaded machine.
 Not for production: it is how pdkv's own tests get a database, never a mock.
@@ -17,7 +19,9 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from typing import Optional
+from typing import Callable, Optional, TypeVar
+
+T = TypeVar("T")
 
 
 def etcd_binary() -> Optional[str]:
@@ -32,23 +36,40 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+class Loopback:
+    """Where members run and how this process reaches them: here, on 127.0.0.1. Another
+    placement gives member i an address, a command prefix that starts a process where it
+    lives (e.g. `ip netns exec NS`) and a way to run a call with sockets there."""
+
+    def ip(self, i: int) -> str:
+        return "127.0.0.1"
+
+    def command(self, i: int) -> list:
+        return []
+
+    def call(self, i: int, fn: Callable[[], T]) -> T:
+        return fn()
+
+
 class EtcdCluster:
     """`members` etcd processes forming one cluster; a context manager."""
 
-    def __init__(self, members: int = 1) -> None:
+    def __init__(self, members: int = 1, placement: Optional[Loopback] = None) -> None:
         binary = etcd_binary()
         if binary is None:
             raise FileNotFoundError("etcd is not installed (/usr/bin/etcd, package etcd-server)")
         if members < 1:
             raise ValueError(f"members must be >= 1, got {members}")
         self.binary = binary
+        self.placement = placement or Loopback()
         self.dir = tempfile.mkdtemp(prefix="pdkv-etcd-")
         self.names = [f"m{i}" for i in range(members)]
         self.client_ports = [_free_port() for _ in range(members)]
         self.peer_ports = [_free_port() for _ in range(members)]
         self.procs: list[Optional[subprocess.Popen]] = [None] * members
         self.initial_cluster = ",".join(
-            f"{n}=http://127.0.0.1:{p}" for n, p in zip(self.names, self.peer_ports))
+            f"{n}=http://{self.placement.ip(i)}:{p}"
+            for i, (n, p) in enumerate(zip(self.names, self.peer_ports)))
         try:
             for i in range(members):
                 self._launch(i, "new")
@@ -64,14 +85,15 @@ class EtcdCluster:
         return ",".join(self.endpoint(i) for i in range(len(self.names)))
 
     def endpoint(self, i: int) -> str:
-        return f"127.0.0.1:{self.client_ports[i]}"
+        return f"{self.placement.ip(i)}:{self.client_ports[i]}"
 
     def _launch(self, i: int, state: str) -> None:
-        client = f"http://127.0.0.1:{self.client_ports[i]}"
-        peer = f"http://127.0.0.1:{self.peer_ports[i]}"
+        client = f"http://{self.placement.ip(i)}:{self.client_ports[i]}"
+        peer = f"http://{self.placement.ip(i)}:{self.peer_ports[i]}"
         log = open(os.path.join(self.dir, f"{self.names[i]}.log"), "ab")
+        # A prefix such as `ip netns exec` execs etcd in its own process: same pid.
         self.procs[i] = subprocess.Popen(
-            [self.binary, "--name", self.names[i],
+            self.placement.command(i) + [self.binary, "--name", self.names[i],
              "--data-dir", os.path.join(self.dir, self.names[i]),
              "--listen-client-urls", client, "--advertise-client-urls", client,
              "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
@@ -84,17 +106,25 @@ class EtcdCluster:
     def _post(self, i: int, path: str, body: dict, timeout: float = 1.0) -> dict:
         req = urllib.request.Request(f"http://{self.endpoint(i)}{path}",
                                      data=json.dumps(body).encode(), method="POST")
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return json.loads(r.read())
+
+        def post() -> dict:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return json.loads(r.read())
+        return self.placement.call(i, post)
+
+    def _healthy(self, i: int) -> bool:
+        def get() -> bool:
+            with urllib.request.urlopen(f"http://{self.endpoint(i)}/health", timeout=1) as r:
+                return json.loads(r.read()).get("health") == "true"
+        return self.placement.call(i, get)
 
     def wait_healthy(self, i: int, timeout: float = 20.0) -> None:
         """Returns once member i answers /health; TimeoutError otherwise."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(f"http://{self.endpoint(i)}/health", timeout=1) as r:
-                    if json.loads(r.read()).get("health") == "true":
-                        return
+                if self._healthy(i):
+                    return
             except Exception:
                 pass
             time.sleep(0.05)

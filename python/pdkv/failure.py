@@ -28,7 +28,7 @@ class FailureCause(enum.IntEnum):
     BadPreAllocation = 10  # a malformed pre-allocation
     OutOfRange = 11       # a destination outside registered memory; a rejected batch
     ChecksumMismatch = 12  # PDKV_VERIFY_CHECKSUM: the bytes that landed differ
-    BootstrapFailed = 13  # the bootstrap server answered without a usable route
+    BootstrapFailed = 13  # the registry had no usable route, or it vanished while bootstrapping
     Shutdown = 14         # this rank's KVManager shut down with the room open
     Unauthenticated = 15  # the peer refused our control handshake: cluster secrets differ
 

@@ -319,10 +319,11 @@ def decode_main(cfg: dict, results, go, stop):
                                          layout=cfg.get("decode_layout")), "decode",
                              cfg["addr"])
         results.put(("ready", "decode", rank, os.getpid()))
-        receivers = {}
+        receivers, opened, elapsed = {}, {}, {}
         for room in cfg["rooms"]:
             if room % dp != group:  # the router sends each request to one decode DP group
                 continue
+            opened[room] = time.monotonic()
             r = pdkv.KVReceiver(mgr, cfg["addr"], room)
             r.init()
             dst = pages_for(cfg["rooms"], room, rank, cfg["pages"], shape.capacity, "dst")
@@ -345,6 +346,7 @@ def decode_main(cfg: dict, results, go, stop):
         out, ok, meta, reasons, causes = {}, {}, {}, {}, {}
         for room, (r, dst, aux_row, slots) in receivers.items():
             state = wait_terminal(r, pdkv, cfg.get("timeout", 30))
+            elapsed[room] = time.monotonic() - opened[room]  # from KVReceiver construction
             out[room] = int(state)
             ok[room] = bool(state == pdkv.KVPoll.Success and mem.holds(room, dst)
                             and mem.holds_extras(room, aux_row, slots))
@@ -358,13 +360,90 @@ def decode_main(cfg: dict, results, go, stop):
         while mgr.active_rooms() and time.monotonic() < deadline:
             time.sleep(0.01)
         results.put(("done", "decode", rank, {"states": out, "bytes_ok": ok, "meta": meta,
-                                              "reasons": reasons, "causes": causes, "active": mgr.active_rooms(),
+                                              "reasons": reasons, "causes": causes,
+                                              "elapsed": elapsed, "active": mgr.active_rooms(),
                                               "metrics": mgr.metrics(),
                                               "metrics_text": scrape(mgr)}))
         _wait_flag(stop, 120)
         mgr.shutdown()
     except Exception:
         results.put(("error", "decode", cfg.get("engine_rank"), traceback.format_exc()))
+
+
+def serial_decode_main(cfg: dict, conn):
+    """One decode rank (TP 1) that opens a room per request on `conn` ({"room", "rooms",
+    "timeout"}), waits for it to end and answers with its outcome; None ends it. For
+    scenarios where one live decode meets prefill ranks that come and go."""
+    try:
+        _apply_env(cfg.get("env"))
+        import pdkv
+        shape = cfg["shape"]
+        mem = RankMemory(shape, 1, 0)
+        mgr = pdkv.KVManager(mem.kv_args(pdkv, 0, 1, 1), "decode", cfg["addr"])
+        conn.send(("ready", os.getpid()))
+        while True:
+            ask = conn.recv()
+            if ask is None:
+                break
+            room = ask["room"]
+            t0 = time.monotonic()
+            r = pdkv.KVReceiver(mgr, cfg["addr"], room)
+            r.init()
+            dst = pages_for(ask["rooms"], room, 0, cfg["pages"], shape.capacity, "dst")
+            r.send_metadata(dst)
+            state = wait_terminal(r, pdkv, ask.get("timeout", 30))
+            out = {"state": int(state), "elapsed": time.monotonic() - t0,
+                   "bytes_ok": bool(state == pdkv.KVPoll.Success and mem.holds(room, dst)),
+                   "reason": None, "cause": None}
+            try:
+                r.failure_exception()
+            except pdkv.KVTransferError as e:
+                out["reason"], out["cause"] = str(e), e.cause
+            conn.send(("room", out))
+        mgr.shutdown()
+        conn.send(("bye", None))
+    except Exception:
+        conn.send(("error", traceback.format_exc()))
+
+
+class SerialDecode:
+    """A serial_decode_main process; a context manager. `room()` runs one room on it."""
+
+    def __init__(self, shape: Shape, addr: str, env=None, pages=8):
+        self.conn, child = CTX.Pipe()
+        cfg = dict(shape=shape, addr=addr, env=env, pages=pages)
+        self.proc = CTX.Process(target=serial_decode_main, args=(cfg, child))
+        self.proc.start()
+        self._expect("ready", 60)
+
+    def _expect(self, kind, timeout):
+        if not self.conn.poll(timeout):
+            raise AssertionError(f"serial decode: no {kind} within {timeout} s")
+        got, payload = self.conn.recv()
+        assert got == kind, f"serial decode: {got}: {payload}"
+        return payload
+
+    def room(self, room: int, rooms, timeout: float = 30) -> dict:
+        """{"state", "elapsed" (s from KVReceiver construction), "bytes_ok", "reason",
+        "cause"} of `room` (`rooms`: every room of the scenario, for disjoint pages)."""
+        self.conn.send({"room": room, "rooms": list(rooms), "timeout": timeout})
+        return self._expect("room", timeout + 30)
+
+    def close(self):
+        try:
+            self.conn.send(None)
+            self._expect("bye", 20)
+        finally:
+            self.proc.join(10)
+            if self.proc.is_alive():
+                self.proc.kill()
+                self.proc.join(5)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 class Cluster:

@@ -1,6 +1,7 @@
 """The etcd registry (PDKV_REGISTRY=etcd) across real processes and a real etcd: prefill
 and decode ranks find each other through etcd alone (no bootstrap server runs), routes of
-a killed rank expire with its lease, and rooms survive the loss of an etcd leader.
+a killed rank expire with its lease, a live decode follows a rank that was killed and
+restarted, and rooms survive the loss of an etcd leader.
 Skipped only when /usr/bin/etcd is absent (Debian package etcd-server)."""
 import time
 import uuid
@@ -9,7 +10,7 @@ import pytest
 
 import pdkv
 from pdkv.etcd_cluster import EtcdCluster, etcd_binary
-from kv_harness import Cluster, Shape
+from kv_harness import Cluster, SerialDecode, Shape
 from test_kv_e2e import assert_all_succeeded
 
 pytestmark = pytest.mark.skipif(etcd_binary() is None,
@@ -77,6 +78,40 @@ def test_kill_9_of_a_prefill_rank_removes_its_route_within_the_ttl():
                 assert time.monotonic() - start < 10
 
 
+def test_a_live_decode_fails_its_next_room_to_a_killed_rank_then_uses_its_restart():
+    with EtcdCluster(1) as etcd:
+        prefix = unique_prefix()
+        # Timeouts far beyond what the test allows itself: a room that fails here failed by
+        # liveness or by the registry's watch, not by waiting them out.
+        env = registry_env(etcd, prefix, PDKV_BOOTSTRAP_TIMEOUT_S="20",
+                           PDKV_WAITING_TIMEOUT_S="30")
+        rooms = (61, 62, 63)
+        with SerialDecode(Shape(), "prefill-r:0", env) as decode:
+            with Cluster(pdkv, Shape(), p_tp=1, d_tp=0, rooms=(61,), addr="prefill-r:0",
+                         env=env, timeout=30) as first:
+                first.start()
+                first.go.value = 1
+                served = decode.room(61, rooms)  # the decode caches the rank's route
+                assert served["state"] == SUCCESS and served["bytes_ok"], served
+                first.kill("prefill", 0)
+                # Its next room, opened while etcd may still hold the dead rank's route:
+                # failed with a reason (liveness, or the route's expiry), not a hang.
+                lost = decode.room(62, rooms, timeout=25)
+                assert lost["state"] == FAILED, lost
+                assert lost["cause"] in (pdkv.FailureCause.PeerDead,
+                                         pdkv.FailureCause.BootstrapFailed), lost
+                assert "prefill" in lost["reason"], lost
+                assert lost["elapsed"] < TTL_S + 3.0, lost
+            wait_keys(etcd, prefix, present=False, timeout=TTL_S + 1.0)
+            # The rank restarts: a new process, a new control endpoint, a new route.
+            with Cluster(pdkv, Shape(), p_tp=1, d_tp=0, rooms=(63,), addr="prefill-r:0",
+                         env=env, timeout=30) as second:
+                second.start()
+                second.go.value = 1
+                again = decode.room(63, rooms)
+                assert again["state"] == SUCCESS and again["bytes_ok"], again
+
+
 def test_rooms_survive_the_kill_9_of_the_etcd_leader():
     with EtcdCluster(3) as etcd:
         prefix = unique_prefix()
@@ -114,7 +149,8 @@ def test_etcd_down_spares_bootstrapped_rooms_fails_new_ones_and_recovers():
                 prefill.go.value = 1
                 assert_all_succeeded(bootstrapped.run(timeout=30))
             # etcd fully down: a new room fails within its bootstrap timeout, naming etcd.
-            short = dict(env, PDKV_BOOTSTRAP_TIMEOUT_S="2")
+            bootstrap_timeout_s = 2.0
+            short = dict(env, PDKV_BOOTSTRAP_TIMEOUT_S=str(bootstrap_timeout_s))
             with Cluster(pdkv, Shape(), p_tp=0, d_tp=1, rooms=(43,), addr="prefill-d:0",
                          env=short, timeout=10) as refused:
                 done = refused.start().run(timeout=20)
@@ -122,6 +158,9 @@ def test_etcd_down_spares_bootstrapped_rooms_fails_new_ones_and_recovers():
                 assert report["states"][43] == FAILED
                 assert "etcd at" in report["reasons"][43], report["reasons"]
                 assert "not reachable" in report["reasons"][43], report["reasons"]
+                # Within the timeout, measured from the KVReceiver's construction (slack:
+                # the 2 ms poll loop and a loaded machine's scheduling).
+                assert report["elapsed"][43] <= bootstrap_timeout_s + 0.75, report["elapsed"]
             # etcd back: the same prefill is found again and room 42 succeeds.
             etcd.restart(0)
             with Cluster(pdkv, Shape(), p_tp=0, d_tp=1, rooms=(42,), addr="prefill-d:0",

@@ -1,0 +1,162 @@
+// The decode and a watching route directory (RouteDirectory::subscribe): a prefill rank
+// whose route vanishes fails the rooms still bootstrapping with it at once, spares those
+// already handed to it, and new rooms resolve the rank again instead of using the cached
+// endpoint. In one process over the in-memory directory; kv/registry/etcd_decode_test.cc
+// runs the same against real etcd.
+#include <gtest/gtest.h>
+
+#include "kv/kv_sender.h"
+#include "kv/testing/kv_cluster.h"
+
+namespace pdkv::kv {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::eventually;
+using testing::InProcessBus;
+using testing::MemoryDirectory;
+using testing::ModelShape;
+using testing::RankBuffers;
+
+constexpr char kAddr[] = "watched-instance:7000";
+
+// Liveness that cannot fire within a test: whatever fails a room here is the route change.
+KvManagerOptions slow_liveness() {
+  KvManagerOptions o = testing::fast_options();
+  o.heartbeat_interval = milliseconds(5000);
+  o.heartbeat_max_failures = 5;
+  o.bootstrap_timeout = milliseconds(30000);
+  o.waiting_timeout = milliseconds(30000);
+  return o;
+}
+
+class DecodeRouteChangeTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<PrefillManager> make_prefill(RankBuffers& buffers) {
+    PrefillManagerConfig config;
+    config.args = buffers.args(0);
+    config.bootstrap_addr = kAddr;
+    config.engine = testing::loopback_engine();
+    config.options = slow_liveness();
+    auto m = PrefillManager::create(std::move(config), bus_.factory(), directory_);
+    EXPECT_TRUE(m.ok()) << m.status().to_string();
+    return m.ok() ? std::move(m).value() : nullptr;
+  }
+  std::unique_ptr<DecodeManager> make_decode(RankBuffers& buffers) {
+    DecodeManagerConfig config;
+    config.args = buffers.args(0);
+    config.bootstrap_addr = kAddr;
+    config.engine = testing::loopback_engine();
+    config.options = slow_liveness();
+    auto m = DecodeManager::create(std::move(config), bus_.factory(), directory_);
+    EXPECT_TRUE(m.ok()) << m.status().to_string();
+    return m.ok() ? std::move(m).value() : nullptr;
+  }
+
+  InProcessBus bus_;
+  std::shared_ptr<MemoryDirectory> directory_ = std::make_shared<MemoryDirectory>();
+  ModelShape shape_;
+};
+
+TEST_F(DecodeRouteChangeTest, VanishedRouteFailsBootstrappingRoomsAndSparesHandedOverOnes) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto prefill = make_prefill(pbuf);
+  auto decode = make_decode(dbuf);
+  ASSERT_TRUE(prefill && decode);
+  // Room 1: resolved and registered, but the engine has not called send_metadata().
+  KVReceiver waiting(*decode, 1);
+  ASSERT_TRUE(waiting.init().ok());
+  ASSERT_TRUE(eventually([&] { return waiting.poll() == RoomState::kWaitingForInput; }));
+  // Room 2: its pre-allocation reached the prefill (which holds it until its KVSender).
+  const std::vector<int64_t> src = {4, 5}, dst = {9, 3};
+  pbuf.fill_request(src);
+  KVReceiver handed_over(*decode, 2);
+  ASSERT_TRUE(handed_over.init().ok());
+  ASSERT_TRUE(handed_over.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(eventually([&] { return prefill->active_rooms() == 1; }));
+
+  const TimePoint removed = now();
+  directory_->remove_rank(kAddr, 0);
+  ASSERT_TRUE(eventually([&] { return waiting.poll() == RoomState::kFailed; }, milliseconds(2000)));
+  EXPECT_LT(now() - removed, milliseconds(1000));
+  const RoomStatus st = waiting.status();
+  EXPECT_EQ(st.failure_cause, FailureCause::kBootstrapFailed);
+  EXPECT_EQ(st.failure_stage, FailureStage::kBootstrap);
+  EXPECT_NE(st.failure_reason.find("prefill rank 0 of instance watched-instance:7000"),
+            std::string::npos)
+      << st.failure_reason;
+  EXPECT_NE(st.failure_reason.find("left the route registry"), std::string::npos);
+  EXPECT_NE(st.failure_reason.find("removed from the in-memory directory"), std::string::npos);
+
+  // The handed-over room is the live prefill's to finish.
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(handed_over.poll(), RoomState::kWaitingForInput);
+  KVSender sender(*prefill, 2);
+  ASSERT_TRUE(sender.init(2, 0).ok());
+  ASSERT_TRUE(sender.send(src).ok());
+  ASSERT_TRUE(eventually([&] { return handed_over.poll() == RoomState::kSuccess; }))
+      << handed_over.failure().to_string();
+  EXPECT_TRUE(dbuf.holds_request(dst));
+  EXPECT_TRUE(eventually([&] { return decode->active_rooms() == 0; }));
+}
+
+TEST_F(DecodeRouteChangeTest, NewRoomsFollowARankThatMovedInsteadOfTheCachedEndpoint) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto first = make_prefill(pbuf);
+  auto decode = make_decode(dbuf);
+  ASSERT_TRUE(first && decode);
+  // A room through the first prefill: the decode caches its instance and endpoint.
+  const std::vector<int64_t> src = {1, 2}, dst = {7, 8};
+  pbuf.fill_request(src);
+  {
+    KVSender sender(*first, 11);
+    ASSERT_TRUE(sender.init(2, 0).ok());
+    KVReceiver receiver(*decode, 11);
+    ASSERT_TRUE(receiver.init().ok());
+    ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+    ASSERT_TRUE(sender.send(src).ok());
+    ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }));
+  }
+  // A room bootstrapping with the first prefill when rank 0 moves.
+  KVReceiver stranded(*decode, 12);
+  ASSERT_TRUE(stranded.init().ok());
+  ASSERT_TRUE(eventually([&] { return stranded.poll() == RoomState::kWaitingForInput; }));
+
+  // Rank 0 of the instance registers anew at another endpoint (a restarted process; the
+  // old one lives on here, so nothing but the directory tells the decode).
+  RankBuffers pbuf2(shape_, 1, 0, 16);
+  auto second = make_prefill(pbuf2);
+  ASSERT_TRUE(second);
+  ASSERT_NE(second->control_endpoint(), first->control_endpoint());
+  ASSERT_TRUE(
+      eventually([&] { return stranded.poll() == RoomState::kFailed; }, milliseconds(2000)));
+  EXPECT_NE(stranded.status().failure_reason.find(first->control_endpoint()), std::string::npos)
+      << stranded.status().failure_reason;
+
+  pbuf2.fill_request(src, 13);
+  KVSender sender(*second, 13);
+  ASSERT_TRUE(sender.init(2, 0).ok());
+  KVReceiver receiver(*decode, 13);
+  ASSERT_TRUE(receiver.init().ok());
+  ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  ASSERT_TRUE(sender.send(src).ok());
+  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }))
+      << receiver.failure().to_string();
+  EXPECT_TRUE(dbuf.holds_request(dst, 0, 13));
+}
+
+TEST_F(DecodeRouteChangeTest, ARankThatRegistersForTheFirstTimeChangesNothing) {
+  RankBuffers pbuf(shape_, 1, 0, 16), dbuf(shape_, 1, 0, 16);
+  auto decode = make_decode(dbuf);
+  ASSERT_TRUE(decode);
+  KVReceiver early(*decode, 21);  // opened before any prefill registered: it waits
+  ASSERT_TRUE(early.init().ok());
+  auto prefill = make_prefill(pbuf);
+  ASSERT_TRUE(prefill);
+  ASSERT_TRUE(eventually([&] { return early.poll() == RoomState::kWaitingForInput; }));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(early.poll(), RoomState::kWaitingForInput);
+}
+
+}  // namespace
+}  // namespace pdkv::kv
