@@ -133,6 +133,10 @@ install(TARGETS pdkv RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT pdkv)
 if(TARGET pdkv_engine_peer)
   install(TARGETS pdkv_engine_peer RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT pdkv)
 endif()
+# The attacker of `pdkv chaos --hostile` (bench/hostile), found the same way.
+if(TARGET pdkv_hostile_peer)
+  install(TARGETS pdkv_hostile_peer RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT pdkv)
+endif()
 if(PDKV_BUILD_PYTHON AND TARGET pdkv_native_py)
   # The native modules and the fault shim as targets (so `cmake --install --strip` and the
   # .deb strip them), the rest of the package as files.

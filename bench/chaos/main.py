@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """`pdkv chaos`: fault injection over network namespaces and an LD_PRELOAD syscall shim.
 
-    build/bin/pdkv chaos [--short] [--json FILE] [--only SUBSTR] [--no-netns]
+    build/bin/pdkv chaos [--short | --hostile] [--json FILE] [--only SUBSTR] [--no-netns]
 
 Prints a table (fault, config, rooms affected, detection time vs bound, bytes verified,
 leaks, crashes/hangs) and writes {"R1": {...}, ..., "R4": {...}, "cases": [...]} to FILE.
+--hostile runs only the hostile-peer cases (issue 15: every attack of pdkv_hostile_peer on
+real victims, without and with a cluster secret; bench/chaos/hostile.py); the full plan
+ends with them, --short leaves them out (CI runs them as python_test_hostile_peers).
 Exit status 1 when any case fails. See RELIABILITY.md."""
 import argparse
 import json
@@ -19,6 +22,7 @@ sys.path.insert(0, HERE)
 
 import cases  # noqa: E402
 import cluster  # noqa: E402
+import hostile  # noqa: E402
 from topo import Topology, netns_available  # noqa: E402
 
 from pdkv._progress import Progress  # noqa: E402
@@ -41,8 +45,16 @@ def find_shim():
 PREFERS_NETNS = "prefer"
 
 
-def plan(short, netns, shim):
+def hostile_plan():
+    """Every attack in both modes, on loopback (the attacker needs no namespace)."""
+    return [(False, f"hostile {name} {mode}", lambda t, n=name, m=mode: hostile.case(t, n, m))
+            for mode in ("open", "secret") for name in hostile.cases(mode)]
+
+
+def plan(short, netns, shim, only_hostile=False):
     """(needs_netns, label, fn) of every case to run."""
+    if only_hostile:
+        return hostile_plan()
     c = []
     sweep = [(1, 1, 1, 1), (1, 2, 1, 1), (2, 1, 1, 1), (2, 2, 1, 1), (1, 1, 1, 2)]
     shims = [("fail", 5, "send,sendmsg,write"), ("fail", 5, "recv,recvmsg,read"),
@@ -89,7 +101,7 @@ def plan(short, netns, shim):
         for mode, n, calls in bursts:
             c.append((False, "shim-burst", lambda t, m=mode, n=n, k=calls, a=(p, d, ptp, dtp):
                       cases.case_shim(t, shim, m, n, k, *a, max_faults=3)))
-    return c
+    return c + hostile_plan()
 
 
 def fmt(v, nd=2):
@@ -101,6 +113,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", help="write {R1..R4, cases} here")
     ap.add_argument("--short", action="store_true", help="CI subset (~3 min)")
+    ap.add_argument("--hostile", action="store_true",
+                    help="only the hostile-peer cases (issue 15), without and with a secret")
     ap.add_argument("--only", help="run only cases whose label/fault contains this")
     ap.add_argument("--no-netns", action="store_true",
                     help="no network namespaces: cases that need them are skipped, the etcd "
@@ -115,7 +129,7 @@ def main():
     rows = []
     t_start = time.monotonic()
     todo = [(needs_ns, label, fn) for _ in range(a.repeat)
-            for needs_ns, label, fn in plan(a.short, ok_ns, shim)
+            for needs_ns, label, fn in plan(a.short, ok_ns, shim, a.hostile)
             if not (needs_ns is True and not ok_ns) and not (a.only and a.only not in label)]
     # A bar on a terminal, plain lines in a captured log; the case lines go through it so
     # they never tear the bar.

@@ -2,8 +2,15 @@
 
 Runs anywhere the driver puts it (a network namespace via `ip netns exec`, or loopback).
 Commands on stdin: {"op": "rooms", "rooms": [...], "pages": N, "send": bool},
-{"op": "send"}, {"op": "quit"}. Events on stdout: ready, state (room, state, t =
-time.monotonic(), reason, bytes_ok), active (rooms left in the manager's tables).
+{"op": "send"}, {"op": "check"}, {"op": "quit"}. Events on stdout: ready (with the
+registered buffers: [address, bytes, page bytes] each), state (room, state, t =
+time.monotonic(), reason, bytes_ok), active (rooms left in the manager's tables), check
+(whether every byte no room of this rank owned still holds its canary).
+
+Each KV buffer is registered between two unregistered guard bands, and cfg "spare" adds
+pages no room ever uses after the rooms' `capacity`: all of them hold a canary pattern from
+the start, so a write that lands where no room of this rank put it is caught by "check"
+(the hostile-peer suite aims its attacks there).
 """
 import json
 import os
@@ -33,6 +40,48 @@ def pattern(room, buf, n, item, first_head, n_heads):
     return ((buf * 131 + i * 31 + t * 17 + h * 7 + x * 3 + room * 59 + 1) % 256).astype(np.uint8)
 
 
+GUARD_BYTES = 4096
+
+
+def canary(nbytes):
+    """Position-dependent, so a shifted or partial write shows too."""
+    return ((np.arange(nbytes, dtype=np.int64) * 7 + 0xA5) % 256).astype(np.uint8)
+
+
+class GuardedPool:
+    """KV buffers of n_pages pages each, every one between unregistered guard bands, all
+    filled with the canary; records which pages rooms were given."""
+
+    def __init__(self, nbuf, n_pages, page_shape):
+        self.page_bytes = int(np.prod(page_shape))
+        size = n_pages * self.page_bytes
+        self.raw = [canary(GUARD_BYTES + size + GUARD_BYTES) for _ in range(nbuf)]
+        self.bufs = [r[GUARD_BYTES:GUARD_BYTES + size].reshape((n_pages,) + tuple(page_shape))
+                     for r in self.raw]
+        self.n_pages = n_pages
+        self.used = set()
+
+    def layout(self):
+        return [[int(b.ctypes.data), int(b.nbytes), self.page_bytes] for b in self.bufs]
+
+    def check(self):
+        """Places holding something else than the canary though no room owned them."""
+        bad = []
+        free = [p for p in range(self.n_pages) if p not in self.used]
+        for i, r in enumerate(self.raw):
+            want = canary(r.size)
+            if not np.array_equal(r[:GUARD_BYTES], want[:GUARD_BYTES]):
+                bad.append(f"buffer {i} guard before")
+            if not np.array_equal(r[-GUARD_BYTES:], want[-GUARD_BYTES:]):
+                bad.append(f"buffer {i} guard after")
+            pages = r[GUARD_BYTES:r.size - GUARD_BYTES].reshape(self.n_pages, -1)
+            want_pages = want[GUARD_BYTES:r.size - GUARD_BYTES].reshape(self.n_pages, -1)
+            for p in free:
+                if not np.array_equal(pages[p], want_pages[p]):
+                    bad.append(f"buffer {i} page {p}")
+        return bad
+
+
 def pages_of(room, n, side, rank):
     """Shuffled pages of a room, disjoint from rooms with other room % (capacity // n)."""
     rng = np.random.default_rng(rank * 2 + (1 if side == "dst" else 0))
@@ -59,7 +108,8 @@ def main():
     hb = s["head_dim"] * s["dtype_bytes"]
     item = s["page_size"] * nh * hb
     nbuf = 2 * s["layers"]
-    bufs = [np.zeros((s["capacity"], s["page_size"], nh, hb), np.uint8) for _ in range(nbuf)]
+    pool = GuardedPool(nbuf, s["capacity"] + cfg.get("spare", 0), (s["page_size"], nh, hb))
+    bufs = pool.bufs
     args = pdkv.KVArgs(
         engine_rank=rank, tp_size=tp, dp_size=1, page_size=s["page_size"],
         kv_data_ptrs=[b.ctypes.data for b in bufs], kv_data_lens=[b.nbytes for b in bufs],
@@ -69,7 +119,8 @@ def main():
         dtype_bytes=s["dtype_bytes"], page_layout="NHD", is_mla=False)
     addr = cfg["addr"]
     mgr = pdkv.KVManager(args, role, addr, local_ip=cfg.get("ip"))
-    emit(ev="ready", pid=os.getpid(), ctrl=mgr.control_endpoint, eng=mgr.engine_endpoint)
+    emit(ev="ready", pid=os.getpid(), ctrl=mgr.control_endpoint, eng=mgr.engine_endpoint,
+         bufs=pool.layout(), capacity=s["capacity"], pages=pool.n_pages)
     rooms = {}  # room -> [obj, pages, last_state]
     pending_send = []
     quit_at = None
@@ -94,9 +145,14 @@ def main():
             op = cmd["op"]
             if op == "quit":
                 break
+            if op == "check":
+                bad = pool.check()
+                emit(ev="check", ok=not bad, bad=bad[:8])
             if op == "rooms":
                 n = cmd["pages"]
                 for room in cmd["rooms"]:
+                    pool.used.update(int(p) for p in pages_of(room, n, "src" if role == "prefill"
+                                                              else "dst", rank))
                     if role == "prefill":
                         o = pdkv.KVSender(mgr, cmd.get("addr", addr), room)
                         o.init(n)

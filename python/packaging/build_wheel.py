@@ -4,8 +4,8 @@
     python3 python/packaging/build_wheel.py --build-dir build --out-dir build/dist
 
 Stages build/python/pdkv (the package, its native modules, the CLI's driver scripts in
-pdkv/_tools) plus build/bin/pdkv and pdkv_engine_peer (which `pdkv bench engine` starts)
-in pdkv/_bin, with debug info stripped, then runs
+pdkv/_tools) plus build/bin/pdkv, pdkv_engine_peer (which `pdkv bench engine` starts) and
+pdkv_hostile_peer (which `pdkv chaos --hostile` starts) in pdkv/_bin, with debug info stripped, then runs
 Debian's `python3 -m build --no-isolation --wheel` on it: nothing is downloaded. The
 version is the package's pdkv/_version.py (CMake's project version). Prints the wheel's path.
 """
@@ -35,10 +35,11 @@ def stage(build_dir: pathlib.Path, stage_dir: pathlib.Path) -> str:
     (stage_dir / "pdkv" / "_bin").mkdir()
     shutil.copy2(cli, stage_dir / "pdkv" / "_bin" / "pdkv")
     # `pdkv bench engine` (and so `pdkv demo`) starts its receiving peer from the CLI's
-    # own directory.
-    peer = build_dir / "bin" / "pdkv_engine_peer"
-    if peer.exists():
-        shutil.copy2(peer, stage_dir / "pdkv" / "_bin" / "pdkv_engine_peer")
+    # own directory, `pdkv chaos --hostile` its attacker.
+    for helper in ("pdkv_engine_peer", "pdkv_hostile_peer"):
+        peer = build_dir / "bin" / helper
+        if peer.exists():
+            shutil.copy2(peer, stage_dir / "pdkv" / "_bin" / helper)
     # Debug info is most of the bytes (RelWithDebInfo) and zipping it is most of the time.
     strip = shutil.which("strip")
     if strip:

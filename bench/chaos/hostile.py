@@ -1,0 +1,553 @@
+"""The hostile-peer cases (issue 15, "Trust boundaries"): each attack of
+pdkv_hostile_peer (bench/hostile) tried as a separate process against real victims
+(hostile_cluster.Victims: `pdkv bootstrap`, a prefill and a decode rank on loopback).
+
+Every case checks, besides what its attack must be refused with:
+  - the victims are alive (bootstrap server, prefill, decode);
+  - a legitimate room started after the attack succeeds with every byte verified (and,
+    for the control-plane attacks, a room in flight during it too);
+  - canaries are intact: no byte a room did not own changed on either rank, guard bands
+    around the registered buffers included;
+  - memory and descriptors are bounded: each victim's VmRSS and open descriptors grow by
+    less than the case's bound across the attack.
+
+Modes: "open" (no cluster secret: the checks pdkv makes without one) and "secret" (every
+victim shares PDKV_SECRET_FILE; the attacker has none, or another one: every attack is
+refused at the door: 401, no ZeroMQ handshake, a data connection closed before a frame).
+A case with a `gap` is documented as NOT stopped without a secret (docs/SECURITY.md):
+it runs in "open" mode only as an expected failure (the pytest suite marks it xfail).
+
+python/tests/test_hostile_peers.py runs every case; `pdkv chaos --hostile` too."""
+import dataclasses
+import json
+import os
+import random
+import subprocess
+import time
+from typing import Callable, Optional
+
+from hostile_cluster import (SPARE_PAGES, Sampler, Victims, bin_dir, describe, snapshot,
+                             write_secret)
+
+MIB = 1024
+
+
+@dataclasses.dataclass
+class Attack:
+    name: str
+    doc: str
+    body: Callable
+    gap: Optional[str] = None  # why "open" mode cannot stop it (docs/SECURITY.md)
+    # Needs victims of its own in "open" mode (what gets through leaves state behind).
+    # With a secret nothing gets through, so it shares victims there.
+    fresh: bool = False
+    modes: tuple = ("open", "secret")
+    rss_mib: int = 32  # bound on each victim's RSS growth
+    fd_slack: int = 48  # bound on each victim's descriptor growth
+    legit_prefill_first: bool = False  # the legitimate room after opens its sender first
+    env: Optional[dict] = None  # victim settings of its own (fresh victims only)
+
+
+ATTACKS = {}
+
+
+def attack(name, doc, **kw):
+    def register(body):
+        ATTACKS[name] = Attack(name, doc, body, **kw)
+        return body
+    return register
+
+
+@dataclasses.dataclass
+class Outcome:
+    attack: str
+    mode: str
+    checks: dict = dataclasses.field(default_factory=dict)  # name -> (ok, detail)
+    observed: list = dataclasses.field(default_factory=list)  # the attacker's JSON lines
+    notes: list = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+    bytes_verified: int = 0
+
+    @property
+    def ok(self):
+        return all(ok for ok, _ in self.checks.values())
+
+    def failed(self):
+        return {k: d for k, (ok, d) in self.checks.items() if not ok}
+
+    def summary(self):
+        bad = self.failed()
+        return ("ok" if not bad else "FAILED: " + "; ".join(f"{k}: {d}" for k, d in bad.items())) \
+            + (" | " + "; ".join(self.notes) if self.notes else "")
+
+
+class Run:
+    """What an attack's body works with: the victims, the attacker, the checks."""
+
+    def __init__(self, c: Victims, mode: str, wrong_secret: Optional[str], outcome: Outcome):
+        self.c, self.mode, self.wrong_secret, self.out = c, mode, wrong_secret, outcome
+
+    @property
+    def secret(self):
+        return self.mode == "secret"
+
+    def expect(self, name, ok, detail=""):
+        self.out.checks[name] = (bool(ok), str(detail)[:400])
+
+    def peer(self, *args, wrong_secret=False, timeout=90):
+        """Runs pdkv_hostile_peer once; its JSON line (or {"error": ...})."""
+        cmd = [os.path.join(bin_dir(), "pdkv_hostile_peer"), *map(str, args)]
+        if wrong_secret:
+            cmd += ["--secret-file", self.wrong_secret]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            seen = {"error": f"attacker hung: {' '.join(cmd[1:3])}"}
+        else:
+            lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+            seen = json.loads(lines[-1]) if lines else {
+                "error": f"attacker exit {r.returncode}: {r.stderr.strip()[-400:]}"}
+        self.out.observed.append(seen)
+        self.expect(f"attacker ran ({seen.get('attack', args[0])})", "error" not in seen,
+                    seen.get("error", ""))
+        return seen
+
+    def refused_at_door(self, seen, what):
+        """Secret mode, control plane: the victim refused the attacker's ZeroMQ handshake."""
+        if self.secret:
+            self.expect(f"{what}: ZeroMQ handshake refused (no secret)",
+                        seen.get("handshake_refused") and seen.get("answers", 0) == 0, seen)
+
+    def during(self, attack_fn, n=1, settle=0.3):
+        """Opens n rooms (bootstrapped on both sides, not sent yet), runs attack_fn(rooms),
+        checks no room ended meanwhile, then sends them: every byte must arrive."""
+        c = self.c
+        rooms = c.open_rooms(n, send=False)
+        if not c.wait_bootstrapped(rooms):
+            self.expect("room bootstrapped before the attack", False, describe(c, rooms))
+            return rooms
+        attack_fn(list(rooms))
+        time.sleep(settle)
+        early = {r: rk.states()[r]["state"] for r in rooms for rk in (c.p, c.d)
+                 if rk.states().get(r, {}).get("state") in (0, 4)}
+        self.expect("room in flight untouched by the attack", not early,
+                    f"ended early: {early} {describe(c, rooms)}")
+        c.send_pending()
+        ok, nbytes, wrong, why = c.finish(rooms)
+        self.out.bytes_verified += nbytes
+        self.expect("room during the attack succeeded, bytes verified", ok and not wrong, why)
+        return rooms
+
+    def spare_page(self, rk, buffer=0):
+        """Address of a registered page no room of `rk` ever uses (it holds a canary)."""
+        base, nbytes, page = rk.ready["bufs"][buffer]
+        return base + (rk.ready["capacity"] + SPARE_PAGES // 2) * page, page
+
+
+# Victims of an attack that gets through without a secret: its rooms fail by timeout
+# sooner, so the expected failure costs seconds, not tens.
+GAP_ENV = {"PDKV_BOOTSTRAP_TIMEOUT_S": "3", "PDKV_WAITING_TIMEOUT_S": "3"}
+
+
+def new_victims(topo, mode, tmpdir, name=None):
+    """Victims for `mode`; with `name`, the settings that attack asks for."""
+    secret = write_secret(os.path.join(tmpdir, "cluster_secret")) if mode == "secret" else None
+    env = {}
+    if name:
+        a = ATTACKS[name]
+        env = dict(GAP_ENV if a.gap else {}, **(a.env or {}))
+    return Victims(topo, secret_file=secret, env=env)
+
+
+def run_attack(c: Victims, name: str, mode: str, tmpdir: str) -> Outcome:
+    """Tries one attack on running victims and checks everything the module doc lists."""
+    a = ATTACKS[name]
+    out = Outcome(name, mode)
+    wrong = write_secret(os.path.join(tmpdir, "attacker_secret"), b"w")
+    run = Run(c, mode, wrong, out)
+    t0 = time.monotonic()
+    before = snapshot(c)
+    with Sampler(c) as sampler:
+        a.body(run)
+    time.sleep(0.2)
+    after = snapshot(c)
+    alive = c.alive()
+    run.expect("victims alive", all(alive.values()), alive)
+    for proc, m in before.items():
+        if not alive.get(proc) or after[proc]["pid"] != m["pid"]:
+            continue  # dead (checked above) or replaced by the attack's body on purpose
+        rss = (after[proc]["rss_kib"] or 0) - (m["rss_kib"] or 0)
+        run.expect(f"{proc} RSS growth < {a.rss_mib} MiB", rss < a.rss_mib * MIB,
+                   f"{rss / MIB:.1f} MiB ({m['rss_kib']} -> {after[proc]['rss_kib']} KiB)")
+        fd = (after[proc]["fds"] or 0) - (m["fds"] or 0)
+        peak = sampler.peak.get(proc, {})
+        run.expect(f"{proc} descriptors growth < {a.fd_slack}", fd < a.fd_slack,
+                   f"{m['fds']} -> {after[proc]['fds']} (peak {peak.get('fds')})")
+        out.notes.append(f"{proc} rss {rss / MIB:+.1f} MiB fds {fd:+d} threads peak "
+                         f"{peak.get('threads')}")
+    if all(alive.values()):
+        rooms = c.open_rooms(1, prefill_first=a.legit_prefill_first)
+        ok, nbytes, wrong_rooms, why = c.finish(rooms)
+        out.bytes_verified += nbytes
+        run.expect("room after the attack succeeded, bytes verified", ok and not wrong_rooms, why)
+        bad = c.check_canaries()
+        run.expect("canaries and guard bands intact", not any(bad.values()), bad)
+    out.seconds = time.monotonic() - t0
+    return out
+
+
+# --- 1. route poisoning ------------------------------------------------------------------
+
+@attack("route_poison", "PUT/DELETE /route without the secret; re-pointing engine_rank 0")
+def _route_poison(r: Run):
+    if r.secret:
+        seen = r.peer("route-poison", "--bootstrap", r.c.bootstrap_addr, "--first-port", 1)
+        r.expect("every write refused with 401", all(
+            v.startswith("Unauthenticated") for v in seen.get("attempts", {}).values()), seen)
+    else:
+        # Without a secret the server still refuses routes that are not an IP or host name.
+        seen = r.peer("route-poison", "--bootstrap", r.c.bootstrap_addr, "--first-port", 1,
+                      "--malformed-only")
+        r.expect("malformed routes refused with 400", all(
+            v.startswith("InvalidArgument") for v in seen.get("attempts", {}).values()), seen)
+    r.expect("route unchanged", seen.get("refused") and seen.get("route_unchanged"), seen)
+    r.c.replace_decode()  # the next room's decode resolves the route anew
+
+
+@attack("route_poison_unsigned", "an unsigned PUT re-pointing engine_rank 0, DELETE",
+        gap="without a secret anyone can re-point or delete a route (docs/SECURITY.md)",
+        fresh=True)
+def _route_poison_unsigned(r: Run):
+    seen = r.peer("route-poison", "--bootstrap", r.c.bootstrap_addr, "--first-port", 1)
+    r.expect("route writes refused, route unchanged", seen.get("refused"), seen)
+    r.c.replace_decode()
+
+
+# --- 2. a stranger registering as a decode to be pushed the whole pool ---------------------
+
+def _prefill_only_room(r: Run):
+    """A room the prefill is ready to send (pages filled, send() called) that no decode
+    pre-allocated yet: what a stranger who learned its id would ask for."""
+    room = r.c.next_room
+    r.c.next_room += 1
+    r.c.p.send(op="rooms", rooms=[room], pages=r.c.pages, send=True)
+    r.c.p.wait(lambda ev: ev.get("ev") == "created", 10)
+    return room
+
+
+@attack("whole_pool",
+        "register as a decode, pre-allocate with src stride 0 and the pool as one page")
+def _whole_pool(r: Run):
+    room = _prefill_only_room(r)
+    seen = r.peer("whole-pool", "--control", r.c.p.ready["ctrl"], "--room", room,
+                  "--pages", r.c.p.ready["pages"], "--hold-ms", 1500)
+    r.expect("no KV byte reached the stranger", seen.get("bytes_received") == 0, seen)
+    if r.secret:
+        r.refused_at_door(seen, "whole_pool")
+    else:
+        reasons = " ".join(s["reason"] for s in seen.get("statuses", []))
+        r.expect("pre-allocation refused: fragments outside one page",
+                 "does not stay inside one page" in reasons, seen)
+
+
+@attack("room_pull", "register as a decode, pre-allocate another request's room the normal way",
+        gap="without a secret a stranger that knows a room id can register and be pushed "
+            "that room's KV (only the secret keeps strangers off the control plane)",
+        fresh=True)
+def _room_pull(r: Run):
+    room = _prefill_only_room(r)
+    seen = r.peer("whole-pool", "--honest", "--control", r.c.p.ready["ctrl"], "--room", room,
+                  "--count", r.c.pages, "--pages", r.c.p.ready["pages"], "--hold-ms", 1500)
+    r.expect("no KV byte reached the stranger", seen.get("bytes_received") == 0, seen)
+    r.refused_at_door(seen, "room_pull")
+
+
+# --- 3. writes into a rank's engine --------------------------------------------------------
+
+def _engine_refused(r: Run, seen, what):
+    if r.secret:
+        r.expect(f"{what}: connection closed at the handshake",
+                 seen.get("refused") and seen.get("stage") == "session", seen)
+    else:
+        r.expect(f"{what}: refused (OutOfRange)", seen.get("refused")
+                 and "OutOfRange" in seen.get("status", ""), seen)
+
+
+@attack("raw_write_no_grant", "a write into a decode's registered page, naming no grant")
+def _raw_write_no_grant(r: Run):
+    dst, page = r.spare_page(r.c.d)
+    seen = r.peer("raw-write", "--engine", r.c.d.ready["eng"], "--dst", dst, "--length", page)
+    _engine_refused(r, seen, "write without a grant")
+
+
+@attack("raw_write_unknown_grant", "a write into a decode's page naming a grant it never gave")
+def _raw_write_unknown_grant(r: Run):
+    dst, page = r.spare_page(r.c.d)
+    grant = random.getrandbits(63) | 1
+    # A grant that was live once: the decode's rooms end and revoke theirs.
+    seen = r.peer("raw-write", "--engine", r.c.d.ready["eng"], "--dst", dst, "--length", page,
+                  "--grant", grant)
+    _engine_refused(r, seen, "write under an unknown grant")
+
+
+@attack("raw_write_prefill", "writes into a prefill's KV pool (read-only to peers)")
+def _raw_write_prefill(r: Run):
+    base, _, page = r.c.p.ready["bufs"][0]
+    for what, dst in (("spare page", r.spare_page(r.c.p)[0]), ("page 0", base)):
+        seen = r.peer("raw-write", "--engine", r.c.p.ready["eng"], "--dst", dst, "--length", page)
+        _engine_refused(r, seen, f"write into the prefill ({what})")
+
+
+@attack("probe", "hand-made writes around a decode's buffers: refusals reveal no layout")
+def _probe(r: Run):
+    base, nbytes, _ = r.c.d.ready["bufs"][0]
+    for what, dst, length in (("across the buffer's start", base - 64, 128),
+                              ("across the registered end", base + nbytes - 64, 128),
+                              ("far outside", 1 << 16, 4096)):
+        seen = r.peer("probe", "--engine", r.c.d.ready["eng"], "--dst", dst, "--length", length)
+        if r.secret:
+            r.expect(f"probe {what}: closed before any frame", seen.get("closed_before_ack"), seen)
+        else:
+            r.expect(f"probe {what}: refused, nothing written",
+                     seen.get("refused") and seen.get("bytes_written") == 0, seen)
+            r.expect(f"probe {what}: the refusal names no address outside the write",
+                     seen.get("bad_addr_inside_write") and not seen.get("leaks"), seen)
+
+
+# --- 4. one message breaks rooms -----------------------------------------------------------
+
+@attack("forged_pong", "Pongs claiming the decode's prefill restarted")
+def _forged_pong(r: Run):
+    def hit(rooms):
+        seen = r.peer("forged-pong", "--control", r.c.d.ready["ctrl"], "--as",
+                      r.c.p.ready["ctrl"], "--count", 64)
+        r.refused_at_door(seen, "forged_pong")
+    r.during(hit)
+
+
+@attack("forged_abort_stranger", "Aborts of a room in flight from a rank that never served it")
+def _forged_abort_stranger(r: Run):
+    def hit(rooms):
+        room = rooms[0]
+        for target, as_ in ((r.c.d, None), (r.c.p, "tcp://127.0.0.1:9")):
+            seen = r.peer("forged-abort", "--control", target.ready["ctrl"], "--room", room,
+                          *(["--as", as_] if as_ else []))
+            r.refused_at_door(seen, "forged_abort")
+    r.during(hit)
+
+
+@attack("forged_abort_as_decode", "to the prefill: an Abort naming the room's real decode endpoint")
+def _forged_abort_as_decode(r: Run):
+    def hit(rooms):
+        seen = r.peer("forged-abort", "--control", r.c.p.ready["ctrl"], "--room", rooms[0],
+                      "--as", r.c.d.ready["ctrl"])
+        r.refused_at_door(seen, "forged_abort_as_decode")
+    r.during(hit)
+
+
+@attack("forged_abort_as_prefill", "to the decode: an Abort naming its prefill's (public) endpoint",
+        gap="without a secret the decode takes an Abort from anyone naming its prefill's "
+            "endpoint (public in the route) and the room id (docs/SECURITY.md)", fresh=True)
+def _forged_abort_as_prefill(r: Run):
+    def hit(rooms):
+        seen = r.peer("forged-abort", "--control", r.c.d.ready["ctrl"], "--room", rooms[0],
+                      "--as", r.c.p.ready["ctrl"])
+        r.refused_at_door(seen, "forged_abort_as_prefill")
+    r.during(hit)
+
+
+def _forged_status(state):
+    def body(r: Run):
+        def hit(rooms):
+            seen = r.peer("forged-status", "--control", r.c.d.ready["ctrl"], "--room", rooms[0],
+                          "--state", state)
+            r.refused_at_door(seen, f"forged_status_{state}")
+        r.during(hit)
+    return body
+
+
+_STATUS_GAP = ("without a secret a TransferStatus carries no sender the decode can check: "
+               "anyone who knows a room id (and the prefill's TP rank) ends it{}")
+attack("forged_status_failed", "a TransferStatus{Failed} for a room in flight, to its decode",
+       gap=_STATUS_GAP.format(" as failed"), fresh=True)(_forged_status("failed"))
+attack("forged_status_success", "a TransferStatus{Success} for a room in flight, to its decode",
+       gap=_STATUS_GAP.format(" as a success with pages never written (wrong bytes; the "
+                              "prefill's real writes are then refused and it backs off "
+                              "that decode)"),
+       fresh=True)(_forged_status("success"))
+
+
+@attack("hijack_registration", "to the prefill: a registration naming the decode's endpoint",
+        gap="without a secret a registration naming a decode's endpoint under a new "
+            "incarnation reads as that decode restarting: its rooms fail and its "
+            "pre-allocations are dropped", fresh=True)
+def _hijack_registration(r: Run):
+    def hit(rooms):
+        seen = r.peer("hijack-registration", "--control", r.c.p.ready["ctrl"], "--as",
+                      r.c.d.ready["ctrl"], "--pages", r.c.p.ready["pages"])
+        r.refused_at_door(seen, "hijack_registration")
+    r.during(hit, settle=0.6)
+
+
+def _ping_flood(count):
+    def body(r: Run):
+        def hit(rooms):
+            for target in (r.c.d, r.c.p):
+                seen = r.peer("ping-flood", "--control", target.ready["ctrl"], "--count", count)
+                r.refused_at_door(seen, "ping_flood")
+        r.during(hit, settle=0.5)
+    return body
+
+
+attack("pings_to_closed_ports", "50 Pings to each rank naming closed reply ports",
+       fd_slack=16)(_ping_flood(50))
+attack("ping_flood", "2,000 Pings to each rank with distinct reply addresses (socket exhaustion)",
+       fd_slack=32)(_ping_flood(2000))
+
+
+# --- 5. resources ------------------------------------------------------------------------
+
+@attack("abort_flood", "100,000 Aborts of rooms nobody opened, to each rank", rss_mib=64)
+def _abort_flood(r: Run):
+    def hit(rooms):
+        for target in (r.c.p, r.c.d):
+            seen = r.peer("abort-flood", "--control", target.ready["ctrl"], "--count", 100000)
+            r.refused_at_door(seen, "abort_flood")
+            if not r.secret:
+                r.expect("every Abort queued", seen.get("sent") == 100000, seen)
+    r.during(hit)
+
+
+def _flood_pre_allocations(r: Run, count):
+    seen = r.peer("pre-allocation-flood", "--control", r.c.p.ready["ctrl"], "--count", count,
+                  "--pages", r.c.p.ready["pages"], "--hold-ms", 1000)
+    r.refused_at_door(seen, "pre_allocation_flood")
+    if not r.secret:
+        first = json.dumps(seen.get("first_refusals", []))
+        r.expect("past PDKV_MAX_PENDING_ROOMS refused with the reason",
+                 seen.get("refusals", 0) > 0 and "PDKV_MAX_PENDING_ROOMS" in first, seen)
+
+
+# A held room costs the prefill ~2.3 KiB: at the default cap (65536) one stranger makes it
+# hold ~150 MiB until the bootstrap timeout (docs/SECURITY.md). The bound is checked at a
+# cap of 16384 here.
+@attack("pre_allocation_flood", "register, then pre-allocate 100,000 rooms nobody opened "
+        "(PDKV_MAX_PENDING_ROOMS 16384)", rss_mib=64, fresh=True, legit_prefill_first=True,
+        env={"PDKV_MAX_PENDING_ROOMS": "16384"})
+def _pre_allocation_flood(r: Run):
+    _flood_pre_allocations(r, 100000)
+
+
+@attack("pending_room_lockout", "fill PDKV_MAX_PENDING_ROOMS (4096), then a room whose decode "
+        "pre-allocates before the prefill's sender opens",
+        gap="found by this suite: the pending-room cap is shared by every decode, so a "
+            "stranger registered as a decode fills it and other decodes' early "
+            "pre-allocations are refused until its rooms expire (bootstrap timeout)",
+        fresh=True, env={"PDKV_MAX_PENDING_ROOMS": "4096"})
+def _pending_room_lockout(r: Run):
+    _flood_pre_allocations(r, 5000)
+    rooms = r.c.open_rooms(1, decode_lead_s=1.0)
+    ok, nbytes, wrong, why = r.c.finish(rooms)
+    r.out.bytes_verified += nbytes
+    r.expect("an early pre-allocation of a real decode still served", ok and not wrong, why)
+
+
+@attack("registration_flood", "1,000 registrations from made-up decode endpoints",
+        gap="found by this suite: the prefill answers each registration on a new socket to "
+            "the endpoint it names and keeps it; a few hundred exhaust its ZeroMQ context "
+            "(1023 sockets) and it stops answering every decode, registered ones included",
+        fresh=True, rss_mib=64)
+def _registration_flood(r: Run):
+    seen = r.peer("registration-flood", "--control", r.c.p.ready["ctrl"], "--count", 1000,
+                  "--first-port", 20000, "--pages", r.c.p.ready["pages"])
+    r.refused_at_door(seen, "registration_flood")
+    time.sleep(1.0)
+
+
+@attack("idle_connections", "400 data connections to the decode's engine that never speak",
+        fd_slack=32)
+def _idle_connections(r: Run):
+    before = snapshot(r.c)["decode"]["threads"]
+    with Sampler(r.c) as s:
+        seen = r.peer("idle-connections", "--engine", r.c.d.ready["eng"], "--count", 400,
+                      "--hold-ms", 6000)
+    cap = 128
+    r.expect("past the connection cap closed at accept",
+             seen.get("closed_at_once", 0) >= 400 - cap - 8, seen)
+    r.expect("every idle connection closed by the first-byte timeout or the cap",
+             seen.get("still_open") == 0, seen)
+    peak = s.peak.get("decode", {}).get("threads", 0)
+    r.expect(f"decode threads bounded by the cap ({cap})", peak - before <= cap + 8,
+             f"{before} -> peak {peak}")
+
+
+@attack("huge_header", "32 connections each declaring a 2^20-entry table (40 MiB), then silent",
+        rss_mib=16)
+def _huge_header(r: Run):
+    seen = r.peer("huge-header", "--engine", r.c.d.ready["eng"], "--count", 32,
+                  "--entries", 1 << 20, "--hold-ms", 6000)
+    r.expect("every stalled connection closed", seen.get("still_open") == 0
+             and seen.get("sent") == 32, seen)
+
+
+@attack("http_flood", "3,000 unauthenticated PUT /route from 4 clients; /health must answer",
+        rss_mib=16)
+def _http_flood(r: Run):
+    seen = r.peer("http-flood", "--bootstrap", r.c.bootstrap_addr, "--count", 3000,
+                  "--threads", 4)
+    want = "401" if r.secret else "400"
+    r.expect(f"every PUT refused ({want})", set(seen.get("answers", {})) == {want}, seen)
+    r.expect("/health answered throughout", seen.get("health_failed") == 0
+             and seen.get("health_ok", 0) > 0 and seen.get("health_max_ms", 1e9) < 1500, seen)
+
+
+# --- a stranger with ANOTHER secret (secret mode only) -------------------------------------
+
+@attack("wrong_secret", "an attacker with a secret of its own: engine, control plane, bootstrap",
+        modes=("secret",))
+def _wrong_secret(r: Run):
+    dst, page = r.spare_page(r.c.d)
+    seen = r.peer("raw-write", "--engine", r.c.d.ready["eng"], "--dst", dst, "--length", page,
+                  wrong_secret=True)
+    r.expect("engine: handshake failed, nothing written",
+             seen.get("refused") and seen.get("stage") == "session", seen)
+    seen = r.peer("route-poison", "--bootstrap", r.c.bootstrap_addr, "--first-port", 1,
+                  wrong_secret=True)
+    r.expect("bootstrap: every write refused with 401", seen.get("refused") and all(
+        v.startswith("Unauthenticated") for v in seen.get("attempts", {}).values()), seen)
+    r.c.replace_decode()
+
+    def hit(rooms):
+        s = r.peer("forged-status", "--control", r.c.d.ready["ctrl"], "--room", rooms[0],
+                   "--state", "success", wrong_secret=True)
+        r.refused_at_door(s, "control plane")
+    r.during(hit)
+
+
+def needs_fresh(name, mode):
+    return ATTACKS[name].fresh and mode == "open"
+
+
+def cases(mode):
+    """Attack names run in `mode`, the shared-victim ones first."""
+    names = [n for n, a in ATTACKS.items() if mode in a.modes]
+    return sorted(names, key=lambda n: needs_fresh(n, mode))
+
+
+def case(topo, name, mode):
+    """One attack in one mode as a `pdkv chaos` row, on victims of its own."""
+    import tempfile
+
+    from cases import row, skipped
+    a = ATTACKS[name]
+    fault = f"hostile {name} ({mode})"
+    if a.gap and mode == "open":
+        return skipped(fault, "1P1D", "not stopped without a secret (docs/SECURITY.md): " + a.gap)
+    with tempfile.TemporaryDirectory() as tmp:
+        c = new_victims(topo, mode, tmp, name)
+        try:
+            out = run_attack(c, name, mode, tmp)
+        finally:
+            c.crashes = c.close()
+    return row(fault, "1P1D", bytes_verified=out.bytes_verified, ok=out.ok,
+               note=out.summary()[:300])

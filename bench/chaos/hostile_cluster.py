@@ -1,0 +1,257 @@
+"""The victims of the hostile-peer suite (issue 15): a real `pdkv bootstrap` server
+process, one prefill and one decode rank (bench/chaos/rank.py, each its own process) on
+loopback, optionally sharing a cluster secret; plus what the suite measures on them
+(RSS, open descriptors, threads) and asks of them (rooms with verified bytes, canaries).
+
+Used by bench/chaos/hostile.py (the attacks), which python/tests/test_hostile_peers.py
+and `pdkv chaos --hostile` run."""
+import os
+import signal
+import subprocess
+import threading
+import time
+
+from cluster import FAILED, SUCCESS, Cluster
+from topo import Rank
+
+# Victim settings: fast heartbeats (cluster.HB), a small connection cap and a short I/O
+# timeout so the engine-level attacks (400 idle connections, stalled headers) show the
+# cap and the first-byte timeout within a few seconds.
+VICTIM_ENV = {"PDKV_TCP_MAX_CONNECTIONS": "128", "PDKV_TCP_IO_TIMEOUT_MS": "2000"}
+SPARE_PAGES = 4  # registered pages no room uses: the raw writes aim there
+
+
+def bin_dir():
+    return os.environ.get("PDKV_BIN_DIR", os.path.join(os.getcwd(), "build", "bin"))
+
+
+def write_secret(path, fill=b"s"):
+    with open(path, "wb") as f:
+        f.write(fill * 32)
+    os.chmod(path, 0o600)
+    return path
+
+
+class BootstrapProcess:
+    """`pdkv bootstrap` as its own process; quit() is SIGTERM (its clean shutdown)."""
+
+    def __init__(self, host, port=0, secret_file=None, env=None):
+        cmd = [os.path.join(bin_dir(), "pdkv"), "bootstrap", "--host", host, "--port", str(port)]
+        if secret_file:
+            cmd += ["--secret-file", secret_file]
+        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  text=True, env=dict(os.environ, **(env or {})),
+                                  start_new_session=True)
+        self.pid = self.p.pid
+        self.killed = False
+        line = self._first_line(10)
+        if "listening on" not in line:
+            self.kill()
+            raise RuntimeError(f"pdkv bootstrap did not start: {line!r}")
+        self.port = int(line.rsplit(":", 1)[1])
+        self.ready = {"port": self.port}
+
+    def _first_line(self, timeout):
+        out = []
+        t = threading.Thread(target=lambda: out.append(self.p.stdout.readline()), daemon=True)
+        t.start()
+        t.join(timeout)
+        return out[0].strip() if out else ""
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def kill(self):
+        self.killed = True
+        try:
+            os.killpg(self.p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.p.wait(5)
+
+    def quit(self, timeout=10):
+        if not self.alive():
+            return self.p.returncode
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            return self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return "hang"
+
+
+class Victims(Cluster):
+    """1P1D on loopback with a `pdkv bootstrap` process; every rank with guard bands and
+    SPARE_PAGES canary pages (rank.py). `secret_file`: the cluster secret of all three."""
+
+    def __init__(self, topo, secret_file=None, env=None):
+        self.secret_file = secret_file
+        env = dict(VICTIM_ENV, **(env or {}))
+        if secret_file:
+            env["PDKV_SECRET_FILE"] = secret_file
+        super().__init__(topo, 1, 1, env=env)
+
+    def start_bootstrap(self, i, port=0):
+        b = BootstrapProcess(self.topo.ip(0), port, self.secret_file, env=self.env)
+        addr = f"{self.topo.ip(0)}:{b.port}"
+        if i < len(self.boot):
+            self.boot[i] = (b, addr)
+        else:
+            self.boot.append((b, addr))
+        return b
+
+    def start_rank(self, role, inst, r):
+        return Rank(self.topo, 0, {"role": role, "tp": 1, "rank": r, "addr": self.boot[0][1],
+                                   "spare": SPARE_PAGES}, env=self.env)
+
+    # --- what attacks aim at ---------------------------------------------------------
+    @property
+    def p(self):
+        return self.prefill[0][0]
+
+    @property
+    def d(self):
+        return self.decode[0][0]
+
+    @property
+    def bootstrap_addr(self):
+        return self.boot[0][1]
+
+    def processes(self):
+        """name -> pid of every victim process."""
+        return {"prefill": self.p.pid, "decode": self.d.pid, "bootstrap": self.boot[0][0].pid}
+
+    def alive(self):
+        return {"prefill": self.p.alive(), "decode": self.d.alive(),
+                "bootstrap": self.boot[0][0].alive()}
+
+    def replace_decode(self):
+        """A new decode process (it resolves its route anew through the bootstrap server)."""
+        for rk in self.decode[0]:
+            rk.quit()
+        self.restart_decode(0)
+
+    # --- legitimate work -------------------------------------------------------------
+    def open_rooms(self, n=1, prefill_first=False, send=True, decode_lead_s=0.0):
+        """n rooms over the pair; the prefill's KVSender first if prefill_first (its rooms
+        are then never "pending" there). decode_lead_s: the decode opens its side that long
+        before the prefill (its pre-allocation arrives first, as when the prefill is still
+        computing)."""
+        rooms = list(range(self.next_room, self.next_room + n))
+        self.next_room += n
+        addr = self.bootstrap_addr
+        sides = [(self.p, dict(send=send)), (self.d, dict(addr=addr))]
+        if not prefill_first:
+            sides.reverse()
+        for i, (rk, extra) in enumerate(sides):
+            if i and decode_lead_s and not prefill_first:
+                time.sleep(decode_lead_s)
+            rk.send(op="rooms", rooms=rooms, pages=self.pages, **extra)
+        return {r: (0, 0) for r in rooms}
+
+    def wait_bootstrapped(self, rooms, timeout=10):
+        """Until both sides report the rooms past bootstrapping (WaitingForInput or later)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(rk.states().get(r, {}).get("state", 0) >= 2 for r in rooms
+                   for rk in (self.p, self.d)):
+                return True
+            time.sleep(0.01)
+        return False
+
+    def finish(self, rooms, timeout=20):
+        """(all Success with verified bytes, bytes verified, wrong rooms, reasons)."""
+        self.wait_rooms([self.p, self.d], rooms, timeout)
+        ok, nbytes, wrong = self.verdict(rooms)
+        return ok, nbytes, wrong, "" if ok else describe(self, rooms)
+
+    def check_canaries(self, timeout=10):
+        """{rank: [places changed though no room owned them]} ([] = intact)."""
+        out = {}
+        for name, rk in (("prefill", self.p), ("decode", self.d)):
+            n = sum(1 for ev in rk.events if ev["ev"] == "check")
+            rk.send(op="check")
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                evs = [ev for ev in rk.events if ev["ev"] == "check"]
+                if len(evs) > n:
+                    out[name] = evs[-1]["bad"]
+                    break
+                time.sleep(0.01)
+            else:
+                out[name] = ["no answer" if rk.alive() else "dead"]
+        return out
+
+
+def describe(c, rooms):
+    out = []
+    for rk in (c.p, c.d):
+        for r in rooms:
+            ev = rk.states().get(r)
+            if ev is None or ev["state"] not in (FAILED, SUCCESS):
+                out.append(f"{rk.cfg['role']} room {r}: not terminal "
+                           f"(state {ev and ev['state']})")
+            elif ev["state"] == FAILED:
+                out.append(f"{rk.cfg['role']} room {r}: {ev.get('reason', '')[:160]}")
+            elif rk.cfg["role"] == "decode" and not ev.get("bytes_ok"):
+                out.append(f"decode room {r}: WRONG BYTES")
+    return " | ".join(out[:4])
+
+
+# --- measurements of a victim process ------------------------------------------------
+def proc_status(pid, field):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def rss_kib(pid):
+    return proc_status(pid, "VmRSS")
+
+
+def threads(pid):
+    return proc_status(pid, "Threads")
+
+
+def fds(pid):
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+
+
+def snapshot(c):
+    """{process: {"pid", "rss_kib", "fds", "threads"}} of every victim."""
+    return {name: {"pid": pid, "rss_kib": rss_kib(pid), "fds": fds(pid), "threads": threads(pid)}
+            for name, pid in c.processes().items()}
+
+
+class Sampler:
+    """Samples the victims' threads and descriptors every 20 ms while an attack runs
+    (peaks: idle connections are closed again before the attack ends)."""
+
+    def __init__(self, c):
+        self.c, self.peak, self._stop = c, {}, threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            for name, m in snapshot(self.c).items():
+                p = self.peak.setdefault(name, {})
+                for k, v in m.items():
+                    if v is not None:
+                        p[k] = max(p.get(k, 0), v)
+            time.sleep(0.02)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
