@@ -41,13 +41,23 @@ Status DecodeManager::start(const ControlChannelFactory& channels) {
   for (const engine::Region& r : rank_regions(a)) {
     PDKV_RETURN_IF_ERROR(registered_.add(r.addr, r.length));
   }
+  // The channel's receive thread starts before identity_ (which needs the channel's
+  // endpoint) is set: its handlers wait until start() has set it (or shutdown() began).
   ChannelCallbacks callbacks;
-  callbacks.on_message = [this](proto::Message m) { on_message(std::move(m)); };
-  callbacks.on_peer_gone = [this](const std::string& endpoint) { on_peer_gone(endpoint); };
-  callbacks.on_peer_refused = [this](const std::string& endpoint) { on_peer_refused(endpoint); };
+  callbacks.on_message = [this](proto::Message m) {
+    if (wait_until_started()) on_message(std::move(m));
+  };
+  callbacks.on_peer_gone = [this](const std::string& endpoint) {
+    if (wait_until_started()) on_peer_gone(endpoint);
+  };
+  callbacks.on_peer_refused = [this](const std::string& endpoint) {
+    if (wait_until_started()) on_peer_refused(endpoint);
+  };
   PDKV_ASSIGN_OR_RETURN(channel_, channels(config_.engine.host, std::move(callbacks)));
   identity_ =
       make_rank_identity(proto::Role::kDecode, a, channel_->endpoint(), engine_->endpoint());
+  started_.store(true, std::memory_order_release);
+  started_.notify_all();
   route_subscription_ =
       directory_->subscribe([this](const RouteChange& change) { on_route_change(change); });
   for (int i = 0; i < kResolverThreads; ++i) resolvers_.emplace_back([this] { resolver_loop(); });
@@ -61,6 +71,8 @@ DecodeManager::~DecodeManager() { shutdown(); }
 
 void DecodeManager::shutdown() {
   if (stopping_.exchange(true)) return;
+  started_.store(true, std::memory_order_release);  // a handler still waiting returns
+  started_.notify_all();
   route_subscription_.reset();    // waits for a route change being handled
   metrics_registration_.reset();  // waits for a scrape that is reading this manager
   {

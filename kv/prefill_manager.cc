@@ -59,12 +59,20 @@ Status PrefillManager::start(const ControlChannelFactory& channels) {
   pipeline_ = std::make_unique<TransferPipeline>(*engine_, po, failed_peers_, metrics_, steps_,
                                                  std::move(hooks));
 
+  // The channel's receive thread starts before identity_ (which needs the channel's
+  // endpoint) is set: its handlers wait until start() has set it (or shutdown() began).
   ChannelCallbacks callbacks;
-  callbacks.on_message = [this](proto::Message m) { on_message(std::move(m)); };
-  callbacks.on_peer_gone = [this](const std::string& endpoint) { on_peer_gone(endpoint); };
+  callbacks.on_message = [this](proto::Message m) {
+    if (wait_until_started()) on_message(std::move(m));
+  };
+  callbacks.on_peer_gone = [this](const std::string& endpoint) {
+    if (wait_until_started()) on_peer_gone(endpoint);
+  };
   PDKV_ASSIGN_OR_RETURN(channel_, channels(config_.engine.host, std::move(callbacks)));
   identity_ =
       make_rank_identity(proto::Role::kPrefill, a, channel_->endpoint(), engine_->endpoint());
+  started_.store(true, std::memory_order_release);
+  started_.notify_all();
   timer_ = std::thread([this] { timer_loop(); });
 
   PrefillRankInfo info;
@@ -93,6 +101,8 @@ PrefillManager::~PrefillManager() { shutdown(); }
 
 void PrefillManager::shutdown() {
   if (stopping_.exchange(true)) return;
+  started_.store(true, std::memory_order_release);  // a handler still waiting returns
+  started_.notify_all();
   metrics_registration_.reset();  // waits for a scrape that is reading this manager
   // The pipeline and the timer send through the channel, so they stop first; the
   // channel's receive thread (handlers) stops with the channel.

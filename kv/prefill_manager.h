@@ -238,6 +238,13 @@ class PrefillManager {
   Mutex timer_mu_;
   CondVar timer_wake_;
   std::atomic<bool> stopping_{false};
+  // Set once start() has set identity_ (or shutdown() began): the channel's handlers
+  // wait for it, since the channel starts receiving before its endpoint is known.
+  std::atomic<bool> started_{false};
+  bool wait_until_started() {
+    started_.wait(false, std::memory_order_acquire);
+    return !stopping_.load();
+  }
 };
 
 }  // namespace pdkv::kv

@@ -9,13 +9,15 @@
 // The reports are inside the libraries, not in pdkv; pdkv's own shared state stays
 // checked.
 //
-// One pdkv function is listed: a KV test's byte check (RankBuffers::holds_request) reads
-// memory a receiver thread wrote, after the room reported Success; in tests whose
+// Two pdkv test functions are listed: a KV test's byte check (RankBuffers::holds_request)
+// reads memory a receiver thread wrote, and its refill (RankBuffers::fill_request) writes
+// source memory a sender thread read, both after the room reported Success; in tests whose
 // managers talk over real ZeroMQ that happens-before edge is the status message through
-// libzmq, which TSan cannot see.
+// libzmq (and the data over a TCP socket), which TSan cannot see.
 extern "C" const char* __tsan_default_suppressions() {
   return "called_from_lib:libzmq.so.5\n"
          "called_from_lib:libsodium.so.23\n"
          "called_from_lib:libcpp-httplib.so.0.11\n"
-         "race:pdkv::kv::testing::RankBuffers::holds_request\n";
+         "race:pdkv::kv::testing::RankBuffers::holds_request\n"
+         "race:pdkv::kv::testing::RankBuffers::fill_request\n";
 }
