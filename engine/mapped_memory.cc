@@ -6,9 +6,37 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <string>
 #include <vector>
 
 namespace pdkv::engine {
+namespace {
+
+// Every mapping overlapping [addr, end) must be readable: a PROT_NONE reservation (how
+// CUDA holds its unified address range) passes mincore but faults on the first read.
+Status check_readable(uint64_t addr, uint64_t end) {
+  std::ifstream maps("/proc/self/maps");
+  if (!maps) return Status();  // no procfs: mincore's answer stands
+  std::string line;
+  while (std::getline(maps, line)) {
+    uint64_t lo = 0, hi = 0;
+    char perms[8] = {};
+    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s", &lo, &hi, perms) != 3) continue;
+    if (hi <= addr || lo >= end) continue;
+    if (perms[0] != 'r') {
+      return out_of_range(fmt::format(
+          "memory [{:#x}, +{}) is not host memory the CPU can read: the mapping {:#x}-{:#x} "
+          "has permissions {} (a GPU pointer? pdkv registers host memory only)",
+          addr, end - addr, lo, hi, perms));
+    }
+  }
+  return Status();
+}
+
+}  // namespace
 
 Status check_mapped(uint64_t addr, uint64_t length) {
   if (length == 0) return Status();
@@ -29,7 +57,7 @@ Status check_mapped(uint64_t addr, uint64_t length) {
       if (errno == ENOMEM) {
         return out_of_range(fmt::format(
             "memory [{:#x}, +{}) is not mapped in this process near {:#x}: a wrong buffer "
-            "pointer or length?",
+            "pointer or length? (pdkv registers host memory only, not GPU memory)",
             addr, length, at));
       }
       return out_of_range(
@@ -37,7 +65,7 @@ Status check_mapped(uint64_t addr, uint64_t length) {
     }
     at += pages * page;
   }
-  return Status();
+  return check_readable(addr, end);
 }
 
 }  // namespace pdkv::engine

@@ -3,6 +3,7 @@
 #include "engine/transfer_engine.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -53,6 +54,13 @@ TEST(TransferEngine, RegisteringUnmappedMemoryIsAClearError) {
   EXPECT_EQ(engine->register_memory(~uint64_t{0} - 100, 4096).code(), StatusCode::kOutOfRange);
   std::vector<uint8_t> ok(8192);
   EXPECT_TRUE(engine->register_memory(addr(ok.data()), ok.size()).ok());
+  // A PROT_NONE reservation (how CUDA holds device addresses) is mapped but unreadable.
+  void* none = ::mmap(nullptr, 8192, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(none, MAP_FAILED);
+  st = engine->register_memory(addr(none), 8192);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.to_string();
+  EXPECT_NE(st.message().find("host memory"), std::string::npos) << st.to_string();
+  ::munmap(none, 8192);
 }
 
 TEST(TransferEngine, OptionsFromEnvironmentAreRangeChecked) {

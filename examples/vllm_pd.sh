@@ -1,17 +1,30 @@
 #!/usr/bin/env bash
 # Disaggregated vLLM over pdkv on one host: a prefill instance, a decode instance, pdkv's
-# proxy (which also runs the bootstrap server). Needs vLLM installed and pdkv importable
-# (PYTHONPATH=build/python after the README build, or the wheel). GPU 0 prefills, GPU 1
-# decodes; on two hosts replace 127.0.0.1 by the hosts' addresses and set PDKV_LOCAL_IP.
-# python/tests/test_engine_examples.py builds PdkvConnector from the JSON below.
+# proxy (which also runs the bootstrap server).
+#
+# REQUIRES A HOST-MEMORY KV CACHE: pdkv moves host (CPU) memory only, so this runs a CPU
+# build of vLLM (VLLM_TARGET_DEVICE=cpu; see vLLM's CPU installation docs), whose KV cache
+# lives in host memory. A GPU build of vLLM keeps the KV cache in GPU memory, and
+# PdkvConnector refuses it at start-up (GPU KV needs UCX built with CUDA and GPU memory
+# registration in pdkv, not done yet).
+#
+# Needs pdkv importable (PYTHONPATH=build/python after the README build, or the wheel).
+# VLLM_CPU_KVCACHE_SPACE (GiB) sizes each instance's KV cache explicitly, and the two
+# instances are bound to different cores; on two hosts replace 127.0.0.1 by the hosts'
+# addresses and set PDKV_LOCAL_IP. python/tests/test_engine_examples.py builds
+# PdkvConnector from the JSON below.
 set -euo pipefail
 MODEL=${MODEL:-Qwen/Qwen2.5-0.5B-Instruct}
 BOOTSTRAP=127.0.0.1:8998
+CORES=$(nproc)
+HALF=$((CORES / 2))
 
-CUDA_VISIBLE_DEVICES=0 vllm serve "$MODEL" --port 8100 --disable-hybrid-kv-cache-manager \
+VLLM_CPU_KVCACHE_SPACE=4 VLLM_CPU_OMP_THREADS_BIND="0-$((HALF - 1))" \
+vllm serve "$MODEL" --port 8100 --disable-hybrid-kv-cache-manager \
   --kv-transfer-config '{"kv_connector": "PdkvConnector", "kv_connector_module_path": "pdkv.integrations.vllm", "kv_role": "kv_producer", "kv_connector_extra_config": {"bootstrap_addr": "127.0.0.1:8998", "layerwise": true}}' &
 
-CUDA_VISIBLE_DEVICES=1 vllm serve "$MODEL" --port 8200 --disable-hybrid-kv-cache-manager \
+VLLM_CPU_KVCACHE_SPACE=4 VLLM_CPU_OMP_THREADS_BIND="${HALF}-$((CORES - 1))" \
+vllm serve "$MODEL" --port 8200 --disable-hybrid-kv-cache-manager \
   --kv-transfer-config '{"kv_connector": "PdkvConnector", "kv_connector_module_path": "pdkv.integrations.vllm", "kv_role": "kv_consumer", "kv_connector_extra_config": {"bootstrap_addr": "127.0.0.1:8998"}}' &
 
 python3 -m pdkv.integrations.vllm.proxy --port 8000 --serve-bootstrap "${BOOTSTRAP##*:}" \
@@ -20,4 +33,5 @@ python3 -m pdkv.integrations.vllm.proxy --port 8000 --serve-bootstrap "${BOOTSTR
 # once both report ready:
 #   curl -s localhost:8000/v1/completions -H 'Content-Type: application/json' \
 #     -d "{\"model\": \"$MODEL\", \"prompt\": \"The capital of France is\", \"max_tokens\": 16}"
+# pdkv's figures are on each instance's /metrics (vllm:pdkv_*).
 wait

@@ -241,7 +241,10 @@ class KVManager:
         return self._native.engine_endpoint
 
     def metrics(self) -> dict:
-        """Counters of this rank: rooms by outcome, failures by cause, bytes, queue depth."""
+        """Figures of this rank: rooms by outcome, failures by cause, bytes, queue depth,
+        ``stages`` (stage -> (rooms, seconds)) and ``histograms`` (``stage:<stage>``,
+        ``room_bytes``, ``room_blocks`` -> bounds, per-bucket counts with +Inf last,
+        count, sum), all cumulative."""
         return self._native.metrics()
 
     def metrics_text(self) -> str:

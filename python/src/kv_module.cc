@@ -384,6 +384,29 @@ PYBIND11_MODULE(_native, m) {
                    py::make_tuple(h.count, static_cast<double>(h.sum) / h.raw_per_unit);
              }
              d["stages"] = stages;
+             // Whole histograms (bounds in seconds / bytes / blocks, per-bucket counts
+             // with +Inf last, count, sum), so an engine can re-expose them (vLLM's
+             // build_prom_metrics) with pdkv's buckets.
+             auto histogram = [](const kv::Histogram::Snapshot& h) {
+               py::dict out;
+               py::list bounds, counts;
+               for (uint64_t b : h.bounds) bounds.append(static_cast<double>(b) / h.raw_per_unit);
+               for (size_t i = 0; i <= h.bounds.size(); ++i) counts.append(h.counts[i]);
+               out["bounds"] = bounds;
+               out["counts"] = counts;
+               out["count"] = h.count;
+               out["sum"] = static_cast<double>(h.sum) / h.raw_per_unit;
+               return out;
+             };
+             py::dict histograms;
+             for (size_t i = 0; i < kv::kRoomStages; ++i) {
+               histograms[py::str("stage:" + std::string(kv::to_string(
+                                                 static_cast<kv::RoomStage>(i))))] =
+                   histogram(s.stages[i]);
+             }
+             histograms["room_bytes"] = histogram(s.room_bytes);
+             histograms["room_blocks"] = histogram(s.room_blocks);
+             d["histograms"] = histograms;
              return d;
            })
       .def("metrics_text", &NativeManager::metrics_text, py::call_guard<py::gil_scoped_release>())

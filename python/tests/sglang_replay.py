@@ -70,15 +70,17 @@ def _manager(cfg, mode: str):
     import torch
 
     from pdkv.integrations.sglang import install
+    from pdkv.integrations.sglang.install import takeover_name
     install()  # what `python -m pdkv.integrations.sglang.launch_server` does, first
     from sglang.srt.disaggregation.base.conn import KVArgs
     from sglang.srt.disaggregation.utils import (DisaggregationMode, KVClassType,
                                                  TransferBackend, get_kv_class)
     from sglang.srt.server_args import ServerArgs
-    backend = TransferBackend("mooncake")
+    backend = TransferBackend(takeover_name())  # --disaggregation-transfer-backend nixl
     host, port = cfg["addr"].split(":")
     server_args = ServerArgs(host=host, disaggregation_bootstrap_port=int(port),
-                             disaggregation_mode=mode, tp_size=cfg["tp"])
+                             disaggregation_mode=mode, tp_size=cfg["tp"],
+                             disaggregation_transfer_backend=backend.value)
     first_head, n_heads = heads_of(cfg["rank"], cfg["tp"], cfg["heads"])
     pool = Pool(torch, cfg["mla"], 1 if cfg["mla"] else n_heads, cfg["page_size"])
     args = pool.kv_args(get_kv_class(backend, KVClassType.KVARGS), cfg["rank"],

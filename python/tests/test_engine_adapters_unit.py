@@ -3,6 +3,7 @@ request ids -> rooms, settings validation, sglang KVArgs translation, install().
 import sys
 import types
 
+import numpy as np
 import pytest
 
 from engine_replay import use_standins
@@ -29,6 +30,28 @@ def test_hnd_cache_is_recognised_from_its_strides():
     t = torch.zeros(2, 10, 4, 16, 8, dtype=torch.bfloat16).permute(0, 1, 3, 2, 4)
     args, _ = kv_args_from_caches({"l0": t}, RankTopology(0, 1, 4))
     assert args.page_layout == "HND" and args.page_size == 16 and args.head_dim == 8
+
+
+def test_cpu_backend_cache_is_heads_first_and_told_apart_by_block_size():
+    # vLLM's CPU_ATTN: logical (2, num_blocks, heads, block_size, head_dim), unpermuted
+    t = torch.zeros(2, 10, 4, 16, 8, dtype=torch.bfloat16)
+    args, _ = kv_args_from_caches({"l0": t}, RankTopology(0, 2, 8, block_size=16))
+    assert args.page_layout == "HND" and args.page_size == 16 and args.kv_head_num == 4
+    assert args.kv_item_lens == [4 * 16 * 8 * 2] * 2 and args.head_dim == 8
+    # FlashAttention's (2, blocks, block_size, heads, dim) with the same block size
+    t = torch.zeros(2, 10, 16, 4, 8, dtype=torch.bfloat16)
+    args, _ = kv_args_from_caches({"l0": t}, RankTopology(0, 2, 8, block_size=16))
+    assert args.page_layout == "NHD" and args.kv_head_num == 4
+    # 16 local heads and block 16: the shape cannot tell, the platform does
+    t = torch.zeros(2, 10, 16, 16, 8, dtype=torch.bfloat16)
+    assert kv_args_from_caches({"l0": t}, RankTopology(0, 1, 16, block_size=16))[0] \
+        .page_layout == "NHD"
+    assert kv_args_from_caches({"l0": t}, RankTopology(0, 1, 16, block_size=16,
+                                                       heads_first=True))[0] \
+        .page_layout == "HND"
+    with pytest.raises(ValueError, match="not block_size 16 and 4 local KV heads"):
+        kv_args_from_caches({"l0": torch.zeros(2, 10, 8, 4, 8)},
+                            RankTopology(0, 2, 8, block_size=16))
 
 
 def test_mla_cache_is_one_latent_buffer_per_layer():
@@ -69,6 +92,31 @@ def test_rooms_never_collide_among_live_requests():
     assert table.assign("other", room=r1) == r1 and len(table) == 1
 
 
+def test_sglang_refuses_compressed_mla_pools_where_token_positions_matter():
+    from sglang.srt.disaggregation.base.conn import KVArgs
+    from sglang.srt.server_args import ServerArgs
+
+    from pdkv.integrations.sglang.kvargs import kv_args_from_sglang
+    buf = np.zeros(640, dtype=np.uint8)
+    a = KVArgs()
+    a.engine_rank, a.page_size = 0, 4
+    a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens = [buf.ctypes.data], [640], [64]
+    a.state_data_ptrs = []
+    a.mla_compression_ratios = [0, 4, 128]  # DeepSeek-V4
+    with pytest.raises(ValueError, match="compressed-MLA"):
+        kv_args_from_sglang(a, ServerArgs(), True)
+    a.mla_compression_ratios = None
+    assert kv_args_from_sglang(a, ServerArgs(), True).is_mla
+
+
+def test_metrics_port_is_offset_by_rank():
+    from pdkv.integrations.settings import rank_metrics_port
+    assert [rank_metrics_port(9400, r) for r in range(4)] == [9400, 9401, 9402, 9403]
+    assert rank_metrics_port(0, 3) == 0 and rank_metrics_port(-1, 3) == -1
+    with pytest.raises(ValueError, match="65535"):
+        rank_metrics_port(65535, 1)
+
+
 def test_settings_are_validated():
     s = TransferSettings.from_mapping({"bootstrap_addr": "h:1", "waiting_timeout_s": 5,
                                        "verify_checksum": True})
@@ -85,10 +133,12 @@ def test_sglang_kvargs_translation():
     from sglang.srt.server_args import ServerArgs
 
     from pdkv.integrations.sglang.kvargs import kv_args_from_sglang
+    bufs = [np.zeros(640, dtype=np.uint8) for _ in range(5)]  # real host memory
     a = KVArgs()
     a.engine_rank, a.page_size, a.kv_head_num, a.total_kv_head_num = 3, 4, 2, 8
-    a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens = [1, 2, 3, 4], [640] * 4, [64] * 4
-    a.aux_data_ptrs, a.aux_data_lens, a.aux_item_lens = [9], [80], [10]
+    a.kv_data_ptrs = [b.ctypes.data for b in bufs[:4]]
+    a.kv_data_lens, a.kv_item_lens = [640] * 4, [64] * 4
+    a.aux_data_ptrs, a.aux_data_lens, a.aux_item_lens = [bufs[4].ctypes.data], [80], [10]
     a.state_data_ptrs = []
     args = kv_args_from_sglang(a, ServerArgs(tp_size=8, dp_size=2, enable_dp_attention=True),
                                False)
@@ -111,10 +161,12 @@ def test_install_routes_the_taken_over_backend_and_only_it():
     from pdkv.integrations.sglang.conn import PdkvKVManager, PdkvKVReceiver
     install()
     B, T = utils.TransferBackend, utils.KVClassType
-    assert utils.get_kv_class(B.MOONCAKE, T.MANAGER) is PdkvKVManager
-    assert early.get_kv_class(B.MOONCAKE, T.RECEIVER) is PdkvKVReceiver
-    with pytest.raises(ImportError):  # nixl is not installed: sglang's own path still runs
-        utils.get_kv_class(B.NIXL, T.MANAGER)
+    assert utils.get_kv_class(B.NIXL, T.MANAGER) is PdkvKVManager  # the default takeover
+    assert early.get_kv_class(B.NIXL, T.RECEIVER) is PdkvKVReceiver
+    with pytest.raises(ImportError):  # mooncake is not installed: sglang's own path runs
+        utils.get_kv_class(B.MOONCAKE, T.MANAGER)
+    with pytest.raises(ValueError, match="multimodal"):  # newer sglang's extra keyword
+        utils.get_kv_class(B.NIXL, T.MANAGER, is_multimodal=True)
     install()  # idempotent: does not wrap twice
     assert utils.get_kv_class.__wrapped__.__module__ == utils.__name__
 
@@ -152,6 +204,15 @@ def test_prefill_chunks_follow_computed_full_blocks_and_preemption_fails_the_roo
     meta = s2.build_connector_meta(SchedulerOutput([], CachedRequestData([], [], []), {},
                                                    preempted_req_ids={"r"}))
     assert [(c.req_id, c.abort) for c in meta.sends] == [("r", True)]
+    # vLLM's v1 runner: no preempted_req_ids; the request comes back as resumed, with
+    # new blocks replacing its old ones
+    s3 = _scheduler()
+    s3.update_state_after_alloc(r, KVCacheBlocks(([7, 3],)), 0)
+    s3.build_connector_meta(SchedulerOutput([], CachedRequestData([], [], []), {}))
+    meta = s3.build_connector_meta(SchedulerOutput(
+        [], CachedRequestData(["r"], [([4, 5],)], [0], resumed_req_ids={"r"}), {"r": 4}))
+    assert [(c.req_id, c.abort) for c in meta.sends] == [("r", True)]
+    assert s3.has_pending_push_work() is False
 
 
 def test_prefill_worker_drops_an_aborted_room_without_reporting_it(monkeypatch):
@@ -206,18 +267,21 @@ def _run_python(args, env_extra=None):
 
 
 def test_launch_server_wrapper_installs_in_sglang_and_its_spawned_schedulers():
+    # The default takeover name, nixl: the scheduler's ModelRunner starts (no other
+    # backend's setup runs) and sglang's selection returns pdkv's classes.
     out = _run_python(["-m", "pdkv.integrations.sglang.launch_server",
-                       "--disaggregation-transfer-backend", "mooncake"])
+                       "--disaggregation-transfer-backend", "nixl"])
     assert out.strip() == "main=PdkvKVManager scheduler=PdkvKVManager"
-    # without the wrapper, sglang's own selection runs (and fails: mooncake is absent)
+    # without the wrapper, sglang's own selection runs (and fails: nixl is absent)
     out = _run_python(["-m", "sglang.launch_server", "--disaggregation-transfer-backend",
-                       "mooncake"])
+                       "nixl"])
     assert out.startswith("main=ImportError")
-    # PDKV_SGLANG_TAKEOVER picks another name; mooncake then stays sglang's
+    # PDKV_SGLANG_TAKEOVER picks another name. mooncake shows why it is not the default:
+    # get_kv_class is pdkv's, but ModelRunner still builds Mooncake's transfer engine.
     out = _run_python(["-m", "pdkv.integrations.sglang.launch_server",
-                       "--disaggregation-transfer-backend", "nixl"],
-                      {"PDKV_SGLANG_TAKEOVER": "nixl"})
-    assert out.strip() == "main=PdkvKVManager scheduler=PdkvKVManager"
+                       "--disaggregation-transfer-backend", "mooncake"],
+                      {"PDKV_SGLANG_TAKEOVER": "mooncake"})
+    assert out.startswith("main=PdkvKVManager scheduler=ModelRunner ImportError"), out
 
 
 def test_pth_hook_patches_sglang_when_it_is_imported_later():
@@ -225,5 +289,5 @@ def test_pth_hook_patches_sglang_when_it_is_imported_later():
     out = _run_python(["-c", "import pdkv.integrations.sglang as p; p.install_on_import(); "
                              "from sglang.srt.disaggregation.utils import get_kv_class, "
                              "TransferBackend as B, KVClassType as T; "
-                             "print(get_kv_class(B.MOONCAKE, T.SENDER).__name__)"])
+                             "print(get_kv_class(B.NIXL, T.SENDER).__name__)"])
     assert out.strip() == "PdkvKVSender"

@@ -39,6 +39,7 @@ def assert_delivered(done: dict, requests, p_tp: int, d_tp: int) -> None:
         assert report["finished_sending"] == ids
         assert report["stats"]["rooms_succeeded"] == len(ids), report["stats"]
         assert report["stats"]["bytes_written"] > 0
+        assert report["pending_push_work"] is False  # what let the engine loop stop
     for r in range(d_tp):
         report = done[f"d{r}"]
         assert report["failures"] == {}, report["failures"]
@@ -46,3 +47,4 @@ def assert_delivered(done: dict, requests, p_tp: int, d_tp: int) -> None:
         assert report["load_errors"] == []
         assert all(report["bytes_ok"].values()), f"d{r}: wrong bytes {report['bytes_ok']}"
         assert all(report["prefix_ok"].values()), f"d{r}: prefix overwritten"
+        assert report["pending_push_work"] is False

@@ -8,6 +8,10 @@ processes), bind_connector_metadata, start_load_kv, then per layer wait_for_laye
 the forward's KV write, save_kv_layer, then wait_for_save, get_finished,
 clear_connector_metadata, update_connector_output, and request_finished when a prompt is
 done. KV caches are real CPU tensors in the layout vLLM's attention backend allocates.
+
+The loop stops as vLLM's engine core does: once no request is left to schedule and the
+scheduler connector's has_pending_push_work() is false (Scheduler.has_requests), so a
+push that needs steps after the last forward must be announced by that hook.
 """
 from __future__ import annotations
 
@@ -30,12 +34,19 @@ def make_caches(torch, layout: str, heads: int, block_size: int):
         elif layout == "HND":  # physical (2, blocks, heads, tokens, dim), logical NHD
             t = torch.zeros(2, NUM_BLOCKS, heads, block_size, HEAD_DIM,
                             dtype=torch.float16).permute(0, 1, 3, 2, 4)
+        elif layout == "CPU":  # vLLM's CPU_ATTN: logical (2, blocks, heads, tokens, dim)
+            t = torch.zeros(2, NUM_BLOCKS, heads, block_size, HEAD_DIM, dtype=torch.float16)
         elif layout == "MLA":
             t = torch.zeros(NUM_BLOCKS, block_size, LATENT, dtype=torch.bfloat16)
         else:
             raise ValueError(layout)
         caches[name] = t
     return caches
+
+
+def _token_view(cache, layout):
+    """(2, blocks, tokens, heads, dim) view of a K/V cache (CPU_ATTN's is heads-first)."""
+    return cache.permute(0, 1, 3, 2, 4) if layout == "CPU" else cache
 
 
 def _token_slots(blocks, block_size, tokens):
@@ -45,6 +56,7 @@ def _token_slots(blocks, block_size, tokens):
 def write_kv(torch, cache, layout, layer, blocks, block_size, tokens, first_head, n_heads,
              seed):
     """The forward's KV write of these tokens for one layer (what the engine computes)."""
+    cache = _token_view(cache, layout)
     slots = _token_slots(blocks, block_size, tokens)
     b = torch.tensor([s[0] for s in slots])
     o = torch.tensor([s[1] for s in slots])
@@ -58,6 +70,7 @@ def write_kv(torch, cache, layout, layer, blocks, block_size, tokens, first_head
 
 def check_kv(torch, cache, layout, layer, blocks, block_size, tokens, first_head, n_heads,
              seed) -> bool:
+    cache = _token_view(cache, layout)
     slots = _token_slots(blocks, block_size, tokens)
     b = torch.tensor([s[0] for s in slots])
     o = torch.tensor([s[1] for s in slots])
@@ -186,17 +199,23 @@ def prefill_main(cfg, out_q, in_q):
                 pending_finished.add(req_id)
                 if cfg["rank"] == 0:
                     out_q.put(("params", req_id, params))
+    # Nothing left to schedule: vLLM steps on only while the connector has push work.
     deadline = time.monotonic() + cfg.get("timeout", 30)
-    while sending_done != set(reqs) and time.monotonic() < deadline:
+    idle_steps = 0
+    while sched.has_pending_push_work() and time.monotonic() < deadline:
         meta = sched.build_connector_meta(SchedulerOutput([], CachedRequestData([], [], []), {}))
         sending, recving = _step(worker, meta, None, pending_finished)
         sched.update_connector_output(KVConnectorOutput(sending, recving))
         sending_done |= sending or set()
+        idle_steps += 1
         time.sleep(0.01)
     stats = worker.get_kv_connector_stats()
     out_q.put(("done", cfg["name"], {"finished_sending": sorted(sending_done),
                                      "failures": dict(worker._worker.failures),
                                      "stats": stats.reduce() if stats else None,
+                                     "stats_data": dict(stats.data) if stats else None,
+                                     "pending_push_work": sched.has_pending_push_work(),
+                                     "idle_steps": idle_steps,
                                      "active": worker._worker.mgr.active_rooms()}))
     wait_stop(in_q)
     worker.shutdown()
@@ -240,7 +259,10 @@ def decode_main(cfg, out_q, in_q):
     t0 = time.time()
     recvd, errors, times, held, released = set(), set(), {}, set(), set()
     deadline = time.monotonic() + cfg.get("timeout", 30)
-    while recvd | released != set(reqs) and time.monotonic() < deadline:
+    # Loading requests wait for remote KVs (vLLM counts them unfinished); aborted ones are
+    # finished, so only has_pending_push_work keeps the loop stepping for them.
+    while (set(reqs) - recvd - held or sched.has_pending_push_work()) and \
+            time.monotonic() < deadline:
         if not in_q.empty():  # the client went away while the KV was landing
             _, req_id = in_q.get()
             from vllm.v1.request import RequestStatus
@@ -280,6 +302,8 @@ def decode_main(cfg, out_q, in_q):
         "blocks": {k: v[2][v[3]:] for k, v in reqs.items()}, "bytes_ok": bytes_ok,
         "prefix_ok": prefix_ok, "failures": dict(worker._worker.failures),
         "recv_time": times, "start_time": t0, "stats": stats.reduce() if stats else None,
+        "stats_data": dict(stats.data) if stats else None,
+        "pending_push_work": sched.has_pending_push_work(),
         "active": worker._worker.mgr.active_rooms()}))
     wait_stop(in_q)
     worker.shutdown()

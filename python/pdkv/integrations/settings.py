@@ -68,17 +68,46 @@ class TransferSettings:
         return TransferSettings(addr, backend, layerwise, values.get("local_ip"), tuple(knobs))
 
 
+def rank_metrics_port(base: int, rank: int) -> int:
+    """The metrics port of rank ``rank`` when the engine gives ``base``.
+
+    pdkv serves one /metrics endpoint per process (``PDKV_METRICS_PORT``), and an engine
+    runs one process per TP rank with the same settings, so a fixed port would be bound
+    by the first rank of a host and refused to the others. A fixed base ``P`` > 0 is
+    therefore rank ``r``'s ``P + r``; -1 (off) and 0 (any free port, read back from
+    ``KVManager.metrics_port``) are the same for every rank."""
+    base, rank = int(base), int(rank)
+    if base <= 0:
+        return base
+    port = base + rank
+    if port > 65535:
+        raise ValueError(f"metrics port {base} + rank {rank} = {port} is past 65535")
+    return port
+
+
 def make_kv_manager(args, mode: str, settings: TransferSettings,
-                    wait_for_prefill_metadata: bool = False):
+                    wait_for_prefill_metadata: bool = False, metrics_rank: int = 0):
     """A ``pdkv.KVManager`` for one rank with these settings.
 
     The knobs are read by the manager when it starts, so they are put in this process's
-    environment first (a value given to the engine wins over one inherited)."""
+    environment first (a value given to the engine wins over one inherited). The metrics
+    port (from the settings, else ``PDKV_METRICS_PORT``) is offset by ``metrics_rank``
+    (``rank_metrics_port``) and passed in the manager's Config."""
     import pdkv
 
-    for env, value in settings.knobs:
+    knobs = dict(settings.knobs)
+    for env, value in knobs.items():
         os.environ[env] = value
+    config = None
+    base = knobs.get("PDKV_METRICS_PORT", os.environ.get("PDKV_METRICS_PORT", "").strip())
+    if base not in ("", None):
+        try:
+            base = int(base)
+        except ValueError:
+            raise ValueError(f"PDKV_METRICS_PORT must be an integer, got {base!r}") from None
+        if base > 0:
+            config = pdkv.Config(metrics_port=rank_metrics_port(base, metrics_rank))
     return pdkv.KVManager(args, mode, settings.bootstrap_addr, backend=settings.backend,
                           layerwise_interval=1 if settings.layerwise and mode == "prefill" else 0,
                           local_ip=settings.local_ip,
-                          wait_for_prefill_metadata=wait_for_prefill_metadata)
+                          wait_for_prefill_metadata=wait_for_prefill_metadata, config=config)

@@ -55,8 +55,15 @@ class PdkvKVManager(BaseKVManager):
         settings = TransferSettings.from_mapping(
             {"backend": os.environ.get("PDKV_ENGINE_BACKEND") or "tcp"},
             default_bootstrap_addr=own_bootstrap_addr(server_args))
-        self.pdkv_args = kv_args_from_sglang(args, server_args, self.is_mla_backend)
-        self.mgr = make_kv_manager(self.pdkv_args, self.mode, settings)
+        self.pdkv_args = kv_args_from_sglang(args, server_args, self.is_mla_backend, self.mode)
+        # One /metrics endpoint per process: a fixed PDKV_METRICS_PORT is offset by the
+        # rank's index on the instance (attention TP rank + attention TP size x system
+        # DP rank), so the ranks of one host do not clash.
+        rank = self.pdkv_args.engine_rank + self.pdkv_args.tp_size * int(
+            getattr(args, "system_dp_rank", 0) or 0)
+        self.mgr = make_kv_manager(self.pdkv_args, self.mode, settings, metrics_rank=rank)
+        if self.mgr.metrics_port >= 0:
+            log.info("pdkv: rank %d serves /metrics on port %d", rank, self.mgr.metrics_port)
         self.kv_bytes_per_page = sum(self.pdkv_args.kv_item_lens)
         # Read by sglang's prefill scheduler (sglang's FakeKVManager defines it too): pdkv
         # skips a decode's prefix pages itself, so the scheduler sees none.
@@ -88,8 +95,18 @@ class PdkvKVSender(BaseKVSender):
 
     def send(self, kv_indices, state_indices: Optional[List] = None,
              token_position_offset: int = 0):
-        """One chunk of page indices. ``token_position_offset`` is accepted and not
-        needed: pdkv counts a request's pages itself (chunks arrive in order)."""
+        """One chunk of page indices, in request order.
+
+        ``token_position_offset`` (the request position of the chunk's first token) is
+        accepted and ignored, which is correct for the pools this adapter carries. In
+        sglang it is read by backends that map token positions onto slots other than the
+        KV pages: DeepSeek-V4's compressed-MLA pools (a C4/C128 slot per 4/128 token
+        positions, picked by position) and context-parallel slicing of a chunk. For
+        paged MHA/MLA pools the page indices alone name the bytes, and pdkv places a
+        chunk by counting the pages sent before it (chunks arrive in order, and a
+        decode's prefix pages are skipped by pdkv itself). kv_args_from_sglang refuses
+        compressed-MLA pools (``mla_compression_ratios``) and context parallelism
+        (``dcp_size`` or ``attn_cp_size`` > 1), the cases where the offset would matter."""
         if state_indices is not None and len(state_indices):
             raise ValueError("pdkv's sglang adapter does not carry state buffers yet")
         self._sender.send(kv_indices)

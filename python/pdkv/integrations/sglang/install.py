@@ -3,11 +3,22 @@
 sglang picks its transfer classes with ``sglang.srt.disaggregation.utils.get_kv_class``
 from ``--disaggregation-transfer-backend``, whose choices are fixed, and has no
 module-path factory. ``install()`` wraps that function so one existing backend name (by
-default ``mooncake``, or ``PDKV_SGLANG_TAKEOVER``) returns pdkv's classes; every other
+default ``nixl``, or ``PDKV_SGLANG_TAKEOVER``) returns pdkv's classes; every other
 name keeps sglang's. It patches modules already imported that hold the function and,
 through an import hook, those imported later, so it must run in every sglang process:
 ``python -m pdkv.integrations.sglang.launch_server`` does it (including the scheduler
 processes sglang spawns), or a ``.pth`` file that calls ``install_on_import()``.
+
+Why ``nixl``: sglang also branches on the backend *name* outside get_kv_class, and the
+other names start another backend's machinery there. ``mooncake``: ModelRunner's
+``init_shared_mooncake_transfer_engine`` builds Mooncake's TransferEngine for any
+prefill/decode instance (``import mooncake``: ImportError without it, RDMA threads with
+it). ``ascend``: the bootstrap server process creates Ascend's config store on node 0
+(``import mf_adapter``). ``fake``: sglang treats requests without a bootstrap host as
+fake transfers, skips the decode's metadata check and numbers rooms itself. ``nixl``
+only makes sglang fill ``KVArgs.kv_data_mem_kinds`` (which pdkv reads to refuse GPU
+buffers) and gates opt-in NIXL-only features (packed-terminal start-up, DFlash draft
+transfer under decode context parallelism, which pdkv refuses anyway).
 """
 from __future__ import annotations
 
@@ -29,8 +40,11 @@ def _classes():
             "receiver": PdkvKVReceiver, "bootstrap_server": PdkvKVBootstrapServer}
 
 
+DEFAULT_TAKEOVER = "nixl"
+
+
 def takeover_name() -> str:
-    return os.environ.get("PDKV_SGLANG_TAKEOVER") or "mooncake"
+    return os.environ.get("PDKV_SGLANG_TAKEOVER") or DEFAULT_TAKEOVER
 
 
 def _patch(utils, takeover: str) -> None:
@@ -38,10 +52,15 @@ def _patch(utils, takeover: str) -> None:
     if getattr(original, _PATCHED, None) is not None:
         original = original.__wrapped__
 
-    def get_kv_class(transfer_backend, class_type):
+    def get_kv_class(transfer_backend, class_type, *args, **kwargs):
+        # *args/**kwargs: newer sglang passes more (e.g. is_multimodal); they go to
+        # sglang's own function untouched.
         if getattr(transfer_backend, "value", transfer_backend) == takeover:
+            if kwargs.get("is_multimodal") or any(args):
+                raise ValueError(f"pdkv (--disaggregation-transfer-backend {takeover}) "
+                                 "carries KV caches only, not multimodal embeddings")
             return _classes()[getattr(class_type, "value", class_type)]
-        return original(transfer_backend, class_type)
+        return original(transfer_backend, class_type, *args, **kwargs)
 
     get_kv_class.__wrapped__ = original
     setattr(get_kv_class, _PATCHED, takeover)
@@ -53,7 +72,7 @@ def _patch(utils, takeover: str) -> None:
 
 
 def install(takeover: str | None = None) -> None:
-    """Routes ``takeover`` (default: ``PDKV_SGLANG_TAKEOVER`` or "mooncake") to pdkv."""
+    """Routes ``takeover`` (default: ``PDKV_SGLANG_TAKEOVER`` or "nixl") to pdkv."""
     import importlib
     _patch(importlib.import_module(_UTILS), takeover or takeover_name())
     install_on_import(takeover)  # modules imported later see the patched function too

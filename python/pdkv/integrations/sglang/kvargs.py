@@ -7,10 +7,17 @@ buffer is token-major ``(tokens, heads, head_dim)`` (pdkv's "NHD"), one page bei
 ``server_args``. sglang does not pass ``head_dim`` or the dtype, so a head is described to
 pdkv as ``head_bytes`` one-byte elements: the bytes moved and every head slice are the
 same, and both sides derive it the same way.
+
+Every KV and aux buffer must be host memory (``pdkv.integrations.memory``): pdkv moves
+host memory only, and sglang's KVArgs carries raw pointers (plus ``gpu_id``, which is
+set on CPU and GPU deployments alike and so says nothing about where a buffer lives), so
+each range is checked against this process's mappings, and ``kv_data_mem_kinds`` (newer
+sglang: "VRAM" / "DRAM" per KV buffer) when present.
 """
 from __future__ import annotations
 
 import pdkv
+from pdkv.integrations.memory import require_host_buffers
 
 
 def attention_parallelism(server_args) -> tuple[int, int]:
@@ -33,9 +40,10 @@ def _has_state_buffers(args) -> bool:
     return False
 
 
-def kv_args_from_sglang(args, server_args, is_mla: bool) -> pdkv.KVArgs:
-    """ValueError for what this adapter does not carry yet (hybrid-model state buffers,
-    pipeline parallelism, decode context parallelism)."""
+def kv_args_from_sglang(args, server_args, is_mla: bool, mode: str = "prefill") -> pdkv.KVArgs:
+    """ValueError for buffers that are not host memory (a decode's must be writable too)
+    and for what this adapter does not carry yet (hybrid-model state buffers, DeepSeek-V4
+    compressed pools, pipeline parallelism, context parallelism)."""
     if _has_state_buffers(args):
         raise ValueError("pdkv's sglang adapter does not carry hybrid-model state buffers "
                          "(mamba/SWA/DSA) yet")
@@ -43,10 +51,23 @@ def kv_args_from_sglang(args, server_args, is_mla: bool) -> pdkv.KVArgs:
         raise ValueError("pdkv's sglang adapter supports pp_size 1 only")
     if int(getattr(args, "dcp_size", 1) or 1) != 1:
         raise ValueError("pdkv's sglang adapter supports dcp_size 1 only")
+    if int(getattr(server_args, "attn_cp_size", 1) or 1) != 1:
+        raise ValueError("pdkv's sglang adapter supports attn_cp_size 1 only")
+    if getattr(args, "mla_compression_ratios", None):
+        # DeepSeek-V4's pools are organised by compression ratio, and their C4/C128 slots
+        # are picked by token position (what send()'s token_position_offset is for).
+        raise ValueError("pdkv's sglang adapter does not carry compressed-MLA (DeepSeek-V4) "
+                         "KV pools yet")
     ptrs, lens, items = list(args.kv_data_ptrs), list(args.kv_data_lens), list(args.kv_item_lens)
     if not ptrs or not len(ptrs) == len(lens) == len(items):
         raise ValueError("kv_data_ptrs, kv_data_lens and kv_item_lens must be non-empty and "
                          "of equal length")
+    mem_kinds = getattr(args, "kv_data_mem_kinds", None)
+    require_host_buffers("kv_data_ptrs", ptrs, lens, writable=mode == "decode",
+                         mem_kinds=list(mem_kinds) if mem_kinds is not None else None)
+    require_host_buffers("aux_data_ptrs", list(getattr(args, "aux_data_ptrs", []) or []),
+                         list(getattr(args, "aux_data_lens", []) or []),
+                         writable=mode == "decode")
     page_size = int(args.page_size)
     tp, dp = attention_parallelism(server_args)
     common = dict(engine_rank=int(args.engine_rank), tp_size=tp, dp_size=dp,

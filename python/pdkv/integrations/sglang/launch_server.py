@@ -1,7 +1,7 @@
 """``python -m pdkv.integrations.sglang.launch_server <sglang launch_server arguments>``
 
 sglang's own launcher with pdkv installed for ``--disaggregation-transfer-backend
-mooncake`` (or the name in ``PDKV_SGLANG_TAKEOVER``). ``install`` runs when this module
+nixl`` (or the name in ``PDKV_SGLANG_TAKEOVER``). ``install`` runs when this module
 is imported, and this module stays ``__main__`` while sglang's launcher runs (its code
 is executed without replacing ``sys.modules["__main__"]``), so the scheduler processes
 sglang spawns, which re-import ``__main__``, install it too.

@@ -6,7 +6,8 @@ role owns (scheduler.py / worker.py); a method called on the wrong role raises.
 Settings come from ``kv_connector_extra_config`` (see ``TransferSettings``):
 ``bootstrap_addr`` (required), ``backend``, ``layerwise``, ``local_ip``, and the timeouts
 ``bootstrap_timeout_s``, ``waiting_timeout_s``, ``heartbeat_interval_s``,
-``heartbeat_max_failures``, ``metrics_port``, ``verify_checksum``.
+``heartbeat_max_failures``, ``metrics_port`` (a fixed port P is rank r's P + r),
+``verify_checksum``. KV caches must be host-memory tensors (vLLM's CPU backend).
 """
 from __future__ import annotations
 
@@ -24,11 +25,22 @@ from pdkv.integrations.vllm.worker import WorkerSide
 _ROLES = {"kv_producer": "prefill", "kv_consumer": "decode"}
 
 
+def _on_cpu_platform() -> bool:
+    """vLLM's CPU backend (CPU_ATTN) allocates (2, blocks, heads, block_size, dim)."""
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:
+        return False
+    return bool(current_platform.is_cpu())
+
+
 def _topology(vllm_config) -> RankTopology:
     from vllm.distributed.parallel_state import (get_tensor_model_parallel_rank,
                                                  get_tensor_model_parallel_world_size)
     return RankTopology(get_tensor_model_parallel_rank(), get_tensor_model_parallel_world_size(),
-                        vllm_config.model_config.get_total_num_kv_heads())
+                        vllm_config.model_config.get_total_num_kv_heads(),
+                        block_size=vllm_config.cache_config.block_size,
+                        heads_first=_on_cpu_platform())
 
 
 class PdkvConnector(KVConnectorBase_V1):
@@ -78,6 +90,11 @@ class PdkvConnector(KVConnectorBase_V1):
     def request_finished(self, request, block_ids) -> tuple[bool, Optional[dict[str, Any]]]:
         return self._sched().request_finished(request, block_ids)
 
+    def has_pending_push_work(self) -> bool:
+        # Push model: the whole-prompt chunk goes out and finished_sending comes back on
+        # steps after the request's last forward, so vLLM must keep stepping until then.
+        return self._scheduler is not None and self._scheduler.has_pending_push_work()
+
     # --- worker side ------------------------------------------------------------------
     def register_kv_caches(self, kv_caches):
         self._work().register_kv_caches(kv_caches)
@@ -108,6 +125,17 @@ class PdkvConnector(KVConnectorBase_V1):
     @classmethod
     def build_kv_connector_stats(cls, data: Optional[dict[str, Any]] = None):
         return PdkvConnectorStats(data=dict(data or {}))
+
+    @classmethod
+    def build_prom_metrics(cls, vllm_config, metric_types, labelnames,
+                           per_engine_labelvalues):
+        """pdkv's families on vLLM's /metrics (pdkv.integrations.vllm.prom), fed by the
+        stats the workers report; None with a vLLM that predates KVConnectorPromMetrics."""
+        try:
+            from pdkv.integrations.vllm.prom import PdkvPromMetrics
+        except ImportError:
+            return None
+        return PdkvPromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
 
     @classmethod
     def requires_piecewise_for_cudagraph(cls, extra_config: dict[str, Any]) -> bool:

@@ -8,7 +8,15 @@ attention backend. The layouts understood here (block = vLLM's page):
   vLLM's HND cache layout (``VLLM_KV_CACHE_LAYOUT=HND``) allocates
   ``(2, num_blocks, heads, block_size, head_dim)`` and permutes it to the same logical
   shape, which is pdkv's "HND".
+- ``(2, num_blocks, heads, block_size, head_dim)`` as the *logical* shape: vLLM's CPU
+  backend (CPU_ATTN, ``get_kv_cache_shape``) allocates it so, unpermuted; a K or V half
+  is then pdkv's "HND". Which of dims 2 and 3 holds the tokens is read from the
+  configured block size and this rank's KV head count; when both are equal (e.g. 16
+  heads, block 16) the platform decides (``heads_first`` hint: vLLM on CPU).
 - ``(num_blocks, block_size, latent_dim)``: MLA, one latent buffer per layer.
+
+Every tensor must be in host memory (``device.type == "cpu"``): pdkv moves host memory
+only (``pdkv.integrations.memory``); a GPU or meta tensor is refused with a ValueError.
 
 Each K and V half becomes one pdkv buffer whose page i starts at ``ptr + i * page_bytes``,
 so a block must be contiguous and blocks evenly spaced. Layouts interleaving K and V
@@ -18,9 +26,10 @@ head slice for heterogeneous TP cannot be cut from them.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from typing import Mapping, Optional
 
 import pdkv
+from pdkv.integrations.memory import require_host_tensor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +39,15 @@ class RankTopology:
     tp_rank: int
     tp_size: int
     total_kv_heads: int
+    # vLLM's block size (cache_config.block_size); None skips the shape checks below
+    block_size: Optional[int] = None
+    # (2, blocks, heads, block_size, dim) when block_size == local heads (vLLM on CPU)
+    heads_first: bool = False
+
+    @property
+    def local_kv_heads(self) -> int:
+        """KV heads per rank as vLLM splits them (replicated when TP exceeds them)."""
+        return max(1, self.total_kv_heads // self.tp_size)
 
 
 def _buffer(t, what: str) -> tuple[int, int, int]:
@@ -55,6 +73,24 @@ def _inner_layout(t, what: str) -> str:
     raise ValueError(f"{what}: a block is neither NHD nor HND (strides {tuple(t.stride())})")
 
 
+def _halves(t, name: str, topo: RankTopology):
+    """K and V of a 5-D cache as (num_blocks, block_size, heads, head_dim) views."""
+    k, v = t[0], t[1]
+    if topo.block_size is None:
+        return k, v
+    bs, heads = topo.block_size, topo.local_kv_heads
+    x, y = t.shape[2], t.shape[3]
+    tokens_first, heads_first = (x, y) == (bs, heads), (x, y) == (heads, bs)
+    if tokens_first and heads_first:
+        tokens_first = not topo.heads_first
+    elif not tokens_first and not heads_first:
+        raise ValueError(f"{name}: dims 2 and 3 of {tuple(t.shape)} are not block_size {bs} "
+                         f"and {heads} local KV heads (in either order)")
+    if tokens_first:
+        return k, v
+    return k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)
+
+
 def kv_args_from_caches(kv_caches: Mapping[str, object], topo: RankTopology) -> \
         tuple[pdkv.KVArgs, list[str]]:
     """KVArgs of one worker's caches and the layer names in buffer order.
@@ -67,6 +103,7 @@ def kv_args_from_caches(kv_caches: Mapping[str, object], topo: RankTopology) -> 
     layout = None
     geometry = None
     for name, t in kv_caches.items():
+        require_host_tensor(name, t)
         if t.data_ptr() in seen:
             continue
         seen.add(t.data_ptr())
@@ -75,13 +112,13 @@ def kv_args_from_caches(kv_caches: Mapping[str, object], topo: RankTopology) -> 
             latents.append(_buffer(t, name))
             g = ("mla", t.shape[1], t.shape[2], t.element_size())
         elif t.dim() == 5 and t.shape[0] == 2:
-            k, v = t[0], t[1]
+            k, v = _halves(t, name, topo)
             inner = _inner_layout(k, name)
             if _inner_layout(v, name) != inner or (layout and inner != layout):
                 raise ValueError(f"{name}: every layer must use one block layout")
             layout = inner
             halves.append((_buffer(k, name + " K"), _buffer(v, name + " V")))
-            g = ("mha", t.shape[2], t.shape[3], t.shape[4], t.element_size())
+            g = ("mha", k.shape[1], k.shape[2], k.shape[3], t.element_size())
         elif t.dim() == 5 and t.shape[1] == 2:
             raise ValueError(f"{name}: K and V interleaved inside a block (num_blocks, 2, "
                              "...) is not supported; use a backend with (2, num_blocks, ...) "

@@ -54,6 +54,9 @@ class SchedulerSide:
         self._rooms = RoomTable(instance_id)
         self._sending: dict[str, _Sending] = {}
         self._loading: dict[str, tuple[int, str]] = {}  # decode: req id -> (room, addr)
+        # decode: loads aborted mid-flight whose blocks vLLM holds until the workers
+        # report them in finished_sending
+        self._held: set[str] = set()
         self._meta = PdkvConnectorMetadata()
 
     # --- both roles -------------------------------------------------------------------
@@ -80,7 +83,14 @@ class SchedulerSide:
                                               state.num_blocks_total, open=True))
 
     def build_connector_meta(self, scheduler_output) -> PdkvConnectorMetadata:
-        for req_id in getattr(scheduler_output, "preempted_req_ids", None) or ():
+        preempted = set(getattr(scheduler_output, "preempted_req_ids", None) or ())
+        if self._layerwise:
+            # vLLM's v1 runner leaves preempted_req_ids unset; a preempted request shows
+            # up again in resumed_req_ids, with new blocks replacing its old ones (pages
+            # streamed from the old ones may be stale).
+            cached = getattr(scheduler_output, "scheduled_cached_reqs", None)
+            preempted |= set(getattr(cached, "resumed_req_ids", None) or ())
+        for req_id in sorted(preempted):
             state = self._sending.pop(req_id, None)
             if state is not None:
                 # Its blocks are freed and will be rewritten: pages streamed from them
@@ -93,9 +103,20 @@ class SchedulerSide:
         meta, self._meta = self._meta, PdkvConnectorMetadata()
         return meta
 
+    def has_pending_push_work(self) -> bool:
+        """vLLM keeps stepping while this is true (Scheduler.has_requests), even with no
+        request left to schedule: a room of this instance still has pages to push or a
+        status to report. True while a metadata entry waits for the next step (the
+        whole-prompt chunk request_finished queued, an abort to deliver), while any
+        prefill request holds a room the workers have not reported finished sending
+        (its push or its end is still in flight), and while a decode holds the blocks
+        of a load aborted mid-flight (finished_sending not reported yet)."""
+        return bool(self._meta.sends or self._meta.recvs or self._sending or self._held)
+
     def update_connector_output(self, connector_output) -> None:
         for req_id in (connector_output.finished_sending or ()):
             self._sending.pop(req_id, None)
+            self._held.discard(req_id)
             self._rooms.release(req_id)
         for req_id in (connector_output.finished_recving or ()):
             self._loading.pop(req_id, None)
@@ -117,15 +138,19 @@ class SchedulerSide:
             room, addr = self._loading.pop(req_id)
             self._meta.recvs.append(RecvRequest(req_id, room, addr, [], abort=True,
                                                 hold_blocks=True))
+            self._held.add(req_id)
             return True, None
         state = self._sending.get(req_id)
         if state is None:
             return False, None
         from vllm.v1.request import RequestStatus
         if request.status != RequestStatus.FINISHED_LENGTH_CAPPED:
-            # Aborted or stopped early: nothing complete to hand off.
+            # Aborted or stopped early: nothing complete to hand off. vLLM frees the
+            # blocks now; the workers fail the room and do not report it.
             self._meta.sends.append(SendChunk(req_id, state.room, [], state.num_blocks_total,
                                               abort=True))
+            del self._sending[req_id]
+            self._rooms.release(req_id)
             return False, None
         blocks = _first_group(block_ids) or state.blocks
         if len(blocks) < state.num_blocks_total:

@@ -40,8 +40,14 @@ class WorkerSide:
         self.failures: dict[str, str] = {}  # req id -> reason of rooms that failed
 
     def register_kv_caches(self, kv_caches) -> None:
-        args, self.layer_names = kv_args_from_caches(kv_caches, self._topology_fn())
-        self.mgr = make_kv_manager(args, self._mode, self._settings)
+        topology = self._topology_fn()
+        args, self.layer_names = kv_args_from_caches(kv_caches, topology)
+        # One /metrics endpoint per process: TP ranks on one host take metrics_port + rank.
+        self.mgr = make_kv_manager(args, self._mode, self._settings,
+                                   metrics_rank=topology.tp_rank)
+        if self.mgr.metrics_port >= 0:
+            log.info("pdkv: TP rank %d serves /metrics on port %d", topology.tp_rank,
+                     self.mgr.metrics_port)
 
     def start_load_kv(self, meta: PdkvConnectorMetadata) -> None:
         if self.mgr is None:

@@ -1,5 +1,5 @@
 """Test fixture for the launch_server stand-in: a scheduler process's view of sglang's
-backend selection."""
+start-up (ModelRunner, whose setup branches on the backend name) and backend selection."""
 
 
 def selected_manager(backend: str) -> str:
@@ -10,5 +10,16 @@ def selected_manager(backend: str) -> str:
         return f"ImportError: {e}"
 
 
+def start_model_runner(backend: str) -> str:
+    from sglang.srt.model_executor.model_runner import ModelRunner
+    from sglang.srt.server_args import ServerArgs
+    try:
+        ModelRunner(ServerArgs(disaggregation_mode="prefill",
+                               disaggregation_transfer_backend=backend))
+    except ImportError as e:
+        return f"ModelRunner ImportError: {e}"
+    return ""
+
+
 def run_scheduler_process(backend: str, q) -> None:
-    q.put(selected_manager(backend))
+    q.put(start_model_runner(backend) or selected_manager(backend))

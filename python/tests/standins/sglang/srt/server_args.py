@@ -8,7 +8,7 @@ class ServerArgs:
     host: str = "127.0.0.1"
     port: int = 30000
     disaggregation_mode: str = "null"
-    disaggregation_transfer_backend: str = "mooncake"
+    disaggregation_transfer_backend: str = "mooncake"  # upstream default
     disaggregation_bootstrap_port: int = 8998
     tp_size: int = 1
     dp_size: int = 1

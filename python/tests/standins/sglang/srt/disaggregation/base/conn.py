@@ -27,8 +27,11 @@ class KVArgs:
     kv_head_num: int
     total_kv_head_num: int
     page_size: int
+    gpu_id: int
     system_dp_rank: int
     pp_rank: int
+    # DeepSeek-V4 compressed-MLA pools only (compression ratio per layer)
+    mla_compression_ratios: Optional[List[int]]
     dcp_size: int = 1
     dcp_rank: int = 0
 

@@ -15,6 +15,8 @@ class CachedRequestData:
     req_ids: list[str]
     new_block_ids: list[Optional[tuple[list[int], ...]]]
     num_computed_tokens: list[int]
+    # upstream: new_block_ids replace (not extend) the blocks of these requests
+    resumed_req_ids: set[str] = dataclasses.field(default_factory=set)
 
 
 @dataclasses.dataclass

@@ -81,10 +81,18 @@ class KVConnectorBase_V1(ABC):
     def request_finished(self, request, block_ids):
         return False, None
 
+    def has_pending_push_work(self) -> bool:
+        return False
+
     @classmethod
     def requires_piecewise_for_cudagraph(cls, extra_config: dict) -> bool:
         return False
 
     @classmethod
     def build_kv_connector_stats(cls, data: Optional[dict] = None):
+        return None
+
+    @classmethod
+    def build_prom_metrics(cls, vllm_config, metric_types, labelnames,
+                           per_engine_labelvalues):
         return None
