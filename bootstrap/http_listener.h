@@ -23,7 +23,8 @@
 //   a request past request_deadline (slow sender or slow reader), or a connection idle
 //                            -> past idle_timeout: the connection is closed
 //   max_connections open     -> no more are accepted until one closes (new ones wait in
-//                               the kernel's listen backlog, then are refused by it)
+//                               the kernel's listen backlog; past it the kernel drops
+//                               further attempts)
 //   max_connections_per_ip   -> a further connection from that address is closed at once
 // The socket is bound without SO_REUSEPORT (listen_socket.h): a second server on the same
 // port is refused (kUnavailable) instead of silently sharing it.
