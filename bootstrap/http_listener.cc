@@ -119,7 +119,7 @@ struct HttpListener::Callbacks {
     HttpRequest& req = pending->request;
     if (!pending->headers_read) {
       pending->headers_read = true;
-      return self_begin(self, connection, url, method, req);
+      return begin_request(self, connection, url, method, req);
     }
     if (*upload_data_size > 0) {
       const size_t limit = self->options_.max_body_bytes;
@@ -136,8 +136,8 @@ struct HttpListener::Callbacks {
 
   // The headers are in: fill the request, and refuse it now if its headers or declared
   // body break a limit (libmicrohttpd then skips the body and closes the connection).
-  static MHD_Result self_begin(HttpListener* self, MHD_Connection* connection, const char* url,
-                               const char* method, HttpRequest& req) {
+  static MHD_Result begin_request(HttpListener* self, MHD_Connection* connection, const char* url,
+                                  const char* method, HttpRequest& req) {
     req.method_name = method;
     req.method = parse_http_method(req.method_name);
     req.path = url;
