@@ -1,13 +1,10 @@
 #include "bootstrap/http_replies.h"
 
-#include <httplib.h>
-
 #include <nlohmann/json.hpp>
 
 namespace pdkv::bootstrap {
 
-void reply_error(httplib::Response& res, int status, std::string_view field,
-                 std::string_view message) {
+void reply_error(HttpResponse& res, int status, std::string_view field, std::string_view message) {
   res.status = status;
   res.set_content(nlohmann::json{{"error", message}, {"field", field}}.dump(), "application/json");
 }

@@ -7,16 +7,12 @@
 
 #include <string_view>
 
+#include "bootstrap/http_types.h"
 #include "common/status.h"
-
-namespace httplib {
-struct Response;
-}
 
 namespace pdkv::bootstrap {
 
-void reply_error(httplib::Response& res, int status, std::string_view field,
-                 std::string_view message);
+void reply_error(HttpResponse& res, int status, std::string_view field, std::string_view message);
 // 404 NotFound, 409 FailedPrecondition, 400 InvalidArgument/OutOfRange, 401
 // Unauthenticated, 503 Unavailable, else 500.
 int http_status_of(const Status& s);

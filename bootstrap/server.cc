@@ -1,7 +1,6 @@
 #include "bootstrap/server.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include <charconv>
 #include <nlohmann/json.hpp>
@@ -17,34 +16,18 @@ using nlohmann::json;
 
 // Parses a required integer query parameter; a missing or non-integer value is a 400
 // naming the parameter.
-bool query_int(const httplib::Request& req, httplib::Response& res, const char* name,
-               int64_t* out) {
+bool query_int(const HttpRequest& req, HttpResponse& res, const char* name, int64_t* out) {
   if (!req.has_param(name)) {
     reply_error(res, 400, name, fmt::format("query parameter '{}' is missing", name));
     return false;
   }
-  std::string v = req.get_param_value(name);
+  std::string v = req.param(name);
   auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
   if (ec != std::errc() || end != v.data() + v.size() || v.empty()) {
     reply_error(res, 400, name, fmt::format("query parameter '{}' is not an integer", name));
     return false;
   }
   return true;
-}
-
-// Exceptions stop here (STYLE): whatever a handler throws becomes a 500 with a message.
-template <typename Fn>
-httplib::Server::Handler guarded(const char* what, Fn fn) {
-  return [what, fn](const httplib::Request& req, httplib::Response& res) {
-    try {
-      fn(req, res);
-    } catch (const std::exception& e) {
-      PDKV_LOG_ERROR("bootstrap: {} handler failed: {}", what, e.what());
-      reply_error(res, 500, "", fmt::format("internal error: {}", e.what()));
-    } catch (...) {
-      reply_error(res, 500, "", "internal error");
-    }
-  };
 }
 
 json endpoint_json(const RankEndpoint& e) {
@@ -61,10 +44,9 @@ Result<std::unique_ptr<BootstrapServer>> BootstrapServer::start(const ServerOpti
   s->options_ = options;
   s->host_ = options.host;
   HttpListenerOptions listen{"bootstrap", options.host, options.port, options.max_body_bytes};
-  BootstrapServer* raw = s.get();
-  PDKV_ASSIGN_OR_RETURN(s->listener_, HttpListener::start(listen, [raw](httplib::Server& h) {
-                          raw->install_routes(h);
-                        }));
+  HttpRouter router("bootstrap");
+  s->install_routes(router);
+  PDKV_ASSIGN_OR_RETURN(s->listener_, HttpListener::start(listen, std::move(router)));
   s->port_ = s->listener_->port();
   if (!options.cluster_key) warn_unauthenticated("bootstrap server");
   PDKV_LOG_INFO("bootstrap: serving on {}:{} ({})", s->host_, s->port_,
@@ -94,118 +76,101 @@ void BootstrapServer::count_error(int status) {
   errors_[kind].fetch_add(1, std::memory_order_relaxed);
 }
 
-bool BootstrapServer::authenticated(const httplib::Request& req, httplib::Response& res) {
+bool BootstrapServer::authenticated(const HttpRequest& req, HttpResponse& res) {
   if (!options_.cluster_key) return true;
-  Status st = verifier_.verify(*options_.cluster_key, req.get_header_value(kAuthHeader), req.method,
+  Status st = verifier_.verify(*options_.cluster_key, req.headers.get(kAuthHeader), req.method_name,
                                req.target, req.body, unix_now_ms());
   if (st.ok()) return true;
   auth_refused_.fetch_add(1, std::memory_order_relaxed);
-  PDKV_LOG_WARN_LIMITED("bootstrap: refused {} {} from {}: {}", req.method, req.path,
+  PDKV_LOG_WARN_LIMITED("bootstrap: refused {} {} from {}: {}", req.method_name, req.path,
                         req.remote_addr, st.message());
   reply_error(res, 401, "", st.message());
   return false;
 }
 
-void BootstrapServer::install_routes(httplib::Server& h) {
-  h.Put("/route",
-        guarded("PUT /route", [this](const httplib::Request& req, httplib::Response& res) {
-          requests_[kPut].fetch_add(1, std::memory_order_relaxed);
-          if (!authenticated(req, res)) return;
-          std::string field;
-          auto reg = parse_registration(req.body, &field);
-          if (!reg.ok()) return reply_error(res, 400, field, reg.status().message());
-          bool changed = true;
-          Status st = table_.register_rank(*reg, &changed);
-          if (!st.ok()) {
-            PDKV_LOG_WARN("bootstrap: refused engine_rank {}: {}", reg->engine_rank, st.message());
-            return reply_error(res, http_status_of(st), "", st.message());
-          }
-          if (changed) {
-            PDKV_LOG_INFO("bootstrap: registered engine_rank {} at {}:{}", reg->engine_rank,
-                          reg->rank_ip, reg->rank_port);
-          }
-          res.set_content("OK", "text/plain");
-        }));
-  h.Get("/route",
-        guarded("GET /route", [this](const httplib::Request& req, httplib::Response& res) {
-          requests_[kGet].fetch_add(1, std::memory_order_relaxed);
-          if (options_.authenticate_reads && !authenticated(req, res)) return;
-          int64_t rank = 0, group = 0;
-          if (!query_int(req, res, "engine_rank", &rank) ||
-              !query_int(req, res, "target_dp_group", &group)) {
-            return;
-          }
-          if (rank == -1 && group == -1) {
-            auto layout = table_.layout();
-            if (!layout) return reply_error(res, 404, "", "no prefill rank has registered yet");
-            std::string body = fmt::format("{{{},\"registered_ranks\":{}}}",
-                                           layout_to_json_fields(*layout), table_.size());
-            return res.set_content(body, "application/json");
-          }
-          if (rank == -1) {
-            auto ranks = table_.group(group);
-            if (!ranks.ok()) {
-              return reply_error(res, http_status_of(ranks.status()), "target_dp_group",
-                                 ranks.status().message());
-            }
-            json list = json::array();
-            for (const auto& e : *ranks) list.push_back(endpoint_json(e));
-            return res.set_content(json{{"dp_group", group}, {"ranks", list}}.dump(),
-                                   "application/json");
-          }
-          auto e = table_.lookup(group, rank);
-          if (!e.ok()) {
-            return reply_error(res, http_status_of(e.status()), "", e.status().message());
-          }
-          res.set_content(json{{"rank_ip", e->rank_ip}, {"rank_port", e->rank_port}}.dump(),
-                          "application/json");
-        }));
-  h.Delete("/route",
-           guarded("DELETE /route", [this](const httplib::Request& req, httplib::Response& res) {
-             requests_[kDelete].fetch_add(1, std::memory_order_relaxed);
-             if (!authenticated(req, res)) return;
-             int64_t rank = 0, group = 0;
-             if (!query_int(req, res, "engine_rank", &rank) ||
-                 !query_int(req, res, "target_dp_group", &group)) {
-               return;
-             }
-             Status st = table_.remove(group, rank);
-             if (!st.ok()) return reply_error(res, http_status_of(st), "", st.message());
-             res.set_content("OK", "text/plain");
-           }));
-  auto not_allowed = guarded("/route", [](const httplib::Request& req, httplib::Response& res) {
-    reply_error(res, 405, "", fmt::format("method {} not allowed on /route", req.method));
+void BootstrapServer::install_routes(HttpRouter& h) {
+  h.on(HttpMethod::kPut, "/route", [this](const HttpRequest& req, HttpResponse& res) {
+    requests_[kPut].fetch_add(1, std::memory_order_relaxed);
+    if (!authenticated(req, res)) return;
+    std::string field;
+    auto reg = parse_registration(req.body, &field);
+    if (!reg.ok()) return reply_error(res, 400, field, reg.status().message());
+    bool changed = true;
+    Status st = table_.register_rank(*reg, &changed);
+    if (!st.ok()) {
+      PDKV_LOG_WARN("bootstrap: refused engine_rank {}: {}", reg->engine_rank, st.message());
+      return reply_error(res, http_status_of(st), "", st.message());
+    }
+    if (changed) {
+      PDKV_LOG_INFO("bootstrap: registered engine_rank {} at {}:{}", reg->engine_rank, reg->rank_ip,
+                    reg->rank_port);
+    }
+    res.set_content("OK", "text/plain");
   });
-  h.Post("/route", not_allowed);
-  h.Patch("/route", not_allowed);
-  h.Get("/health", guarded("GET /health", [this](const httplib::Request&, httplib::Response& res) {
-          requests_[kHealth].fetch_add(1, std::memory_order_relaxed);
-          res.set_content("OK", "text/plain");
-        }));
-  h.Get("/metrics",
-        guarded("GET /metrics", [this](const httplib::Request&, httplib::Response& res) {
-          requests_[kMetrics].fetch_add(1, std::memory_order_relaxed);
-          res.set_content(metrics_text(), "text/plain; version=0.0.4");
-        }));
-  // Runs for every response >= 400, ours included: count it, and give the ones
-  // cpp-httplib produced itself (unknown path, body over the limit) a JSON body too.
-  h.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+  h.on(HttpMethod::kGet, "/route", [this](const HttpRequest& req, HttpResponse& res) {
+    requests_[kGet].fetch_add(1, std::memory_order_relaxed);
+    if (options_.authenticate_reads && !authenticated(req, res)) return;
+    int64_t rank = 0, group = 0;
+    if (!query_int(req, res, "engine_rank", &rank) ||
+        !query_int(req, res, "target_dp_group", &group)) {
+      return;
+    }
+    if (rank == -1 && group == -1) {
+      auto layout = table_.layout();
+      if (!layout) return reply_error(res, 404, "", "no prefill rank has registered yet");
+      std::string body = fmt::format("{{{},\"registered_ranks\":{}}}",
+                                     layout_to_json_fields(*layout), table_.size());
+      return res.set_content(body, "application/json");
+    }
+    if (rank == -1) {
+      auto ranks = table_.group(group);
+      if (!ranks.ok()) {
+        return reply_error(res, http_status_of(ranks.status()), "target_dp_group",
+                           ranks.status().message());
+      }
+      json list = json::array();
+      for (const auto& e : *ranks) list.push_back(endpoint_json(e));
+      return res.set_content(json{{"dp_group", group}, {"ranks", list}}.dump(), "application/json");
+    }
+    auto e = table_.lookup(group, rank);
+    if (!e.ok()) {
+      return reply_error(res, http_status_of(e.status()), "", e.status().message());
+    }
+    res.set_content(json{{"rank_ip", e->rank_ip}, {"rank_port", e->rank_port}}.dump(),
+                    "application/json");
+  });
+  h.on(HttpMethod::kDelete, "/route", [this](const HttpRequest& req, HttpResponse& res) {
+    requests_[kDelete].fetch_add(1, std::memory_order_relaxed);
+    if (!authenticated(req, res)) return;
+    int64_t rank = 0, group = 0;
+    if (!query_int(req, res, "engine_rank", &rank) ||
+        !query_int(req, res, "target_dp_group", &group)) {
+      return;
+    }
+    Status st = table_.remove(group, rank);
+    if (!st.ok()) return reply_error(res, http_status_of(st), "", st.message());
+    res.set_content("OK", "text/plain");
+  });
+  // Other methods on /route get the router's 405.
+  h.on(HttpMethod::kGet, "/health", [this](const HttpRequest&, HttpResponse& res) {
+    requests_[kHealth].fetch_add(1, std::memory_order_relaxed);
+    res.set_content("OK", "text/plain");
+  });
+  h.on(HttpMethod::kGet, "/metrics", [this](const HttpRequest&, HttpResponse& res) {
+    requests_[kMetrics].fetch_add(1, std::memory_order_relaxed);
+    res.set_content(metrics_text(), "text/plain; version=0.0.4");
+  });
+  // Runs for every response >= 400: ours, the router's (unknown path or method) and the
+  // listener's (body over the limit, too many headers).
+  h.on_error([this](const HttpRequest&, HttpResponse& res) {
     if (res.status == 413) {
       // The contract: an oversized body is a 400 naming the body.
       count_error(413);
-      res.status = 400;
       return reply_error(
           res, 400, "body",
           fmt::format("body exceeds the limit of {} bytes", options_.max_body_bytes));
     }
     count_error(res.status);
-    if (res.body.empty()) {
-      reply_error(res, res.status, "",
-                  fmt::format("HTTP {} for {} {}", res.status, req.method, req.path));
-    }
-  });
-  h.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-    reply_error(res, 500, "", "internal error");
   });
 }
 

@@ -11,10 +11,12 @@
 // engine_rank in queries is the tp rank inside the DP group, as in the reference. Every
 // error is a JSON object {"error": message, "field": name-or-""}; other methods on
 // /route get 405. No handler lets an exception escape (each is caught and becomes 500).
+// A body over max_body_bytes is a 400 naming the body; the other limits (headers,
+// connections, deadlines) are the HttpListener's (http_listener.h).
 //
-// Threads: an HttpListener (cpp-httplib's accept loop and its worker pool); handlers run
-// on those workers and share only the RouteTable and the atomic counters. stop() (from
-// any thread, idempotent; also run by the destructor) closes the socket and joins.
+// Threads: an HttpListener (libmicrohttpd's worker pool); handlers run on those workers
+// and share only the RouteTable and the atomic counters. stop() (from any thread,
+// idempotent; also run by the destructor) closes the socket and joins.
 #pragma once
 
 #include <atomic>
@@ -26,12 +28,6 @@
 #include "bootstrap/request_auth.h"
 #include "bootstrap/route_table.h"
 #include "common/status.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace pdkv::bootstrap {
 
@@ -76,9 +72,9 @@ class BootstrapServer {
   };
 
   BootstrapServer() = default;
-  void install_routes(httplib::Server& h);
+  void install_routes(HttpRouter& h);
   // True if the request may proceed; else answers 401 and counts it.
-  bool authenticated(const httplib::Request& req, httplib::Response& res);
+  bool authenticated(const HttpRequest& req, HttpResponse& res);
   void count_error(int status);
 
   std::string host_;

@@ -7,7 +7,10 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(cppzmq REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(PkgConfig REQUIRED)
+# cpp-httplib: the HTTP clients (bootstrap client, etcd's JSON gateway). libmicrohttpd: the
+# HTTP servers (bootstrap/http_listener.h says why not cpp-httplib there).
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
 # libsodium: cluster authentication (common/cluster_key.h: keyed BLAKE2b, HMAC-SHA-512/256
 # and the CURVE keys of ZeroMQ's own CURVE mechanism) and base64 of etcd's JSON gateway
 # (kv/registry/).

@@ -67,7 +67,7 @@ add_custom_target(pdkv_public_headers ALL DEPENDS ${staged})
 # --- libpdkv.so ----------------------------------------------------------------------
 # The layers' objects (built once, position independent) in one shared library. The static
 # layers are also linked privately: the linker takes nothing from them (every symbol is
-# already defined by the objects) but they bring their own dependencies (zmq, httplib, ucx).
+# already defined by the objects) but they bring their own dependencies (zmq, httplib, microhttpd, ucx).
 set(pdkv_layer_libs pdkv_common pdkv_plan pdkv_engine_base pdkv_engine_lease pdkv_engine_shm
     pdkv_engine pdkv_proto pdkv_bootstrap pdkv_kv pdkv_kv_bootstrap)
 if(TARGET pdkv_engine_ucx)

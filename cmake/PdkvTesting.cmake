@@ -1,5 +1,5 @@
 # The one TSan suppression list (common/testing/tsan_suppressions.cc): test binaries that use
-# real ZeroMQ, libsodium or cpp-httplib list it among their sources.
+# real ZeroMQ, libsodium, cpp-httplib or libmicrohttpd list it among their sources.
 set(PDKV_TSAN_SUPPRESSIONS ${PROJECT_SOURCE_DIR}/common/testing/tsan_suppressions.cc)
 
 # pdkv_add_test(<name> SOURCES <files...> LIBS <targets...> [TIMEOUT <s>] [SERIAL])

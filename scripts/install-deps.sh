@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config clang-14 libclang-rt-14-dev
-  libzmq3-dev cppzmq-dev nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev
+  libzmq3-dev cppzmq-dev nlohmann-json3-dev libcpp-httplib-dev libmicrohttpd-dev libspdlog-dev libfmt-dev
   libcli11-dev libucx-dev ucx-utils libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev pybind11-dev python3-numpy python3-pytest python3-matplotlib python3-zmq
   python3-torch

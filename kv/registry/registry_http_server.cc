@@ -1,7 +1,6 @@
 #include "kv/registry/registry_http_server.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 #include <signal.h>
 
 #include <charconv>
@@ -17,12 +16,14 @@ namespace pdkv::kv {
 namespace {
 
 using bootstrap::http_status_of;
+using bootstrap::HttpMethod;
+using bootstrap::HttpRequest;
+using bootstrap::HttpResponse;
 using bootstrap::reply_error;
 using nlohmann::json;
 
-bool query_int(const httplib::Request& req, httplib::Response& res, const char* name,
-               int64_t* out) {
-  const std::string v = req.has_param(name) ? req.get_param_value(name) : std::string();
+bool query_int(const HttpRequest& req, HttpResponse& res, const char* name, int64_t* out) {
+  const std::string v = req.param(name);
   auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
   if (v.empty() || ec != std::errc() || end != v.data() + v.size()) {
     reply_error(res, 400, name,
@@ -30,17 +31,6 @@ bool query_int(const httplib::Request& req, httplib::Response& res, const char* 
     return false;
   }
   return true;
-}
-
-template <typename Fn>
-httplib::Server::Handler guarded(Fn fn) {
-  return [fn](const httplib::Request& req, httplib::Response& res) {
-    try {
-      fn(req, res);
-    } catch (const std::exception& e) {
-      reply_error(res, 500, "", fmt::format("internal error: {}", e.what()));
-    }
-  };
 }
 
 }  // namespace
@@ -51,10 +41,9 @@ Result<std::unique_ptr<RegistryHttpServer>> RegistryHttpServer::start(EtcdRouteW
                                                                       int port) {
   std::unique_ptr<RegistryHttpServer> s(new RegistryHttpServer(watcher, std::move(instance)));
   bootstrap::HttpListenerOptions listen{"bootstrap-etcd", host, port, 4096};
-  RegistryHttpServer* raw = s.get();
-  PDKV_ASSIGN_OR_RETURN(s->listener_,
-                        bootstrap::HttpListener::start(
-                            listen, [raw](httplib::Server& h) { raw->install_routes(h); }));
+  bootstrap::HttpRouter router("bootstrap-etcd");
+  s->install_routes(router);
+  PDKV_ASSIGN_OR_RETURN(s->listener_, bootstrap::HttpListener::start(listen, std::move(router)));
   return s;
 }
 
@@ -64,81 +53,78 @@ void RegistryHttpServer::stop() {
   if (listener_) listener_->stop();
 }
 
-void RegistryHttpServer::install_routes(httplib::Server& h) {
-  h.Get("/route", guarded([this](const httplib::Request& req, httplib::Response& res) {
-          int64_t rank = 0, group = 0;
-          if (!query_int(req, res, "engine_rank", &rank) ||
-              !query_int(req, res, "target_dp_group", &group))
-            return;
-          std::string why;
-          auto snapshot = watcher_.snapshot(&why);
-          if (!snapshot) return reply_error(res, 503, "", why);
-          // The instance's entries through the server's own table: the same layout rule,
-          // the same lookups, the same answers.
-          bootstrap::RouteTable table;
-          for (const auto& [engine_rank, reg] : (*snapshot)[instance_]) {
-            Status st = table.register_rank(reg);
-            if (!st.ok()) PDKV_LOG_WARN("bootstrap-etcd: {}", st.message());
-          }
-          if (rank == -1 && group == -1) {
-            auto layout = table.layout();
-            if (!layout)
-              return reply_error(res, 404, "",
-                                 "no prefill rank of instance " + instance_ + " is in etcd");
-            return res.set_content(
-                fmt::format("{{{},\"registered_ranks\":{}}}",
-                            bootstrap::layout_to_json_fields(*layout), table.size()),
-                "application/json");
-          }
-          if (rank == -1) {
-            auto ranks = table.group(group);
-            if (!ranks.ok())
-              return reply_error(res, http_status_of(ranks.status()), "target_dp_group",
-                                 ranks.status().message());
-            json list = json::array();
-            for (const auto& e : *ranks)
-              list.push_back(json{{"engine_rank", e.engine_rank},
-                                  {"tp_rank", e.tp_rank},
-                                  {"rank_ip", e.rank_ip},
-                                  {"rank_port", e.rank_port}});
-            return res.set_content(json{{"dp_group", group}, {"ranks", list}}.dump(),
-                                   "application/json");
-          }
-          auto e = table.lookup(group, rank);
-          if (!e.ok())
-            return reply_error(res, http_status_of(e.status()), "", e.status().message());
-          res.set_content(json{{"rank_ip", e->rank_ip}, {"rank_port", e->rank_port}}.dump(),
-                          "application/json");
-        }));
-  h.Get("/instances", guarded([this](const httplib::Request&, httplib::Response& res) {
-          std::string why;
-          auto snapshot = watcher_.snapshot(&why);
-          if (!snapshot) return reply_error(res, 503, "", why);
-          json out = json::object();
-          for (const auto& [instance, ranks] : *snapshot) {
-            json list = json::array();
-            for (const auto& [engine_rank, reg] : ranks)
-              list.push_back(json{{"engine_rank", engine_rank},
-                                  {"rank_ip", reg.rank_ip},
-                                  {"rank_port", reg.rank_port}});
-            out[instance] = list;
-          }
-          res.set_content(out.dump(), "application/json");
-        }));
-  h.Get("/health", guarded([this](const httplib::Request&, httplib::Response& res) {
-          std::string why;
-          if (!watcher_.snapshot(&why)) return reply_error(res, 503, "", why);
-          res.set_content("OK", "text/plain");
-        }));
-  auto read_only = guarded([](const httplib::Request& req, httplib::Response& res) {
+void RegistryHttpServer::install_routes(bootstrap::HttpRouter& h) {
+  // The router turns an exception into a 500 (http_router.h).
+  h.on(HttpMethod::kGet, "/route", [this](const HttpRequest& req, HttpResponse& res) {
+    int64_t rank = 0, group = 0;
+    if (!query_int(req, res, "engine_rank", &rank) ||
+        !query_int(req, res, "target_dp_group", &group))
+      return;
+    std::string why;
+    auto snapshot = watcher_.snapshot(&why);
+    if (!snapshot) return reply_error(res, 503, "", why);
+    // The instance's entries through the server's own table: the same layout rule,
+    // the same lookups, the same answers.
+    bootstrap::RouteTable table;
+    for (const auto& [engine_rank, reg] : (*snapshot)[instance_]) {
+      Status st = table.register_rank(reg);
+      if (!st.ok()) PDKV_LOG_WARN("bootstrap-etcd: {}", st.message());
+    }
+    if (rank == -1 && group == -1) {
+      auto layout = table.layout();
+      if (!layout)
+        return reply_error(res, 404, "",
+                           "no prefill rank of instance " + instance_ + " is in etcd");
+      return res.set_content(fmt::format("{{{},\"registered_ranks\":{}}}",
+                                         bootstrap::layout_to_json_fields(*layout), table.size()),
+                             "application/json");
+    }
+    if (rank == -1) {
+      auto ranks = table.group(group);
+      if (!ranks.ok())
+        return reply_error(res, http_status_of(ranks.status()), "target_dp_group",
+                           ranks.status().message());
+      json list = json::array();
+      for (const auto& e : *ranks)
+        list.push_back(json{{"engine_rank", e.engine_rank},
+                            {"tp_rank", e.tp_rank},
+                            {"rank_ip", e.rank_ip},
+                            {"rank_port", e.rank_port}});
+      return res.set_content(json{{"dp_group", group}, {"ranks", list}}.dump(), "application/json");
+    }
+    auto e = table.lookup(group, rank);
+    if (!e.ok()) return reply_error(res, http_status_of(e.status()), "", e.status().message());
+    res.set_content(json{{"rank_ip", e->rank_ip}, {"rank_port", e->rank_port}}.dump(),
+                    "application/json");
+  });
+  h.on(HttpMethod::kGet, "/instances", [this](const HttpRequest&, HttpResponse& res) {
+    std::string why;
+    auto snapshot = watcher_.snapshot(&why);
+    if (!snapshot) return reply_error(res, 503, "", why);
+    json out = json::object();
+    for (const auto& [instance, ranks] : *snapshot) {
+      json list = json::array();
+      for (const auto& [engine_rank, reg] : ranks)
+        list.push_back(json{
+            {"engine_rank", engine_rank}, {"rank_ip", reg.rank_ip}, {"rank_port", reg.rank_port}});
+      out[instance] = list;
+    }
+    res.set_content(out.dump(), "application/json");
+  });
+  h.on(HttpMethod::kGet, "/health", [this](const HttpRequest&, HttpResponse& res) {
+    std::string why;
+    if (!watcher_.snapshot(&why)) return reply_error(res, 503, "", why);
+    res.set_content("OK", "text/plain");
+  });
+  auto read_only = [](const HttpRequest& req, HttpResponse& res) {
     reply_error(res, 405, "",
                 fmt::format("{} /route: this server reads routes from etcd; prefill ranks "
                             "register there themselves (PDKV_REGISTRY=etcd)",
-                            req.method));
-  });
-  h.Put("/route", read_only);
-  h.Delete("/route", read_only);
-  h.Post("/route", read_only);
+                            req.method_name));
+  };
+  h.on(HttpMethod::kPut, "/route", read_only);
+  h.on(HttpMethod::kDelete, "/route", read_only);
+  h.on(HttpMethod::kPost, "/route", read_only);
 }
 
 int run_registry_http_server(const std::string& host, int port, const std::string& instance) {

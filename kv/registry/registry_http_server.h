@@ -37,7 +37,7 @@ class RegistryHttpServer {
  private:
   RegistryHttpServer(EtcdRouteWatcher& watcher, std::string instance)
       : watcher_(watcher), instance_(std::move(instance)) {}
-  void install_routes(httplib::Server& h);
+  void install_routes(bootstrap::HttpRouter& h);
 
   EtcdRouteWatcher& watcher_;
   const std::string instance_;
