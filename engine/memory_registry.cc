@@ -150,18 +150,21 @@ Status MemoryRegistry::add_grant(uint64_t id, WriteGrant grant) {
   auto state = std::make_shared<Admission::GrantState>();
   state->id = id;
   state->grant = std::move(grant);
-  MutexLock lock(mu_);
-  // A grant opens registered memory only: checked once here, so admit() need not.
-  Status outside;
-  for_each_granted_range(state->grant, [&](uint64_t addr, uint64_t length) {
-    uint64_t bad = 0;
-    if (outside.ok() && !covered(addr, length, &bad)) {
-      outside = invalid_argument(
-          fmt::format("write grant: {}+{} is not in registered memory (first bad address {})",
-                      hex(addr), length, hex(bad)));
-    }
+  // A grant opens registered memory only (admit() checks both again, since memory can be
+  // unregistered while a grant lives).
+  std::vector<DstRange> ranges;
+  for_each_granted_range(state->grant, [&ranges](uint64_t addr, uint64_t length) {
+    ranges.push_back({addr, length, 0});
   });
-  PDKV_RETURN_IF_ERROR(outside);
+  MutexLock lock(mu_);
+  for (const DstRange& r : ranges) {
+    uint64_t bad = 0;
+    if (!covered(r.addr, r.length, &bad)) {
+      return invalid_argument(
+          fmt::format("write grant: {}+{} is not in registered memory (first bad address {})",
+                      hex(r.addr), r.length, hex(bad)));
+    }
+  }
   if (!grants_.emplace(id, std::move(state)).second) {
     return failed_precondition(fmt::format("write grant {:#x} is already live", id));
   }
@@ -190,12 +193,14 @@ size_t MemoryRegistry::grant_count() const {
   return grants_.size();
 }
 
+bool MemoryRegistry::writable(uint64_t addr, uint64_t length, const Admission::GrantState* grant,
+                              uint64_t* first_bad) const {
+  if (!covered(addr, length, first_bad)) return false;
+  return grant == nullptr || grant_covers(grant->grant, addr, length, first_bad);
+}
+
 bool MemoryRegistry::admits(const WriteRun& run, const Admission::GrantState* grant,
                             uint64_t* first_bad) const {
-  auto ok = [&](uint64_t addr, uint64_t length) {
-    if (!covered(addr, length, first_bad)) return false;
-    return grant == nullptr || grant_covers(grant->grant, addr, length, first_bad);
-  };
   if (run.pieces == 0) {
     *first_bad = run.addr;
     return false;
@@ -212,10 +217,10 @@ bool MemoryRegistry::admits(const WriteRun& run, const Admission::GrantState* gr
   }
   // One pass over the whole span; a run crossing a gap is then checked piece by piece,
   // since only the bytes it writes must be registered and granted.
-  if (ok(run.addr, last + run.length - run.addr)) return true;
+  if (writable(run.addr, last + run.length - run.addr, grant, first_bad)) return true;
   if (run.pieces == 1) return false;
   for (uint64_t k = 0; k < run.pieces; ++k) {
-    if (!ok(run.addr + k * run.stride, run.length)) return false;
+    if (!writable(run.addr + k * run.stride, run.length, grant, first_bad)) return false;
   }
   return true;
 }

@@ -139,6 +139,9 @@ class MemoryRegistry {
   // Caller holds mu_.
   bool covered(uint64_t addr, uint64_t length, uint64_t* first_bad) const PDKV_REQUIRES(mu_);
   void unpin(uint64_t epoch) const;
+  // Caller holds mu_. Whether [addr, addr+length) is registered and inside `grant` (if any).
+  bool writable(uint64_t addr, uint64_t length, const Admission::GrantState* grant,
+                uint64_t* first_bad) const PDKV_REQUIRES(mu_);
   // Caller holds mu_. Whether one run passes (registered, and granted where needed).
   bool admits(const WriteRun& run, const Admission::GrantState* grant, uint64_t* first_bad) const
       PDKV_REQUIRES(mu_);
