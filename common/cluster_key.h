@@ -7,7 +7,9 @@
 // to print it. libsodium derives one independent 32-byte key per use from it (BLAKE2b of
 // the secret, then crypto_kdf_derive_from_key), so a key exposed through one mechanism
 // tells nothing about another:
-//   kDataPlane   HMAC-SHA-512/256 of the engine's session handshakes (TCP, lease channel)
+//   kDataPlane   HMAC-SHA-512/256 of the TCP backend's session handshake
+//   kLeaseChannel  the same for the lease channel of the shm and ucx backends (its own
+//                key, so a transcript of one channel never answers the other)
 //   kBootstrap   HMAC-SHA-512/256 of route writes to the bootstrap server
 //   kCurveServer / kCurveClient  seeds of the ZeroMQ CURVE key pairs of the control plane
 // pdkv writes no cryptography: every primitive here is libsodium's.
@@ -38,6 +40,7 @@ enum class KeyUse : uint64_t {
   kBootstrap = 2,
   kCurveServer = 3,
   kCurveClient = 4,
+  kLeaseChannel = 5,
 };
 
 class ClusterKey {

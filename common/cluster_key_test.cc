@@ -51,6 +51,8 @@ TEST(ClusterKeyTest, KeysAreSeparatedByUseAndPartsByLength) {
             (*key)->mac(KeyUse::kDataPlane, {as_bytes(a), as_bytes(bc)}));
   EXPECT_NE((*key)->mac(KeyUse::kDataPlane, {as_bytes(ab)}),
             (*key)->mac(KeyUse::kBootstrap, {as_bytes(ab)}));
+  EXPECT_NE((*key)->mac(KeyUse::kDataPlane, {as_bytes(ab)}),
+            (*key)->mac(KeyUse::kLeaseChannel, {as_bytes(ab)}));
   auto mac = (*key)->mac(KeyUse::kDataPlane, {as_bytes(ab)});
   mac[5] ^= 1;
   EXPECT_FALSE((*key)->verify(KeyUse::kDataPlane, mac, {as_bytes(ab)}));

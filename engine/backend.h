@@ -39,6 +39,10 @@ struct BackendCapabilities {
   bool cross_host = false;             // reaches peers on other machines
   bool software_bounds_check = false;  // receiver checks dst against its MemoryRegistry
   bool wants_memory_hooks = false;     // needs on_register/on_unregister (e.g. rkeys)
+  // Runs the session handshake (session_auth.h) with EngineOptions::cluster_key on every
+  // session; the engine refuses to start a backend that does not with a secret, since it
+  // would look authenticated and not be.
+  bool authenticates_sessions = false;
 };
 
 // Where a backend reports completions. Implemented by the engine core.

@@ -36,6 +36,13 @@ class TransferEngine::Impl final : public CompletionSink {
     registry_.set_require_grants(options_.require_write_grants);
     BackendContext ctx{&options_, &registry_, this};
     PDKV_ASSIGN_OR_RETURN(backend_, make_backend(ctx));
+    // Checked before listen(): a backend that cannot run the session handshake would look
+    // authenticated with a secret and not be.
+    if (options_.cluster_key && !backend_->capabilities().authenticates_sessions) {
+      return failed_precondition("backend '" + options_.backend +
+                                 "' does not authenticate its sessions; with a cluster "
+                                 "secret (PDKV_SECRET_FILE) use tcp, shm or ucx");
+    }
     PDKV_ASSIGN_OR_RETURN(endpoint_, backend_->listen());
     PDKV_LOG_INFO("transfer engine: backend {} listening on {}", backend_->capabilities().name,
                   endpoint_);
@@ -285,13 +292,6 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineOptio
     return invalid_argument("EngineOptions.tcp.max_part_entries must be positive");
   }
   if (!options.cluster_key) warn_unauthenticated("transfer engine");
-  // Only the TCP backend runs the session handshake so far (tcp_auth.h); running shm or
-  // UCX with a secret would look authenticated and not be.
-  if (options.cluster_key && options.backend != "tcp") {
-    return failed_precondition("backend '" + options.backend +
-                               "' does not authenticate its sessions yet; with a cluster "
-                               "secret (PDKV_SECRET_FILE) use the tcp backend");
-  }
   auto impl = std::make_unique<Impl>(options);
   PDKV_RETURN_IF_ERROR(impl->start());
   return std::unique_ptr<TransferEngine>(new TransferEngine(std::move(impl)));

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/conformance/backend_harness.h"
+#include "engine/conformance/conformance_data.h"
 #include "engine/conformance/peer_process.h"
 #include "engine/transfer_engine.h"
 
@@ -25,14 +26,10 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// "shm", or "ucx:<UCX transports>" (PDKV_UCX_TLS for both processes).
-std::string backend_of(const std::string& param) { return param.substr(0, param.find(':')); }
-
 class BackendConformance : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    auto colon = GetParam().find(':');
-    if (colon != std::string::npos) setenv("PDKV_UCX_TLS", GetParam().substr(colon + 1).c_str(), 1);
+    apply_transports(GetParam());
     auto box = make_named_backend(backend_of(GetParam()));
     ASSERT_TRUE(box.ok()) << box.status().to_string();
     box_ = std::move(*box);
@@ -61,51 +58,6 @@ class BackendConformance : public ::testing::TestWithParam<std::string> {
   std::vector<std::unique_ptr<BackendPeer>> peers_;
   std::atomic<uint64_t> next_token_{1};
 };
-
-// Random block sizes tiling a region, shuffled destinations; returns blocks whose
-// sources live in `src` and applies them to `model` (the expected region image).
-std::vector<WriteBlock> random_blocks(uint64_t seed, const std::vector<uint8_t>& src,
-                                      uint64_t dst_base, std::vector<uint8_t>* model) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::pair<uint64_t, uint64_t>> slots;  // offset, length
-  for (uint64_t off = 0; off < model->size();) {
-    uint64_t len = 1 + rng() % ((rng() % 8 == 0) ? (4u << 20) : (64u << 10));
-    len = std::min<uint64_t>(len, model->size() - off);
-    slots.emplace_back(off, len);
-    off += len;
-  }
-  std::shuffle(slots.begin(), slots.end(), rng);
-  std::vector<WriteBlock> blocks;
-  blocks.reserve(slots.size());
-  uint64_t src_off = 0;
-  for (auto [off, len] : slots) {
-    if (rng() % 10 == 0 || src_off + len > src.size()) continue;  // leave some holes
-    blocks.push_back({reinterpret_cast<uint64_t>(src.data()) + src_off, dst_base + off, len});
-    std::copy_n(src.data() + src_off, len, model->data() + off);
-    src_off += len;
-  }
-  return blocks;
-}
-
-std::vector<uint8_t> random_bytes(uint64_t n, uint64_t seed) {
-  std::vector<uint8_t> v(n);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;  // xorshift64: fast enough for 1 GiB
-  for (uint64_t i = 0; i + 8 <= n; i += 8) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    std::memcpy(v.data() + i, &x, 8);
-  }
-  return v;
-}
-
-void expect_region(PeerProcess& p, const std::vector<uint8_t>& model) {
-  uint64_t h = 0;
-  bool canaries = false;
-  ASSERT_TRUE(p.hash(&h, &canaries));
-  EXPECT_TRUE(canaries) << "bytes written outside the registered region";
-  EXPECT_EQ(h, fnv64(model.data(), model.size())) << "destination bytes differ";
-}
 
 TEST_P(BackendConformance, RandomBlocksLandExactly) {
   const uint64_t kRegion = 24u << 20;
@@ -340,22 +292,8 @@ TEST_P(BackendConformance, TransferEngineZeroLengthAndSyncTransfer) {
   EXPECT_NE((*engine)->transfer_sync(*session, bad), 0);
 }
 
-std::vector<std::string> backends_under_test() {
-  std::vector<std::string> v{"shm"};
-#ifdef PDKV_HAVE_UCX
-  v.push_back("ucx:tcp");
-  v.push_back("ucx:posix,sysv,cma,self");
-#endif
-  return v;
-}
-
 INSTANTIATE_TEST_SUITE_P(Backends, BackendConformance, ::testing::ValuesIn(backends_under_test()),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (auto& c : n)
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         [](const auto& info) { return param_name(info.param); });
 
 }  // namespace
 }  // namespace pdkv::engine::testing

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "engine/backends/shm/shm_backend.h"
 #ifdef PDKV_HAVE_UCX
@@ -32,10 +33,12 @@ int RecordingSink::completions(uint64_t token) {
   return count_[token];
 }
 
-Result<std::unique_ptr<BackendBox>> make_named_backend(const std::string& name) {
+Result<std::unique_ptr<BackendBox>> make_named_backend(
+    const std::string& name, std::shared_ptr<const ClusterKey> cluster_key) {
   auto box = std::make_unique<BackendBox>();
   box->options.backend = name;
   box->options.connect_timeout_ms = 2000;
+  box->options.cluster_key = std::move(cluster_key);
   BackendContext ctx{&box->options, &box->registry, &box->sink};
   if (name == "shm") {
     PDKV_ASSIGN_OR_RETURN(auto opts, shm::ShmOptions::from_env());
@@ -51,6 +54,23 @@ Result<std::unique_ptr<BackendBox>> make_named_backend(const std::string& name) 
   PDKV_ASSIGN_OR_RETURN(box->endpoint, box->backend->listen());
   return box;
 }
+
+SecretFile::SecretFile(uint8_t fill) {
+  char path[] = "/tmp/pdkv-secret-XXXXXX";
+  int fd = ::mkstemp(path);  // mode 0600, as ClusterKey::from_file requires
+  if (fd < 0) std::abort();
+  const std::vector<uint8_t> secret(32, fill);
+  if (::write(fd, secret.data(), secret.size()) != static_cast<ssize_t>(secret.size())) {
+    std::abort();
+  }
+  ::close(fd);
+  path_ = path;
+  auto key = ClusterKey::from_file(path_);
+  if (!key.ok()) std::abort();
+  key_ = *key;
+}
+
+SecretFile::~SecretFile() { ::unlink(path_.c_str()); }
 
 GuardedRegion::GuardedRegion(uint64_t length) : length_(length) {
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "common/cluster_key.h"
 #include "common/mutex.h"
 #include "engine/backend.h"
 #include "engine/engine_options.h"
@@ -42,7 +43,26 @@ struct BackendBox {
 };
 
 // Creates and starts (listen()) a backend by name; env knobs apply (UCX_TLS etc.).
-Result<std::unique_ptr<BackendBox>> make_named_backend(const std::string& name);
+// `cluster_key` set: its sessions run the handshake with that secret.
+Result<std::unique_ptr<BackendBox>> make_named_backend(
+    const std::string& name, std::shared_ptr<const ClusterKey> cluster_key = nullptr);
+
+// A cluster secret in a private (mode 0600) temporary file, removed by the destructor;
+// `fill` makes secrets that differ.
+class SecretFile {
+ public:
+  explicit SecretFile(uint8_t fill);
+  ~SecretFile();
+  SecretFile(const SecretFile&) = delete;
+  SecretFile& operator=(const SecretFile&) = delete;
+  const std::string& path() const { return path_; }
+  // The key every process given path() derives.
+  const std::shared_ptr<const ClusterKey>& key() const { return key_; }
+
+ private:
+  std::string path_;
+  std::shared_ptr<const ClusterKey> key_;
+};
 
 inline constexpr uint8_t kCanary = 0xA5;
 

@@ -1,5 +1,6 @@
 // engine_backend_peer: a receiving engine backend in its own process, for cross-process
 // tests. Usage: engine_backend_peer <backend> <region_bytes>
+// With PDKV_SECRET_FILE set its sessions require that cluster secret.
 // Prints "READY <endpoint> <region_addr> <region_bytes>" and then answers lines on stdin:
 //   HASH  -> "HASH <fnv64 of region> <canaries 1|0>"
 //   UNREG -> "UNREG <status>" (unregisters the region)
@@ -22,7 +23,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s <backend> <region_bytes>\n", argv[0]);
     return 2;
   }
-  auto box = make_named_backend(argv[1]);
+  auto key = pdkv::ClusterKey::from_env();
+  if (!key.ok()) {
+    std::printf("ERROR %s\n", key.status().to_string().c_str());
+    return 1;
+  }
+  auto box = make_named_backend(argv[1], *key);
   if (!box.ok()) {
     std::printf("ERROR %s\n", box.status().to_string().c_str());
     return 1;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <vector>
 
@@ -13,7 +14,8 @@ extern char** environ;
 
 namespace pdkv::engine::testing {
 
-PeerProcess::PeerProcess(const std::string& backend, uint64_t region_bytes) {
+PeerProcess::PeerProcess(const std::string& backend, uint64_t region_bytes,
+                         const std::string& secret_file) {
   signal(SIGPIPE, SIG_IGN);  // a killed peer must fail a write, not the test process
   const char* dir = std::getenv("PDKV_BIN_DIR");
   std::string bin = std::string(dir ? dir : ".") + "/engine_backend_peer";
@@ -30,7 +32,16 @@ PeerProcess::PeerProcess(const std::string& backend, uint64_t region_bytes) {
   posix_spawn_file_actions_addclose(&fa, out[0]);
   std::string size = std::to_string(region_bytes);
   std::vector<char*> argv{bin.data(), const_cast<char*>(backend.c_str()), size.data(), nullptr};
-  int rc = posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), environ);
+  // Our environment, with PDKV_SECRET_FILE replaced by the peer's own.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "PDKV_SECRET_FILE=", 17) != 0) env_strings.emplace_back(*e);
+  }
+  if (!secret_file.empty()) env_strings.push_back("PDKV_SECRET_FILE=" + secret_file);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int rc = posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   close(in[0]);
   close(out[1]);

@@ -13,7 +13,9 @@ namespace pdkv::engine::testing {
 class PeerProcess {
  public:
   // Starts `$PDKV_BIN_DIR/engine_backend_peer backend region_bytes` and waits for READY.
-  PeerProcess(const std::string& backend, uint64_t region_bytes);
+  // `secret_file`: its PDKV_SECRET_FILE ("" = none, whatever this process has).
+  PeerProcess(const std::string& backend, uint64_t region_bytes,
+              const std::string& secret_file = "");
   ~PeerProcess();
   PeerProcess(const PeerProcess&) = delete;
   PeerProcess& operator=(const PeerProcess&) = delete;

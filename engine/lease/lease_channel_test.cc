@@ -34,13 +34,13 @@ class LeaseChannel : public ::testing::Test {
 
   MemoryRegistry registry_;
   FakeHooks hooks_;
-  LeaseServer server_{LeaseServerOptions{"shm", 2000, 2000}, &registry_, &hooks_};
+  LeaseServer server_{LeaseServerOptions{"shm", 2000, 2000, nullptr}, &registry_, &hooks_};
   std::string endpoint_;
 };
 
 TEST_F(LeaseChannel, HandshakeCarriesPidLeaseAndExtra) {
   LeaseClient client;
-  ASSERT_TRUE(client.connect(endpoint_, "shm", 2000).ok());
+  ASSERT_TRUE(client.connect(endpoint_, "shm", 2000, nullptr).ok());
   EXPECT_EQ(client.hello().pid, static_cast<uint32_t>(::getpid()));
   EXPECT_EQ(client.hello().lease_ms, 2000);
   EXPECT_EQ(client.hello().extra, "extra");
@@ -49,7 +49,7 @@ TEST_F(LeaseChannel, HandshakeCarriesPidLeaseAndExtra) {
 
 TEST_F(LeaseChannel, GrantsRegisteredRangesAndReleasesOnDone) {
   LeaseClient client;
-  ASSERT_TRUE(client.connect(endpoint_, "shm", 2000).ok());
+  ASSERT_TRUE(client.connect(endpoint_, "shm", 2000, nullptr).ok());
   const uint64_t ranges[] = {0x10000, 4096, 0, 0x1f000, 4096, 0};  // (dst, length, grant)
   auto grant = client.lease(1, ranges, deadline());
   ASSERT_TRUE(grant.ok()) << grant.status().to_string();
@@ -63,7 +63,7 @@ TEST_F(LeaseChannel, GrantsRegisteredRangesAndReleasesOnDone) {
 
 TEST_F(LeaseChannel, RefusesARangeOutsideRegisteredMemoryNamingIt) {
   LeaseClient client;
-  ASSERT_TRUE(client.connect(endpoint_, "shm", 2000).ok());
+  ASSERT_TRUE(client.connect(endpoint_, "shm", 2000, nullptr).ok());
   const uint64_t ranges[] = {0x10000, 4096, 0, 0x1f000, 0x2000, 0};
   auto grant = client.lease(2, ranges, deadline());
   ASSERT_TRUE(grant.ok()) << grant.status().to_string();
@@ -80,7 +80,8 @@ TEST_F(LeaseChannel, RefusesARangeOutsideRegisteredMemoryNamingIt) {
 
 TEST_F(LeaseChannel, AnotherBackendIsFailedPrecondition) {
   LeaseClient client;
-  EXPECT_EQ(client.connect(endpoint_, "ucx", 2000).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(client.connect(endpoint_, "ucx", 2000, nullptr).code(),
+            StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

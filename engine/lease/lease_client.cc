@@ -2,11 +2,21 @@
 
 #include <poll.h>
 
+#include "engine/lease/lease_auth.h"
+
 namespace pdkv::engine::lease {
 
 Status LeaseClient::connect(const std::string& endpoint, const std::string& backend_name,
-                            int timeout_ms) {
+                            int timeout_ms, const ClusterKey* key) {
   PDKV_ASSIGN_OR_RETURN(sock_, connect_to(endpoint, timeout_ms));
+  if (key != nullptr) {
+    Status auth = authenticate_to_lease_server(sock_, *key, timeout_ms);
+    if (!auth.ok()) {
+      sock_.shutdown_both();
+      return Status(auth.code(),
+                    endpoint + ": " + backend_name + " session handshake: " + auth.message());
+    }
+  }
   auto deadline = now() + Millis(timeout_ms);
   buf_.clear();
   encode_hello(Hello{backend_name, host_identity()}, &buf_);
@@ -16,6 +26,13 @@ Status LeaseClient::connect(const std::string& endpoint, const std::string& back
   if (!st.ok()) {
     return unavailable(endpoint + ": no " + backend_name + " handshake (" + st.message() +
                        "); is the peer running the " + backend_name + " backend?");
+  }
+  // A receiver with a cluster secret answers a hello that did not authenticate so.
+  if (type == MsgType::kAuthRefused) {
+    Status refused = refused_by_peer(buf_);
+    return Status(refused.code(), endpoint + ": " + backend_name +
+                                      " session refused without a cluster secret on this side: " +
+                                      refused.message());
   }
   if (type != MsgType::kHelloAck) return data_loss(endpoint + ": expected hello ack");
   PDKV_ASSIGN_OR_RETURN(HelloAck ack, decode_hello_ack(buf_));

@@ -1,6 +1,8 @@
 // LeaseClient: the sending side of the control channel (see lease_server.h for why).
 //
-// connect() performs the handshake; lease() asks the peer to validate one part's
+// connect() performs the handshake (with a cluster key, first the session handshake of
+// lease_auth.h: the receiver must prove the secret before we send it anything else, and
+// in particular before the backend writes into it); lease() asks the peer to validate one part's
 // destinations and returns the grant (or the peer's OutOfRange verdict naming the
 // entry); done() releases the lease and waits for the peer's acknowledgement, which is
 // what makes "completion means applied and acknowledged" hold for one-sided writers.
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cluster_key.h"
 #include "common/status.h"
 #include "engine/lease/messages.h"
 #include "engine/lease/wire.h"
@@ -34,8 +37,11 @@ class LeaseClient {
   LeaseClient& operator=(const LeaseClient&) = delete;
 
   // Unavailable if nothing answers within timeout_ms or the peer hangs up during the
-  // handshake; FailedPrecondition if it runs another backend.
-  Status connect(const std::string& endpoint, const std::string& backend_name, int timeout_ms);
+  // handshake; FailedPrecondition if it runs another backend; Unauthenticated if either
+  // end cannot prove the cluster secret (`key` null: we have none). Each handshake step
+  // waits at most timeout_ms.
+  Status connect(const std::string& endpoint, const std::string& backend_name, int timeout_ms,
+                 const ClusterKey* key);
   const PeerHello& hello() const { return hello_; }
 
   // `dst_ranges` holds (dst, length) pairs of the part. Waits for the grant until deadline.

@@ -7,8 +7,10 @@
 #include <optional>
 
 #include "common/logging.h"
+#include "engine/lease/lease_auth.h"
 #include "engine/lease/messages.h"
 #include "engine/memory_registry.h"
+#include "engine/session_auth.h"
 
 namespace pdkv::engine::lease {
 namespace {
@@ -90,8 +92,9 @@ void LeaseServer::serve(Conn* conn) {
     }
   }
   if (!st.ok() && st.code() != StatusCode::kUnavailable && !stopping_.load()) {
-    PDKV_LOG_WARN("{} backend: closing a control connection: {}", options_.backend_name,
-                  st.to_string());
+    // Rate-limited: strangers and misconfigured peers can open connections at will.
+    PDKV_LOG_WARN_LIMITED("{} backend: closing a control connection: {}", options_.backend_name,
+                          st.to_string());
   }
   // Closing here (not in the destructor) tells the sender at once.
   sock.shutdown_both();
@@ -99,10 +102,27 @@ void LeaseServer::serve(Conn* conn) {
 }
 
 Status LeaseServer::handshake(Socket& sock) {
-  auto deadline = now() + Millis(options_.handshake_timeout_ms);
+  const int step_ms = options_.handshake_timeout_ms;
+  // Membership first: the hello ack below carries what a writer needs (pid and CMA probe
+  // address, the UCX worker address), and kRegions (rkeys) is served only after this
+  // function returned OK.
+  if (options_.cluster_key) {
+    PDKV_RETURN_IF_ERROR(authenticate_lease_client(sock, *options_.cluster_key, step_ms));
+  }
+  auto deadline = now() + Millis(step_ms);
   MsgType type{};
   std::vector<uint8_t> payload;
-  PDKV_RETURN_IF_ERROR(sock.recv_frame(&type, &payload, deadline));
+  PDKV_RETURN_IF_ERROR(sock.recv_frame(&type, &payload, deadline, kMaxHandshakePayloadBytes));
+  if (type == MsgType::kAuthHello) {  // reached only without a secret
+    send_refusal(sock,
+                 "this endpoint has no cluster secret (PDKV_SECRET_FILE) and cannot prove "
+                 "membership (" +
+                     std::string(kSecretMismatchHint) + ")",
+                 step_ms);
+    return unauthenticated(
+        "peer authenticates but this engine has no cluster secret (PDKV_SECRET_FILE); "
+        "refusing it");
+  }
   if (type != MsgType::kHello) return data_loss("control channel: expected hello");
   PDKV_ASSIGN_OR_RETURN(Hello hello, decode_hello(payload));
   HelloAck ack;

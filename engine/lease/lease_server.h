@@ -12,6 +12,12 @@
 //  * MemoryRegistry::remove() (unregister_memory) waits for every granted lease that may
 //    still touch the region and later leases are refused: revocation is immediate for new
 //    parts and bounded by `lease_ms` for parts in flight.
+// Membership: with a cluster secret (LeaseServerOptions::cluster_key) a connection
+// starts with the session handshake (lease_auth.h) and nothing else is read from it, nor
+// anything sent to it (pid, CMA probe address, UCX worker address, rkeys), until the
+// sender proved the secret; a sender that cannot is refused (kAuthRefused, naming the
+// mismatch) and closed before any lease. Without a secret, a sender that authenticates
+// is refused the same way (the mismatch is a configuration error, said at once).
 // The sender keeps its own deadline, started before it sent the request and therefore no
 // later than ours, and starts no write syscall after it; each syscall is bounded in size.
 // A lease is a promise of a cooperating pdkv peer, not a sandbox: CMA needs ptrace rights
@@ -19,7 +25,9 @@
 // against wrong addresses (bugs, stale page tables), which is what the contract is about.
 //
 // Threads: owns one acceptor thread and one thread per accepted connection. Connection
-// threads block only on their own socket (bounded by lease_ms while a lease is held).
+// threads block only on their own socket (each handshake step bounded by
+// handshake_timeout_ms, so a silent stranger leaves soon; bounded by lease_ms while a
+// lease is held).
 // Thread safety: listen() once, then nothing; the destructor stops and joins every thread.
 #pragma once
 
@@ -30,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/cluster_key.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "engine/lease/wire.h"
@@ -59,9 +68,11 @@ class LeaseServerHooks {
 };
 
 struct LeaseServerOptions {
-  std::string backend_name;  // the sender must say the same in kHello
-  int lease_ms = 5000;       // a granted lease is held at most this long (plus slack)
-  int handshake_timeout_ms = 3000;
+  std::string backend_name;         // the sender must say the same in kHello
+  int lease_ms = 5000;              // a granted lease is held at most this long (plus slack)
+  int handshake_timeout_ms = 3000;  // per handshake step
+  // Set: only senders that prove the cluster secret are served (lease_auth.h).
+  std::shared_ptr<const ClusterKey> cluster_key;
 };
 
 class LeaseServer {

@@ -62,6 +62,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case MsgType::kDoneAck: round_trip(decode_part_id(payload), payload, encode_part_id); break;
     case MsgType::kRegionsReq: break;  // no payload to decode: the server ignores it
     case MsgType::kRegions: round_trip(decode_regions(payload), payload, encode_regions); break;
+    case MsgType::kAuthHello:
+    case MsgType::kAuthChallenge:
+    case MsgType::kAuthProof: {
+      std::vector<uint8_t> body(header->type == MsgType::kAuthChallenge ? 64 : 32);
+      if (decode_auth_body(payload, body).ok()) require_equal(body, payload);
+      break;
+    }
+    case MsgType::kAuthRefused: {
+      auto reason = decode_auth_refused(payload);
+      if (reason.ok()) {
+        std::vector<uint8_t> out;
+        encode_auth_refused(*reason, &out);
+        require_equal(out, payload);
+      }
+      break;
+    }
   }
   return 0;
 }

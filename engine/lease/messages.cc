@@ -1,5 +1,6 @@
 #include "engine/lease/messages.h"
 
+#include <algorithm>
 #include <climits>
 
 #include "engine/lease/wire.h"
@@ -160,9 +161,37 @@ Result<RegionTable> decode_regions(std::span<const uint8_t> payload) {
     PDKV_RETURN_IF_ERROR(in.u64(&r.addr));
     PDKV_RETURN_IF_ERROR(in.u64(&r.length));
     PDKV_RETURN_IF_ERROR(in.bytes(&r.rkey));
+    if (r.rkey.empty() || r.rkey.size() > kMaxPackedRkeyBytes) {
+      return data_loss("region table: an rkey of " + std::to_string(r.rkey.size()) +
+                       " bytes (expected 1 to " + std::to_string(kMaxPackedRkeyBytes) + ")");
+    }
   }
   PDKV_RETURN_IF_ERROR(expect_end(in, "region table"));
   return m;
+}
+
+Status decode_auth_body(std::span<const uint8_t> payload, std::span<uint8_t> out) {
+  if (payload.size() != out.size()) {
+    return data_loss("authentication message of " + std::to_string(payload.size()) +
+                     " bytes (expected " + std::to_string(out.size()) + ")");
+  }
+  std::copy(payload.begin(), payload.end(), out.begin());
+  return Status();
+}
+
+void encode_auth_refused(std::string_view reason, std::vector<uint8_t>* out) {
+  Writer(*out).bytes(reason.substr(0, kMaxRefusalBytes));
+}
+
+Result<std::string> decode_auth_refused(std::span<const uint8_t> payload) {
+  Reader in(payload);
+  std::string reason;
+  PDKV_RETURN_IF_ERROR(in.bytes(&reason));
+  PDKV_RETURN_IF_ERROR(expect_end(in, "refusal"));
+  if (reason.size() > kMaxRefusalBytes) {
+    return data_loss("refusal of " + std::to_string(reason.size()) + " bytes");
+  }
+  return reason;
 }
 
 }  // namespace pdkv::engine::lease

@@ -9,6 +9,10 @@
 //   kDone, kDoneAck   u64 part_id
 //   kRegionsReq       empty
 //   kRegions   u64 epoch, u32 n, n x (u64 addr, u64 length, str rkey)   (UCX only)
+//              (an rkey holds at most kMaxPackedRkeyBytes)
+//   kAuthHello, kAuthChallenge, kAuthProof   the raw handshake body of
+//              engine/session_auth.h: exactly 32, 64 and 32 bytes
+//   kAuthRefused  str reason (at most kMaxRefusalBytes)
 //
 // Every decoder takes exactly one payload and returns DataLoss when it is short, carries
 // trailing bytes, declares more items than it carries (checked before allocating), or
@@ -20,6 +24,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -55,6 +60,11 @@ struct Grant {
   std::string message;
 };
 
+// A packed UCX rkey is a few dozen bytes per memory domain (ucp_rkey_pack); anything
+// beyond this is not one.
+inline constexpr size_t kMaxPackedRkeyBytes = 16u << 10;
+inline constexpr size_t kMaxRefusalBytes = 1024;
+
 struct RegionEntry {
   uint64_t addr = 0;
   uint64_t length = 0;
@@ -86,5 +96,12 @@ Result<uint64_t> decode_part_id(std::span<const uint8_t> payload);
 
 void encode_regions(const RegionTable& m, std::vector<uint8_t>* out);
 Result<RegionTable> decode_regions(std::span<const uint8_t> payload);
+
+// The handshake's bodies travel raw: DataLoss unless the payload is exactly out.size().
+Status decode_auth_body(std::span<const uint8_t> payload, std::span<uint8_t> out);
+
+// `reason` is cut to kMaxRefusalBytes.
+void encode_auth_refused(std::string_view reason, std::vector<uint8_t>* out);
+Result<std::string> decode_auth_refused(std::span<const uint8_t> payload);
 
 }  // namespace pdkv::engine::lease

@@ -95,7 +95,7 @@ TEST(LeaseMessages, HelloAckLeaseBeyondIntIsDataLoss) {
 }
 
 TEST(LeaseMessages, RegionTableRoundTripsAndRefusesAnInflatedCount) {
-  RegionTable t{3, {{0x1000, 4096, "k1"}, {0x9000, 64, ""}}};
+  RegionTable t{3, {{0x1000, 4096, "k1"}, {0x9000, 64, "k2"}}};
   auto p = encoded(t, encode_regions);
   auto d = decode_regions(p);
   ASSERT_TRUE(d.ok()) << d.status().to_string();
@@ -103,8 +103,45 @@ TEST(LeaseMessages, RegionTableRoundTripsAndRefusesAnInflatedCount) {
   ASSERT_EQ(d->regions.size(), 2u);
   EXPECT_EQ(d->regions[0].rkey, "k1");
   EXPECT_EQ(d->regions[1].addr, 0x9000u);
-  p[8] = 0xff;  // n = 255 regions in 46 bytes
+  p[8] = 0xff;  // n = 255 regions in 48 bytes
   EXPECT_EQ(decode_regions(p).status().code(), StatusCode::kDataLoss);
+}
+
+// ucp_ep_rkey_unpack() takes no length, so the table bounds each rkey before UCX sees it.
+TEST(LeaseMessages, RegionTableRefusesAnEmptyOrOversizedRkey) {
+  for (size_t n : {size_t{0}, kMaxPackedRkeyBytes + 1}) {
+    RegionTable t{1, {{0x1000, 4096, std::string(n, 'k')}}};
+    EXPECT_EQ(decode_regions(encoded(t, encode_regions)).status().code(), StatusCode::kDataLoss)
+        << n << " bytes";
+  }
+  RegionTable largest{1, {{0x1000, 4096, std::string(kMaxPackedRkeyBytes, 'k')}}};
+  EXPECT_TRUE(decode_regions(encoded(largest, encode_regions)).ok());
+}
+
+TEST(LeaseMessages, AuthBodiesAreExactAndRefusalsBounded) {
+  std::vector<uint8_t> nonce(32, 7), out(32);
+  ASSERT_TRUE(decode_auth_body(nonce, out).ok());
+  EXPECT_EQ(out, nonce);
+  nonce.push_back(0);
+  EXPECT_EQ(decode_auth_body(nonce, out).code(), StatusCode::kDataLoss);
+  nonce.resize(31);
+  EXPECT_EQ(decode_auth_body(nonce, out).code(), StatusCode::kDataLoss);
+
+  std::vector<uint8_t> refusal;
+  encode_auth_refused("no secret here", &refusal);
+  auto reason = decode_auth_refused(refusal);
+  ASSERT_TRUE(reason.ok()) << reason.status().to_string();
+  EXPECT_EQ(*reason, "no secret here");
+  refusal.push_back(0);
+  EXPECT_EQ(decode_auth_refused(refusal).status().code(), StatusCode::kDataLoss);
+  std::vector<uint8_t> long_refusal;
+  encode_auth_refused(std::string(kMaxRefusalBytes + 100, 'x'), &long_refusal);
+  auto cut = decode_auth_refused(long_refusal);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ(cut->size(), kMaxRefusalBytes);
+  std::vector<uint8_t> oversized;
+  Writer(oversized).bytes(std::string(kMaxRefusalBytes + 1, 'x'));
+  EXPECT_EQ(decode_auth_refused(oversized).status().code(), StatusCode::kDataLoss);
 }
 
 }  // namespace

@@ -188,10 +188,16 @@ Status Socket::send_frame(MsgType type, std::span<const uint8_t> payload, TimePo
   return write_all(payload.data() + body, payload.size() - body, deadline);
 }
 
-Status Socket::recv_frame(MsgType* type, std::vector<uint8_t>* payload, TimePoint deadline) {
+Status Socket::recv_frame(MsgType* type, std::vector<uint8_t>* payload, TimePoint deadline,
+                          uint32_t max_payload_bytes) {
   uint8_t header[kFrameHeaderBytes];
   PDKV_RETURN_IF_ERROR(read_all(header, sizeof(header), deadline));
   PDKV_ASSIGN_OR_RETURN(FrameHeader h, decode_frame_header(header));
+  if (h.payload_bytes > max_payload_bytes) {
+    return data_loss("control channel: a frame of " + std::to_string(h.payload_bytes) +
+                     " payload bytes where at most " + std::to_string(max_payload_bytes) +
+                     " are accepted");
+  }
   *type = h.type;
   payload->resize(h.payload_bytes);
   return read_all(payload->data(), h.payload_bytes, deadline);

@@ -1,6 +1,8 @@
 // Control channel of the shm and UCX backends: a TCP connection to the peer engine's
 // endpoint carrying small framed messages. Bytes never travel here (CMA or UCX moves
-// them); the channel carries the handshake, write leases and their release.
+// them); the channel carries the handshake, write leases and their release. With a
+// cluster secret every connection starts with the session handshake (lease_auth.h:
+// kAuthHello, kAuthChallenge, kAuthProof) before kHello.
 //
 // Frame: u8 version (kWireVersion), u8 type (MsgType), u16 zero, u32 payload_bytes,
 // then the payload; every integer little-endian, fixed width, encoded field by field
@@ -27,21 +29,29 @@
 
 namespace pdkv::engine::lease {
 
-inline constexpr uint8_t kWireVersion = 2;  // 2: lease ranges carry a write grant
+// 2: lease ranges carry a write grant; 3: the session handshake (kAuth*) and kAuthRefused
+inline constexpr uint8_t kWireVersion = 3;
 inline constexpr uint32_t kFrameHeaderBytes = 8;
 inline constexpr uint32_t kMaxPayloadBytes = 64u << 20;
+// What a receiver reads from a peer before it authenticated (the handshake's messages and
+// kHello are a few dozen bytes): a stranger cannot make it allocate kMaxPayloadBytes.
+inline constexpr uint32_t kMaxHandshakePayloadBytes = 4096;
 
 enum class MsgType : uint8_t {
-  kHello = 1,       // sender -> receiver: backend name, host identity, backend extra
-  kHelloAck = 2,    // receiver -> sender: status, pid, host identity, backend extra
-  kLease = 3,       // u64 part_id, u32 count, count x (u64 dst, u64 length)
-  kGrant = 4,       // u64 part_id, u8 ok, u32 bad_index, u64 first_bad, u64 epoch, str msg
-  kDone = 5,        // u64 part_id
-  kDoneAck = 6,     // u64 part_id
-  kRegionsReq = 7,  // (UCX) ask for the region table with packed rkeys
-  kRegions = 8,     // (UCX) u64 epoch, u32 n, n x (u64 addr, u64 len, bytes rkey)
+  kHello = 1,           // sender -> receiver: backend name, host identity, backend extra
+  kHelloAck = 2,        // receiver -> sender: status, pid, host identity, backend extra
+  kLease = 3,           // u64 part_id, u32 count, count x (u64 dst, u64 length)
+  kGrant = 4,           // u64 part_id, u8 ok, u32 bad_index, u64 first_bad, u64 epoch, str msg
+  kDone = 5,            // u64 part_id
+  kDoneAck = 6,         // u64 part_id
+  kRegionsReq = 7,      // (UCX) ask for the region table with packed rkeys
+  kRegions = 8,         // (UCX) u64 epoch, u32 n, n x (u64 addr, u64 len, bytes rkey)
+  kAuthHello = 9,       // sender -> receiver: its nonce (lease_auth.h)
+  kAuthChallenge = 10,  // receiver -> sender: its nonce and its proof
+  kAuthProof = 11,      // sender -> receiver: the sender's proof
+  kAuthRefused = 12,    // either way, then the connection closes: str why
 };
-inline constexpr uint8_t kMaxMsgType = 8;
+inline constexpr uint8_t kMaxMsgType = 12;
 
 struct FrameHeader {
   MsgType type = MsgType::kHello;
@@ -102,8 +112,11 @@ class Socket {
   // Sends one frame (header + payload) before `deadline`.
   Status send_frame(MsgType type, std::span<const uint8_t> payload, TimePoint deadline);
   // Receives one frame; Unavailable on EOF/reset, DeadlineExceeded on timeout, DataLoss
-  // on a malformed header. `payload` is reused (no allocation once it is large enough).
-  Status recv_frame(MsgType* type, std::vector<uint8_t>* payload, TimePoint deadline);
+  // on a malformed header or a payload above `max_payload_bytes` (checked before anything
+  // is allocated: a peer not yet authenticated gets kMaxHandshakePayloadBytes). `payload`
+  // is reused (no allocation once it is large enough).
+  Status recv_frame(MsgType* type, std::vector<uint8_t>* payload, TimePoint deadline,
+                    uint32_t max_payload_bytes = kMaxPayloadBytes);
 
  private:
   Status write_all(const uint8_t* p, size_t n, TimePoint deadline);

@@ -99,6 +99,14 @@ std::vector<std::vector<uint8_t>> lease_seeds() {
   add(MsgType::kRegionsReq);
   lease::encode_regions({4, {{0x10000, 1 << 20, "rkey-a"}, {0x800000, 4096, "rkey-bb"}}}, &p);
   add(MsgType::kRegions);
+  p.assign(32, 0x5a);
+  add(MsgType::kAuthHello);
+  p.assign(64, 0xa5);
+  add(MsgType::kAuthChallenge);
+  p.assign(32, 0x3c);
+  add(MsgType::kAuthProof);
+  lease::encode_auth_refused("this endpoint admits cluster members only", &p);
+  add(MsgType::kAuthRefused);
   return s;
 }
 

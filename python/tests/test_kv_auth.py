@@ -23,19 +23,27 @@ def secret(tmp_path, monkeypatch):
     return p
 
 
-def test_members_with_the_secret_move_every_byte(secret):
-    env = {"PDKV_SECRET_FILE": secret}
+# Every backend runs the session handshake with the secret: tcp on its data connections,
+# shm (and ucx) on the lease channel before any CMA write or UCX put.
+BACKENDS = ["tcp", "shm"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_members_with_the_secret_move_every_byte(secret, backend):
+    env = {"PDKV_SECRET_FILE": secret, "PDKV_ENGINE_BACKEND": backend}
     with Cluster(pdkv, Shape(), p_tp=2, d_tp=1, rooms=(31, 32), pages=6, env=env) as c:
         assert_all_succeeded(c.start().run())
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("decode_secret", ["none", "other"])
 def test_a_decode_without_the_secret_gets_no_byte_and_fails_with_a_reason(
-        secret, tmp_path, decode_secret):
+        secret, tmp_path, decode_secret, backend):
     decode_env = {"PDKV_SECRET_FILE": ""}
     if decode_secret == "other":
         decode_env["PDKV_SECRET_FILE"] = write_secret(tmp_path / "other", b"o")
-    env = {"PDKV_SECRET_FILE": secret, "PDKV_BOOTSTRAP_TIMEOUT_S": "2"}
+    env = {"PDKV_SECRET_FILE": secret, "PDKV_BOOTSTRAP_TIMEOUT_S": "2",
+           "PDKV_ENGINE_BACKEND": backend}
     with Cluster(pdkv, Shape(), rooms=(41,), pages=4, env=env, decode_env=decode_env,
                  timeout=20) as c:
         done = c.start().run(timeout=40)

@@ -87,15 +87,17 @@ class ShmBackend final : public Backend, private lease::LeaseServerHooks {
   ShmBackend(const BackendContext& ctx, const ShmOptions& options)
       : ctx_(ctx),
         options_(options),
-        server_(lease::LeaseServerOptions{"shm", options.io_timeout_ms,
-                                          ctx.options->connect_timeout_ms},
-                ctx.registry, this) {}
+        server_(
+            lease::LeaseServerOptions{"shm", options.io_timeout_ms, ctx.options->connect_timeout_ms,
+                                      ctx.options->cluster_key},
+            ctx.registry, this) {}
 
   BackendCapabilities capabilities() const override {
     BackendCapabilities c;
     c.name = "shm";
     c.cross_host = false;
     c.software_bounds_check = true;
+    c.authenticates_sessions = true;  // the lease channel's handshake (lease_auth.h)
     c.wants_memory_hooks = false;
     return c;
   }
@@ -109,7 +111,10 @@ class ShmBackend final : public Backend, private lease::LeaseServerHooks {
 
   Result<std::unique_ptr<BackendPeer>> connect(const std::string& endpoint) override {
     auto client = std::make_unique<lease::LeaseClient>();
-    PDKV_RETURN_IF_ERROR(client->connect(endpoint, "shm", ctx_.options->connect_timeout_ms));
+    // With a cluster secret the receiver proves it before we learn its pid: a stranger
+    // posing as a decode is never probed nor written by CMA.
+    PDKV_RETURN_IF_ERROR(client->connect(endpoint, "shm", ctx_.options->connect_timeout_ms,
+                                         ctx_.options->cluster_key.get()));
     const lease::PeerHello& hello = client->hello();
     if (hello.host_identity != lease::host_identity()) {
       return failed_precondition(endpoint +

@@ -17,6 +17,10 @@
 // validates the part's destinations against its MemoryRegistry and pins them before the
 // sender writes a byte; unregister_memory() revokes at once for new parts and waits for
 // granted ones.
+// With a cluster secret (EngineOptions::cluster_key) the lease channel starts with the
+// session handshake (engine/lease/lease_auth.h): a sender that cannot prove the secret
+// gets no lease (nor the pid and probe address a CMA write needs), and a receiver that
+// cannot is never written.
 // The handshake refuses peers on another host or pid namespace (boot id + pid-namespace
 // inode) and probes CMA permission by writing a probe word in the receiver, so EPERM
 // (ptrace rules: same uid, kernel.yama.ptrace_scope, CAP_SYS_PTRACE) is a clear

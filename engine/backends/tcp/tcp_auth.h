@@ -1,16 +1,8 @@
-// Mutual challenge-response authentication of a TCP data-plane connection, run before a
-// single byte of KV data is accepted or sent (docs/SECURITY.md).
-//
-// Both ends hold the cluster secret (common/cluster_key.h). With nonces chosen fresh by
-// each side for this connection only:
-//   sender   -> AUTH_HELLO      nonce_s
-//   receiver -> AUTH_CHALLENGE  nonce_r, HMAC_dp("pdkv-tcp-receiver", nonce_s, nonce_r)
-//   sender   -> AUTH_PROOF      HMAC_dp("pdkv-tcp-sender", nonce_s, nonce_r)
-// so the sender checks it talks to a member (a stranger posing as a decode gets no KV
-// bytes) and the receiver checks the sender is one (a stranger writes nothing). A
-// recorded handshake is useless: the other side's nonce differs every time. The HELLO of
-// tcp_frame.h follows as before. The wire is not encrypted (docs/SECURITY.md says how to
-// add that).
+// The session handshake (engine/session_auth.h) on a TCP data-plane connection, before a
+// single byte of KV data is accepted or sent (docs/SECURITY.md). This file only frames
+// its three messages as tcp_frame.h frames (AUTH_HELLO, AUTH_CHALLENGE, AUTH_PROOF: the
+// body's size in `count`, then the body); the HELLO of tcp_frame.h follows as before.
+// The channel is kTcpDataChannel (its own derived key and labels).
 //
 // An end without a secret facing one with it fails the handshake with Unauthenticated,
 // naming the mismatch; so does a wrong secret. Each call takes at most `timeout_ms` per

@@ -83,7 +83,7 @@ class TcpBackend final : public Backend {
 
   BackendCapabilities capabilities() const override {
     return BackendCapabilities{"tcp", /*cross_host=*/true, /*software_bounds_check=*/true,
-                               /*wants_memory_hooks=*/false};
+                               /*wants_memory_hooks=*/false, /*authenticates_sessions=*/true};
   }
 
   Result<std::string> listen() override {

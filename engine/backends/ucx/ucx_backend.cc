@@ -55,10 +55,11 @@ class UcxBackend final : public Backend, private lease::LeaseServerHooks {
         options_(options),
         worker_(std::move(worker)),
         peer_err_mode_(peer_err_mode),
-        server_(std::in_place,
-                lease::LeaseServerOptions{"ucx", options.io_timeout_ms,
-                                          ctx.options->connect_timeout_ms},
-                ctx.registry, static_cast<lease::LeaseServerHooks*>(this)) {}
+        server_(
+            std::in_place,
+            lease::LeaseServerOptions{"ucx", options.io_timeout_ms, ctx.options->connect_timeout_ms,
+                                      ctx.options->cluster_key},
+            ctx.registry, static_cast<lease::LeaseServerHooks*>(this)) {}
 
   ~UcxBackend() override {
     server_.reset();  // its threads call our hooks
@@ -74,6 +75,7 @@ class UcxBackend final : public Backend, private lease::LeaseServerHooks {
     c.name = "ucx";
     c.cross_host = true;
     c.software_bounds_check = true;
+    c.authenticates_sessions = true;  // the lease channel's handshake (lease_auth.h)
     c.wants_memory_hooks = true;
     return c;
   }
@@ -130,7 +132,12 @@ class UcxBackend final : public Backend, private lease::LeaseServerHooks {
 
   Result<std::unique_ptr<BackendPeer>> connect(const std::string& endpoint) override {
     auto client = std::make_unique<lease::LeaseClient>();
-    PDKV_RETURN_IF_ERROR(client->connect(endpoint, "ucx", ctx_.options->connect_timeout_ms));
+    PDKV_RETURN_IF_ERROR(client->connect(endpoint, "ucx", ctx_.options->connect_timeout_ms,
+                                         ctx_.options->cluster_key.get()));
+    // UCX wire-up happens only here, after the lease handshake: the worker address comes
+    // in its hello ack (sent by the receiver only once we proved the cluster secret, and
+    // accepted by us only once it proved it), and the endpoint is created from it below.
+    // rkeys follow later over the same authenticated channel (kRegions).
     std::string address = client->hello().extra;
     auto peer = std::make_unique<UcxPeer>(
         endpoint, ctx_.sink,

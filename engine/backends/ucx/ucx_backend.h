@@ -2,15 +2,20 @@
 // cuda_ipc and NVLink on machines that have them; shared memory or tcp here.
 //
 // Control plane: the shm backend's lease channel (engine/lease/lease_server.h) at
-// the engine endpoint. The handshake carries the receiver's UCP worker address (the
-// sender creates its endpoint from it); every part is leased, so the receiver validates
-// destinations against its MemoryRegistry (OutOfRange naming the entry) and unregister
-// waits for granted parts, exactly as for shm. Memory is registered with ucp_mem_map in
-// on_register_memory(); the region table with packed rkeys is served over the channel
-// and refreshed by the sender whenever a grant names a newer table epoch (so new or
-// removed regions are picked up on the next part). rkeys still restrict hardware RDMA to
-// registered memory; the software check is what names the entry and covers transports
-// that emulate puts in software (tcp, posix/sysv).
+// the engine endpoint. With a cluster secret it starts with the session handshake
+// (engine/lease/lease_auth.h), and only then does the receiver send its worker address
+// and rkeys: the sender creates its UCP endpoint (UCX wire-up) after the handshake, and
+// a peer that cannot prove the secret gets neither. UCX's own transports are not
+// authenticated by pdkv (docs/SECURITY.md). The hello ack carries the receiver's UCP
+// worker address (the sender creates its endpoint from it); every part is leased, so
+// the receiver validates destinations against its MemoryRegistry (OutOfRange naming the
+// entry) and unregister waits for granted parts, exactly as for shm. Memory is
+// registered with ucp_mem_map in on_register_memory(); the region table with packed
+// rkeys is served over the channel and refreshed by the sender whenever a grant names a
+// newer table epoch (so new or removed regions are picked up on the next part); each
+// rkey is bounds-checked before UCX unpacks it (packed_rkey.h). rkeys still restrict
+// hardware RDMA to registered memory; the software check is what names the entry and
+// covers transports that emulate puts in software (tcp, posix/sysv).
 //
 // Data plane: the sender's part = puts for every piece (split at region boundaries),
 // then ucp_ep_flush_nbx; flush completion is remote completion, then the lease is

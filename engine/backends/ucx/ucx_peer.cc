@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "engine/backends/ucx/packed_rkey.h"
 #include "engine/lease/messages.h"
 
 namespace pdkv::engine::ucx {
@@ -100,8 +101,16 @@ Status UcxPeer::refresh_rkeys(uint64_t epoch) {
       return;
     }
     for (const auto& p : table.regions) {
+      // UCX parses the rkey without a length: bound it first (packed_rkey.h).
+      Status bounded = check_packed_rkey(p.rkey);
+      if (!bounded.ok()) {
+        result = data_loss("ucx: region " + std::to_string(p.addr) + " of " + endpoint() + ": " +
+                           bounded.message());
+        return;
+      }
+      const std::string padded = padded_rkey(p.rkey);
       ucp_rkey_h rkey = nullptr;
-      ucs_status_t st = ucp_ep_rkey_unpack(ep_, p.rkey.data(), &rkey);
+      ucs_status_t st = ucp_ep_rkey_unpack(ep_, padded.data(), &rkey);
       if (st != UCS_OK) {
         result = internal_error("ucp_ep_rkey_unpack for region " + std::to_string(p.addr) + " of " +
                                 endpoint() + ": " + ucs_status_string(st));
