@@ -27,7 +27,9 @@ if [[ -n "$sanitize" ]]; then
          -DPDKV_BUILD_PYTHON=OFF "-DPDKV_LAYERS=common;plan;engine;proto;bootstrap;kv;tests;tools")
 fi
 # ccache, when installed, lets several checkouts (git worktrees) share compiled objects.
+# The base directory and no hashed cwd make objects from /work/a and /work/b hit each other.
 if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(pwd)}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
   args+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
 cmake -S . -B "$dir" "${args[@]}" >/dev/null
