@@ -1,0 +1,23 @@
+"""pdkv.testing: what every pdkv test, benchmark and demo process needs to stand up a
+rank and prove the bytes it moved, in one copy (issue 16): the byte pattern (pattern),
+a rank's numpy KV memory (memory), KVArgs from those buffers (kv_args), the PDKV_*
+settings of test processes (settings) and polling with deadlines (polling).
+
+Used by python/tests, bench/e2e, bench/chaos and demo/. Shipped in the package (the CLI's
+driver scripts run from an installed pdkv and import it), but not part of pdkv's API for
+engines: names here may change with the tests that use them."""
+from .kv_args import kv_args_from_buffers
+from .memory import RankMemory, heads_of, shuffled_pages
+from .pattern import expected_pages, first_mismatch, page_bases, page_offsets
+from .polling import (FAILED, SUCCESS, PollTimeout, is_terminal, poll_until, wait_flag,
+                      wait_terminal, wait_until)
+from .settings import (DEFAULT_LIVENESS, FAST_TIMEOUTS, QUIET, apply_settings, fast_config,
+                       liveness_bound_s, room_timeouts)
+
+__all__ = [
+    "kv_args_from_buffers", "RankMemory", "heads_of", "shuffled_pages", "expected_pages",
+    "first_mismatch", "page_bases", "page_offsets", "FAILED", "SUCCESS", "PollTimeout",
+    "is_terminal", "poll_until", "wait_flag", "wait_terminal", "wait_until",
+    "DEFAULT_LIVENESS", "FAST_TIMEOUTS", "QUIET", "apply_settings", "fast_config",
+    "liveness_bound_s", "room_timeouts",
+]
