@@ -11,7 +11,7 @@ process that holds one KVManager and executes commands sent over its own pipe:
 `watch` polls every room of the rank in one loop and stamps the moment each one became
 terminal with time.monotonic() (CLOCK_MONOTONIC is system-wide on Linux, so stamps from
 different processes and the test compare directly); then a decode checks every byte of each
-Success room (the pattern of kv_harness: buffer, page, token, head, byte, room) and that no
+Success room (pdkv.testing's pattern: buffer, page, token, head, byte, room) and that no
 byte outside its rooms' pages was written. `forward` sends an event after each layer it
 marks, so the test can act mid-transfer.
 
@@ -35,55 +35,17 @@ from typing import Optional
 import numpy as np
 
 from kv_harness import RankMemory, Shape, pages_for
+from pdkv.testing import QUIET, room_timeouts, wait_until
 
 CTX = mp.get_context("spawn")
 
-QUIET_ENV = {"PDKV_LOG_LEVEL": "warn"}
-# Empty means "the default" (docs/CONFIG.md): set explicitly so that nothing inherited from
-# the environment of the test runner changes the liveness under test.
-DEFAULT_LIVENESS_ENV = {"PDKV_HEARTBEAT_INTERVAL_S": "", "PDKV_HEARTBEAT_MAX_FAILURES": ""}
 # Room timeouts short enough that a lost room ends inside the test instead of at 120/300 s;
-# they are not liveness settings and far longer than any scenario here.
-ROOM_TIMEOUT_ENV = {"PDKV_BOOTSTRAP_TIMEOUT_S": "40", "PDKV_WAITING_TIMEOUT_S": "50"}
+# they are not liveness settings and far longer than any scenario here. Liveness is
+# pdkv.testing.DEFAULT_LIVENESS where a test is about it.
+ROOM_TIMEOUT_ENV = room_timeouts(40, 50)
 
 # "layerwise" argument of the send command that means "do not pass the keyword at all".
 OMIT = "omit"
-
-
-# --- memory patterns ---------------------------------------------------------------------
-
-def pattern(shape: Shape, buffer: int, room: int, n_pages: int, first_head: int,
-            n_heads: int) -> np.ndarray:
-    """kv_harness.expected_pages, byte for byte, computed in uint8: the pattern is a sum of
-    one term per axis mod 256, so adding the terms with uint8 wrap-around gives it with one
-    pass over the full array instead of several int64 ones (~10x faster; these tests move
-    tens of MiB per rank)."""
-    hb = shape.head_dim * shape.dtype_bytes
-    u8 = lambda a: (a % 256).astype(np.uint8)  # noqa: E731
-    i = u8(np.arange(n_pages) * 31).reshape(-1, 1, 1, 1)
-    t = u8(np.arange(shape.page_size) * 17).reshape(1, -1, 1, 1)
-    h = u8(np.arange(first_head, first_head + n_heads) * 7).reshape(1, 1, -1, 1)
-    x = u8(np.arange(hb) * 3 + buffer * 131 + room * 59 + 1).reshape(1, 1, 1, -1)
-    return (i + t + h) + x
-
-
-class FastRankMemory(RankMemory):
-    """RankMemory with the same patterns, filled and checked through `pattern`."""
-
-    def _want(self, b: int, room: int, n: int) -> np.ndarray:
-        return pattern(self.shape, b, room, n, self.first_head, self.n_heads)
-
-    def fill_layer(self, room: int, pages: np.ndarray, layer: int) -> None:
-        for b in self.layer_buffers_of(layer):
-            self.bufs[b][pages] = self._want(b, room, len(pages))
-
-    def fill(self, room: int, pages: np.ndarray) -> None:
-        for b in range(len(self.bufs)):
-            self.bufs[b][pages] = self._want(b, room, len(pages))
-
-    def holds(self, room: int, pages: np.ndarray, first: int = 0) -> bool:
-        return all(np.array_equal(buf[pages[first:]], self._want(b, room, len(pages))[first:])
-                   for b, buf in enumerate(self.bufs))
 
 
 # --- the rank process ---------------------------------------------------------------------
@@ -95,7 +57,7 @@ class _Rank:
         self.role, self.tp, self.dp = cfg["role"], cfg["tp"], cfg["dp"]
         self.rank = cfg["engine_rank"]
         self.group, in_group = divmod(self.rank, self.tp)
-        self.mem = FastRankMemory(self.shape, self.tp, in_group)
+        self.mem = RankMemory(self.shape, self.tp, in_group)
         self.universe = cfg["universe"]
         self.mgr = pdkv.KVManager(self.mem.kv_args(pdkv, self.rank, self.tp, self.dp),
                                   self.role, cfg["addr"],
@@ -137,13 +99,14 @@ class _Rank:
     def cmd_wait_state(self, at_least: int, timeout: float, rooms=None):
         """Waits until every (given) room is at `at_least` or terminal; returns the states."""
         rooms = self._mine(rooms) if rooms is not None else list(self.rooms)
-        deadline = time.monotonic() + timeout
-        while True:
-            states = {r: int(self.rooms[r][0].poll()) for r in rooms}
-            if all(s >= at_least or s == 0 for s in states.values()) or \
-                    time.monotonic() > deadline:
-                return states
-            time.sleep(0.005)
+        states = {}
+
+        def reached():
+            states.update({r: int(self.rooms[r][0].poll()) for r in rooms})
+            return all(s >= at_least or s == 0 for s in states.values())
+
+        wait_until(reached, timeout)
+        return states
 
     def cmd_send(self, rooms, chunks: int = 1, layerwise=OMIT):
         t0 = time.monotonic()
@@ -230,9 +193,7 @@ class _Rank:
         return int(sum(np.count_nonzero(b[~used]) for b in self.mem.bufs))
 
     def cmd_active(self, timeout: float = 5.0):
-        deadline = time.monotonic() + timeout
-        while self.mgr.active_rooms() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: not self.mgr.active_rooms(), timeout, 0.01)
         return self.mgr.active_rooms()
 
 
@@ -411,7 +372,7 @@ class Ranks:
 
     def __init__(self, pdkv, shape: Shape, universe, env: dict):
         self.pdkv, self.shape, self.universe = pdkv, shape, list(universe)
-        self.env = dict(QUIET_ENV, **env)
+        self.env = dict(QUIET, **env)
         self.server = pdkv.BootstrapServer("127.0.0.1", 0)
         self.addr = f"127.0.0.1:{self.server.port}"
         self.all = []

@@ -15,40 +15,23 @@ import sys
 import time
 import traceback
 
+from pdkv.testing import FAST_TIMEOUTS, apply_settings, liveness_bound_s
+
 # fork, not spawn: the test imports torch once and every rank inherits it (a spawned
 # rank would re-import it, ~4 s each on a loaded CI host). Safe because nothing has
 # started a thread when the ranks fork: the bootstrap server starts after them
 # (Ranks.serve_bootstrap) and torch starts its thread pools lazily.
 CTX = mp.get_context("fork")
 STANDINS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "standins")
-FAST_ENV = {
-    "PDKV_HEARTBEAT_INTERVAL_S": "0.2",
-    "PDKV_HEARTBEAT_MAX_FAILURES": "3",
-    "PDKV_BOOTSTRAP_TIMEOUT_S": "20",
-    "PDKV_WAITING_TIMEOUT_S": "30",
-    "PDKV_LOG_LEVEL": "warn",
-}
 # R2 (RELIABILITY.md): a killed prefill rank fails the decode rooms within heartbeat
-# interval x max failures + 1 s, 1.6 s with FAST_ENV; the adapters must pass it on as fast.
-FAILURE_BOUND_S = 0.2 * 3 + 1.0
+# interval x max failures + 1 s, 1.6 s with FAST_TIMEOUTS; the adapters must pass it on as fast.
+FAILURE_BOUND_S = liveness_bound_s(FAST_TIMEOUTS)
 
 
 def use_standins() -> None:
     """Puts the engine stand-ins first on sys.path (tests only; never with real engines)."""
     if STANDINS not in sys.path:
         sys.path.insert(0, STANDINS)
-
-
-def apply_env(env: dict) -> None:
-    os.environ.update(FAST_ENV)
-    os.environ.update(env or {})
-
-
-def heads_of(rank: int, tp: int, total: int) -> tuple[int, int]:
-    """(first model head, count) held by rank of tp, pdkv's contiguous split."""
-    if total >= tp:
-        return rank * (total // tp), total // tp
-    return rank * total // tp, 1
 
 
 def pattern(torch, layer: int, kv: int, tokens: range, first_head: int, n_heads: int,
@@ -81,7 +64,7 @@ def rank_entry(target, cfg: dict, out_q, in_q) -> None:
     """Process body: runs target(cfg, out_q, in_q), reporting any exception."""
     try:
         use_standins()
-        apply_env(cfg.get("env"))
+        apply_settings(FAST_TIMEOUTS, cfg.get("env"))
         msg = in_q.get(timeout=60)  # the bootstrap server starts once every rank forked
         assert msg[0] == "addr", msg
         target(dict(cfg, addr=msg[1]), out_q, in_q)

@@ -1,9 +1,10 @@
 """Multi-process scenarios for the pdkv KV API: a real bootstrap server, prefill and
 decode ranks as separate processes over loopback (ZeroMQ control plane, TCP engine).
 
-Each rank fills or checks its KV pages with a pattern that names (buffer, request page,
-token, model head, byte, room), so a byte in the wrong place, of the wrong head or of the
-wrong room is caught. Ranks report to the test through a multiprocessing queue.
+Each rank fills or checks its KV pages with pdkv.testing's byte pattern (it names buffer,
+request page, token, model head, byte and room), so a byte in the wrong place, of the
+wrong head or of the wrong room is caught. Ranks run with pdkv.testing.FAST_TIMEOUTS and
+report to the test through a multiprocessing queue.
 """
 from __future__ import annotations
 
@@ -13,20 +14,14 @@ import os
 import signal
 import time
 import traceback
-import zlib
 from typing import Optional
 
 import numpy as np
 
-CTX = mp.get_context("spawn")
+from pdkv import testing
+from pdkv.testing import FAST_TIMEOUTS, apply_settings, heads_of, wait_flag, wait_terminal
 
-FAST_ENV = {
-    "PDKV_HEARTBEAT_INTERVAL_S": "0.2",
-    "PDKV_HEARTBEAT_MAX_FAILURES": "3",
-    "PDKV_BOOTSTRAP_TIMEOUT_S": "20",
-    "PDKV_WAITING_TIMEOUT_S": "30",
-    "PDKV_LOG_LEVEL": "warn",
-}
+CTX = mp.get_context("spawn")
 
 
 @dataclasses.dataclass
@@ -45,13 +40,8 @@ class Shape:
     draft_head_dim: int = 0
 
     def heads_of(self, rank: int, tp: int, draft: bool = False) -> tuple[int, int]:
-        if self.mla:
-            return 0, 1
         heads = (self.draft_heads or self.heads) if draft else self.heads
-        if heads >= tp:
-            n = heads // tp
-            return rank * n, n
-        return rank * heads // tp, 1
+        return heads_of(rank, tp, heads, self.mla)
 
     def buffers(self) -> int:
         kv_layers = self.layers + self.draft_layers
@@ -73,17 +63,6 @@ class Shape:
         return [[l, L + l] for l in range(L)] + [[2 * L + d, 2 * L + D + d] for d in range(D)]
 
 
-def expected_pages(shape: Shape, buffer: int, room: int, n_pages: int, first_head: int,
-                   n_heads: int) -> np.ndarray:
-    """[n_pages, page_size, n_heads, head_bytes] uint8 pattern of one request."""
-    hb = shape.head_bytes(buffer)
-    i = np.arange(n_pages).reshape(-1, 1, 1, 1)
-    t = np.arange(shape.page_size).reshape(1, -1, 1, 1)
-    h = np.arange(first_head, first_head + n_heads).reshape(1, 1, -1, 1)
-    x = np.arange(hb).reshape(1, 1, 1, -1)
-    return ((buffer * 131 + i * 31 + t * 17 + h * 7 + x * 3 + room * 59 + 1) % 256).astype(np.uint8)
-
-
 AUX_ROWS, AUX_ROW_BYTES = 16, 40
 STATE_SLOTS, STATE_SLOT_BYTES = 16, 96
 
@@ -103,22 +82,17 @@ def room_slots(rooms: list, room: int, n_dst: int):
     return k, k, AUX_ROWS - 1 - k, [STATE_SLOTS - 1 - k * n_dst - j for j in range(n_dst)]
 
 
-class RankMemory:
+class RankMemory(testing.RankMemory):
+    """A rank's buffers for a Shape: KV (a draft buffer with its own heads and head
+    size), plus one aux buffer (a row per request slot) and two state buffers (a slot
+    each), allocated always, registered only when the scenario uses them."""
+
     def __init__(self, shape: Shape, tp: int, rank_in_group: int):
         self.shape = shape
         self.first_head, self.n_heads = shape.heads_of(rank_in_group, tp)
-        hb = shape.head_dim * shape.dtype_bytes
-        self.page_shape = (shape.page_size, self.n_heads, hb)
-        self.item = shape.page_size * self.n_heads * hb
-        # (first head, heads, bytes per page) of each buffer: a draft buffer has its own.
-        self.geometry = []
-        for b in range(shape.buffers()):
-            first, n = shape.heads_of(rank_in_group, tp, shape.is_draft_buffer(b))
-            self.geometry.append((first, n, shape.page_size * n * shape.head_bytes(b)))
-        self.bufs = [np.zeros((shape.capacity, shape.page_size, n, shape.head_bytes(b)), np.uint8)
-                     for b, (_, n, _) in enumerate(self.geometry)]
-        # One aux buffer (a row per request slot) and two state buffers (a slot each),
-        # allocated always, registered only when the scenario uses them.
+        geometry = [shape.heads_of(rank_in_group, tp, shape.is_draft_buffer(b))
+                    + (shape.head_bytes(b),) for b in range(shape.buffers())]
+        super().__init__(geometry, shape.capacity, shape.page_size)
         self.aux = np.zeros((AUX_ROWS, AUX_ROW_BYTES), np.uint8)
         self.state = [np.zeros((STATE_SLOTS, STATE_SLOT_BYTES), np.uint8) for _ in range(2)]
 
@@ -128,13 +102,6 @@ class RankMemory:
         layer_buffers order (a mismatch only the prefill's registration check sees)."""
         s = self.shape
         extra = {}
-        if aux:
-            extra.update(aux_data_ptrs=[self.aux.ctypes.data], aux_data_lens=[self.aux.nbytes],
-                         aux_item_lens=[AUX_ROW_BYTES])
-        if state:
-            extra.update(state_data_ptrs=[b.ctypes.data for b in self.state],
-                         state_data_lens=[b.nbytes for b in self.state],
-                         state_item_lens=[STATE_SLOT_BYTES] * 2)
         layer_buffers = s.layer_buffers()
         if s.draft_layers:
             extra.update(target_layer_num=s.layers, draft_total_kv_head_num=s.draft_heads,
@@ -142,30 +109,22 @@ class RankMemory:
                          draft_kv_head_num=self.geometry[-1][1] if s.draft_heads else 0)
         if layout == "swapped":
             layer_buffers = [list(reversed(b)) for b in layer_buffers]
-        return pdkv.KVArgs(
-            engine_rank=engine_rank, tp_size=tp, dp_size=dp, page_size=s.page_size,
-            kv_data_ptrs=[b.ctypes.data for b in self.bufs],
-            kv_data_lens=[b.nbytes for b in self.bufs],
-            kv_item_lens=[g[2] for g in self.geometry], layer_buffers=layer_buffers,
+        return testing.kv_args_from_buffers(
+            self.bufs, engine_rank=engine_rank, tp_size=tp, dp_size=dp, page_size=s.page_size,
+            item_lens=self.item_lens, layer_buffers=layer_buffers,
             kv_head_num=self.n_heads, total_kv_head_num=1 if s.mla else s.heads,
             head_dim=s.head_dim, dtype_bytes=s.dtype_bytes,
             page_layout="HND" if layout == "HND" else "NHD", is_mla=s.mla,
-            **extra)
+            aux=[self.aux] if aux else (), state=self.state if state else (), **extra)
 
     def layer_buffers_of(self, layer: int) -> list:
         return self.shape.layer_buffers()[layer]
 
-    def expected(self, b: int, room: int, n: int) -> np.ndarray:
-        first, heads, _ = self.geometry[b]
-        return expected_pages(self.shape, b, room, n, first, heads)
-
     def fill_layer(self, room: int, pages: np.ndarray, layer: int) -> None:
-        for b in self.layer_buffers_of(layer):
-            self.bufs[b][pages] = self.expected(b, room, len(pages))
+        self.fill(room, pages, self.layer_buffers_of(layer))
 
     def layer_holds(self, room: int, pages: np.ndarray, layer: int) -> bool:
-        return all(np.array_equal(self.bufs[b][pages], self.expected(b, room, len(pages)))
-                   for b in self.layer_buffers_of(layer))
+        return self.holds(room, pages, buffers=self.layer_buffers_of(layer))
 
     def fill_extras(self, room: int, aux_row: int, slot: int) -> None:
         self.aux[aux_row] = aux_pattern(room)
@@ -178,47 +137,26 @@ class RankMemory:
         return all(np.array_equal(buf[slot], state_pattern(room, b))
                    for b, buf in enumerate(self.state) for slot in slots)
 
-    def fill(self, room: int, pages: np.ndarray) -> None:
-        for b, buf in enumerate(self.bufs):
-            buf[pages] = self.expected(b, room, len(pages))
-
-    def holds(self, room: int, pages: np.ndarray, first: int = 0) -> bool:
-        for b, buf in enumerate(self.bufs):
-            want = self.expected(b, room, len(pages))
-            if not np.array_equal(buf[pages[first:]], want[first:]):
-                return False
-        return True
-
 
 def pages_for(rooms: list, room: int, rank: int, n: int, capacity: int, side: str) -> np.ndarray:
     """Shuffled pages of `room` on one rank: disjoint from the other rooms' pages."""
     k = rooms.index(room)
     if (k + 1) * n > capacity:
         raise ValueError("not enough pages for every room")
-    rng = np.random.default_rng(zlib.crc32(f"{rank}/{side}".encode()))
-    return rng.permutation(capacity)[k * n:(k + 1) * n].astype(np.int64)
+    order = testing.shuffled_pages(capacity, f"{rank}/{side}")
+    return order[k * n:(k + 1) * n].astype(np.int64)
 
 
-def wait_terminal(obj, pdkv, timeout: float) -> "pdkv.KVPoll":
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = obj.poll()
-        if state in (pdkv.KVPoll.Success, pdkv.KVPoll.Failed):
-            return state
-        time.sleep(0.002)
-    return obj.poll()
+def apply_env(env, role_env=None):
+    """FAST_TIMEOUTS, then the scenario's `env`, then `role_env`: one side only (e.g. a
+    checksum only the decode checks)."""
+    apply_settings(FAST_TIMEOUTS, env, role_env)
 
 
-def _wait_flag(flag, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not flag.value and time.monotonic() < deadline:
-        time.sleep(0.005)
-
-
-def _apply_env(env, role_env=None):
-    os.environ.update(FAST_ENV)
-    os.environ.update(env or {})
-    os.environ.update(role_env or {})  # one side only (e.g. a checksum only the decode checks)
+def wait_inactive(mgr, timeout: float = 5.0) -> int:
+    """Waits for the manager's tables to empty; returns the rooms left (0 if they did)."""
+    testing.wait_until(lambda: not mgr.active_rooms(), timeout, 0.01)
+    return mgr.active_rooms()
 
 
 def scrape(mgr) -> Optional[str]:
@@ -233,7 +171,7 @@ def scrape(mgr) -> Optional[str]:
 def prefill_main(cfg: dict, results, go, stop):
     """One prefill rank: waits for `go`, sends its rooms, reports, stays until `stop`."""
     try:
-        _apply_env(cfg.get("env"), cfg.get("prefill_env"))
+        apply_env(cfg.get("env"), cfg.get("prefill_env"))
         import pdkv
         shape = cfg["shape"]
         tp, dp, rank = cfg["tp"], cfg["dp"], cfg["engine_rank"]
@@ -258,7 +196,7 @@ def prefill_main(cfg: dict, results, go, stop):
                 mem.fill(room, src)
             mem.fill_extras(room, aux_row, slot)
             senders[room] = (s, src, slot)
-        _wait_flag(go, 60)
+        wait_flag(go, 60)
         token, token_after = cfg.get("token"), cfg.get("token_after", False)
         if forward_ms is not None:
             mgr.reserve_layerwise_cache_steps()
@@ -282,7 +220,7 @@ def prefill_main(cfg: dict, results, go, stop):
             time.sleep(0.3)  # the KV is in flight or landed; the first token comes later
             for room in senders:
                 mgr.set_prefill_metadata(room, token + room, [room, 7])
-        out = {room: int(wait_terminal(s, pdkv, cfg.get("timeout", 30)))
+        out = {room: int(wait_terminal(s, cfg.get("timeout", 30)))
                for room, (s, _, _) in senders.items()}
         reasons, causes = {}, {}
         for room, (s, _, _) in senders.items():
@@ -291,15 +229,13 @@ def prefill_main(cfg: dict, results, go, stop):
             except pdkv.KVTransferError as e:
                 reasons[room] = str(e)
                 causes[room] = (e.cause, e.stage)
-        deadline = time.monotonic() + 5
-        while mgr.active_rooms() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_inactive(mgr)
         results.put(("done", "prefill", rank, {"states": out, "reasons": reasons,
                                                "causes": causes,
                                                "active": mgr.active_rooms(),
                                                "metrics": mgr.metrics(),
                                                "metrics_text": scrape(mgr)}))
-        _wait_flag(stop, 120)
+        wait_flag(stop, 120)
         mgr.shutdown()
     except Exception:
         results.put(("error", "prefill", cfg.get("engine_rank"), traceback.format_exc()))
@@ -308,7 +244,7 @@ def prefill_main(cfg: dict, results, go, stop):
 def decode_main(cfg: dict, results, go, stop):
     """One decode rank: receives its rooms, checks every byte, reports."""
     try:
-        _apply_env(cfg.get("env"), cfg.get("decode_env"))
+        apply_env(cfg.get("env"), cfg.get("decode_env"))
         import pdkv
         shape = cfg.get("decode_shape") or cfg["shape"]  # a decode of another layout
         tp, dp, rank = cfg["tp"], cfg["dp"], cfg["engine_rank"]
@@ -340,12 +276,12 @@ def decode_main(cfg: dict, results, go, stop):
             # Abort once layer 0 has landed: the transfer is under way, the rest never comes.
             deadline = time.monotonic() + 20
             for room, (r, dst, _, _) in receivers.items():
-                while not mem.layer_holds(room, dst, 0) and time.monotonic() < deadline:
-                    time.sleep(0.002)
+                testing.wait_until(lambda: mem.layer_holds(room, dst, 0),
+                                   deadline - time.monotonic(), 0.002)
                 r.abort()
         out, ok, meta, reasons, causes = {}, {}, {}, {}, {}
         for room, (r, dst, aux_row, slots) in receivers.items():
-            state = wait_terminal(r, pdkv, cfg.get("timeout", 30))
+            state = wait_terminal(r, cfg.get("timeout", 30))
             elapsed[room] = time.monotonic() - opened[room]  # from KVReceiver construction
             out[room] = int(state)
             ok[room] = bool(state == pdkv.KVPoll.Success and mem.holds(room, dst)
@@ -356,15 +292,13 @@ def decode_main(cfg: dict, results, go, stop):
             except pdkv.KVTransferError as e:
                 reasons[room] = str(e)
                 causes[room] = (e.cause, e.stage)
-        deadline = time.monotonic() + 5
-        while mgr.active_rooms() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_inactive(mgr)
         results.put(("done", "decode", rank, {"states": out, "bytes_ok": ok, "meta": meta,
                                               "reasons": reasons, "causes": causes,
                                               "elapsed": elapsed, "active": mgr.active_rooms(),
                                               "metrics": mgr.metrics(),
                                               "metrics_text": scrape(mgr)}))
-        _wait_flag(stop, 120)
+        wait_flag(stop, 120)
         mgr.shutdown()
     except Exception:
         results.put(("error", "decode", cfg.get("engine_rank"), traceback.format_exc()))
@@ -375,7 +309,7 @@ def serial_decode_main(cfg: dict, conn):
     "timeout"}), waits for it to end and answers with its outcome; None ends it. For
     scenarios where one live decode meets prefill ranks that come and go."""
     try:
-        _apply_env(cfg.get("env"))
+        apply_env(cfg.get("env"))
         import pdkv
         shape = cfg["shape"]
         mem = RankMemory(shape, 1, 0)
@@ -391,7 +325,7 @@ def serial_decode_main(cfg: dict, conn):
             r.init()
             dst = pages_for(ask["rooms"], room, 0, cfg["pages"], shape.capacity, "dst")
             r.send_metadata(dst)
-            state = wait_terminal(r, pdkv, ask.get("timeout", 30))
+            state = wait_terminal(r, ask.get("timeout", 30))
             out = {"state": int(state), "elapsed": time.monotonic() - t0,
                    "bytes_ok": bool(state == pdkv.KVPoll.Success and mem.holds(room, dst)),
                    "reason": None, "cause": None}

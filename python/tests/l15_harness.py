@@ -16,8 +16,8 @@ import traceback
 
 import numpy as np
 
-from kv_harness import (CTX, Cluster, RankMemory, _apply_env, _wait_flag, expected_pages,
-                        pages_for, wait_terminal)
+from kv_harness import CTX, Cluster, RankMemory, apply_env, pages_for
+from pdkv.testing import wait_flag, wait_terminal
 
 JUNK = 0xEE
 
@@ -28,10 +28,6 @@ def prefill_owns(page: int, rank: int, tp: int, on: bool) -> bool:
 
 def decode_owns(page: int, rank: int, on: bool) -> bool:
     return (page * 5 + rank) % 3 != 0 if on else True
-
-
-def _expected(mem: RankMemory, buffer: int, room: int, n: int) -> np.ndarray:
-    return expected_pages(mem.shape, buffer, room, n, mem.first_head, mem.n_heads)
 
 
 def _as_given(values: np.ndarray, style: int):
@@ -49,7 +45,7 @@ def _open_manager(pdkv, cfg, role):
 
 def l15_prefill_main(cfg: dict, results, go, stop):
     try:
-        _apply_env(cfg.get("env"))
+        apply_env(cfg.get("env"))
         import pdkv
         mem, mgr = _open_manager(pdkv, cfg, "prefill")
         n, on, tp = cfg["pages"], cfg["l15_prefill"], cfg["tp"]
@@ -62,7 +58,7 @@ def l15_prefill_main(cfg: dict, results, go, stop):
             kv, local = pool[:n], pool[n:]
             owned = np.array([prefill_owns(i, rank, tp, on) for i in range(n)])
             for b, buf in enumerate(mem.bufs):
-                want = _expected(mem, b, room, n)
+                want = mem.expected(b, room, n)
                 if on:
                     buf[kv] = JUNK
                     buf[local[owned]] = want[owned]
@@ -71,7 +67,7 @@ def l15_prefill_main(cfg: dict, results, go, stop):
             s = pdkv.KVSender(mgr, cfg["addr"], room)
             s.init(n)
             senders[room] = (s, kv, local, owned, k)
-        _wait_flag(go, 60)
+        wait_flag(go, 60)
         rejected = 0
         for room, (s, kv, local, owned, k) in senders.items():
             for c, idx in enumerate(np.array_split(np.arange(n), cfg.get("chunks", 1))):
@@ -87,7 +83,7 @@ def l15_prefill_main(cfg: dict, results, go, stop):
                         rejected += 1
                 s.send(_as_given(kv[idx], k + c), page_transfer_mask=mask,
                        page_local_indices=_as_given(local[idx][owned[idx]], k + c + 1))
-        states = {room: int(wait_terminal(s, pdkv, cfg.get("timeout", 30)))
+        states = {room: int(wait_terminal(s, cfg.get("timeout", 30)))
                   for room, (s, *_rest) in senders.items()}
         reasons = {}
         for room, (s, *_rest) in senders.items():
@@ -98,7 +94,7 @@ def l15_prefill_main(cfg: dict, results, go, stop):
         results.put(("done", "prefill", cfg["engine_rank"],
                      {"states": states, "reasons": reasons, "rejected": rejected,
                       "active": mgr.active_rooms()}))
-        _wait_flag(stop, 120)
+        wait_flag(stop, 120)
         mgr.shutdown()
     except Exception:
         results.put(("error", "prefill", cfg.get("engine_rank"), traceback.format_exc()))
@@ -106,7 +102,7 @@ def l15_prefill_main(cfg: dict, results, go, stop):
 
 def l15_decode_main(cfg: dict, results, go, stop):
     try:
-        _apply_env(cfg.get("env"))
+        apply_env(cfg.get("env"))
         import pdkv
         mem, mgr = _open_manager(pdkv, cfg, "decode")
         n, on, tp = cfg["pages"], cfg["l15_decode"], cfg["tp"]
@@ -137,11 +133,11 @@ def l15_decode_main(cfg: dict, results, go, stop):
             receivers[room] = (r, kv, local, owned)
         states, ok, reasons = {}, {}, {}
         for room, (r, kv, local, owned) in receivers.items():
-            state = wait_terminal(r, pdkv, cfg.get("timeout", 30))
+            state = wait_terminal(r, cfg.get("timeout", 30))
             states[room] = int(state)
             good = state == pdkv.KVPoll.Success
             for b, buf in enumerate(mem.bufs):
-                want = _expected(mem, b, room, n)[prefix:]
+                want = mem.expected(b, room, n)[prefix:]
                 if on:
                     good = good and np.array_equal(buf[local[owned]], want[owned])
                     good = good and not buf[kv].any() and not buf[local[~owned]].any()
@@ -156,7 +152,7 @@ def l15_decode_main(cfg: dict, results, go, stop):
                      {"states": states, "bytes_ok": ok, "reasons": reasons,
                       "owned": {room: int(o.sum()) for room, (_, _, _, o) in receivers.items()},
                       "active": mgr.active_rooms()}))
-        _wait_flag(stop, 120)
+        wait_flag(stop, 120)
         mgr.shutdown()
     except Exception:
         results.put(("error", "decode", cfg.get("engine_rank"), traceback.format_exc()))

@@ -16,7 +16,8 @@ import time
 
 import numpy as np
 
-from engine_replay import heads_of, pattern, wait_stop
+from engine_replay import pattern, wait_stop
+from pdkv.testing import heads_of
 
 LAYERS, HEAD_DIM, LATENT, POOL_TOKENS, AUX_ROWS = 2, 8, 24, 256, 8
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import pdkv
+from pdkv.testing import kv_args_from_buffers
 from pdkv.config import SETTINGS, Setting
 
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "CONFIG.md"
@@ -144,10 +145,9 @@ def test_resolution_order_explicit_then_environment_then_default(clean_env):
 
 
 def _decode_args(buf):
-    return pdkv.KVArgs(engine_rank=0, tp_size=1, page_size=1, kv_data_ptrs=[buf.ctypes.data],
-                       kv_data_lens=[buf.nbytes], kv_item_lens=[64], layer_buffers=[[0]],
-                       kv_head_num=1, total_kv_head_num=1, head_dim=32, dtype_bytes=2,
-                       is_mla=True)
+    return kv_args_from_buffers([buf], item_lens=[64], page_size=1, layer_buffers=[[0]],
+                                kv_head_num=1, total_kv_head_num=1, head_dim=32,
+                                dtype_bytes=2, is_mla=True)
 
 
 def test_backend_argument_unset_reads_the_environment(clean_env):

@@ -18,9 +18,9 @@ import time
 import pytest
 
 import pdkv
-from concurrency_harness import (DEFAULT_LIVENESS_ENV, ROOM_TIMEOUT_ENV, Ranks, cpu_hogs,
-                                 pattern)
-from kv_harness import Shape, expected_pages
+from concurrency_harness import ROOM_TIMEOUT_ENV, Ranks, cpu_hogs
+from kv_harness import Shape
+from pdkv.testing import DEFAULT_LIVENESS
 
 SUCCESS, FAILED = int(pdkv.KVPoll.Success), int(pdkv.KVPoll.Failed)
 WAITING = int(pdkv.KVPoll.WaitingForInput)
@@ -57,16 +57,6 @@ def times(report, rooms) -> list:
     return [report["rooms"][room]["t"] for room in rooms]
 
 
-def test_harness_pattern_is_kv_harness_pattern():
-    # The ranks here fill and check pages through the faster `pattern`; it must name
-    # buffer, page, token, head, byte and room exactly as kv_harness.expected_pages does.
-    for shape in (Shape(), Shape(layers=4, heads=8, head_dim=64, page_size=16),
-                  Shape(mla=True, heads=1)):
-        for args in ((0, 5, 3, 0, shape.heads), (1, 1000, 7, shape.heads - 1, 1),
-                     (shape.buffers() - 1, 2047, 4, 0, 1)):
-            assert (pattern(shape, *args) == expected_pages(shape, *args)).all(), (shape, args)
-
-
 # --- 1. concurrency under CPU pressure ------------------------------------------------------
 
 HOG_ROOMS, HOG_PAGES = 512, 8
@@ -81,7 +71,7 @@ def test_512_rooms_between_tp2_prefill_and_two_tp1_decodes_all_succeed_beside_cp
     rooms = list(range(1000, 1000 + HOG_ROOMS))
     shape = Shape(layers=2, heads=4, head_dim=32, page_size=16,
                   capacity=HOG_ROOMS * HOG_PAGES)
-    env = dict(DEFAULT_LIVENESS_ENV, **ROOM_TIMEOUT_ENV)
+    env = dict(DEFAULT_LIVENESS, **ROOM_TIMEOUT_ENV)
     with cpu_hogs(2) as hog_cpu_s, Ranks(pdkv, shape, rooms, env) as c:
         t0 = time.monotonic()
         prefills = [c.add("prefill", r, tp=2) for r in range(2)]
@@ -255,7 +245,7 @@ def test_layerwise_room_waiting_for_its_forward_delays_no_whole_prompt_room():
 
 
 # --- 4. kill -9 mid-transfer ------------------------------------------------------------------
-# test_kv_e2e.py kills a decode and a prefill before any byte moves, with FAST_ENV's
+# test_kv_e2e.py kills a decode and a prefill before any byte moves, with FAST_TIMEOUTS'
 # 0.2 s x 3 heartbeat, bounds the decode kill at 15 s and checks no room after the kill.
 # These kill mid-transfer (half of a layerwise forward sent), at default liveness settings,
 # with the R1 / R2 bounds of ../shared/TARGETS.md, and then run new rooms.
@@ -298,7 +288,7 @@ def test_kill_9_of_a_decode_mid_transfer_fails_exactly_its_rooms_within_2s():
     later = [4000 + KILL_ROOMS, 4000 + KILL_ROOMS + 1]  # to A, to the restarted B
     shape = Shape(layers=KILL_LAYERS, heads=4, head_dim=32, page_size=16,
                   capacity=(KILL_ROOMS + 2) * KILL_PAGES)
-    env = dict(DEFAULT_LIVENESS_ENV, **ROOM_TIMEOUT_ENV)
+    env = dict(DEFAULT_LIVENESS, **ROOM_TIMEOUT_ENV)
     with Ranks(pdkv, shape, rooms + later, env) as c:
         prefill = c.add("prefill", 0, layerwise_interval=1)
         a, b = c.add("decode", 0, dp=2), c.add("decode", 1, dp=2)
@@ -351,7 +341,7 @@ def test_kill_9_of_a_prefill_mid_transfer_fails_its_rooms_on_the_decode_within_r
         documented_default("PDKV_HEARTBEAT_MAX_FAILURES") + 1.0
     shape = Shape(layers=KILL_LAYERS, heads=4, head_dim=32, page_size=16,
                   capacity=(KILL_ROOMS + 1) * KILL_PAGES)
-    env = dict(DEFAULT_LIVENESS_ENV, **ROOM_TIMEOUT_ENV)
+    env = dict(DEFAULT_LIVENESS, **ROOM_TIMEOUT_ENV)
     with Ranks(pdkv, shape, rooms + later, env) as c:
         p0, p1 = (c.add("prefill", r, dp=2, layerwise_interval=1) for r in range(2))
         decode = c.add("decode", 0)

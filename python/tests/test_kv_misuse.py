@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 
 import pdkv
-from kv_harness import FAST_ENV, RankMemory, Shape, wait_terminal
+from kv_harness import RankMemory, Shape
+from pdkv.testing import FAST_TIMEOUTS, wait_terminal
 
 
 @pytest.fixture
 def fast_env(monkeypatch):
-    for k, v in FAST_ENV.items():
+    for k, v in FAST_TIMEOUTS.items():
         monkeypatch.setenv(k, v)
 
 
@@ -72,8 +73,8 @@ def test_send_after_success_raises_and_the_room_stays_succeeded(fast_env, server
         receiver.init()
         receiver.send_metadata(dst)
         sender.send(src)
-        assert wait_terminal(receiver, pdkv, 20) == pdkv.KVPoll.Success
-        assert wait_terminal(sender, pdkv, 20) == pdkv.KVPoll.Success
+        assert wait_terminal(receiver, 20) == pdkv.KVPoll.Success
+        assert wait_terminal(sender, 20) == pdkv.KVPoll.Success
         assert dmem.holds(5, dst)
         with pytest.raises(RuntimeError, match="after the room succeeded"):
             sender.send(src)

@@ -7,6 +7,7 @@ import numpy as np
 
 import pdkv
 import pdkv.log
+from pdkv.testing import kv_args_from_buffers
 
 
 class Records(logging.Handler):
@@ -19,10 +20,9 @@ class Records(logging.Handler):
 
 
 def _decode_args(buf):
-    return pdkv.KVArgs(engine_rank=0, tp_size=1, page_size=1, kv_data_ptrs=[buf.ctypes.data],
-                       kv_data_lens=[buf.nbytes], kv_item_lens=[64], layer_buffers=[[0]],
-                       kv_head_num=1, total_kv_head_num=1, head_dim=32, dtype_bytes=2,
-                       is_mla=True)
+    return kv_args_from_buffers([buf], item_lens=[64], page_size=1, layer_buffers=[[0]],
+                                kv_head_num=1, total_kv_head_num=1, head_dim=32,
+                                dtype_bytes=2, is_mla=True)
 
 
 def test_room_failure_is_logged_to_python_with_the_room_field():

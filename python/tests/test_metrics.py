@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import threading
-import time
 import traceback
 import urllib.request
 from wsgiref.simple_server import WSGIRequestHandler, make_server
@@ -24,21 +23,19 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import pdkv
 import pdkv.metrics
+from pdkv.testing import fast_config, kv_args_from_buffers, wait_terminal
 
 CTX = mp.get_context("spawn")
 PAGES = 8
-FAST = dict(heartbeat_interval_s=0.2, bootstrap_timeout_s=20.0, waiting_timeout_s=20.0)
 
 
 def _args(buffers, rank, dp_size=1):
     """MLA, one page = 512 bytes per buffer. Decodes here are two DP ranks (rank 0 and 1),
     each receiving whole rooms."""
-    return pdkv.KVArgs(engine_rank=rank, tp_size=1, dp_size=dp_size, page_size=4,
-                       kv_data_ptrs=[b.ctypes.data for b in buffers],
-                       kv_data_lens=[b.nbytes for b in buffers],
-                       kv_item_lens=[buffers[0].shape[1]] * len(buffers),
-                       layer_buffers=[[i] for i in range(len(buffers))], kv_head_num=1,
-                       total_kv_head_num=1, head_dim=64, dtype_bytes=2, is_mla=True)
+    return kv_args_from_buffers(buffers, engine_rank=rank, dp_size=dp_size, page_size=4,
+                                layer_buffers=[[i] for i in range(len(buffers))],
+                                kv_head_num=1, total_kv_head_num=1, head_dim=64,
+                                dtype_bytes=2, is_mla=True)
 
 
 def _buffers(seed=None):
@@ -49,22 +46,12 @@ def _buffers(seed=None):
     return bufs
 
 
-def _wait(room_obj, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = room_obj.poll()
-        if state in (pdkv.KVPoll.Success, pdkv.KVPoll.Failed):
-            return state
-        time.sleep(0.005)
-    return room_obj.poll()
-
-
 def prefill_process(addr, commands, replies):
     """A prefill rank with its own metrics endpoint; sends the rooms it is told to."""
     try:
         bufs = _buffers(seed=3)
         with pdkv.KVManager(_args(bufs, 0), "prefill", addr,
-                            config=pdkv.Config(metrics_port=0, **FAST)) as mgr:
+                            config=fast_config(metrics_port=0)) as mgr:
             replies.put(("ready", mgr.metrics_port))
             while True:
                 rooms = commands.get(timeout=60)
@@ -76,7 +63,7 @@ def prefill_process(addr, commands, replies):
                     s.init(PAGES)
                     s.send(np.arange(PAGES))
                     senders.append(s)
-                replies.put(("sent", [int(_wait(s)) for s in senders]))
+                replies.put(("sent", [int(wait_terminal(s, 20.0)) for s in senders]))
     except Exception:
         replies.put(("error", traceback.format_exc()))
 
@@ -193,7 +180,7 @@ def run_round(addr, decodes, commands, replies, rooms):
     assert states == [int(pdkv.KVPoll.Success)] * len(rooms)
     expected = _buffers(seed=3)
     for r, bufs, dst in receivers:
-        assert _wait(r) == pdkv.KVPoll.Success
+        assert wait_terminal(r, 20.0) == pdkv.KVPoll.Success
         for b, e in zip(bufs, expected):
             np.testing.assert_array_equal(b[dst], e[:PAGES])
 
@@ -201,7 +188,7 @@ def run_round(addr, decodes, commands, replies, rooms):
 def test_endpoints_follow_conventions_and_counters_only_grow(cluster):
     addr, commands, replies, prefill_port = cluster
     bufs0, bufs1 = _buffers(), _buffers()
-    cfg = pdkv.Config(metrics_port=0, **FAST)
+    cfg = fast_config(metrics_port=0)
     with pdkv.KVManager(_args(bufs0, 0, 2), "decode", addr, config=cfg) as d0, \
             pdkv.KVManager(_args(bufs1, 1, 2), "decode", addr, config=cfg) as d1:
         # One endpoint per process: the second manager joined the first one's port.
@@ -262,9 +249,9 @@ def test_collector_puts_pdkv_on_the_engines_own_registry(cluster):
     thread.start()
     try:
         bufs0, bufs1 = _buffers(), _buffers()
-        with pdkv.KVManager(_args(bufs0, 0, 2), "decode", addr, config=pdkv.Config(**FAST)) as d0, \
+        with pdkv.KVManager(_args(bufs0, 0, 2), "decode", addr, config=fast_config()) as d0, \
                 pdkv.KVManager(_args(bufs1, 1, 2), "decode", addr,
-                               config=pdkv.Config(**FAST)) as d1:
+                               config=fast_config()) as d1:
             assert d0.metrics_port == -1  # no pdkv port: the engine's registry serves them
             run_round(addr, {0: (d0, bufs0), 1: (d1, bufs1)}, commands, replies, [21, 22])
             text = scrape(httpd.server_port)

@@ -10,15 +10,9 @@ import numpy as np
 import pytest
 
 import pdkv.plan as plan
+from pdkv.testing import heads_of
 
 BUF_SHIFT = 32  # address = (side tag << 48) | (buffer << 32) | offset
-
-
-def heads_of(rank, tp, heads):
-    if heads >= tp:
-        n = heads // tp
-        return rank * n, n
-    return rank * heads // tp, 1
 
 
 def valid_split(tp, heads):

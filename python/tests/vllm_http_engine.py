@@ -17,7 +17,8 @@ import time
 from concurrent.futures import Future
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from engine_replay import block_allocator, heads_of
+from engine_replay import block_allocator
+from pdkv.testing import heads_of
 from vllm_replay import (NUM_BLOCKS, _connectors, _step, check_kv, make_caches, write_kv)
 
 

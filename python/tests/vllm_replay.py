@@ -18,7 +18,8 @@ from __future__ import annotations
 import pickle
 import time
 
-from engine_replay import block_allocator, heads_of, pattern, wait_stop
+from engine_replay import block_allocator, pattern, wait_stop
+from pdkv.testing import heads_of
 
 LAYERS, HEAD_DIM, LATENT, NUM_BLOCKS = 3, 8, 16, 64
 SENTINEL = 77.0  # prefix blocks the decode already holds: must stay untouched
