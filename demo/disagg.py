@@ -13,37 +13,26 @@ pages from a shuffled free list with a KVReceiver.
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import time
 import traceback
 
 import numpy as np
 
+from pdkv.testing import (FAST_TIMEOUTS, apply_settings, kv_args_from_buffers, shuffled_pages,
+                          wait_terminal)
 from tiny_model import PagedKVCache, TinyModel
 
 CTX = mp.get_context("spawn")
-
-# Short timeouts so a broken run fails in seconds, not minutes.
-FAST_ENV = {
-    "PDKV_HEARTBEAT_INTERVAL_S": "0.2",
-    "PDKV_HEARTBEAT_MAX_FAILURES": "5",
-    "PDKV_BOOTSTRAP_TIMEOUT_S": "20",
-    "PDKV_WAITING_TIMEOUT_S": "30",
-    "PDKV_LOG_LEVEL": "warn",
-}
 ROOM = 7
 
 
-def kv_args(pdkv, cache: PagedKVCache, rank: int, tp: int):
-    cfg = cache.cfg
-    held = cache.head_end - cache.head_begin
-    bufs = cache.buffers
-    return pdkv.KVArgs(
-        engine_rank=rank, tp_size=tp, page_size=cache.page_size,
-        kv_data_ptrs=[b.ctypes.data for b in bufs], kv_data_lens=[b.nbytes for b in bufs],
-        kv_item_lens=[b[0].nbytes for b in bufs], layer_buffers=cache.layer_buffers,
-        kv_head_num=held, total_kv_head_num=cfg.kv_heads, head_dim=cfg.head_dim,
-        dtype_bytes=4, page_layout="NHD", is_mla=False)
+def kv_args(cache: PagedKVCache, rank: int, tp: int):
+    """The rank's paged K/V buffers (float32, one page per item) as KVArgs."""
+    return kv_args_from_buffers(
+        cache.buffers, engine_rank=rank, tp_size=tp, page_size=cache.page_size,
+        layer_buffers=cache.layer_buffers, kv_head_num=cache.head_end - cache.head_begin,
+        total_kv_head_num=cache.cfg.kv_heads, head_dim=cache.cfg.head_dim, dtype_bytes=4,
+        page_layout="NHD", is_mla=False)
 
 
 def pool_pages(n_needed: int) -> int:
@@ -53,17 +42,7 @@ def pool_pages(n_needed: int) -> int:
 
 def free_pages(seed: int, n: int) -> np.ndarray:
     """n pages from a shuffled (fragmented) free list."""
-    return np.random.default_rng(seed).permutation(pool_pages(n))[:n].astype(np.int64)
-
-
-def wait_terminal(obj, pdkv, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = obj.poll()
-        if state in (pdkv.KVPoll.Success, pdkv.KVPoll.Failed):
-            return state
-        time.sleep(0.002)
-    return obj.poll()
+    return shuffled_pages(pool_pages(n), seed)[:n].astype(np.int64)
 
 
 def _raise_if_failed(obj, pdkv, state, side):
@@ -82,7 +61,7 @@ def prefill_main(addr, prompt, page_size, chunk, results):
         n_pages = -(-len(prompt) // page_size)
         cache = PagedKVCache(model.cfg, pool_pages(n_pages), page_size)
         pages = free_pages(101, n_pages)
-        mgr = pdkv.KVManager(kv_args(pdkv, cache, 0, 1), "prefill", addr)
+        mgr = pdkv.KVManager(kv_args(cache, 0, 1), "prefill", addr)
         sender = pdkv.KVSender(mgr, addr, ROOM)
         sender.init(n_pages)
         chunk = chunk or len(prompt)
@@ -97,7 +76,7 @@ def prefill_main(addr, prompt, page_size, chunk, results):
                 mgr.set_prefill_metadata(ROOM, int(np.argmax(logits)))
             sender.send(pages[sent:upto])
             sent, n_chunks = upto, n_chunks + 1
-        state = wait_terminal(sender, pdkv)
+        state = wait_terminal(sender, 30.0)
         _raise_if_failed(sender, pdkv, state, "prefill")
         results.put(("prefill", {"chunks": n_chunks, "pages": n_pages}))
         mgr.shutdown()
@@ -113,11 +92,11 @@ def decode_main(addr, prompt_len, steps, page_size, rank, tp, results):
         n_pages = -(-(prompt_len + steps) // page_size)
         cache = PagedKVCache(model.cfg, pool_pages(n_pages), page_size, rank, tp)
         pages = free_pages(202 + rank, n_pages)  # prompt pages first, then room to grow
-        mgr = pdkv.KVManager(kv_args(pdkv, cache, rank, tp), "decode", addr)
+        mgr = pdkv.KVManager(kv_args(cache, rank, tp), "decode", addr)
         receiver = pdkv.KVReceiver(mgr, addr, ROOM)
         receiver.init()
         receiver.send_metadata(pages[:n_prompt_pages])
-        state = wait_terminal(receiver, pdkv)
+        state = wait_terminal(receiver, 30.0)
         _raise_if_failed(receiver, pdkv, state, f"decode rank {rank}")
         first, _ = receiver.prefill_metadata()
         out = {"rank": rank, "first": int(first), "pages": pages.tolist()}
@@ -135,7 +114,8 @@ def decode_main(addr, prompt_len, steps, page_size, rank, tp, results):
 def run_disaggregated(prompt: np.ndarray, steps: int, page_size: int = 4, tp_decode: int = 1,
                       chunk: int | None = None, timeout: float = 90.0) -> dict:
     """Returns {"tokens", "prefill", "decode"} of one disaggregated generation."""
-    os.environ.update({k: v for k, v in FAST_ENV.items() if k not in os.environ})
+    # Short timeouts (a broken run fails in seconds, not minutes); a PDKV_* the user set wins.
+    apply_settings(FAST_TIMEOUTS, override=False)
     import pdkv
     prompt = np.asarray(prompt, np.int64)
     with pdkv.BootstrapServer("127.0.0.1", 0) as server:
