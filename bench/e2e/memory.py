@@ -1,12 +1,11 @@
-"""KV memory of one rank process: the registered buffers and, for the soak, a page
-allocator over them (rooms arrive and finish continuously, as in a serving engine)."""
+"""KV memory of one bench rank: pdkv.testing's RankMemory in a workload preset's geometry
+(every buffer alike), and, for the soak, a page allocator over it (rooms arrive and finish
+continuously, as in a serving engine)."""
 from __future__ import annotations
-
-import zlib
 
 import numpy as np
 
-import pattern
+from pdkv.testing import RankMemory, kv_args_from_buffers, shuffled_pages
 
 
 def page_bytes(preset, page_size: int, tp: int, rank: int) -> int:
@@ -15,41 +14,30 @@ def page_bytes(preset, page_size: int, tp: int, rank: int) -> int:
     return page_size * n_heads * preset.head_dim * preset.dtype_bytes * preset.buffers()
 
 
-class Memory:
-    """KV buffers of one rank: capacity pages each, page = (page_size, heads, head bytes)."""
+class Memory(RankMemory):
+    """KV buffers of one rank: capacity pages each, page = (page_size, heads, head bytes).
+    prefault fills every byte with 1 (soak_rank.POISON) at start, see RankMemory."""
 
     def __init__(self, preset, page_size: int, tp: int, rank: int, capacity: int,
                  prefault: bool = False):
-        self.preset, self.page_size, self.capacity = preset, page_size, capacity
-        self.first_head, self.n_heads = preset.heads_of(rank, tp)
+        first_head, n_heads = preset.heads_of(rank, tp)
         head_bytes = preset.head_dim * preset.dtype_bytes
-        self.item = page_size * self.n_heads * head_bytes
-        self.bufs = [np.zeros((capacity, page_size, self.n_heads, head_bytes), np.uint8)
-                     for _ in range(preset.buffers())]
-        if prefault:
-            # np.zeros maps untouched zero pages; touching them now keeps the page faults of
-            # a long run out of its RSS growth, which should show leaks, not first use.
-            for b in self.bufs:
-                b.fill(1)
-        self.offsets = pattern.page_offsets(page_size, self.first_head, self.n_heads, head_bytes)
+        super().__init__([(first_head, n_heads, head_bytes)] * preset.buffers(), capacity,
+                         page_size, fill_value=1 if prefault else None)
+        self.preset, self.first_head, self.n_heads = preset, first_head, n_heads
+        self.item = self.item_lens[0]
+        self.offsets = self.page_offsets(0)  # every buffer has the same geometry
 
-    def kv_args(self, pdkv, rank: int, tp: int):
+    def kv_args(self, rank: int, tp: int):
         p = self.preset
-        return pdkv.KVArgs(
-            engine_rank=rank, tp_size=tp, dp_size=1, page_size=self.page_size,
-            kv_data_ptrs=[b.ctypes.data for b in self.bufs],
-            kv_data_lens=[b.nbytes for b in self.bufs],
-            kv_item_lens=[self.item] * len(self.bufs), layer_buffers=p.layer_buffers(),
-            kv_head_num=self.n_heads, total_kv_head_num=p.heads, head_dim=p.head_dim,
-            dtype_bytes=p.dtype_bytes, page_layout="NHD", is_mla=p.mla)
+        return kv_args_from_buffers(
+            self.bufs, engine_rank=rank, tp_size=tp, dp_size=1, page_size=self.page_size,
+            layer_buffers=p.layer_buffers(), kv_head_num=self.n_heads,
+            total_kv_head_num=p.heads, head_dim=p.head_dim, dtype_bytes=p.dtype_bytes,
+            page_layout="NHD", is_mla=p.mla)
 
     def room_bytes(self, n_pages: int) -> int:
         return n_pages * self.item * len(self.bufs)
-
-
-def shuffled_pages(capacity: int, seed: str) -> np.ndarray:
-    """A rank's pages in shuffled order (a fragmented free list)."""
-    return np.random.default_rng(zlib.crc32(seed.encode())).permutation(capacity)
 
 
 class PageAllocator:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from pdkv.testing import heads_of
+
 
 @dataclasses.dataclass(frozen=True)
 class Preset:
@@ -23,12 +25,7 @@ class Preset:
 
     def heads_of(self, rank: int, tp: int) -> tuple[int, int]:
         """(first head, head count) rank `rank` of `tp` holds (KV_API.md's split)."""
-        if self.mla:
-            return 0, 1
-        if self.heads >= tp:
-            n = self.heads // tp
-            return rank * n, n
-        return rank * self.heads // tp, 1
+        return heads_of(rank, tp, self.heads, self.mla)
 
     def bytes_per_token(self) -> int:
         """Bytes per token of the whole model (all buffers, all heads)."""

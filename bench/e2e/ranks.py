@@ -18,14 +18,17 @@ import traceback
 
 import numpy as np
 
+from pdkv.testing import (DEFAULT_LIVENESS, QUIET, apply_settings, pattern, room_timeouts,
+                          shuffled_pages)
+
 import failures
-import pattern
 import polling
 import sysutil
-from memory import Memory, shuffled_pages
+from memory import Memory
 
-RANK_ENV = {"PDKV_LOG_LEVEL": "warn", "PDKV_BOOTSTRAP_TIMEOUT_S": "60",
-            "PDKV_WAITING_TIMEOUT_S": "120"}
+# Liveness at pdkv's defaults (R9: a saturated host must not be declared dead at the values
+# we ship); room timeouts a 1024-room scale round beside CPU hogs never reaches.
+RANK_ENV = dict(QUIET, **DEFAULT_LIVENESS, **room_timeouts(60, 120))
 PREALLOC_WAIT_S = 60.0
 
 
@@ -74,7 +77,7 @@ class Rank:
         self.ppr = cfg["pages_per_req"]
         self.mem = Memory(self.preset, cfg["page"], cfg["tp"], self.rank, cfg["capacity"],
                           prefault=cfg.get("prefault", False))
-        self.mgr = pdkv.KVManager(self.mem.kv_args(pdkv, self.rank, cfg["tp"]), self.role,
+        self.mgr = pdkv.KVManager(self.mem.kv_args(self.rank, cfg["tp"]), self.role,
                                   cfg["addr"], backend=cfg["backend"],
                                   layerwise_interval=cfg.get("layerwise_interval", 0))
         self.order = shuffled_pages(cfg["capacity"], f"{self.role}/{self.rank}")
@@ -176,8 +179,7 @@ def rank_main(cfg, commands, results):
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     r = None
     try:
-        os.environ.update(RANK_ENV)
-        os.environ.update(cfg.get("env", {}))
+        apply_settings(RANK_ENV, cfg.get("env", {}))
         if cfg.get("decode_poll") == "sleep":
             sysutil.set_timer_slack_ns(1000)
         import pdkv

@@ -25,8 +25,9 @@ import time
 
 import numpy as np
 
+from pdkv.testing import pattern
+
 import failures
-import pattern
 import polling
 import sysutil
 
