@@ -5,10 +5,12 @@ import random
 import socket
 import time
 
-from cluster import FAILED, SUCCESS, Cluster, rooms_terminal
+from pdkv.testing import liveness_bound_s
+
+from cluster import FAILED, RANK_ENV, SUCCESS, Cluster, wait_past_bootstrap
 
 R1_BOUND = 2.0
-R2_BOUND = 0.5 * 3 + 1.0
+R2_BOUND = liveness_bound_s(RANK_ENV)  # 0.5 s x 3 + 1 s at pdkv's defaults
 
 
 def cfg_name(n_p, n_d, p_tp, d_tp):
@@ -48,11 +50,7 @@ def case_kill_decode(topo, n_p=1, n_d=2, p_tp=1, d_tp=1):
         others = {r: pd for r, pd in rooms.items() if pd[1] != 0}
         # the pre-allocations have reached the prefill ranks (rooms WaitingForInput there)
         Cluster.wait_rooms([], {}, 0)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not all(
-                rk.states().get(r, {}).get("state", 0) >= 2
-                for r, (p, d) in victim.items() for rk in c.prefill[p]):
-            time.sleep(0.01)
+        wait_past_bootstrap([(rk, r) for r, (p, d) in victim.items() for rk in c.prefill[p]])
         t_kill = time.monotonic()
         for rk in c.decode[0]:
             rk.kill()
@@ -110,11 +108,7 @@ def case_kill_prefill(topo, n_p=2, n_d=1, p_tp=1, d_tp=1):
         rooms = c.submit(4 * n_p * n_d, send=False)
         victim = {r: pd for r, pd in rooms.items() if pd[0] == 0}
         others = {r: pd for r, pd in rooms.items() if pd[0] != 0}
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not all(
-                rk.states().get(r, {}).get("state", 0) >= 2
-                for r, (p, d) in victim.items() for rk in c.decode[d]):
-            time.sleep(0.01)
+        wait_past_bootstrap([(rk, r) for r, (p, d) in victim.items() for rk in c.decode[d]])
         t_kill = time.monotonic()
         for rk in c.prefill[0]:
             rk.kill()
@@ -153,10 +147,7 @@ def case_link_cut(topo, mode="down"):
     c = Cluster(topo, 1, 1)
     try:
         rooms = c.submit(4, send=False)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not all(
-                c.prefill[0][0].states().get(r, {}).get("state", 0) >= 2 for r in rooms):
-            time.sleep(0.01)
+        wait_past_bootstrap([(c.prefill[0][0], r) for r in rooms])
         host = c.host_of("decode", 0)
         t_cut = time.monotonic()
         if mode == "down":

@@ -1,13 +1,12 @@
 """A P/D deployment on a Topology: bootstrap servers, prefill and decode instances (each
 with tp ranks), room placement, and the checks every case shares."""
-import time
+from pdkv.testing import DEFAULT_LIVENESS, FAILED, QUIET, SUCCESS, room_timeouts, wait_until
 
 from topo import Rank
 
-HB = {"PDKV_HEARTBEAT_INTERVAL_S": "0.5", "PDKV_HEARTBEAT_MAX_FAILURES": "3",
-      "PDKV_BOOTSTRAP_TIMEOUT_S": "10", "PDKV_WAITING_TIMEOUT_S": "10",
-      "PDKV_LOG_LEVEL": "error"}
-FAILED, SUCCESS = 0, 4
+# Liveness at pdkv's defaults: R1-R3 are measured at the values pdkv ships (R2_BOUND in
+# cases.py follows them). Rooms no fault ends fail within 10 s, inside every case's wait.
+RANK_ENV = dict(DEFAULT_LIVENESS, **room_timeouts(10, 10), **QUIET)
 ALL = []  # every Cluster built by the running case (the driver reads their crash counts)
 
 
@@ -19,7 +18,7 @@ class Cluster:
     def __init__(self, topo, n_p=1, n_d=1, p_tp=1, d_tp=1, env=None, preload=None,
                  preload_roles=("prefill", "decode"), pages=8):
         self.topo, self.n_p, self.n_d, self.p_tp, self.d_tp = topo, n_p, n_d, p_tp, d_tp
-        self.env = dict(HB, **(env or {}))
+        self.env = dict(RANK_ENV, **(env or {}))
         self.preload, self.preload_roles, self.pages = preload, preload_roles, pages
         self.boot, self.prefill, self.decode = [], [], []
         self.next_room = 1
@@ -95,12 +94,8 @@ class Cluster:
     @staticmethod
     def wait_rooms(ranks, rooms, timeout):
         """Waits until every rank reports every room terminal; returns False on timeout."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if all(rooms_terminal(rk, rooms) for rk in ranks if rk.alive()):
-                return True
-            time.sleep(0.02)
-        return False
+        return bool(wait_until(
+            lambda: all(rooms_terminal(rk, rooms) for rk in ranks if rk.alive()), timeout, 0.02))
 
     def ranks_of(self, rooms, sides=("prefill", "decode")):
         out = []
@@ -133,13 +128,11 @@ class Cluster:
 
     def leaks(self, timeout=6.0):
         """Rooms left in live managers' tables after every room ended."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            left = sum((rk.active() or 0) for rk in self.ranks() if rk.alive())
-            if left == 0:
-                return 0
-            time.sleep(0.05)
-        return sum((rk.active() or 0) for rk in self.ranks() if rk.alive())
+        def left():
+            return sum((rk.active() or 0) for rk in self.ranks() if rk.alive())
+
+        wait_until(lambda: left() == 0, timeout, 0.05)
+        return left()
 
     def close(self):
         """Quits every rank; returns the number that hung on quit or died with a signal."""
@@ -149,6 +142,12 @@ class Cluster:
             if rc == "hang" or (rc != 0 and not getattr(rk, "killed", False)):
                 bad += 1
         return bad
+
+
+def wait_past_bootstrap(pairs, timeout=10) -> bool:
+    """Until every (rank, room) of `pairs` reports its room WaitingForInput or later."""
+    return bool(wait_until(lambda: all(rk.states().get(r, {}).get("state", 0) >= 2
+                                       for rk, r in pairs), timeout, 0.01))
 
 
 def rooms_terminal(rk, rooms):

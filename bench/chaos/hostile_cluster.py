@@ -11,10 +11,12 @@ import subprocess
 import threading
 import time
 
-from cluster import FAILED, SUCCESS, Cluster
+from pdkv.testing import wait_until
+
+from cluster import FAILED, SUCCESS, Cluster, wait_past_bootstrap
 from topo import Rank
 
-# Victim settings: fast heartbeats (cluster.HB), a small connection cap and a short I/O
+# Victim settings: cluster.RANK_ENV's, a small connection cap and a short I/O
 # timeout so the engine-level attacks (400 idle connections, stalled headers) show the
 # cap and the first-byte timeout within a few seconds.
 VICTIM_ENV = {"PDKV_TCP_MAX_CONNECTIONS": "128", "PDKV_TCP_IO_TIMEOUT_MS": "2000"}
@@ -151,13 +153,7 @@ class Victims(Cluster):
 
     def wait_bootstrapped(self, rooms, timeout=10):
         """Until both sides report the rooms past bootstrapping (WaitingForInput or later)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if all(rk.states().get(r, {}).get("state", 0) >= 2 for r in rooms
-                   for rk in (self.p, self.d)):
-                return True
-            time.sleep(0.01)
-        return False
+        return wait_past_bootstrap([(rk, r) for r in rooms for rk in (self.p, self.d)], timeout)
 
     def finish(self, rooms, timeout=20):
         """(all Success with verified bytes, bytes verified, wrong rooms, reasons)."""
@@ -171,15 +167,9 @@ class Victims(Cluster):
         for name, rk in (("prefill", self.p), ("decode", self.d)):
             n = sum(1 for ev in rk.events if ev["ev"] == "check")
             rk.send(op="check")
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                evs = [ev for ev in rk.events if ev["ev"] == "check"]
-                if len(evs) > n:
-                    out[name] = evs[-1]["bad"]
-                    break
-                time.sleep(0.01)
-            else:
-                out[name] = ["no answer" if rk.alive() else "dead"]
+            evs = wait_until(lambda: [ev for ev in rk.events if ev["ev"] == "check"][n:],
+                             timeout, 0.01)
+            out[name] = evs[-1]["bad"] if evs else ["no answer" if rk.alive() else "dead"]
         return out
 
 

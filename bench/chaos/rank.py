@@ -21,6 +21,8 @@ import time
 
 import numpy as np
 
+from pdkv.testing import expected_pages, kv_args_from_buffers, shuffled_pages
+
 SHAPE = dict(layers=2, heads=4, head_dim=64, dtype_bytes=2, page_size=16, capacity=256)
 
 
@@ -30,14 +32,11 @@ def emit(**ev):
     sys.stdout.flush()
 
 
-def pattern(room, buf, n, item, first_head, n_heads):
+def pattern(room, buf, n, first_head, n_heads):
+    """pdkv.testing's byte pattern of request pages 0..n-1 of `room` in buffer `buf`."""
     s = SHAPE
-    hb = s["head_dim"] * s["dtype_bytes"]
-    i = np.arange(n).reshape(-1, 1, 1, 1)
-    t = np.arange(s["page_size"]).reshape(1, -1, 1, 1)
-    h = np.arange(first_head, first_head + n_heads).reshape(1, 1, -1, 1)
-    x = np.arange(hb).reshape(1, 1, 1, -1)
-    return ((buf * 131 + i * 31 + t * 17 + h * 7 + x * 3 + room * 59 + 1) % 256).astype(np.uint8)
+    return expected_pages(buf, room, n, s["page_size"], first_head, n_heads,
+                          s["head_dim"] * s["dtype_bytes"])
 
 
 GUARD_BYTES = 4096
@@ -84,9 +83,9 @@ class GuardedPool:
 
 def pages_of(room, n, side, rank):
     """Shuffled pages of a room, disjoint from rooms with other room % (capacity // n)."""
-    rng = np.random.default_rng(rank * 2 + (1 if side == "dst" else 0))
+    order = shuffled_pages(SHAPE["capacity"], rank * 2 + (1 if side == "dst" else 0))
     k = room % (SHAPE["capacity"] // n)
-    return rng.permutation(SHAPE["capacity"])[k * n:(k + 1) * n].astype(np.int64)
+    return order[k * n:(k + 1) * n].astype(np.int64)
 
 
 def main():
@@ -110,10 +109,8 @@ def main():
     nbuf = 2 * s["layers"]
     pool = GuardedPool(nbuf, s["capacity"] + cfg.get("spare", 0), (s["page_size"], nh, hb))
     bufs = pool.bufs
-    args = pdkv.KVArgs(
-        engine_rank=rank, tp_size=tp, dp_size=1, page_size=s["page_size"],
-        kv_data_ptrs=[b.ctypes.data for b in bufs], kv_data_lens=[b.nbytes for b in bufs],
-        kv_item_lens=[item] * nbuf,
+    args = kv_args_from_buffers(
+        bufs, engine_rank=rank, tp_size=tp, dp_size=1, page_size=s["page_size"],
         layer_buffers=[[l, s["layers"] + l] for l in range(s["layers"])],
         kv_head_num=nh, total_kv_head_num=s["heads"], head_dim=s["head_dim"],
         dtype_bytes=s["dtype_bytes"], page_layout="NHD", is_mla=False)
@@ -158,7 +155,7 @@ def main():
                         o.init(n)
                         pg = pages_of(room, n, "src", rank)
                         for b in range(nbuf):
-                            bufs[b][pg] = pattern(room, b, n, item, first, nh)
+                            bufs[b][pg] = pattern(room, b, n, first, nh)
                         rooms[room] = [o, pg, None, time.monotonic()]
                         if cmd.get("send", True):
                             o.send(pg)
@@ -190,7 +187,7 @@ def main():
                         ev["reason"] = str(e)[:200]
                 if st == 4 and role == "decode":
                     ok = all(np.array_equal(bufs[b][rec[1]],
-                                            pattern(room, b, len(rec[1]), item, first, nh))
+                                            pattern(room, b, len(rec[1]), first, nh))
                              for b in range(nbuf))
                     ev["bytes_ok"] = ok
                     ev["bytes"] = int(len(rec[1]) * item * nbuf) if ok else 0
