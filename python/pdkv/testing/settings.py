@@ -25,7 +25,7 @@ Choices where the copies these replace disagreed:
 - Liveness of bench/chaos: the defaults, through DEFAULT_LIVENESS (it spelled them out as
   0.5 s x 3, so its R2 bound was a copy that a change of default would have left stale;
   it now follows liveness_bound_s(DEFAULT_LIVENESS)). bench e2e took the liveness of
-  whatever environment it was started from; now the defaults too (its --env still wins).
+  whatever environment it was started from; now the defaults too (--rank-env still wins).
 Room timeouts beside DEFAULT_LIVENESS (room_timeouts()) stay per harness: each must
 outlast that harness's longest healthy room and end a lost one inside its own wait
 (chaos waits 20-40 s per case, the concurrency tests run under CTest's 120 s, a 1024-room
