@@ -54,6 +54,15 @@ class ControlChannel {
   // prefix: the rest found the queue full). Thread-safe; never blocks.
   virtual Result<size_t> send_burst(const std::string& peer_endpoint,
                                     std::span<const proto::Message> messages) = 0;
+  // Sends one message without keeping anything for the peer afterwards (no socket stays
+  // open): for answering a peer this rank refuses to serve. Rate-limited by the channel;
+  // kUnavailable when over it. Thread-safe; never blocks.
+  virtual Status send_once(const std::string& peer_endpoint, const proto::Message& message) {
+    return send(peer_endpoint, message);
+  }
+  // Drops what the channel holds for a peer this rank is done with (its socket and
+  // queue); a later send() connects anew. Thread-safe.
+  virtual void forget(const std::string& peer_endpoint) { (void)peer_endpoint; }
   // Stops the receive thread (joins it; no callback runs after this) and makes later
   // sends fail with Aborted. Idempotent; must not be called from a callback.
   virtual void stop() = 0;

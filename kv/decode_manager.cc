@@ -118,6 +118,7 @@ DecodeManager::Handles DecodeManager::open_room(uint64_t room, const std::string
     r.metadata = std::make_shared<ReceivedMetadata>();
     r.bootstrap_addr = bootstrap_addr.empty() ? config_.bootstrap_addr : bootstrap_addr;
     r.opened = now();
+    r.ticket = random_secret_id();
   }
   h.metadata = r.metadata;
   return h;
@@ -388,6 +389,7 @@ Status DecodeManager::resolve(uint64_t room) {
       abort.sender = identity_;
       abort.reason = *r.abort_after_resolve;
       abort.cause = static_cast<uint8_t>(FailureCause::kAbortedLocally);
+      abort.ticket = r.ticket;
       for (const Target& t : r.targets) {
         // A prefill takes an Abort only from a decode that registered with it: register
         // first (same socket, so in order) if this room is the first to reach it.
@@ -461,6 +463,8 @@ void DecodeManager::send_pre_allocations(uint64_t room, Room& r, Outbox& out,
     pre.decode = identity_;
     pre.kind = t.route.kind;
     if (t.route.kind == proto::PreAllocKind::kTransfer) pre.write_grant = r.grant;
+    pre.ticket = r.ticket;
+    pre.registration_challenge = prefills_.at(t.endpoint).challenge;
     pre.required_dst_info_num = t.route.required_dst_info_num;
     pre.decode_prefix_len = req.decode_prefix_len;
     if (t.route.kind == proto::PreAllocKind::kTransfer) {
@@ -587,8 +591,16 @@ void DecodeManager::on_status(const proto::TransferStatus& status) {
       if (t.route.prefill_tp_rank == tp) from = &t;
     }
     if (from == nullptr) {
-      PDKV_LOG_WARN("room {}: status from prefill rank {}, which is not one of its targets", room,
-                    tp);
+      PDKV_LOG_WARN_LIMITED("room {}: status from prefill rank {}, which is not one of its targets",
+                            room, tp);
+      return;
+    }
+    if (status.ticket != r.ticket) {
+      // Only a rank this room's pre-allocation reached knows the ticket: anyone else
+      // (a stranger who guessed or learned the room id, a restarted rank) is dropped.
+      PDKV_LOG_WARN_LIMITED(
+          "decode rank {} drops a status of room {} claiming prefill rank {}: wrong ticket",
+          identity_.engine_rank, room, tp);
       return;
     }
     auto peer = prefills_.find(from->endpoint);
@@ -642,6 +654,7 @@ void DecodeManager::on_registration_result(const proto::RegistrationResult& resu
     peer.liveness.heard();
     peer.registration_acked = true;
     if (result.accepted) {
+      peer.challenge = result.challenge;
       // Rooms that were waiting for this answer to send their pre-allocations.
       send_unsent_pre_allocations(&endpoint, nullptr, out);
     }
@@ -711,12 +724,13 @@ void DecodeManager::on_abort(const proto::Abort& abort) {
     MutexLock lock(mu_);
     auto it = rooms_.find(abort.room);
     const bool from_target =
-        it != rooms_.end() &&
+        it != rooms_.end() && abort.ticket == it->second.ticket &&
         std::any_of(it->second.targets.begin(), it->second.targets.end(),
                     [&](const Target& t) { return t.endpoint == abort.sender.control_endpoint; });
     if (!from_target) {
-      PDKV_LOG_WARN_LIMITED("decode rank {} drops an Abort of room {} from {}: not its prefill",
-                            identity_.engine_rank, abort.room, abort.sender.control_endpoint);
+      PDKV_LOG_WARN_LIMITED(
+          "decode rank {} drops an Abort of room {} from {}: not its prefill (or wrong ticket)",
+          identity_.engine_rank, abort.room, abort.sender.control_endpoint);
       return;
     }
   }
@@ -820,6 +834,7 @@ void DecodeManager::fail_room(uint64_t room, FailureCause cause, const std::stri
     kept = status->failure_cause;
   }
   std::vector<std::string> notify;
+  uint64_t ticket = 0;
   {
     MutexLock lock(mu_);
     auto it = rooms_.find(room);
@@ -833,6 +848,7 @@ void DecodeManager::fail_room(uint64_t room, FailureCause cause, const std::stri
       if (r.resolved) {
         // Even without a pre-allocation: the prefill may hold the room's KVSender.
         for (const Target& t : r.targets) notify.push_back(t.endpoint);
+        ticket = r.ticket;
       } else if (r.init_requested && cause == FailureCause::kAbortedLocally) {
         // The resolver is on it (bounded by the bootstrap deadline); it tells them.
         r.abort_after_resolve = reason;
@@ -851,6 +867,7 @@ void DecodeManager::fail_room(uint64_t room, FailureCause cause, const std::stri
   abort.sender = identity_;
   abort.reason = reason;
   abort.cause = static_cast<uint8_t>(kept);
+  abort.ticket = ticket;
   Outbox out;
   for (const std::string& endpoint : notify) out.add(endpoint, abort);
   flush(out);
@@ -885,9 +902,16 @@ void DecodeManager::timer_loop() {
 void DecodeManager::heartbeat() {
   const auto bound = config_.options.liveness_bound();
   std::vector<std::pair<uint64_t, std::string>> lost;
+  std::vector<std::string> forget;
   Outbox out;
   {
     MutexLock lock(mu_);
+    // Ranks forgotten one heartbeat ago: what was sent them since (their rooms' Aborts)
+    // had that long to leave; unless a room registered with them again, drop their sockets.
+    for (const std::string& endpoint : forget_later_) {
+      if (!prefills_.count(endpoint)) forget.push_back(endpoint);
+    }
+    forget_later_.clear();
     for (auto it = prefills_.begin(); it != prefills_.end();) {
       PrefillPeer& peer = it->second;
       if (!peer.liveness.dead(bound, config_.options.heartbeat_max_failures)) {
@@ -908,9 +932,11 @@ void DecodeManager::heartbeat() {
       }
       // Forget it: a later room looks it up again and registers anew.
       instances_.erase(peer.bootstrap_addr);
+      forget_later_.insert(it->first);
       it = prefills_.erase(it);
     }
   }
+  for (const std::string& endpoint : forget) channel_->forget(endpoint);
   flush(out);
   // Told all the same: silence may be a partition, not a death, and a prefill that is
   // alive would otherwise hold the room (and its pages) until its own timeout. Sends
@@ -938,6 +964,7 @@ void DecodeManager::on_peer_gone(const std::string& endpoint) {
     }
     // Forget it, as the heartbeat does: a later room looks it up again and registers anew.
     instances_.erase(it->second.bootstrap_addr);
+    forget_later_.insert(endpoint);
     prefills_.erase(it);
   }
   PDKV_LOG_WARN(

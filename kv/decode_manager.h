@@ -170,11 +170,15 @@ class DecodeManager {
     // The room's write grant (room_grant.h) from send_metadata() until the room ends;
     // 0 = none (not granted yet, or revoked).
     uint64_t grant = 0;
+    // The room's ticket (proto::PreAllocation::ticket), drawn when the room opens.
+    uint64_t ticket = 0;
   };
   struct PrefillPeer {
     std::string bootstrap_addr;
     int64_t tp_rank = 0;
     uint64_t incarnation = 0;  // from its messages; 0 = not heard yet
+    // Its accepted RegistrationResult's challenge, echoed in every pre-allocation to it.
+    uint64_t challenge = 0;
     bool registration_sent = false;
     TimePoint registration_sent_at;
     // A RegistrationResult answered it; until then the timer sends it again every
@@ -273,6 +277,9 @@ class DecodeManager {
   mutable Mutex mu_;
   std::unordered_map<uint64_t, Room> rooms_ PDKV_GUARDED_BY(mu_);
   std::unordered_map<std::string, PrefillPeer> prefills_ PDKV_GUARDED_BY(mu_);
+  // Prefill ranks dropped from prefills_ whose control sockets heartbeat() closes on its
+  // next run (not at once: the Aborts just sent them would be dropped with the socket).
+  std::set<std::string> forget_later_ PDKV_GUARDED_BY(mu_);
   std::unordered_map<std::string, Instance> instances_ PDKV_GUARDED_BY(mu_);
   std::deque<uint64_t> resolve_queue_ PDKV_GUARDED_BY(mu_);
   std::set<uint64_t> unsent_pre_allocations_ PDKV_GUARDED_BY(mu_);  // rooms

@@ -5,11 +5,16 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <optional>
 #include <thread>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include "kv/kv_sender.h"
 #include "kv/testing/kv_cluster.h"
 #include "kv/zmq_control_channel.h"
+#include "proto/codec.h"
 
 namespace pdkv::kv {
 namespace {
@@ -145,6 +150,109 @@ TEST_F(HostileControlTest, AbortsFromRanksThatDoNotServeTheRoomAreDropped) {
   EXPECT_EQ(receiver_->poll(), RoomState::kWaitingForInput) << receiver_->failure().to_string();
   EXPECT_EQ(sender_->poll(), RoomState::kWaitingForInput) << sender_->failure().to_string();
   finish_and_check(src, dst);
+}
+
+// A TransferStatus names its room and the prefill's TP rank, both easy to learn; an
+// Abort names the prefill's (public) endpoint. Neither counts without the room's ticket,
+// which only the ranks its pre-allocation reached know.
+TEST_F(HostileControlTest, StatusesAndAbortsWithoutTheRoomTicketAreDropped) {
+  const std::vector<int64_t> src{2, 4, 6}, dst{9, 3, 5};
+  bootstrap(66, src, dst);
+  proto::TransferStatus status;
+  status.room = 66;
+  status.prefill_attn_tp_rank = 0;  // the room's real target
+  status.bootstrap_token = 666;
+  for (uint64_t ticket : {uint64_t{0}, uint64_t{1}, ~uint64_t{0}}) {
+    status.ticket = ticket;
+    status.state = proto::TransferState::kSuccess;
+    ASSERT_TRUE(stranger_->send(decode_->control_endpoint(), status).ok());
+    status.state = proto::TransferState::kFailed;
+    status.failure_reason = "forged";
+    ASSERT_TRUE(stranger_->send(decode_->control_endpoint(), status).ok());
+  }
+  proto::Abort abort;
+  abort.room = 66;
+  abort.sender.control_endpoint = prefill_->control_endpoint();
+  abort.reason = "forged";
+  abort.ticket = 12345;
+  ASSERT_TRUE(stranger_->send(decode_->control_endpoint(), abort).ok());
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_EQ(receiver_->poll(), RoomState::kWaitingForInput) << receiver_->failure().to_string();
+  finish_and_check(src, dst);
+  // The token is the real prefill's (none was published), not the forger's 666.
+  EXPECT_NE(receiver_->bootstrap_token(), 666);
+}
+
+// A registration naming a registered decode's endpoint under another incarnation (a
+// restart, or a stranger naming it) is answered at that endpoint with a challenge; it
+// takes the decode's place only by echoing the challenge in a pre-allocation, which only
+// a process receiving there can do. A stranger that merely names the endpoint changes
+// nothing; a process that really listens there (the decode restarted) takes over.
+TEST_F(HostileControlTest, AnotherIncarnationReplacesADecodeOnlyByProvingItListensThere) {
+  const std::vector<int64_t> src{1, 2}, dst{4, 8};
+  bootstrap(68, src, dst);
+  const std::string decode_endpoint = decode_->control_endpoint();
+  const KvArgs a = dbuf_.args(0);
+  proto::BufferRegistration reg;
+  reg.decode.control_endpoint = decode_endpoint;
+  reg.decode.session_id = "tcp://127.0.0.1:9";
+  reg.decode.incarnation = 0xbad;
+  reg.layout = a.layout();
+  reg.kv = {a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens};
+  ASSERT_TRUE(stranger_->send(prefill_->control_endpoint(), reg).ok());
+  // Without the challenge (sent to the real decode, which ignores an answer to another
+  // incarnation) its pre-allocation is dropped and the decode's room goes on.
+  proto::PreAllocation pre;
+  pre.room = 69;
+  pre.decode = reg.decode;
+  pre.dst_kv_pages = {0};
+  pre.ticket = 5;
+  for (uint64_t guess : {uint64_t{0}, uint64_t{1}}) {
+    pre.registration_challenge = guess;
+    ASSERT_TRUE(stranger_->send(prefill_->control_endpoint(), pre).ok());
+  }
+  KVSender other(*prefill_, 69);
+  ASSERT_TRUE(other.init(1, 0).ok());
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_EQ(sender_->poll(), RoomState::kWaitingForInput) << sender_->failure().to_string();
+  EXPECT_EQ(other.poll(), RoomState::kBootstrapping) << other.failure().to_string();
+  finish_and_check(src, dst);
+
+  // The decode goes away and a process listens at its endpoint: it reads the answer to
+  // its registration and proves itself with the challenge.
+  receiver_.reset();
+  decode_->shutdown();
+  zmq::context_t ctx;
+  zmq::socket_t listener(ctx, zmq::socket_type::pull);
+  listener.set(zmq::sockopt::rcvtimeo, 5000);
+  ASSERT_TRUE(eventually([&] {
+    try {
+      listener.bind(decode_endpoint);
+      return true;
+    } catch (const zmq::error_t&) {
+      return false;  // the decode's socket is still closing
+    }
+  }));
+  std::optional<proto::RegistrationResult> answer;
+  for (int i = 0; i < 20 && !answer; ++i) {
+    ASSERT_TRUE(stranger_->send(prefill_->control_endpoint(), reg).ok());
+    std::vector<zmq::message_t> frames;
+    if (!zmq::recv_multipart(listener, std::back_inserter(frames))) continue;
+    std::vector<std::string> owned;
+    for (auto& f : frames) owned.push_back(f.to_string());
+    std::vector<std::string_view> views(owned.begin(), owned.end());
+    auto decoded = proto::decode_message(views);
+    if (!decoded.ok()) continue;
+    if (auto* r = std::get_if<proto::RegistrationResult>(&*decoded)) answer = *r;
+  }
+  ASSERT_TRUE(answer.has_value()) << "no answer reached the decode's endpoint";
+  ASSERT_TRUE(answer->accepted) << answer->reason;
+  EXPECT_EQ(answer->decode_incarnation, 0xbadu);
+  ASSERT_NE(answer->challenge, 0u);
+  pre.registration_challenge = answer->challenge;
+  ASSERT_TRUE(stranger_->send(prefill_->control_endpoint(), pre).ok());
+  EXPECT_TRUE(eventually([&] { return other.poll() == RoomState::kWaitingForInput; }))
+      << other.failure().to_string();
 }
 
 TEST_F(HostileControlTest, PreAllocationsFromUnregisteredRanksTouchNoRoom) {

@@ -48,6 +48,12 @@ Result<KvManagerOptions> KvManagerOptions::from(const config::Settings& settings
                         config::read_int(settings, "PDKV_MAX_DECODE_PEERS", 4096, 1, 1 << 20));
   PDKV_ASSIGN_OR_RETURN(int64_t max_pending, config::read_int(settings, "PDKV_MAX_PENDING_ROOMS",
                                                               65536, 1, int64_t{1} << 24));
+  PDKV_ASSIGN_OR_RETURN(
+      int64_t pending_per_decode,
+      config::read_int(settings, "PDKV_MAX_PENDING_ROOMS_PER_DECODE", 8192, 1, int64_t{1} << 24));
+  PDKV_ASSIGN_OR_RETURN(int64_t pending_bytes,
+                        config::read_int(settings, "PDKV_MAX_PENDING_BYTES_PER_DECODE",
+                                         int64_t{64} << 20, int64_t{1} << 16, int64_t{1} << 40));
   PDKV_ASSIGN_OR_RETURN(std::string local_ip, config::read_string(settings, "PDKV_LOCAL_IP", ""));
   PDKV_ASSIGN_OR_RETURN(int64_t metrics_port,
                         config::read_int(settings, "PDKV_METRICS_PORT", -1, -1, 65535));
@@ -70,6 +76,8 @@ Result<KvManagerOptions> KvManagerOptions::from(const config::Settings& settings
   o.verify_checksum = checksum;
   o.max_decode_peers = max_peers;
   o.max_pending_rooms = max_pending;
+  o.max_pending_rooms_per_decode = pending_per_decode;
+  o.max_pending_bytes_per_decode = pending_bytes;
   o.local_ip = std::move(local_ip);
   o.metrics_port = static_cast<int>(metrics_port);
   o.metrics_host = std::move(metrics_host);

@@ -46,6 +46,9 @@ struct KvManagerOptions {
   // every room already held is unaffected.
   int64_t max_decode_peers = 4096;
   int64_t max_pending_rooms = 65536;
+  // Of those, what one decode rank may make it hold (pending_room_budget.h).
+  int64_t max_pending_rooms_per_decode = 8192;
+  int64_t max_pending_bytes_per_decode = int64_t{64} << 20;
   // Address this rank advertises; empty = detected.
   std::string local_ip;
   // Port of the process's Prometheus endpoint (kv/process_metrics_endpoint.h; started or
@@ -63,6 +66,14 @@ struct KvManagerOptions {
   // Longest time a dead peer goes unnoticed by the heartbeat.
   std::chrono::milliseconds liveness_bound() const {
     return heartbeat_interval * heartbeat_max_failures;
+  }
+  // A prefill forgets a registered decode rank that holds no room and was not heard for
+  // this long (its registration, its control socket, its data sessions). A live decode
+  // probes every prefill it knows each heartbeat, so only a gone one (or a stranger that
+  // registered and left) stays silent; one that comes back registers anew, as it does
+  // after the far shorter liveness bound on its side.
+  std::chrono::milliseconds idle_peer_forget() const {
+    return std::max<std::chrono::milliseconds>(10 * liveness_bound(), std::chrono::seconds(30));
   }
 };
 

@@ -6,13 +6,18 @@
 #include "common/logging.h"
 #include "kv/manager_common.h"
 #include "kv/page_ownership.h"
+#include "kv/room_grant.h"
 
 namespace pdkv::kv {
 PrefillManager::PrefillManager(PrefillManagerConfig config,
                                std::shared_ptr<RouteDirectory> directory)
     : config_(std::move(config)),
       directory_(std::move(directory)),
-      failed_peers_(config_.options.failed_peer_ttl, config_.options.failed_peer_first_cooldown) {}
+      failed_peers_(config_.options.failed_peer_ttl, config_.options.failed_peer_first_cooldown),
+      pending_(
+          PendingRoomLimits{static_cast<size_t>(config_.options.max_pending_rooms),
+                            static_cast<size_t>(config_.options.max_pending_rooms_per_decode),
+                            static_cast<uint64_t>(config_.options.max_pending_bytes_per_decode)}) {}
 
 Result<std::unique_ptr<PrefillManager>> PrefillManager::create(
     PrefillManagerConfig config, const ControlChannelFactory& channels,
@@ -158,7 +163,7 @@ std::shared_ptr<const RoomHandle> PrefillManager::open_room(uint64_t room) {
     auto [it, created] = rooms_.try_emplace(room);
     Room& r = it->second;
     if (!r.sender_open) {
-      if (!created) --pending_rooms_;  // a decode's message opened it first
+      if (!created) pending_.release(room);  // a decode's message opened it first
       r.sender_open = true;
       r.first_seen = now();
     }
@@ -344,15 +349,17 @@ void PrefillManager::hand_to_pipeline(uint64_t room, Room& r, TransferChunk chun
   pipeline_->add_chunk(room, std::move(chunk));
 }
 
-PrefillManager::Room* PrefillManager::room_for_peer_message(uint64_t room) {
-  if (auto it = rooms_.find(room); it != rooms_.end()) return &it->second;
-  if (pending_rooms_ >= static_cast<size_t>(config_.options.max_pending_rooms)) return nullptr;
-  ++pending_rooms_;
+Result<PrefillManager::Room*> PrefillManager::room_for_peer_message(uint64_t room,
+                                                                    const std::string& decode,
+                                                                    uint64_t bytes) {
+  auto it = rooms_.find(room);
+  if (it != rooms_.end() && it->second.sender_open) return &it->second;
+  PDKV_RETURN_IF_ERROR(pending_.charge(room, decode, bytes));
   return &rooms_[room];
 }
 
 void PrefillManager::drop_room(uint64_t room) {
-  if (auto it = rooms_.find(room); it != rooms_.end() && !it->second.sender_open) --pending_rooms_;
+  pending_.release(room);
   rooms_.erase(room);
   awaiting_metadata_.erase(room);
   metadata_.close(room);
@@ -376,7 +383,9 @@ void PrefillManager::fail_room(uint64_t room, FailureCause cause, const std::str
     if (it != rooms_.end()) {
       proto::TransferStatus status = failed_status(room, failure);
       for (const auto& [key, dest] : it->second.destinations) {
-        if (!dest->is_dummy()) out.add(key, status);
+        if (dest->is_dummy()) continue;
+        status.ticket = dest->pre_allocation().ticket;
+        out.add(key, status);
       }
       if (it->second.bootstrapped && pipeline_) pipeline_->cancel_room(room);
     }
@@ -458,6 +467,34 @@ PrefillManager::DecodePeer* PrefillManager::registered_decode(const proto::RankI
   return &peer->second;
 }
 
+PrefillManager::DecodePeer* PrefillManager::proven_decode(
+    const proto::PreAllocation& pre, std::vector<uint64_t>& orphaned,
+    std::optional<std::string>& stale_engine_endpoint) {
+  auto it = decodes_.find(pre.decode.control_endpoint);
+  if (it == decodes_.end()) return nullptr;
+  DecodePeer& peer = it->second;
+  if (peer.registration.decode.incarnation == pre.decode.incarnation) {
+    if (pre.registration_challenge != peer.challenge) return nullptr;
+    peer.proven = true;
+    return &peer;
+  }
+  if (!peer.successor ||
+      peer.successor->registration.decode.incarnation != pre.decode.incarnation ||
+      peer.successor->challenge != pre.registration_challenge) {
+    return nullptr;
+  }
+  for (const auto& [room, r] : rooms_) {
+    if (r.destinations.count(it->first)) orphaned.push_back(room);
+  }
+  stale_engine_endpoint = peer.registration.decode.session_id;
+  failed_peers_.clear(peer.successor->registration.decode.session_id);
+  static_cast<DecodeRegistration&>(peer) = std::move(*peer.successor);
+  peer.successor.reset();
+  peer.liveness.heard();
+  peer.proven = true;
+  return &peer;
+}
+
 void PrefillManager::heard_from(const proto::RankIdentity& sender) {
   MutexLock lock(mu_);
   if (DecodePeer* peer = registered_decode(sender)) peer->liveness.heard();
@@ -486,11 +523,11 @@ void PrefillManager::on_message(proto::Message message) {
 void PrefillManager::on_registration(proto::BufferRegistration reg) {
   const std::string key = reg.decode.control_endpoint;
   Status layout = check_layout_compatible(config_.args, reg.layout);
-  std::vector<uint64_t> orphaned;
-  std::optional<std::string> stale_engine_endpoint;
   const uint64_t incarnation = reg.decode.incarnation;
   const std::string engine_endpoint = reg.decode.session_id;
   Status over_cap;
+  bool proven = false;  // answered on the decode's socket, not a one-off one
+  uint64_t challenge = 0;
   {
     MutexLock lock(mu_);
     auto it = decodes_.find(key);
@@ -500,19 +537,31 @@ void PrefillManager::on_registration(proto::BufferRegistration reg) {
       over_cap = failed_precondition("this prefill rank already serves " +
                                      std::to_string(decodes_.size()) +
                                      " decode ranks (PDKV_MAX_DECODE_PEERS)");
-    } else if (it != decodes_.end() && it->second.registration.decode.incarnation != incarnation) {
-      // The decode restarted at the same endpoint: rooms routed to its old buffers are lost.
-      for (const auto& [room, r] : rooms_) {
-        if (r.destinations.count(key)) orphaned.push_back(room);
-      }
-      stale_engine_endpoint = it->second.registration.decode.session_id;
-    }
-    if (over_cap.ok()) {
-      failed_peers_.clear(reg.decode.session_id);
+    } else if (it == decodes_.end() || it->second.registration.decode.incarnation == incarnation) {
+      // A new decode, or the registered one again (its answer was lost): same challenge.
+      // A proven decode's registration stays as it was proven (a resend is identical; a
+      // different one naming its endpoint and incarnation is not the decode's).
       DecodePeer& peer = decodes_[key];
-      peer.registration = std::move(reg);
-      peer.layout_status = layout;
-      peer.liveness.heard();
+      if (!peer.proven) {
+        failed_peers_.clear(engine_endpoint);
+        if (peer.challenge == 0) peer.challenge = random_secret_id();
+        peer.registration = std::move(reg);
+        peer.layout_status = layout;
+        peer.liveness.heard();
+      }
+      challenge = peer.challenge;
+      layout = peer.layout_status;
+      proven = peer.proven;
+    } else {
+      // Another incarnation at a registered decode's endpoint. The answer goes to the
+      // endpoint, so only a process receiving there learns the challenge that makes it
+      // the decode (proven_decode()): a restarted decode does at once, a stranger that
+      // merely names the endpoint never does, and the registered decode's rooms go on.
+      std::optional<DecodeRegistration>& next = it->second.successor;
+      if (!next || next->registration.decode.incarnation != incarnation) {
+        next = DecodeRegistration{std::move(reg), layout, random_secret_id()};
+      }
+      challenge = next->challenge;
     }
   }
   if (!over_cap.ok()) {
@@ -521,31 +570,40 @@ void PrefillManager::on_registration(proto::BufferRegistration reg) {
     refusal.prefill = identity_;
     refusal.decode_incarnation = incarnation;
     refusal.reason = over_cap.message();
-    Outbox out;
-    out.add(key, refusal);
-    flush(out);
+    send_to_decode(key, false, refusal);
     return;
-  }
-  if (stale_engine_endpoint) pipeline_->reset_peer(*stale_engine_endpoint);
-  if (layout.ok()) pipeline_->prepare_peer(engine_endpoint);
-  for (uint64_t room : orphaned) {
-    fail_room(room, FailureCause::kPeerRestarted, "decode " + key + " restarted");
   }
   proto::RegistrationResult result;
   result.prefill = identity_;
   result.decode_incarnation = incarnation;
   result.accepted = layout.ok();
   result.reason = layout.ok() ? "" : layout.message();
+  if (result.accepted) result.challenge = challenge;
   if (!layout.ok())
     PDKV_LOG_ERROR("registration from decode {} refused: {}", key, layout.message());
-  Outbox out;
-  out.add(key, result);
-  flush(out);
+  send_to_decode(key, proven, result);
+}
+
+void PrefillManager::send_to_decode(const std::string& endpoint, bool proven,
+                                    const proto::Message& message) {
+  if (!channel_) return;
+  if (proven) {
+    Outbox out;
+    out.add(endpoint, message);
+    flush(out);
+    return;
+  }
+  // No socket is kept for a decode that has not proven it receives at its endpoint: a
+  // flood of registrations (or their Pings) naming made-up endpoints must not pile up
+  // sockets. A real decode whose answer was dropped by the one-off rate sends again.
+  Status sent = channel_->send_once(endpoint, message);
+  if (!sent.ok()) PDKV_LOG_DEBUG("answer to decode {} not sent: {}", endpoint, sent.to_string());
 }
 
 void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
   const std::string key = pre.decode.control_endpoint;
   const uint64_t room = pre.room;
+  const uint64_t ticket = pre.ticket;
   Status refused;
   FailureCause refused_cause = FailureCause::kBadPreAllocation;
   {
@@ -553,18 +611,37 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
     // pre-allocation naming anyone else is dropped, so a stranger can neither fail a room
     // with one nor make this rank send to an address it chose. (A real decode registers
     // first and pre-allocates only once the registration was answered.)
-    MutexLock lock(mu_);
-    if (registered_decode(pre.decode) == nullptr) {
-      PDKV_LOG_WARN_LIMITED(
-          "prefill rank {} drops a pre-allocation of room {} from {}: not a registered decode "
-          "(or not the incarnation that registered)",
-          identity_.engine_rank, room, key);
-      return;
+    std::vector<uint64_t> orphaned;
+    std::optional<std::string> stale_engine_endpoint;
+    std::string engine_endpoint;
+    {
+      MutexLock lock(mu_);
+      const auto known = decodes_.find(key);
+      const bool was_proven = known != decodes_.end() && known->second.proven;
+      DecodePeer* peer = proven_decode(pre, orphaned, stale_engine_endpoint);
+      if (peer == nullptr) {
+        PDKV_LOG_WARN_LIMITED(
+            "prefill rank {} drops a pre-allocation of room {} from {}: not a registered decode "
+            "(not the incarnation that registered, or without its registration challenge)",
+            identity_.engine_rank, room, key);
+        return;
+      }
+      // Its first proof (or a restart's): connect the data plane now, not at registration
+      // (which anyone can send naming any engine address).
+      if ((!was_proven || stale_engine_endpoint) && peer->layout_status.ok())
+        engine_endpoint = peer->registration.decode.session_id;
+    }
+    if (stale_engine_endpoint) pipeline_->reset_peer(*stale_engine_endpoint);
+    if (!engine_endpoint.empty()) pipeline_->prepare_peer(engine_endpoint);
+    // The decode restarted at the same endpoint: rooms routed to its old buffers are lost.
+    for (uint64_t lost : orphaned) {
+      fail_room(lost, FailureCause::kPeerRestarted, "decode " + key + " restarted");
     }
   }
   if (auto ended = ended_.find(room, now())) {
     // Crossed our failure on the wire: answer with it instead of opening a room.
     proto::TransferStatus status = failed_status(room, *ended);
+    status.ticket = pre.ticket;
     Outbox out;
     out.add(key, std::move(status));
     flush(out);
@@ -580,16 +657,31 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
       refused_cause = FailureCause::kLayoutMismatch;
     } else {
       // heard_from() counted the message already (same registered sender).
+      if (auto held_room = rooms_.find(room); held_room != rooms_.end()) {
+        auto held = held_room->second.destinations.find(key);
+        if (held != held_room->second.destinations.end() &&
+            held->second->pre_allocation().ticket != ticket) {
+          // A resend carries the room's ticket; a pre-allocation under another ticket is
+          // not from the decode that opened the room (or from a room it reopened under the
+          // same id while this one lives): the first one stays.
+          PDKV_LOG_WARN_LIMITED(
+              "prefill rank {} drops a second pre-allocation of room {} from {} under another "
+              "ticket",
+              identity_.engine_rank, room, key);
+          return;
+        }
+      }
+      const uint64_t cost = pre_allocation_cost(pre);
       auto plan = DestinationPlan::create(config_.args, peer->registration, std::move(pre));
+      Result<Room*> pending =
+          plan.ok() ? room_for_peer_message(room, key, cost) : Result<Room*>(plan.status());
       if (!plan.ok()) {
         refused = plan.status();
         if (refused.code() == StatusCode::kOutOfRange) refused_cause = FailureCause::kOutOfRange;
-      } else if (Room* pending = room_for_peer_message(room); pending == nullptr) {
-        refused = failed_precondition(
-            "this prefill rank already holds " + std::to_string(pending_rooms_) +
-            " rooms that decodes opened before their KVSender (PDKV_MAX_PENDING_ROOMS)");
+      } else if (!pending.ok()) {
+        refused = pending.status();
       } else {
-        Room& r = *pending;
+        Room& r = **pending;
         if (r.destinations.empty() && !r.sender_open) r.first_seen = now();
         r.required_destinations = plan->pre_allocation().required_dst_info_num;
         r.destinations[key] = std::make_shared<const DestinationPlan>(std::move(plan).value());
@@ -612,6 +704,7 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
   // The sender of the bad pre-allocation is not a destination yet: tell it directly.
   proto::TransferStatus status =
       failed_status(room, RoomFailure{refused_cause, FailureStage::kBootstrap, reason});
+  status.ticket = ticket;
   Outbox out;
   out.add(key, std::move(status));
   flush(out);
@@ -628,10 +721,16 @@ void PrefillManager::on_abort(const proto::Abort& abort) {
     MutexLock lock(mu_);
     // Only a registered decode (this incarnation) may abort, and only a room it
     // pre-allocated once the room has its destinations: anyone else's Abort is dropped.
+    // A decode whose pre-allocation is here must name that pre-allocation's ticket.
     DecodePeer* peer = registered_decode(abort.sender);
     auto known = rooms_.find(abort.room);
-    if (peer == nullptr || (known != rooms_.end() && !known->second.destinations.empty() &&
-                            !known->second.destinations.count(abort.sender.control_endpoint))) {
+    bool of_room = true;
+    if (known != rooms_.end() && !known->second.destinations.empty()) {
+      auto dest = known->second.destinations.find(abort.sender.control_endpoint);
+      of_room = dest != known->second.destinations.end() &&
+                dest->second->pre_allocation().ticket == abort.ticket;
+    }
+    if (peer == nullptr || !of_room) {
       PDKV_LOG_WARN_LIMITED(
           "prefill rank {} drops an Abort of room {} from {}: not a decode of that room",
           identity_.engine_rank, abort.room, abort.sender.control_endpoint);
@@ -641,15 +740,13 @@ void PrefillManager::on_abort(const proto::Abort& abort) {
     if (!board_.get(abort.room)) {
       // No KVSender yet: keep the abort (like an early pre-allocation, dropped after the
       // bootstrap timeout if no sender ever opens) so the sender fails when it opens.
-      Room* pending = room_for_peer_message(abort.room);
-      if (pending == nullptr) {
-        PDKV_LOG_WARN_LIMITED(
-            "prefill rank {} drops an Abort of room {}: {} rooms are pending "
-            "already (PDKV_MAX_PENDING_ROOMS)",
-            identity_.engine_rank, abort.room, pending_rooms_);
+      Result<Room*> pending = room_for_peer_message(abort.room, abort.sender.control_endpoint, 0);
+      if (!pending.ok()) {
+        PDKV_LOG_WARN_LIMITED("prefill rank {} drops an Abort of room {}: {}",
+                              identity_.engine_rank, abort.room, pending.status().message());
         return;
       }
-      Room& r = *pending;
+      Room& r = **pending;
       if (r.first_seen == TimePoint{}) r.first_seen = now();
       if (!r.aborted_early) {
         r.aborted_early = RoomFailure{cause, FailureStage::kBootstrap, std::move(reason)};
@@ -663,18 +760,26 @@ void PrefillManager::on_abort(const proto::Abort& abort) {
 void PrefillManager::on_ping(const proto::Ping& ping) {
   // heard_from() already counted it; answering must not wait for anything. Only registered
   // decodes get an answer: a Ping names its own reply address, and answering strangers
-  // would open a socket per forged name.
+  // would open a socket per forged name (a registered but unproven one is answered on a
+  // one-off socket, send_to_decode()).
+  bool proven = false;
   {
     MutexLock lock(mu_);
-    if (!decodes_.count(ping.sender.control_endpoint)) {
+    auto peer = decodes_.find(ping.sender.control_endpoint);
+    if (peer == decodes_.end()) {
       PDKV_LOG_WARN_LIMITED("prefill rank {} ignores a Ping from {}, which never registered",
                             identity_.engine_rank, ping.sender.control_endpoint);
       return;
     }
+    proven = peer->second.proven;
   }
   proto::Pong pong;
   pong.sender = identity_;
   pong.seq = ping.seq;
+  if (!proven) {
+    send_to_decode(ping.sender.control_endpoint, false, pong);
+    return;
+  }
   Status sent = channel_->send(ping.sender.control_endpoint, pong);
   if (!sent.ok())
     PDKV_LOG_DEBUG("pong to {} not sent: {}", ping.sender.control_endpoint, sent.to_string());
@@ -776,12 +881,23 @@ void PrefillManager::bootstrap_refresh_loop() {
 void PrefillManager::check_liveness() {
   const auto bound = config_.options.liveness_bound();
   std::vector<std::pair<uint64_t, std::string>> lost;
+  std::vector<std::pair<std::string, std::string>> forgotten;  // control, engine endpoint
   Outbox out;
   {
     MutexLock lock(mu_);
     std::set<std::string> in_use;
     for (const auto& [room, r] : rooms_) {
       for (const auto& [key, dest] : r.destinations) in_use.insert(key);
+    }
+    // Registered, holding no room, silent for long: gone (or a stranger that left).
+    const TimePoint idle_since = now() - config_.options.idle_peer_forget();
+    for (auto it = decodes_.begin(); it != decodes_.end();) {
+      if (in_use.count(it->first) || it->second.liveness.last_heard > idle_since) {
+        ++it;
+        continue;
+      }
+      forgotten.emplace_back(it->first, it->second.registration.decode.session_id);
+      it = decodes_.erase(it);
     }
     std::set<std::string> dead;
     for (const std::string& key : in_use) {
@@ -807,6 +923,13 @@ void PrefillManager::check_liveness() {
     }
   }
   flush(out);
+  for (const auto& [control, engine_endpoint] : forgotten) {
+    PDKV_LOG_INFO("prefill rank {} forgets decode {}: no room and silent for {}",
+                  identity_.engine_rank, control,
+                  format_seconds(config_.options.idle_peer_forget()));
+    pipeline_->reset_peer(engine_endpoint);
+    channel_->forget(control);
+  }
   for (const auto& [room, key] : lost) {
     fail_room(room, FailureCause::kPeerDead,
               "decode " + key + " stopped answering for more than " + format_seconds(bound));

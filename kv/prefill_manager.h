@@ -45,6 +45,7 @@
 #include "kv/metrics_registry.h"
 #include "kv/outbox.h"
 #include "kv/peer_liveness.h"
+#include "kv/pending_room_budget.h"
 #include "kv/prefill_metadata_store.h"
 #include "kv/room_status_board.h"
 #include "kv/route_directory.h"
@@ -112,10 +113,23 @@ class PrefillManager {
   void shutdown();
 
  private:
-  struct DecodePeer {
+  // One incarnation's registration and the challenge its answer carried.
+  struct DecodeRegistration {
     proto::BufferRegistration registration;
-    Status layout_status;   // why its pre-allocations are refused, if they are
+    Status layout_status;  // why its pre-allocations are refused, if they are
+    uint64_t challenge = 0;
+  };
+  struct DecodePeer : DecodeRegistration {
     PeerLiveness liveness;  // this rank probes the decodes it holds rooms for
+    // A pre-allocation echoed the challenge: the decode receives at its endpoint. Until
+    // then this rank keeps no socket or data session for it (answers go on one-off
+    // sockets), so registrations alone, from anyone, make it hold only this record.
+    bool proven = false;
+    // Another incarnation that registered at this endpoint and has not yet proved it
+    // receives there (by echoing its challenge in a pre-allocation): a restart of the
+    // decode, or a stranger naming it. Proved, it replaces this one (whose rooms fail as
+    // a restart); until then this one's rooms go on.
+    std::optional<DecodeRegistration> successor;
   };
 
   struct Room {
@@ -171,9 +185,11 @@ class PrefillManager {
   void fail_room(uint64_t room, FailureCause cause, const std::string& reason,
                  std::optional<FailureStage> stage = std::nullopt) PDKV_EXCLUDES(mu_);
   void drop_room(uint64_t room) PDKV_REQUIRES(mu_);
-  // The room's entry, created for a decode's message if there is room for one more
-  // pending room; nullptr (nothing created) past options.max_pending_rooms.
-  Room* room_for_peer_message(uint64_t room) PDKV_REQUIRES(mu_);
+  // The room's entry for a message of `decode` holding `bytes` there (pending_room_budget.h):
+  // a room whose KVSender is open is not charged; otherwise the budget is, and past one of
+  // its bounds nothing is created and the error names the bound.
+  Result<Room*> room_for_peer_message(uint64_t room, const std::string& decode, uint64_t bytes)
+      PDKV_REQUIRES(mu_);
   void fail_open_rooms() PDKV_EXCLUDES(mu_);  // shutdown
   proto::TransferStatus status_of(uint64_t room, proto::TransferState state) const;
   // A Failed status carrying the failure's reason, cause and stage.
@@ -187,6 +203,14 @@ class PrefillManager {
   void heard_from(const proto::RankIdentity& sender) PDKV_EXCLUDES(mu_);
   // The decode that registered here as `sender` (same endpoint and incarnation), or null:
   // only such a decode is heard, answered, or may pre-allocate or abort a room.
+  // Sends to a decode rank: on its socket once it is proven, else on a one-off socket.
+  void send_to_decode(const std::string& endpoint, bool proven, const proto::Message& message)
+      PDKV_EXCLUDES(mu_);
+  // The decode a pre-allocation is from, if its challenge proves it; a successor that
+  // proves itself replaces the registered incarnation first, and the rooms and engine
+  // endpoint of the replaced one are added to `orphaned` / `stale_engine_endpoint`.
+  DecodePeer* proven_decode(const proto::PreAllocation& pre, std::vector<uint64_t>& orphaned,
+                            std::optional<std::string>& stale_engine_endpoint) PDKV_REQUIRES(mu_);
   DecodePeer* registered_decode(const proto::RankIdentity& sender) PDKV_REQUIRES(mu_);
 
   void timer_loop();
@@ -216,9 +240,8 @@ class PrefillManager {
   mutable Mutex mu_;
   std::unordered_map<std::string, DecodePeer> decodes_ PDKV_GUARDED_BY(mu_);
   std::unordered_map<uint64_t, Room> rooms_ PDKV_GUARDED_BY(mu_);
-  // Rooms in rooms_ without a KVSender yet: what decodes alone made this rank hold
-  // (bounded by options.max_pending_rooms).
-  size_t pending_rooms_ PDKV_GUARDED_BY(mu_) = 0;
+  // Rooms in rooms_ without a KVSender yet: what decodes alone made this rank hold.
+  PendingRoomBudget pending_ PDKV_GUARDED_BY(mu_);
   std::set<uint64_t> awaiting_metadata_ PDKV_GUARDED_BY(mu_);
 
   std::unique_ptr<TransferPipeline> pipeline_;

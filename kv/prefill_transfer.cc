@@ -47,6 +47,7 @@ void PrefillManager::complete_room(uint64_t room, Room& r, const PrefillMetadata
       success.checksum_crc32c = has ? sum->second->value() : 0;
       success.checksum_ranges = has ? sum->second->ranges() : std::vector<uint64_t>{};
     }
+    success.ticket = dest->pre_allocation().ticket;
     out.add(key, success);
   }
   const TimePoint done = now();

@@ -61,4 +61,6 @@ uint64_t random_grant_id() {
   return id;
 }
 
+uint64_t random_secret_id() { return random_grant_id(); }
+
 }  // namespace pdkv::kv

@@ -51,4 +51,8 @@ engine::WriteGrant grant_for_room(const RankGrantBuffers& buffers, const RoomWri
 // A fresh random non-zero grant id.
 uint64_t random_grant_id();
 
+// A fresh random non-zero 64-bit value for what only its holders may know: room tickets
+// (proto::PreAllocation::ticket) and registration challenges.
+uint64_t random_secret_id();
+
 }  // namespace pdkv::kv

@@ -17,6 +17,10 @@ class ZmqControlChannel : public ControlChannel {
                             std::span<const proto::Message> messages) override {
     return endpoint_->send_burst(peer, messages);
   }
+  Status send_once(const std::string& peer, const proto::Message& message) override {
+    return endpoint_->send_once(peer, message);
+  }
+  void forget(const std::string& peer) override { endpoint_->forget_peer(peer); }
   void stop() override { endpoint_->shutdown(); }
 
  private:

@@ -125,6 +125,7 @@ Multipart encode(const TransferStatus& m) {
   put_array<uint64_t>(&b, m.checksum_ranges);
   put_u8(&b, m.failure_cause);
   put_u8(&b, m.failure_stage);
+  put_u64(&b, m.ticket);
   return frame(MessageType::kTransferStatus, std::move(b));
 }
 
@@ -143,6 +144,7 @@ Result<TransferStatus> decode_transfer_status(FrameViews frames) {
   m.checksum_ranges = r.array<uint64_t>("checksum_ranges", kMaxChecksumRangeWords);
   m.failure_cause = r.u8("failure_cause");
   m.failure_stage = r.u8("failure_stage");
+  m.ticket = r.u64("ticket");
   if (r.ok() && m.bootstrap_token < -1) {
     r.fail("bootstrap_token",
            fmt::format("{} is negative (only -1 means none)", m.bootstrap_token));
@@ -166,6 +168,7 @@ Multipart encode(const Abort& m) {
   put_identity(&b, m.sender);
   put_bytes(&b, m.reason);
   put_u8(&b, m.cause);
+  put_u64(&b, m.ticket);
   return frame(MessageType::kAbort, std::move(b));
 }
 
@@ -177,6 +180,7 @@ Result<Abort> decode_abort(FrameViews frames) {
   m.sender = read_identity(r);
   m.reason = r.bytes("reason", kMaxReasonBytes);
   m.cause = r.u8("cause");
+  m.ticket = r.u64("ticket");
   PDKV_RETURN_IF_ERROR(r.finish());
   return m;
 }
@@ -189,6 +193,7 @@ Multipart encode(const RegistrationResult& m) {
   put_u64(&b, m.decode_incarnation);
   put_bool(&b, m.accepted);
   put_bytes(&b, m.reason);
+  put_u64(&b, m.challenge);
   return frame(MessageType::kRegistrationResult, std::move(b));
 }
 
@@ -200,6 +205,7 @@ Result<RegistrationResult> decode_registration_result(FrameViews frames) {
   m.decode_incarnation = r.u64("decode_incarnation");
   m.accepted = r.boolean("accepted");
   m.reason = r.bytes("reason", kMaxReasonBytes);
+  m.challenge = r.u64("challenge");
   PDKV_RETURN_IF_ERROR(r.finish());
   return m;
 }

@@ -61,6 +61,8 @@ Multipart encode(const PreAllocation& m) {
   put_u32(&b, m.required_dst_info_num);
   put_u64(&b, m.decode_prefix_len);
   put_u64(&b, m.write_grant);
+  put_u64(&b, m.ticket);
+  put_u64(&b, m.registration_challenge);
   put_bool(&b, m.dst_l1_5.has_value());
   if (m.dst_l1_5) {
     put_bool(&b, m.dst_l1_5->indices_are_local);
@@ -85,6 +87,8 @@ Result<PreAllocation> decode_pre_allocation(FrameViews frames) {
   m.required_dst_info_num = r.u32("required_dst_info_num");
   m.decode_prefix_len = r.u64("decode_prefix_len");
   m.write_grant = r.u64("write_grant");
+  m.ticket = r.u64("ticket");
+  m.registration_challenge = r.u64("registration_challenge");
   if (r.boolean("dst_l1_5")) {
     PageOwnership o;
     o.indices_are_local = r.boolean("dst_l1_5.indices_are_local");

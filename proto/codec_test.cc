@@ -51,7 +51,7 @@ TEST(CodecTest, TypedDecoderRejectsAnotherType) {
 // Pins the header bytes: a change here is a protocol change (bump kProtocolVersion).
 TEST(CodecTest, HeaderBytesArePinned) {
   Multipart f = encode(Ping{RankIdentity{}, 0});
-  std::string expected("PDKV\x04\x00\x06\x00", 8);
+  std::string expected("PDKV\x05\x00\x06\x00", 8);
   put_u32(&expected, static_cast<uint32_t>(f[1].size()));
   put_u32(&expected, 0);
   EXPECT_EQ(f[0], expected);
@@ -69,7 +69,8 @@ TEST(CodecTest, TransferStatusBodyIsPinned) {
                     "no",
                     {0x10, 4},
                     7,
-                    2};
+                    2,
+                    0x1122334455667788ull};
   Multipart f = encode(st);
   std::string e;
   e += std::string("\x08\x07\x06\x05\x04\x03\x02\x01", 8);  // room
@@ -81,18 +82,19 @@ TEST(CodecTest, TransferStatusBodyIsPinned) {
   e += std::string("\x02\x00\x00\x00no", 6);                // reason
   e += std::string("\x02\x00\x00\x00", 4);                  // 2 range words
   e += std::string("\x10\0\0\0\0\0\0\0\x04\0\0\0\0\0\0\0", 16);
-  e += std::string("\x07\x02", 2);  // failure cause, stage
+  e += std::string("\x07\x02", 2);                          // failure cause, stage
+  e += std::string("\x88\x77\x66\x55\x44\x33\x22\x11", 8);  // ticket
   EXPECT_EQ(f[1], e);
 }
 
 TEST(CodecTest, OtherProtocolVersionNamesBothVersions) {
   Multipart f = encode(Ping{RankIdentity{}, 0});
-  f[0][4] = 5;
+  f[0][4] = 6;
   auto views = views_of(f);
   auto r = decode_message(views);
   ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("version 6"), std::string::npos);
   EXPECT_NE(r.status().message().find("version 5"), std::string::npos);
-  EXPECT_NE(r.status().message().find("version 4"), std::string::npos);
 }
 
 TEST(CodecTest, BadMagicTypeFlagsAndFrameCountAreRejected) {

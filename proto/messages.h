@@ -155,6 +155,16 @@ struct PreAllocation {
   // the room's bytes only under it and revokes it when the room ends. 0 = none (a kDummy
   // or kNothingNeeded rank writes nothing).
   uint64_t write_grant = 0;
+  // The room's ticket: random per room and decode rank, sent only in this room's
+  // pre-allocations (every kind) and echoed by the prefill on its TransferStatus; the
+  // decode counts a status or an Abort of the room only when it carries the ticket, so
+  // knowing a room id and a rank number is not enough to end someone else's room.
+  uint64_t ticket = 0;
+  // The challenge of the prefill's RegistrationResult this decode incarnation was sent
+  // (which only a process receiving at the decode's endpoint read): the prefill takes a
+  // pre-allocation only with it, so naming a decode's endpoint and incarnation is not
+  // enough to pre-allocate, or to replace a live decode by claiming it restarted.
+  uint64_t registration_challenge = 0;
   std::optional<PageOwnership> dst_l1_5;
   std::vector<Fragment> fragments;  // empty = default blocks
   bool operator==(const PreAllocation&) const = default;
@@ -182,6 +192,7 @@ struct TransferStatus {
   // build does not know reads as "internal" in kv instead of failing the message.
   uint8_t failure_cause = 0;
   uint8_t failure_stage = 0;
+  uint64_t ticket = 0;  // the ticket of the PreAllocation this status answers
   bool operator==(const TransferStatus&) const = default;
 };
 
@@ -191,6 +202,9 @@ struct Abort {
   RankIdentity sender;
   std::string reason;
   uint8_t cause = 0;  // why the sender gave up, a kv::FailureCause value (see TransferStatus)
+  // The room's ticket (PreAllocation::ticket) when the sender has it: a decode always
+  // does; a prefill aborting a room it holds a pre-allocation for echoes it.
+  uint64_t ticket = 0;
   bool operator==(const Abort&) const = default;
 };
 
@@ -201,6 +215,7 @@ struct RegistrationResult {
   uint64_t decode_incarnation = 0;  // which registration this answers
   bool accepted = false;
   std::string reason;
+  uint64_t challenge = 0;  // random; echoed in the decode's pre-allocations (accepted only)
   bool operator==(const RegistrationResult&) const = default;
 };
 

@@ -106,6 +106,8 @@ PreAllocation random_pre_allocation(Gen& g) {
   m.required_dst_info_num = 1 + g.below(16);
   m.decode_prefix_len = g.u64();
   m.write_grant = g.u64();
+  m.ticket = g.u64();
+  m.registration_challenge = g.u64();
   if (g.coin()) m.aux_index = static_cast<int64_t>(g.u64() >> 1);
   if (g.coin()) {
     PageOwnership o;
@@ -156,6 +158,7 @@ TransferStatus random_status(Gen& g) {
   m.failure_reason = g.text(100);
   m.failure_cause = static_cast<uint8_t>(g.u32());
   m.failure_stage = static_cast<uint8_t>(g.u32());
+  m.ticket = g.u64();
   return m;
 }
 
@@ -169,8 +172,8 @@ Message random_message(uint64_t seed) {
     case 2: return random_status(g);
     case 3:
       return Abort{g.u64(), random_identity(g), g.text(kMaxReasonBytes),
-                   static_cast<uint8_t>(g.u32())};
-    case 4: return RegistrationResult{random_identity(g), g.u64(), g.coin(), g.text(200)};
+                   static_cast<uint8_t>(g.u32()), g.u64()};
+    case 4: return RegistrationResult{random_identity(g), g.u64(), g.coin(), g.text(200), g.u64()};
     case 5: return Ping{random_identity(g), g.u64()};
     default: return Pong{random_identity(g), g.u64()};
   }

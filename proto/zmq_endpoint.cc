@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "proto/peer_monitor.h"
 #include "proto/zap_authenticator.h"
+#include "proto/zmq_socket_budget.h"
 
 namespace pdkv::proto {
 
@@ -21,6 +22,9 @@ Result<EndpointOptions> EndpointOptions::from(const config::Settings& settings) 
   PDKV_ASSIGN_OR_RETURN(int64_t hwm,
                         config::read_int(settings, "PDKV_ZMQ_SNDHWM", 10000, 1, 1000000));
   o.send_hwm = static_cast<int>(hwm);
+  PDKV_ASSIGN_OR_RETURN(int64_t peers,
+                        config::read_int(settings, "PDKV_ZMQ_MAX_PEERS", 8192, 16, 1 << 16));
+  o.max_peers = static_cast<size_t>(peers);
   PDKV_ASSIGN_OR_RETURN(o.cluster_key, ClusterKey::from(settings));
   return o;
 }
@@ -62,6 +66,22 @@ Result<std::unique_ptr<ZmqEndpoint>> ZmqEndpoint::start(const EndpointOptions& o
   if (ep->wake_fd_ < 0) {
     return unavailable(
         fmt::format("zmq endpoint: eventfd: {}", std::generic_category().message(errno)));
+  }
+  {
+    // Before the first socket: ZeroMQ reads the limit when it creates one.
+    const size_t descriptors =
+        raise_descriptor_limit(options.max_peers * kDescriptorsPerPeer + kReservedDescriptors);
+    SocketBudget budget = plan_socket_budget(
+        options.max_peers, ep->context_.get(zmq::ctxopt::socket_limit), descriptors);
+    // Fewer than wanted is common (Debian's default soft limit); it matters only when
+    // it falls below the managers' own peer caps' order of magnitude.
+    if (!budget.warning.empty() && budget.max_peers < 1024) {
+      PDKV_LOG_WARN("{}", budget.warning);
+    } else if (!budget.warning.empty()) {
+      PDKV_LOG_INFO("{}", budget.warning);
+    }
+    ep->context_.set(zmq::ctxopt::max_sockets, budget.max_sockets);
+    ep->max_peers_ = budget.max_peers;
   }
   if (options.cluster_key) {
     ep->curve_server_ = options.cluster_key->curve_pair(KeyUse::kCurveServer);
@@ -108,12 +128,25 @@ ZmqEndpoint::~ZmqEndpoint() {
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
+void ZmqEndpoint::set_curve_client(zmq::socket_t& socket) const {
+  if (!options_.cluster_key) return;
+  set_key(socket, ZMQ_CURVE_SERVERKEY, curve_server_.public_key);
+  set_key(socket, ZMQ_CURVE_PUBLICKEY, curve_client_.public_key);
+  set_key(socket, ZMQ_CURVE_SECRETKEY, curve_client_.secret_key);
+}
+
 Result<std::shared_ptr<ZmqEndpoint::PeerSocket>> ZmqEndpoint::peer_socket(
     const std::string& peer_endpoint) {
   MutexLock lock(peers_mu_);
   if (shut_down_) return aborted("zmq endpoint is shut down");
   auto it = peers_.find(peer_endpoint);
   if (it != peers_.end()) return it->second;
+  if (peers_.size() >= max_peers_) {
+    ++peers_over_cap_;
+    return unavailable(fmt::format(
+        "zmq endpoint: {} peers have a socket already (PDKV_ZMQ_MAX_PEERS); not connecting to {}",
+        peers_.size(), peer_endpoint));
+  }
   auto p = std::make_shared<PeerSocket>();
   p->monitor_id = ++next_monitor_id_;
   std::unique_ptr<PeerMonitor> monitor;
@@ -128,11 +161,7 @@ Result<std::shared_ptr<ZmqEndpoint::PeerSocket>> ZmqEndpoint::peer_socket(
       p->socket.set(zmq::sockopt::immediate, false);
       p->socket.set(zmq::sockopt::reconnect_ivl, options_.reconnect_interval_ms);
       p->socket.set(zmq::sockopt::reconnect_ivl_max, options_.reconnect_interval_max_ms);
-      if (options_.cluster_key) {
-        set_key(p->socket, ZMQ_CURVE_SERVERKEY, curve_server_.public_key);
-        set_key(p->socket, ZMQ_CURVE_PUBLICKEY, curve_client_.public_key);
-        set_key(p->socket, ZMQ_CURVE_SECRETKEY, curve_client_.secret_key);
-      }
+      set_curve_client(p->socket);
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) return aborted("zmq endpoint is shut down");
       return internal_error(fmt::format("zmq endpoint: cannot create a socket: {}", e.what()));
@@ -194,6 +223,53 @@ Status ZmqEndpoint::queue_frames(PeerSocket& peer, const std::string& peer_endpo
 
 Status ZmqEndpoint::send(const std::string& peer_endpoint, const Message& message) {
   return send_frames(peer_endpoint, encode_message(message));
+}
+
+Status ZmqEndpoint::send_once(const std::string& peer_endpoint, const Message& message) {
+  {
+    MutexLock lock(once_mu_);
+    const auto t = std::chrono::steady_clock::now();
+    if (t - once_window_ >= std::chrono::seconds(1)) {
+      once_window_ = t;
+      once_sent_ = 0;
+    }
+    if (once_sent_ >= kOncePerSecond) {
+      once_dropped_.fetch_add(1, std::memory_order_relaxed);
+      return unavailable(
+          fmt::format("zmq endpoint: more than {} one-off sends this second", kOncePerSecond));
+    }
+    ++once_sent_;
+  }
+  {
+    MutexLock lock(peers_mu_);
+    if (shut_down_) return aborted("zmq endpoint is shut down");
+  }
+  const Multipart frames = encode_message(message);
+  try {
+    zmq::socket_t socket(context_, zmq::socket_type::push);
+    socket.set(zmq::sockopt::linger, kOnceLingerMs);
+    socket.set(zmq::sockopt::immediate, false);
+    set_curve_client(socket);
+    socket.connect(peer_endpoint);
+    for (size_t i = 0; i < frames.size(); ++i) {
+      const auto more = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+      if (!socket.send(zmq::buffer(frames[i]), more | zmq::send_flags::dontwait)) {
+        send_failures_.fetch_add(1, std::memory_order_relaxed);
+        return unavailable("zmq endpoint: one-off send to " + peer_endpoint + " not queued");
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    send_failures_.fetch_add(1, std::memory_order_relaxed);
+    if (e.num() == ETERM) return aborted("zmq endpoint is shut down");
+    if (e.num() == EMFILE) {
+      return unavailable(fmt::format("zmq endpoint: no socket left for a one-off send to {}: {}",
+                                     peer_endpoint, e.what()));
+    }
+    return invalid_argument(
+        fmt::format("zmq endpoint: one-off send to '{}': {}", peer_endpoint, e.what()));
+  }
+  sent_.fetch_add(1, std::memory_order_relaxed);
+  return Status();
 }
 
 Status ZmqEndpoint::send_frames(const std::string& peer_endpoint, const Multipart& frames) {
@@ -294,6 +370,8 @@ EndpointStats ZmqEndpoint::stats() const {
   s.peers_gone = peers_gone_.load();
   s.auth_refused = zap_ ? zap_->refused() : 0;
   s.auth_failed = auth_failed_.load();
+  s.peers_over_cap = peers_over_cap_.load();
+  s.once_dropped = once_dropped_.load();
   return s;
 }
 

@@ -55,6 +55,7 @@
 #include "common/status.h"
 #include "proto/codec.h"
 #include "proto/zmq_endpoint_options.h"
+#include "proto/zmq_socket_budget.h"
 
 namespace pdkv::proto {
 
@@ -101,6 +102,14 @@ class ZmqEndpoint {
   // `messages`, possibly 0 (queue full). An error only if none was queued for another
   // reason (the codes of send()).
   Result<size_t> send_burst(const std::string& peer_endpoint, std::span<const Message> messages);
+  // Sends one message on a socket of its own that is closed at once (ZeroMQ still
+  // delivers it for up to kOnceLingerMs): for answering a peer this endpoint will not keep a
+  // socket for, such as one refused for a cap. At most kOncePerSecond a second; more are
+  // dropped with kUnavailable (a flood of refusals must not become a flood of sockets).
+  Status send_once(const std::string& peer_endpoint, const Message& message);
+  static constexpr int kOncePerSecond = kOneOffSocketsPerSecond;
+  // Short: closing the endpoint waits this long for an undelivered one.
+  static constexpr int kOnceLingerMs = 250;
   // send() for pre-encoded frames (tests use it to send malformed input).
   Status send_frames(const std::string& peer_endpoint, const Multipart& frames);
 
@@ -134,6 +143,8 @@ class ZmqEndpoint {
   void receive_loop();  // the receive thread's body (zmq_endpoint_receive.cc)
   Result<std::shared_ptr<PeerSocket>> peer_socket(const std::string& peer_endpoint)
       PDKV_EXCLUDES(peers_mu_);
+  // With a cluster secret: makes `socket` a CURVE client of the members' server key.
+  void set_curve_client(zmq::socket_t& socket) const;
   // Queues one encoded message without blocking.
   Status queue_frames(PeerSocket& peer, const std::string& peer_endpoint, const Multipart& frames)
       PDKV_REQUIRES(peer.mu);
@@ -160,6 +171,13 @@ class ZmqEndpoint {
 
   Mutex peers_mu_;  // guards the cache, not the sockets (each has its own mutex)
   std::map<std::string, std::shared_ptr<PeerSocket>> peers_ PDKV_GUARDED_BY(peers_mu_);
+  size_t max_peers_ = 0;  // set by start()
+  std::atomic<uint64_t> peers_over_cap_{0};
+  // send_once()'s rate: calls in the current one-second window.
+  Mutex once_mu_;
+  std::chrono::steady_clock::time_point once_window_ PDKV_GUARDED_BY(once_mu_);
+  int once_sent_ PDKV_GUARDED_BY(once_mu_) = 0;
+  std::atomic<uint64_t> once_dropped_{0};
   bool shut_down_ PDKV_GUARDED_BY(peers_mu_) = false;
   uint64_t next_monitor_id_ PDKV_GUARDED_BY(peers_mu_) = 0;
 

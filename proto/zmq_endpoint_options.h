@@ -36,9 +36,13 @@ struct EndpointOptions {
   // clients proving the secret (zap_authenticator.h) and every PUSH socket a CURVE client;
   // messages are then authenticated and encrypted. Null: plain TCP, anyone may send.
   std::shared_ptr<const ClusterKey> cluster_key;
+  // Most peers the endpoint keeps a socket for (zmq_socket_budget.h): send() to one more
+  // fails with kUnavailable until forget_peer() frees one. Fewer when the process's limits
+  // do not fit them (logged at start).
+  size_t max_peers = 8192;
 
-  // PDKV_ZMQ_SNDHWM and PDKV_SECRET_FILE (docs/CONFIG.md) from `settings` if set there,
-  // else the environment, else the default; other fields default.
+  // PDKV_ZMQ_SNDHWM, PDKV_ZMQ_MAX_PEERS and PDKV_SECRET_FILE (docs/CONFIG.md) from `settings` if
+  // set there, else the environment, else the default; other fields default.
   static Result<EndpointOptions> from(const config::Settings& settings);
   static Result<EndpointOptions> from_env() { return from(config::Settings()); }
 };
@@ -55,6 +59,8 @@ struct EndpointStats {
   uint64_t peers_gone = 0;       // on_peer_gone calls
   uint64_t auth_refused = 0;     // connections refused: no proof of the cluster secret
   uint64_t auth_failed = 0;      // our handshakes a peer refused (it has another secret)
+  uint64_t peers_over_cap = 0;   // sends refused: max_peers sockets were open
+  uint64_t once_dropped = 0;     // send_once() calls over its rate
 };
 
 }  // namespace pdkv::proto

@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "proto/test_messages.h"
+#include "proto/zmq_socket_budget.h"
 
 namespace pdkv::proto {
 namespace {
@@ -632,6 +633,76 @@ TEST(ZmqEndpointTest, ShutdownIsPromptAndLaterSendsAreAborted) {
   EXPECT_LT(elapsed_ms(t0), 2000);
   EXPECT_EQ(ep->send(ep->endpoint(), Ping{}).code(), StatusCode::kAborted);
   ep->shutdown();  // idempotent
+}
+
+}  // namespace
+}  // namespace pdkv::proto
+
+namespace pdkv::proto {
+namespace {
+
+// A flood of made-up peers must not exhaust ZeroMQ's sockets: past max_peers a send to a
+// new peer fails at once (naming the setting), peers already connected keep working, and
+// forgetting one frees its place.
+TEST(ZmqEndpointTest, SocketsAreKeptForAtMostMaxPeers) {
+  Inbox inbox, other_inbox;
+  EndpointOptions o;
+  o.max_peers = 16;
+  auto ep = start(inbox, o);
+  auto other = start(other_inbox);
+  ASSERT_TRUE(ep->send(other->endpoint(), Ping{identity_of(*ep), 1}).ok());
+  std::vector<std::string> made_up;
+  for (int i = 0; i < 15; ++i) {
+    made_up.push_back("tcp://127.0.0.1:" + std::to_string(2000 + i));
+    ASSERT_TRUE(ep->send(made_up.back(), Ping{}).ok()) << i;
+  }
+  Status over = ep->send("tcp://127.0.0.1:1999", Ping{});
+  EXPECT_EQ(over.code(), StatusCode::kUnavailable) << over.to_string();
+  EXPECT_NE(over.message().find("PDKV_ZMQ_MAX_PEERS"), std::string::npos) << over.to_string();
+  EXPECT_EQ(ep->stats().peers_over_cap, 1u);
+  ASSERT_TRUE(ep->send(other->endpoint(), Ping{identity_of(*ep), 2}).ok());
+  EXPECT_GE(other_inbox.wait_for(2).size(), 2u);
+  ep->forget_peer(made_up.front());
+  EXPECT_TRUE(ep->send("tcp://127.0.0.1:1999", Ping{}).ok());
+}
+
+// send_once() delivers without keeping a socket (the cap above is not touched) and is
+// rate-limited, so refusing a flood of peers cannot become a flood of sockets.
+TEST(ZmqEndpointTest, OneOffSendsDeliverKeepNoSocketAndAreRateLimited) {
+  Inbox inbox, other_inbox;
+  EndpointOptions o;
+  o.max_peers = 16;
+  auto ep = start(inbox, o);
+  auto other = start(other_inbox);
+  ASSERT_TRUE(ep->send_once(other->endpoint(), Ping{identity_of(*ep), 9}).ok());
+  EXPECT_EQ(other_inbox.wait_for(1).size(), 1u);
+  // Many more one-off sends than max_peers: none takes a place in the cache.
+  int sent = 0, refused = 0;
+  for (int i = 0; i < 2 * ZmqEndpoint::kOncePerSecond; ++i) {
+    Status st = ep->send_once("tcp://127.0.0.1:" + std::to_string(3000 + i), Ping{});
+    (st.ok() ? sent : refused) += 1;
+    if (!st.ok()) EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.to_string();
+  }
+  EXPECT_GE(refused, ZmqEndpoint::kOncePerSecond - 1);
+  EXPECT_LT(sent, ZmqEndpoint::kOncePerSecond + 1);
+  EXPECT_EQ(ep->stats().once_dropped, static_cast<uint64_t>(refused));
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_TRUE(ep->send("tcp://127.0.0.1:" + std::to_string(4000 + i), Ping{}).ok()) << i;
+  }
+}
+
+TEST(SocketBudgetTest, SizesTheContextAndSaysWhichLimitBinds) {
+  SocketBudget fits = plan_socket_budget(4096, 65535, 1 << 20);
+  EXPECT_EQ(fits.max_peers, 4096u);
+  EXPECT_EQ(fits.max_sockets, 4096 * kSocketsPerPeer + kReservedSockets);
+  EXPECT_TRUE(fits.warning.empty());
+  SocketBudget by_fds = plan_socket_budget(4096, 65535, 1024);
+  EXPECT_EQ(by_fds.max_peers, (1024 - kReservedDescriptors) / kDescriptorsPerPeer);
+  EXPECT_NE(by_fds.warning.find("ulimit -n"), std::string::npos) << by_fds.warning;
+  SocketBudget by_zmq = plan_socket_budget(4096, 1023, 1 << 20);
+  EXPECT_EQ(by_zmq.max_peers, static_cast<size_t>((1023 - kReservedSockets) / kSocketsPerPeer));
+  EXPECT_NE(by_zmq.warning.find("libzmq"), std::string::npos) << by_zmq.warning;
+  EXPECT_GE(plan_socket_budget(4096, 0, 0).max_peers, 1u);
 }
 
 }  // namespace

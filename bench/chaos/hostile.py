@@ -346,8 +346,7 @@ def _forged_abort_as_decode(r: Run):
 
 
 @attack("forged_abort_as_prefill", "to the decode: an Abort naming its prefill's (public) endpoint",
-        gap="without a secret the decode takes an Abort from anyone naming its prefill's "
-            "endpoint (public in the route) and the room id (docs/SECURITY.md)", fresh=True)
+        fresh=True)
 def _forged_abort_as_prefill(r: Run):
     def hit(rooms):
         seen = r.peer("forged-abort", "--control", r.c.d.ready["ctrl"], "--room", rooms[0],
@@ -366,21 +365,15 @@ def _forged_status(state):
     return body
 
 
-_STATUS_GAP = ("without a secret a TransferStatus carries no sender the decode can check: "
-               "anyone who knows a room id (and the prefill's TP rank) ends it{}")
+# Without the room's ticket (sent only in its pre-allocations) a status is dropped.
 attack("forged_status_failed", "a TransferStatus{Failed} for a room in flight, to its decode",
-       gap=_STATUS_GAP.format(" as failed"), fresh=True)(_forged_status("failed"))
+       fresh=True)(_forged_status("failed"))
 attack("forged_status_success", "a TransferStatus{Success} for a room in flight, to its decode",
-       gap=_STATUS_GAP.format(" as a success with pages never written (wrong bytes; the "
-                              "prefill's real writes are then refused and it backs off "
-                              "that decode)"),
        fresh=True)(_forged_status("success"))
 
 
 @attack("hijack_registration", "to the prefill: a registration naming the decode's endpoint",
-        gap="without a secret a registration naming a decode's endpoint under a new "
-            "incarnation reads as that decode restarting: its rooms fail and its "
-            "pre-allocations are dropped", fresh=True)
+        fresh=True)
 def _hijack_registration(r: Run):
     def hit(rooms):
         seen = r.peer("hijack-registration", "--control", r.c.p.ready["ctrl"], "--as",
@@ -428,9 +421,9 @@ def _flood_pre_allocations(r: Run, count):
                  seen.get("refusals", 0) > 0 and "PDKV_MAX_PENDING_ROOMS" in first, seen)
 
 
-# A held room costs the prefill ~2.3 KiB: at the default cap (65536) one stranger makes it
-# hold ~150 MiB until the bootstrap timeout (docs/SECURITY.md). The bound is checked at a
-# cap of 16384 here.
+# A held room costs the prefill ~2.3 KiB: one registered decode may make it hold 8192
+# (PDKV_MAX_PENDING_ROOMS_PER_DECODE, ~19 MiB) until the bootstrap timeout, all decodes
+# together 65536 (~150 MiB; docs/SECURITY.md). The bound is checked with a cap of 16384.
 @attack("pre_allocation_flood", "register, then pre-allocate 100,000 rooms nobody opened "
         "(PDKV_MAX_PENDING_ROOMS 16384)", rss_mib=64, fresh=True, legit_prefill_first=True,
         env={"PDKV_MAX_PENDING_ROOMS": "16384"})
@@ -438,12 +431,12 @@ def _pre_allocation_flood(r: Run):
     _flood_pre_allocations(r, 100000)
 
 
-@attack("pending_room_lockout", "fill PDKV_MAX_PENDING_ROOMS (4096), then a room whose decode "
-        "pre-allocates before the prefill's sender opens",
-        gap="found by this suite: the pending-room cap is shared by every decode, so a "
-            "stranger registered as a decode fills it and other decodes' early "
-            "pre-allocations are refused until its rooms expire (bootstrap timeout)",
-        fresh=True, env={"PDKV_MAX_PENDING_ROOMS": "4096"})
+# One registered decode may hold at most PDKV_MAX_PENDING_ROOMS_PER_DECODE of the shared
+# budget (half of it here), so a stranger registered as one cannot lock the others out.
+@attack("pending_room_lockout", "try to fill PDKV_MAX_PENDING_ROOMS (4096; 2048 per decode), "
+        "then a room whose decode pre-allocates before the prefill's sender opens",
+        fresh=True, env={"PDKV_MAX_PENDING_ROOMS": "4096",
+                         "PDKV_MAX_PENDING_ROOMS_PER_DECODE": "2048"})
 def _pending_room_lockout(r: Run):
     _flood_pre_allocations(r, 5000)
     rooms = r.c.open_rooms(1, decode_lead_s=1.0)
@@ -452,10 +445,10 @@ def _pending_room_lockout(r: Run):
     r.expect("an early pre-allocation of a real decode still served", ok and not wrong, why)
 
 
+# A registration is answered on a one-off socket until its decode proves it receives at
+# its endpoint (its first pre-allocation echoes the answer's challenge), and no data
+# session is opened for it before: made-up endpoints cost the prefill a record each.
 @attack("registration_flood", "1,000 registrations from made-up decode endpoints",
-        gap="found by this suite: the prefill answers each registration on a new socket to "
-            "the endpoint it names and keeps it; a few hundred exhaust its ZeroMQ context "
-            "(1023 sockets) and it stops answering every decode, registered ones included",
         fresh=True, rss_mib=64)
 def _registration_flood(r: Run):
     seen = r.peer("registration-flood", "--control", r.c.p.ready["ctrl"], "--count", 1000,

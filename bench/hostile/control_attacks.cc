@@ -138,6 +138,9 @@ json whole_pool(const AttackOptions& o) {
   pre.room = o.rooms.empty() ? 1 : o.rooms.front();
   pre.decode = s.identity();
   pre.write_grant = grant;
+  // It registered as itself, so it read the answer: it can prove it is that decode.
+  pre.registration_challenge = answer ? answer->challenge : 0;
+  pre.ticket = ClusterKey::random_u64() | 1;
   if (o.honest) {
     for (uint64_t p = 0; p < o.count; ++p) pre.dst_kv_pages.push_back(static_cast<int64_t>(p));
   } else {
@@ -216,6 +219,8 @@ json pre_allocation_flood(const AttackOptions& o) {
   proto::PreAllocation pre;
   pre.decode = s.identity();
   pre.write_grant = ClusterKey::random_u64() | 1;
+  pre.registration_challenge = answer ? answer->challenge : 0;
+  pre.ticket = ClusterKey::random_u64() | 1;
   const uint64_t base = ClusterKey::random_u64() >> 2;  // rooms nobody else uses
   const auto t0 = std::chrono::steady_clock::now();
   const size_t sent = send_generated(s, o.control, o.count, [&](uint64_t i) {

@@ -108,6 +108,7 @@ SETTINGS: tuple[Setting, ...] = (
     _i("PDKV_UCX_PART_BYTES", 64 << 20, 1 << 20, 1 << 30),
     # control plane
     _i("PDKV_ZMQ_SNDHWM", 10000, 1, 1000000),
+    _i("PDKV_ZMQ_MAX_PEERS", 8192, 16, 1 << 16),
     # KV managers
     _f("PDKV_BOOTSTRAP_TIMEOUT_S", 120.0, 0.1, 86400.0),
     _f("PDKV_WAITING_TIMEOUT_S", 300.0, 0.1, 86400.0),
@@ -123,6 +124,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PDKV_VERIFY_CHECKSUM", bool, False),
     _i("PDKV_MAX_DECODE_PEERS", 4096, 1, 1 << 20),
     _i("PDKV_MAX_PENDING_ROOMS", 65536, 1, 1 << 24),
+    _i("PDKV_MAX_PENDING_ROOMS_PER_DECODE", 8192, 1, 1 << 24),
+    _i("PDKV_MAX_PENDING_BYTES_PER_DECODE", 64 << 20, 1 << 16, 1 << 40),
     _s("PDKV_LOCAL_IP", ""),
     _i("PDKV_METRICS_PORT", -1, -1, 65535),
     _s("PDKV_METRICS_HOST", "127.0.0.1"),

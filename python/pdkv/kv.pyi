@@ -129,6 +129,7 @@ class Config:
     ucx_io_timeout_ms: Optional[int]  # PDKV_UCX_IO_TIMEOUT_MS, default 5000
     ucx_part_bytes: Optional[int]  # PDKV_UCX_PART_BYTES, default 67108864
     zmq_sndhwm: Optional[int]  # PDKV_ZMQ_SNDHWM, default 10000
+    zmq_max_peers: Optional[int]  # PDKV_ZMQ_MAX_PEERS, default 8192
     bootstrap_timeout_s: Optional[float]  # PDKV_BOOTSTRAP_TIMEOUT_S, default 120.0
     waiting_timeout_s: Optional[float]  # PDKV_WAITING_TIMEOUT_S, default 300.0
     metadata_timeout_s: Optional[float]  # PDKV_METADATA_TIMEOUT_S, default 10.0
@@ -143,6 +144,8 @@ class Config:
     verify_checksum: Optional[bool]  # PDKV_VERIFY_CHECKSUM, default False
     max_decode_peers: Optional[int]  # PDKV_MAX_DECODE_PEERS, default 4096
     max_pending_rooms: Optional[int]  # PDKV_MAX_PENDING_ROOMS, default 65536
+    max_pending_rooms_per_decode: Optional[int]  # PDKV_MAX_PENDING_ROOMS_PER_DECODE, default 8192
+    max_pending_bytes_per_decode: Optional[int]  # PDKV_MAX_PENDING_BYTES_PER_DECODE, default 67108864
     local_ip: Optional[str]  # PDKV_LOCAL_IP, default ''
     metrics_port: Optional[int]  # PDKV_METRICS_PORT, default -1
     metrics_host: Optional[str]  # PDKV_METRICS_HOST, default '127.0.0.1'

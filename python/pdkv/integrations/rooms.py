@@ -2,7 +2,10 @@
 
 A room is the first 63 bits of BLAKE2b over (instance id, request id): the same on every
 rank of an instance, so all TP ranks agree without talking, and spread over 2^63 values,
-so two instances' rooms meet with negligible probability. Within one process a second
+so two instances' rooms meet with negligible probability. vLLM's instance id (its
+``engine_id``) is a random UUID unless an operator sets one, so a room is not computable
+from a request id alone (docs/SECURITY.md: without a cluster secret a stranger who knows a
+room id can register as a decode and be pushed that room's KV). Within one process a second
 live request hashing to a room in use gets the next free value instead (the room travels
 to the decode in the transfer parameters, so both sides still agree); ``release`` frees it.
 """
