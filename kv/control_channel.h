@@ -60,6 +60,9 @@ class ControlChannel {
   virtual Status send_once(const std::string& peer_endpoint, const proto::Message& message) {
     return send(peer_endpoint, message);
   }
+  // Starts connecting to a peer this rank will send to soon, so the first message does
+  // not wait for (or, at a shutdown right after, die with) a connection still being made.
+  virtual void connect(const std::string& peer_endpoint) { (void)peer_endpoint; }
   // Drops what the channel holds for a peer this rank is done with (its socket and
   // queue); a later send() connects anew. Thread-safe.
   virtual void forget(const std::string& peer_endpoint) { (void)peer_endpoint; }

@@ -105,7 +105,7 @@ class FencingTest : public ::testing::Test {
     proto::RegistrationResult accepted;
     accepted.prefill.role = proto::Role::kPrefill;
     accepted.prefill.control_endpoint = stale_->endpoint();
-    accepted.prefill.session_id = stale_engine_->endpoint();
+    accepted.prefill.engine_endpoint = stale_engine_->endpoint();
     accepted.prefill.incarnation = 0x57a1e;
     accepted.decode_incarnation = reg->decode.incarnation;
     accepted.accepted = true;

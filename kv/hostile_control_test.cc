@@ -195,7 +195,7 @@ TEST_F(HostileControlTest, AnotherIncarnationReplacesADecodeOnlyByProvingItListe
   const KvArgs a = dbuf_.args(0);
   proto::BufferRegistration reg;
   reg.decode.control_endpoint = decode_endpoint;
-  reg.decode.session_id = "tcp://127.0.0.1:9";
+  reg.decode.engine_endpoint = "tcp://127.0.0.1:9";
   reg.decode.incarnation = 0xbad;
   reg.layout = a.layout();
   reg.kv = {a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens};

@@ -34,7 +34,7 @@ proto::RankIdentity make_rank_identity(proto::Role role, const KvArgs& args,
   id.dp_size = static_cast<uint32_t>(args.dp_size);
   id.incarnation = random_incarnation();
   id.control_endpoint = control_endpoint;
-  id.session_id = engine_endpoint;
+  id.engine_endpoint = engine_endpoint;
   return id;
 }
 

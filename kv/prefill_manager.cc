@@ -328,7 +328,7 @@ void PrefillManager::maybe_bootstrap(uint64_t room, Room& r) {
       r.checksums[key] = checksum;
     }
     targets.push_back(
-        TransferDestination{key, peer->second.registration.decode.session_id, dest, checksum});
+        TransferDestination{key, peer->second.registration.decode.engine_endpoint, dest, checksum});
   }
   pipeline_->start_room(room, std::move(targets));
   board_.advance(room, RoomState::kWaitingForInput);
@@ -486,8 +486,8 @@ PrefillManager::DecodePeer* PrefillManager::proven_decode(
   for (const auto& [room, r] : rooms_) {
     if (r.destinations.count(it->first)) orphaned.push_back(room);
   }
-  stale_engine_endpoint = peer.registration.decode.session_id;
-  failed_peers_.clear(peer.successor->registration.decode.session_id);
+  stale_engine_endpoint = peer.registration.decode.engine_endpoint;
+  failed_peers_.clear(peer.successor->registration.decode.engine_endpoint);
   static_cast<DecodeRegistration&>(peer) = std::move(*peer.successor);
   peer.successor.reset();
   peer.liveness.heard();
@@ -524,7 +524,7 @@ void PrefillManager::on_registration(proto::BufferRegistration reg) {
   const std::string key = reg.decode.control_endpoint;
   Status layout = check_layout_compatible(config_.args, reg.layout);
   const uint64_t incarnation = reg.decode.incarnation;
-  const std::string engine_endpoint = reg.decode.session_id;
+  const std::string engine_endpoint = reg.decode.engine_endpoint;
   Status over_cap;
   bool proven = false;  // answered on the decode's socket, not a one-off one
   uint64_t challenge = 0;
@@ -614,6 +614,7 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
     std::vector<uint64_t> orphaned;
     std::optional<std::string> stale_engine_endpoint;
     std::string engine_endpoint;
+    bool first_proof = false;
     {
       MutexLock lock(mu_);
       const auto known = decodes_.find(key);
@@ -628,10 +629,12 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
       }
       // Its first proof (or a restart's): connect the data plane now, not at registration
       // (which anyone can send naming any engine address).
-      if ((!was_proven || stale_engine_endpoint) && peer->layout_status.ok())
-        engine_endpoint = peer->registration.decode.session_id;
+      first_proof = !was_proven || stale_engine_endpoint.has_value();
+      if (first_proof && peer->layout_status.ok())
+        engine_endpoint = peer->registration.decode.engine_endpoint;
     }
     if (stale_engine_endpoint) pipeline_->reset_peer(*stale_engine_endpoint);
+    if (first_proof) channel_->connect(key);  // its statuses go there
     if (!engine_endpoint.empty()) pipeline_->prepare_peer(engine_endpoint);
     // The decode restarted at the same endpoint: rooms routed to its old buffers are lost.
     for (uint64_t lost : orphaned) {
@@ -792,7 +795,7 @@ void PrefillManager::on_peer_gone(const std::string& endpoint) {
     MutexLock lock(mu_);
     auto peer = decodes_.find(endpoint);
     if (peer == decodes_.end()) return;
-    engine_endpoint = peer->second.registration.decode.session_id;
+    engine_endpoint = peer->second.registration.decode.engine_endpoint;
     for (const auto& [room, r] : rooms_) {
       if (r.destinations.count(endpoint)) lost.push_back(room);
     }
@@ -896,7 +899,7 @@ void PrefillManager::check_liveness() {
         ++it;
         continue;
       }
-      forgotten.emplace_back(it->first, it->second.registration.decode.session_id);
+      forgotten.emplace_back(it->first, it->second.registration.decode.engine_endpoint);
       it = decodes_.erase(it);
     }
     std::set<std::string> dead;

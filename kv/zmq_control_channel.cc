@@ -20,6 +20,7 @@ class ZmqControlChannel : public ControlChannel {
   Status send_once(const std::string& peer, const proto::Message& message) override {
     return endpoint_->send_once(peer, message);
   }
+  void connect(const std::string& peer) override { (void)endpoint_->connect(peer); }
   void forget(const std::string& peer) override { endpoint_->forget_peer(peer); }
   void stop() override { endpoint_->shutdown(); }
 

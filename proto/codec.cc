@@ -40,7 +40,7 @@ void put_identity(std::string* dst, const RankIdentity& id) {
   put_u32(dst, id.dp_size);
   put_u64(dst, id.incarnation);
   put_bytes(dst, id.control_endpoint);
-  put_bytes(dst, id.session_id);
+  put_bytes(dst, id.engine_endpoint);
 }
 
 RankIdentity read_identity(WireReader& r) {
@@ -53,7 +53,7 @@ RankIdentity read_identity(WireReader& r) {
   id.dp_size = r.u32("identity.dp_size");
   id.incarnation = r.u64("identity.incarnation");
   id.control_endpoint = r.bytes("identity.control_endpoint", kMaxEndpointBytes);
-  id.session_id = r.bytes("identity.session_id", kMaxEndpointBytes);
+  id.engine_endpoint = r.bytes("identity.engine_endpoint", kMaxEndpointBytes);
   if (!r.ok()) return id;
   if (id.attn_tp_size == 0) r.fail("identity.attn_tp_size", "is 0");
   if (id.dp_size == 0) r.fail("identity.dp_size", "is 0");

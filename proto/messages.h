@@ -49,7 +49,9 @@ struct RankIdentity {
   // Random per process start: a restarted rank at the same endpoint is a new peer.
   uint64_t incarnation = 0;
   std::string control_endpoint;  // its ZeroMQ PULL, "tcp://host:port": replies go here
-  std::string session_id;        // its transfer-engine endpoint (SPEC §0 "session id")
+  // Its transfer-engine endpoint, what engine::TransferEngine connects to (SPEC §0 calls
+  // it the "session id"; an engine::SessionId is the handle of one open session to it).
+  std::string engine_endpoint;
   bool operator==(const RankIdentity&) const = default;
 };
 

@@ -15,7 +15,7 @@ RankIdentity sample_identity(Role role, uint32_t rank) {
   id.dp_size = 2;
   id.incarnation = 0x1122334455667788ull + rank;
   id.control_endpoint = "tcp://127.0.0.1:" + std::to_string(40000 + rank);
-  id.session_id = "127.0.0.1:" + std::to_string(50000 + rank);
+  id.engine_endpoint = "127.0.0.1:" + std::to_string(50000 + rank);
   return id;
 }
 
@@ -56,7 +56,7 @@ RankIdentity random_identity(Gen& g) {
   id.engine_rank = g.u32();
   id.incarnation = g.u64();
   id.control_endpoint = g.text(kMaxEndpointBytes);
-  id.session_id = g.text(kMaxEndpointBytes);
+  id.engine_endpoint = g.text(kMaxEndpointBytes);
   return id;
 }
 

@@ -325,6 +325,10 @@ void ZmqEndpoint::close_peer(PeerSocket& peer) {
   post(MonitorCommand{peer.monitor_id, nullptr});
 }
 
+Status ZmqEndpoint::connect(const std::string& peer_endpoint) {
+  return peer_socket(peer_endpoint).status();
+}
+
 void ZmqEndpoint::forget_peer(const std::string& peer_endpoint) {
   std::shared_ptr<PeerSocket> p;
   {
@@ -383,7 +387,15 @@ void ZmqEndpoint::shutdown() {
     shut_down_ = true;
     peers.swap(peers_);
   }
-  for (auto& [name, p] : peers) close_peer(*p);  // a send in flight holds it for microseconds
+  for (auto& [name, p] : peers) {
+    {
+      // What was queued just before (a prefill's last statuses, then its shutdown) gets
+      // a moment to leave instead of being dropped with the socket.
+      MutexLock lock(p->mu);
+      if (!p->closed) p->socket.set(zmq::sockopt::linger, kShutdownLingerMs);
+    }
+    close_peer(*p);  // a send in flight holds it for microseconds
+  }
   stopping_.store(true);
   if (receiver_.joinable()) {
     wake();

@@ -33,12 +33,13 @@
 //   read, and counted (stats().auth_refused). A handshake a peer refuses is logged
 //   (rate-limited) and counted (auth_failed): its messages stay queued, undelivered.
 //
-// Thread safety: send(), send_burst(), send_frames(), forget_peer(), stats() and
-// endpoint() may be called from any thread, concurrently, including from the handler and
-// on_peer_gone. Those two run only on the receive thread, one call at a time, never
+// Thread safety: send(), send_burst(), send_frames(), send_once(), connect(),
+// forget_peer(), stats() and endpoint() may be called from any thread, concurrently, including from
+// the handler and on_peer_gone. Those two run only on the receive thread, one call at a time, never
 // concurrently with each other, and must not call shutdown() (it would wait for itself).
-// shutdown() (also run by the destructor) is idempotent: it closes every socket, wakes
-// and joins the receive thread and terminates the context; later sends return kAborted.
+// shutdown() (also run by the destructor) is idempotent: it closes every socket (giving
+// what is still queued kShutdownLingerMs to leave), wakes and joins the receive thread and
+// terminates the context; later sends return kAborted.
 #pragma once
 
 #include <atomic>
@@ -110,9 +111,15 @@ class ZmqEndpoint {
   static constexpr int kOncePerSecond = kOneOffSocketsPerSecond;
   // Short: closing the endpoint waits this long for an undelivered one.
   static constexpr int kOnceLingerMs = 250;
+  // How long shutdown() lets messages still queued to peers leave (a gone peer's are
+  // dropped after it).
+  static constexpr int kShutdownLingerMs = 250;
   // send() for pre-encoded frames (tests use it to send malformed input).
   Status send_frames(const std::string& peer_endpoint, const Multipart& frames);
 
+  // Creates (and starts connecting) the cached socket of a peer without sending: errors
+  // as send().
+  Status connect(const std::string& peer_endpoint);
   // Closes the cached socket of a peer (e.g. declared dead), dropping what it still
   // queues, and its monitor (no on_peer_gone for it after this returns, unless the
   // receive thread is already reporting it); the next send connects again. Without it
