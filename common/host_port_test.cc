@@ -7,13 +7,22 @@
 namespace pdkv {
 namespace {
 
-// The error of parsing `text`, which must fail with InvalidArgument.
+// Passes if parsing `text` fails with InvalidArgument whose message contains `words`.
+::testing::AssertionResult refused(const std::string& text, const std::string& words) {
+  Result<HostPort> r = parse_host_port(text);
+  if (r.ok()) return ::testing::AssertionFailure() << "accepted as " << r->host << " " << r->port;
+  if (r.status().code() != StatusCode::kInvalidArgument ||
+      r.status().message().find(words) == std::string::npos) {
+    return ::testing::AssertionFailure() << r.status().to_string() << " (wanted '" << words << "')";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The message of a refusal (empty if accepted).
 std::string error_of(const std::string& text) {
   Result<HostPort> r = parse_host_port(text);
-  EXPECT_FALSE(r.ok()) << "accepted '" << text << "' as " << r->host << " " << r->port;
-  if (r.ok()) return "";
-  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << text;
-  return r.status().message();
+  EXPECT_FALSE(r.ok()) << text;
+  return r.ok() ? "" : r.status().message();
 }
 
 TEST(HostPortTest, ParsesNamesAndIpv4) {
@@ -32,48 +41,48 @@ TEST(HostPortTest, ParsesBracketedIpv6) {
 }
 
 TEST(HostPortTest, MissingPortSaysSo) {
-  EXPECT_NE(error_of("nohost").find("no port"), std::string::npos);
-  EXPECT_NE(error_of("host:").find("no port"), std::string::npos);
-  EXPECT_NE(error_of("[::1]").find("no port"), std::string::npos);
-  EXPECT_NE(error_of("[::1]:").find("no port"), std::string::npos);
+  EXPECT_TRUE(refused("nohost", "no port"));
+  EXPECT_TRUE(refused("host:", "no port"));
+  EXPECT_TRUE(refused("[::1]", "no port"));
+  EXPECT_TRUE(refused("[::1]:", "no port"));
 }
 
 TEST(HostPortTest, PortZeroIsRefused) {
-  EXPECT_NE(error_of("host:0").find("port 0"), std::string::npos);
-  EXPECT_NE(error_of("host:00000").find("port 0"), std::string::npos);
+  EXPECT_TRUE(refused("host:0", "port 0"));
+  EXPECT_TRUE(refused("host:00000", "port 0"));
 }
 
 TEST(HostPortTest, PortOutOfRangeIsRefused) {
   for (const char* text : {"h:65536", "h:99999", "h:4294967377", "h:99999999999999999999999"}) {
-    EXPECT_NE(error_of(text).find("out of range"), std::string::npos) << text;
+    EXPECT_TRUE(refused(text, "out of range")) << text;
   }
 }
 
 TEST(HostPortTest, PortThatIsNoNumberIsRefused) {
   for (const char* text :
        {"h:abc", "h:+80", "h:-80", "h: 80", "h:80 ", "h:8o", "h:80/x", "h:0x50", "[::1]:http"}) {
-    EXPECT_NE(error_of(text).find("not a decimal number"), std::string::npos) << text;
+    EXPECT_TRUE(refused(text, "not a decimal number")) << text;
   }
 }
 
 TEST(HostPortTest, EmptyHostIsRefused) {
-  EXPECT_NE(error_of(":80").find("empty host"), std::string::npos);
-  EXPECT_NE(error_of("[]:80").find("empty host"), std::string::npos);
-  EXPECT_NE(error_of("").find("empty"), std::string::npos);
+  EXPECT_TRUE(refused(":80", "empty host"));
+  EXPECT_TRUE(refused("[]:80", "empty host"));
+  EXPECT_TRUE(refused("", "empty"));
 }
 
 TEST(HostPortTest, UnbracketedIpv6IsAmbiguousAndRefused) {
-  EXPECT_NE(error_of("::1:80").find("brackets"), std::string::npos);
-  EXPECT_NE(error_of("fe80::1:5000").find("brackets"), std::string::npos);
+  EXPECT_TRUE(refused("::1:80", "brackets"));
+  EXPECT_TRUE(refused("fe80::1:5000", "brackets"));
 }
 
 TEST(HostPortTest, MalformedBracketsAreRefused) {
-  EXPECT_NE(error_of("[::1:80").find("without ']'"), std::string::npos);
-  EXPECT_NE(error_of("[::1]80").find("after ']'"), std::string::npos);
-  EXPECT_NE(error_of("[10.0.0.1]:80").find("not an IPv6"), std::string::npos);
-  EXPECT_NE(error_of("[localhost]:80").find("not an IPv6"), std::string::npos);
-  EXPECT_NE(error_of("[::1%]:80").find("zone"), std::string::npos);
-  EXPECT_NE(error_of("[::1%a b]:80").find("zone"), std::string::npos);
+  EXPECT_TRUE(refused("[::1:80", "without ']'"));
+  EXPECT_TRUE(refused("[::1]80", "after ']'"));
+  EXPECT_TRUE(refused("[10.0.0.1]:80", "not an IPv6"));
+  EXPECT_TRUE(refused("[localhost]:80", "not an IPv6"));
+  EXPECT_TRUE(refused("[::1%]:80", "zone"));
+  EXPECT_TRUE(refused("[::1%a b]:80", "zone"));
   EXPECT_FALSE(parse_host_port("[::1]]:80").ok());
 }
 
@@ -82,15 +91,15 @@ TEST(HostPortTest, JunkInTheHostIsRefused) {
        {std::string("a b:80"), std::string(" h:80"), std::string("h\n:80"),
         std::string("user@h:80"), std::string("h/x:80"), std::string("*:80"),
         std::string("caf\xc3\xa9:80"), std::string("a\0b:80", 6), std::string("h]:80")}) {
-    EXPECT_NE(error_of(text).find("byte"), std::string::npos) << text;
+    EXPECT_TRUE(refused(text, "byte")) << text;
   }
-  EXPECT_NE(error_of(std::string(254, 'a') + ":80").find("longer than 253"), std::string::npos);
+  EXPECT_TRUE(refused(std::string(254, 'a') + ":80", "longer than 253"));
   EXPECT_TRUE(parse_host_port(std::string(253, 'a') + ":80").ok());
 }
 
 TEST(HostPortTest, SchemeWhereNoneBelongsIsRefused) {
-  EXPECT_NE(error_of("tcp://h:80").find("scheme"), std::string::npos);
-  EXPECT_NE(error_of("http://h:80").find("scheme"), std::string::npos);
+  EXPECT_TRUE(refused("tcp://h:80", "scheme"));
+  EXPECT_TRUE(refused("http://h:80", "scheme"));
 }
 
 TEST(HostPortTest, ErrorQuotesTheTextEscaped) {

@@ -18,44 +18,21 @@
 #include "common/log_capture.h"
 #include "engine/lease/lease_client.h"
 #include "engine/lease/lease_server.h"
-#include "engine/lease/messages.h"
-#include "engine/memory_registry.h"
+#include "engine/lease/testing/test_lease_server.h"
 
 namespace pdkv::engine::lease {
 namespace {
 
-constexpr uint64_t kRegion = 0x10000;
+constexpr uint64_t kRegion = testing::kTestRegion;
 
-class FakeHooks final : public LeaseServerHooks {
- public:
-  std::string hello_extra() override { return "extra"; }
-  Status regions_payload(std::vector<uint8_t>* out) override {
-    encode_regions(RegionTable{7, {{kRegion, 0x10000, "rk"}}}, out);
-    return Status();
-  }
-  uint64_t regions_epoch() override { return 7; }
-};
-
-// A LeaseServer for "shm" over a registered range.
-class Server {
+// A real LeaseServer for "shm" over a registered range.
+class Server : public testing::TestLeaseServer {
  public:
   Server(int max_connections, int handshake_timeout_ms,
          std::shared_ptr<const ClusterKey> key = nullptr)
-      : server_(
-            LeaseServerOptions{"shm", 2000, handshake_timeout_ms, std::move(key), max_connections},
-            &registry_, &hooks_) {
-    EXPECT_TRUE(registry_.add(kRegion, 0x10000).ok());
-    auto ep = server_.listen("127.0.0.1", 0);
-    EXPECT_TRUE(ep.ok()) << ep.status().to_string();
-    endpoint_ = ep.ok() ? *ep : "";
+      : TestLeaseServer(std::move(key), handshake_timeout_ms, max_connections) {
+    EXPECT_TRUE(status().ok()) << status().to_string();
   }
-  const std::string& endpoint() const { return endpoint_; }
-
- private:
-  MemoryRegistry registry_;
-  FakeHooks hooks_;
-  LeaseServer server_;
-  std::string endpoint_;
 };
 
 // A TCP connection to `endpoint` that never sends a byte.
