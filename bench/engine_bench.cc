@@ -14,15 +14,15 @@
 #include "bench/engine_iperf.h"
 #include "bench/engine_workload.h"
 #include "common/clock.h"
+#include "engine/testing/engine_peer_process.h"
 #include "engine/testing/guarded_buffer.h"
-#include "engine/testing/peer_client.h"
 #include "engine/transfer_engine.h"
 
 namespace pdkv::bench {
 namespace {
 
+using engine::testing::EnginePeerProcess;
 using engine::testing::GuardedBuffer;
-using engine::testing::PeerProcess;
 using engine::testing::PeerRegion;
 
 constexpr double kGiga = 1e9;
@@ -98,8 +98,9 @@ Status run_engine_bench(const EngineBenchArgs& args) {
   for (size_t i = 0; i < w.buffer_offsets.size(); ++i) {
     regions.push_back({w.buffer_offsets[i], w.buffer_lengths[i]});
   }
-  PDKV_ASSIGN_OR_RETURN(std::unique_ptr<PeerProcess> peer,
-                        PeerProcess::start(*dst, regions, {"PDKV_ENGINE_BACKEND=" + args.backend}));
+  PDKV_ASSIGN_OR_RETURN(
+      std::unique_ptr<EnginePeerProcess> peer,
+      EnginePeerProcess::start(*dst, regions, {"PDKV_ENGINE_BACKEND=" + args.backend}));
   PDKV_ASSIGN_OR_RETURN(std::unique_ptr<engine::TransferEngine> sender,
                         engine::TransferEngine::create(options));
   PDKV_RETURN_IF_ERROR(sender->register_memory(reinterpret_cast<uint64_t>(src.data), src.size));

@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "bootstrap/client.h"
 #include "bootstrap/test_util.h"
+#include "common/host_port.h"
 
 namespace pdkv::bootstrap {
 namespace {
@@ -61,9 +63,14 @@ void spawn(BootstrapProcess* p, int port) {
 int listening_port(BootstrapProcess& p) {
   char line[256] = {};
   if (fgets(line, sizeof(line), p.out) == nullptr) return 0;
-  std::string text(line);
-  size_t colon = text.rfind(':');
-  return colon == std::string::npos ? 0 : std::stoi(text.substr(colon + 1));
+  const std::string text(line);
+  constexpr std::string_view kPrefix = "listening on ";
+  const size_t at = text.find(kPrefix);
+  if (at == std::string::npos) return 0;
+  std::string address = text.substr(at + kPrefix.size());
+  address = address.substr(0, address.find_first_of(" \n"));
+  Result<HostPort> hp = parse_host_port(address);
+  return hp.ok() ? hp->port : 0;
 }
 
 // Waits at most `ms` for the process to exit; kills it past that. Returns its wait status,

@@ -4,12 +4,12 @@
 #include <httplib.h>
 
 #include <algorithm>
-#include <charconv>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "bootstrap/request_auth.h"
 #include "common/host_name.h"
+#include "common/host_port.h"
 
 namespace pdkv::bootstrap {
 
@@ -20,21 +20,9 @@ BootstrapClient::BootstrapClient(std::string host, int port, ClientOptions optio
 
 Result<BootstrapClient> BootstrapClient::from_address(std::string_view address,
                                                       ClientOptions options) {
-  size_t colon = address.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) {
-    return invalid_argument(fmt::format("bootstrap address '{}' is not host:port", address));
-  }
-  std::string_view host = address.substr(0, colon), port_text = address.substr(colon + 1);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  int port = 0;
-  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || port <= 0 ||
-      port > 65535) {
-    return invalid_argument(fmt::format("bootstrap address '{}': bad port", address));
-  }
-  return BootstrapClient(std::string(host), port, options);
+  Result<HostPort> hp = parse_host_port(address);
+  if (!hp.ok()) return hp.status().with_context("bootstrap address");
+  return BootstrapClient(std::move(hp->host), hp->port, options);
 }
 
 BootstrapClient::Answer BootstrapClient::request(const char* method, const std::string& path,

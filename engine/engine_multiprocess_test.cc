@@ -18,17 +18,17 @@
 #include "common/clock.h"
 #include "engine/backends/tcp/socket_util.h"
 #include "engine/backends/tcp/tcp_frame.h"
+#include "engine/testing/engine_peer_process.h"
 #include "engine/testing/guarded_buffer.h"
-#include "engine/testing/peer_client.h"
 #include "engine/transfer_engine.h"
 
 namespace pdkv::engine {
 namespace {
 
+using testing::EnginePeerProcess;
 using testing::fill_pattern;
 using testing::first_pattern_mismatch;
 using testing::GuardedBuffer;
-using testing::PeerProcess;
 using testing::PeerRegion;
 
 constexpr uint64_t kCanarySeed = 0xC0FFEE;
@@ -47,7 +47,7 @@ std::unique_ptr<TransferEngine> make_engine(int streams = 4, int io_timeout_ms =
 
 struct Peer {
   std::unique_ptr<GuardedBuffer> buffer;
-  std::unique_ptr<PeerProcess> process;
+  std::unique_ptr<EnginePeerProcess> process;
 };
 
 Peer start_peer(size_t bytes, const std::vector<PeerRegion>& regions,
@@ -57,7 +57,7 @@ Peer start_peer(size_t bytes, const std::vector<PeerRegion>& regions,
   EXPECT_TRUE(buf.ok()) << buf.status().to_string();
   p.buffer = std::move(buf).value();
   fill_pattern(p.buffer->data(), p.buffer->size(), kCanarySeed);
-  auto proc = PeerProcess::start(*p.buffer, regions, env);
+  auto proc = EnginePeerProcess::start(*p.buffer, regions, env);
   EXPECT_TRUE(proc.ok()) << proc.status().to_string();
   p.process = std::move(proc).value();
   return p;

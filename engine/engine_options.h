@@ -3,8 +3,9 @@
 // `EngineOptions::from_env()` reads the PDKV_ENGINE_* and PDKV_TCP_* variables once
 // (common/config.h: range-checked, logged, documented in docs/CONFIG.md); tests and
 // benchmarks build the struct directly instead. Backend-specific settings live in their
-// own nested struct (TcpOptions) rather than in a union, so adding a backend never
-// reshapes an existing field.
+// own structs rather than in a union, so adding a backend never reshapes an existing
+// field: TcpOptions here; ShmOptions and UcxOptions beside their backends, read through
+// `settings` (PDKV_TCP_MAX_CONNECTIONS also caps their lease-channel connections).
 //
 // Thread safety: a plain value type.
 #pragma once

@@ -109,21 +109,6 @@ std::vector<Region> MemoryRegistry::regions() const {
   return out;
 }
 
-MemoryRegistry::WritePin MemoryRegistry::pin() const {
-  MutexLock lock(mu_);
-  ++pins_[epoch_];
-  return WritePin(this, epoch_);
-}
-
-void MemoryRegistry::unpin(uint64_t epoch) const {
-  MutexLock lock(mu_);
-  auto it = pins_.find(epoch);
-  if (it != pins_.end() && --it->second == 0) {
-    pins_.erase(it);
-    pins_cv_.notify_all();
-  }
-}
-
 // --- write grants ---
 
 struct MemoryRegistry::Admission::GrantState {
@@ -285,18 +270,6 @@ void MemoryRegistry::release(Admission& admission) const {
 void MemoryRegistry::Admission::release() {
   if (registry_ != nullptr) registry_->release(*this);
   grants_.clear();
-}
-
-MemoryRegistry::WritePin::WritePin(const MemoryRegistry* registry, uint64_t epoch)
-    : registry_(registry), epoch_(epoch) {}
-
-MemoryRegistry::WritePin::WritePin(WritePin&& other) noexcept
-    : registry_(other.registry_), epoch_(other.epoch_) {
-  other.registry_ = nullptr;
-}
-
-MemoryRegistry::WritePin::~WritePin() {
-  if (registry_ != nullptr) registry_->unpin(epoch_);
 }
 
 }  // namespace pdkv::engine

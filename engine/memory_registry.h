@@ -7,10 +7,11 @@
 // when two such regions happen to be adjacent. No byte outside registered memory is ever
 // accepted.
 //
-// Removal vs. in-flight writes: a receiver takes a WritePin before validating a part and
-// drops it after the last byte landed. remove() unlinks the region at once (later checks
-// fail) and then waits until every pin taken before that point is gone, so memory is
-// never written after remove() returns.
+// Removal vs. in-flight writes: a receiver admits each part (admit(), which pins what it
+// admitted in an Admission) before writing it and releases the Admission after the last
+// byte landed. remove() unlinks the region at once (later checks fail) and then waits
+// until every admission taken before that point is released, so memory is never written
+// after remove() returns.
 //
 // Write grants (write_grant.h): with require_grants on, a write is admitted only if it
 // names a live grant whose items cover it (and lies in registered memory, as always); a
@@ -57,7 +58,7 @@ class MemoryRegistry {
 
   // InvalidArgument for length 0 or addr+length overflow; FailedPrecondition on overlap.
   Status add(uint64_t addr, uint64_t length);
-  // NotFound if no region starts at addr. Blocks until earlier pins are released.
+  // NotFound if no region starts at addr. Blocks until earlier admissions are released.
   Status remove(uint64_t addr, uint64_t* length_out = nullptr);
 
   // OK if [addr, addr+length) is covered by registered memory (length 0 is OK).
@@ -119,26 +120,9 @@ class MemoryRegistry {
   // released. A refusal names nothing outside the run itself: an address in the run.
   size_t admit(std::span<const WriteRun> runs, Admission& admission, uint64_t* first_bad) const;
 
-  // RAII: keeps remove() from returning while a validated write is in progress.
-  class WritePin {
-   public:
-    WritePin(WritePin&& other) noexcept;
-    WritePin& operator=(WritePin&&) = delete;
-    WritePin(const WritePin&) = delete;
-    ~WritePin();
-
-   private:
-    friend class MemoryRegistry;
-    WritePin(const MemoryRegistry* registry, uint64_t epoch);
-    const MemoryRegistry* registry_;
-    uint64_t epoch_;
-  };
-  WritePin pin() const;
-
  private:
   // Caller holds mu_.
   bool covered(uint64_t addr, uint64_t length, uint64_t* first_bad) const PDKV_REQUIRES(mu_);
-  void unpin(uint64_t epoch) const;
   // Caller holds mu_. Whether [addr, addr+length) is registered and inside `grant` (if any).
   bool writable(uint64_t addr, uint64_t length, const Admission::GrantState* grant,
                 uint64_t* first_bad) const PDKV_REQUIRES(mu_);

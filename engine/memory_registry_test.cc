@@ -53,7 +53,12 @@ TEST(MemoryRegistry, RemoveMakesLaterChecksFailAndWaitsForPins) {
   std::atomic<bool> removed{false};
   std::thread remover;
   {
-    MemoryRegistry::WritePin pin = r.pin();
+    // An admitted write pins the registry until its Admission is released (here: leaves
+    // scope), as a receiver holds one while the part's bytes land.
+    MemoryRegistry::Admission admission;
+    const MemoryRegistry::WriteRun run{0x1000, 0x10};
+    uint64_t first_bad = 0;
+    ASSERT_EQ(r.admit({&run, 1}, admission, &first_bad), 1u);
     remover = std::thread([&] {
       EXPECT_TRUE(r.remove(0x1000).ok());
       removed = true;

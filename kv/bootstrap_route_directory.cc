@@ -1,8 +1,7 @@
 #include "kv/bootstrap_route_directory.h"
 
-#include <charconv>
-
 #include "bootstrap/client.h"
+#include "common/host_port.h"
 
 namespace pdkv::kv {
 namespace {
@@ -34,27 +33,9 @@ PrefillRankInfo rank_info_from_layout(const bootstrap::InstanceLayout& l) {
 }
 
 Result<std::pair<std::string, int>> split_tcp_endpoint(const std::string& endpoint) {
-  constexpr std::string_view kScheme = "tcp://";
-  std::string_view rest(endpoint);
-  if (rest.substr(0, kScheme.size()) != kScheme) {
-    return invalid_argument("control endpoint '" + endpoint + "' is not tcp://host:port");
-  }
-  rest.remove_prefix(kScheme.size());
-  const size_t colon = rest.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) {
-    return invalid_argument("control endpoint '" + endpoint + "' has no port");
-  }
-  std::string_view host = rest.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  int port = 0;
-  std::string_view port_text = rest.substr(colon + 1);
-  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port <= 0 ||
-      port > 65535) {
-    return invalid_argument("control endpoint '" + endpoint + "' has a bad port");
-  }
-  return std::make_pair(std::string(host), port);
+  Result<HostPort> hp = parse_tcp_endpoint(endpoint);
+  if (!hp.ok()) return hp.status().with_context("control endpoint");
+  return std::make_pair(std::move(hp->host), static_cast<int>(hp->port));
 }
 
 std::string make_tcp_endpoint(const std::string& host, int64_t port) {

@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "common/config.h"
+#include "common/host_port.h"
 #include "common/logging.h"
 #include "proto/peer_monitor.h"
 #include "proto/zap_authenticator.h"
@@ -106,12 +107,11 @@ Result<std::unique_ptr<ZmqEndpoint>> ZmqEndpoint::start(const EndpointOptions& o
     // allocates the frame.
     ep->pull_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxBodyBytes + kHeaderBytes));
     ep->pull_.bind(fmt::format("tcp://{}:*", options.bind_host));
-    std::string bound = ep->pull_.get(zmq::sockopt::last_endpoint);
-    size_t colon = bound.rfind(':');
-    std::string host = options.advertise_host.empty() ? options.bind_host : options.advertise_host;
-    bool v6 = host.find(':') != std::string::npos && host.front() != '[';
-    ep->endpoint_ =
-        fmt::format("tcp://{}{}{}{}", v6 ? "[" : "", host, v6 ? "]" : "", bound.substr(colon));
+    Result<HostPort> bound = parse_tcp_endpoint(ep->pull_.get(zmq::sockopt::last_endpoint));
+    if (!bound.ok()) return bound.status().with_context("zmq endpoint: bound address");
+    const std::string& host =
+        options.advertise_host.empty() ? options.bind_host : options.advertise_host;
+    ep->endpoint_ = format_tcp_endpoint(host, bound->port);
   } catch (const zmq::error_t& e) {
     return unavailable(
         fmt::format("zmq endpoint: cannot bind tcp://{}:*: {}", options.bind_host, e.what()));

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <zmq.hpp>
 
+#include "common/host_port.h"
 #include "common/mutex.h"
 #include "proto/codec.h"
 #include "proto/coding.h"
@@ -33,7 +34,8 @@ using namespace pdkv::proto;  // NOLINT
 namespace {
 
 int port_of(const std::string& endpoint) {
-  return std::atoi(endpoint.substr(endpoint.rfind(':') + 1).c_str());
+  Result<HostPort> hp = parse_tcp_endpoint(endpoint);
+  return hp.ok() ? hp->port : 0;
 }
 
 // shutdown() (not close(): libzmq owns the descriptors) of every accepted TCP connection

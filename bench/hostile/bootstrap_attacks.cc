@@ -10,6 +10,7 @@
 
 #include "bootstrap/client.h"
 #include "common/clock.h"
+#include "common/host_port.h"
 #include "common/mutex.h"
 
 namespace pdkv::hostile {
@@ -75,9 +76,10 @@ json route_poison(const AttackOptions& o) {
 }
 
 json http_flood(const AttackOptions& o) {
-  const auto colon = o.bootstrap.rfind(':');
-  const std::string host = o.bootstrap.substr(0, colon);
-  const int port = std::stoi(o.bootstrap.substr(colon + 1));
+  Result<HostPort> address = parse_host_port(o.bootstrap);
+  if (!address.ok()) return json{{"attack", "http_flood"}, {"error", address.status().to_string()}};
+  const std::string host = address->host;
+  const int port = address->port;
   Mutex mu;
   std::map<std::string, uint64_t> answers;  // status -> count
   std::atomic<uint64_t> next{0};

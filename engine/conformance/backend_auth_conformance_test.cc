@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "engine/conformance/backend_harness.h"
+#include "engine/conformance/backend_peer_process.h"
 #include "engine/conformance/conformance_data.h"
-#include "engine/conformance/peer_process.h"
 #include "engine/lease/testing/lease_stranger.h"
 #include "engine/session_auth.h"
 #include "engine/transfer_engine.h"
@@ -63,7 +63,7 @@ bool names_the_mismatch(const Status& st) {
 
 TEST_P(BackendAuthConformance, MembersWithTheSameSecretMoveRandomBlocksExactly) {
   const uint64_t kRegion = 8u << 20;
-  PeerProcess p(backend(), kRegion, cluster_->path());
+  BackendPeerProcess p(backend(), kRegion, cluster_->path());
   ASSERT_TRUE(p.ready()) << p.error();
   EngineOptions o;
   o.backend = backend();
@@ -87,7 +87,7 @@ TEST_P(BackendAuthConformance, MembersWithTheSameSecretMoveRandomBlocksExactly) 
 
 TEST_P(BackendAuthConformance, ASenderWithoutTheSecretOrWithAnotherWritesNothing) {
   const uint64_t kRegion = 1u << 20;
-  PeerProcess p(backend(), kRegion, cluster_->path());
+  BackendPeerProcess p(backend(), kRegion, cluster_->path());
   ASSERT_TRUE(p.ready()) << p.error();
   for (auto key : {std::shared_ptr<const ClusterKey>(), other_->key()}) {
     auto box = sender(key);
@@ -102,11 +102,11 @@ TEST_P(BackendAuthConformance, ASenderWithoutTheSecretOrWithAnotherWritesNothing
 
 TEST_P(BackendAuthConformance, AMemberWritesNothingIntoAReceiverWithoutTheSecretOrWithAnother) {
   const uint64_t kRegion = 1u << 20;
-  PeerProcess keyless(backend(), kRegion), stranger(backend(), kRegion, other_->path());
+  BackendPeerProcess keyless(backend(), kRegion), stranger(backend(), kRegion, other_->path());
   ASSERT_TRUE(keyless.ready() && stranger.ready()) << keyless.error() << stranger.error();
   auto box = sender(cluster_->key());
   ASSERT_NE(box, nullptr);
-  for (PeerProcess* p : {&keyless, &stranger}) {
+  for (BackendPeerProcess* p : {&keyless, &stranger}) {
     auto peer = box->backend->connect(p->endpoint());
     ASSERT_FALSE(peer.ok()) << "a member opened a session to a non-member";
     EXPECT_EQ(peer.status().code(), StatusCode::kUnauthenticated) << peer.status().to_string();
@@ -117,7 +117,7 @@ TEST_P(BackendAuthConformance, AMemberWritesNothingIntoAReceiverWithoutTheSecret
 
 TEST_P(BackendAuthConformance, AStrangerOnTheLeasePortIsClosedWithoutALease) {
   const uint64_t kRegion = 1u << 20;
-  PeerProcess p(backend(), kRegion, cluster_->path());
+  BackendPeerProcess p(backend(), kRegion, cluster_->path());
   ASSERT_TRUE(p.ready()) << p.error();
   const auto requests = lease::testing::hello_and_requests(backend(), p.region_addr(), 4096);
 

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "engine/conformance/backend_harness.h"
+#include "engine/conformance/backend_peer_process.h"
 #include "engine/conformance/conformance_data.h"
-#include "engine/conformance/peer_process.h"
 #include "engine/transfer_engine.h"
 
 namespace pdkv::engine::testing {
@@ -39,7 +39,7 @@ class BackendConformance : public ::testing::TestWithParam<std::string> {
     box_.reset();
   }
 
-  BackendPeer& connect(const PeerProcess& p) {
+  BackendPeer& connect(const BackendPeerProcess& p) {
     auto peer = box_->backend->connect(p.endpoint());
     EXPECT_TRUE(peer.ok()) << peer.status().to_string();
     if (!peer.ok()) std::abort();
@@ -61,7 +61,7 @@ class BackendConformance : public ::testing::TestWithParam<std::string> {
 
 TEST_P(BackendConformance, RandomBlocksLandExactly) {
   const uint64_t kRegion = 24u << 20;
-  PeerProcess p(backend_of(GetParam()), kRegion);
+  BackendPeerProcess p(backend_of(GetParam()), kRegion);
   ASSERT_TRUE(p.ready()) << p.error();
   BackendPeer& peer = connect(p);
   std::vector<uint8_t> model(kRegion, 0);
@@ -75,7 +75,7 @@ TEST_P(BackendConformance, RandomBlocksLandExactly) {
 
 TEST_P(BackendConformance, OutOfRangeEntryFailsWholeBatchAndWritesNothing) {
   const uint64_t kRegion = 1u << 20;
-  PeerProcess p(backend_of(GetParam()), kRegion);
+  BackendPeerProcess p(backend_of(GetParam()), kRegion);
   ASSERT_TRUE(p.ready()) << p.error();
   BackendPeer& peer = connect(p);
   auto src = random_bytes(1u << 16, 3);
@@ -97,7 +97,7 @@ TEST_P(BackendConformance, OutOfRangeEntryFailsWholeBatchAndWritesNothing) {
 }
 
 TEST_P(BackendConformance, UnregisteredRegionIsRevoked) {
-  PeerProcess p(backend_of(GetParam()), 1u << 20);
+  BackendPeerProcess p(backend_of(GetParam()), 1u << 20);
   ASSERT_TRUE(p.ready()) << p.error();
   BackendPeer& peer = connect(p);
   auto src = random_bytes(4096, 5);
@@ -113,7 +113,7 @@ TEST_P(BackendConformance, UnregisteredRegionIsRevoked) {
 // the same bytes were granted again under a new id.
 TEST_P(BackendConformance, WritesLandOnlyUnderALiveGrant) {
   const uint64_t kRegion = 1u << 20;
-  PeerProcess p(backend_of(GetParam()), kRegion);
+  BackendPeerProcess p(backend_of(GetParam()), kRegion);
   ASSERT_TRUE(p.ready()) << p.error();
   BackendPeer& peer = connect(p);
   auto src = random_bytes(1u << 16, 9);
@@ -139,8 +139,8 @@ TEST_P(BackendConformance, WritesLandOnlyUnderALiveGrant) {
 
 TEST_P(BackendConformance, KilledReceiverFailsBatchInBoundedTimeOthersUnaffected) {
   const uint64_t kRegion = 256u << 20;
-  PeerProcess victim(backend_of(GetParam()), kRegion);
-  PeerProcess other(backend_of(GetParam()), 1u << 20);
+  BackendPeerProcess victim(backend_of(GetParam()), kRegion);
+  BackendPeerProcess other(backend_of(GetParam()), 1u << 20);
   ASSERT_TRUE(victim.ready() && other.ready()) << victim.error() << other.error();
   BackendPeer& vpeer = connect(victim);
   BackendPeer& opeer = connect(other);
@@ -178,7 +178,7 @@ TEST_P(BackendConformance, SilentReceiverFailsWithinIoTimeout) {
   unsetenv("PDKV_SHM_IO_TIMEOUT_MS");
   unsetenv("PDKV_UCX_IO_TIMEOUT_MS");
   ASSERT_TRUE(box.ok()) << box.status().to_string();
-  PeerProcess p(backend_of(GetParam()), 1u << 20);
+  BackendPeerProcess p(backend_of(GetParam()), 1u << 20);
   ASSERT_TRUE(p.ready()) << p.error();
   auto peer = (*box)->backend->connect(p.endpoint());
   ASSERT_TRUE(peer.ok()) << peer.status().to_string();
@@ -224,7 +224,7 @@ constexpr uint64_t kDefaultLargeEntryBytes = 1ull << 30;
 TEST_P(BackendConformance, LargeSingleEntry) {
   const char* env = std::getenv("PDKV_TEST_LARGE_ENTRY_BYTES");
   const uint64_t kBytes = env ? std::strtoull(env, nullptr, 10) : kDefaultLargeEntryBytes;
-  PeerProcess p(backend_of(GetParam()), kBytes);
+  BackendPeerProcess p(backend_of(GetParam()), kBytes);
   ASSERT_TRUE(p.ready()) << p.error();
   BackendPeer& peer = connect(p);
   auto src = random_bytes(kBytes, 11);
@@ -237,10 +237,10 @@ TEST_P(BackendConformance, LargeSingleEntry) {
 
 TEST_P(BackendConformance, ConcurrentPostsFromManyThreadsToTwoPeers) {
   const uint64_t kRegion = 8u << 20;
-  PeerProcess a(backend_of(GetParam()), kRegion), b(backend_of(GetParam()), kRegion);
+  BackendPeerProcess a(backend_of(GetParam()), kRegion), b(backend_of(GetParam()), kRegion);
   ASSERT_TRUE(a.ready() && b.ready());
   BackendPeer* peers[2] = {&connect(a), &connect(b)};
-  PeerProcess* procs[2] = {&a, &b};
+  BackendPeerProcess* procs[2] = {&a, &b};
   auto src = random_bytes(kRegion, 13);
   const int kThreads = 4;
   std::vector<std::thread> threads;
@@ -271,7 +271,7 @@ TEST_P(BackendConformance, ConcurrentPostsFromManyThreadsToTwoPeers) {
 // Through the public API: the engine core in front of the backend (zero-length batch
 // and entries are the core's job; the backend never sees them).
 TEST_P(BackendConformance, TransferEngineZeroLengthAndSyncTransfer) {
-  PeerProcess p(backend_of(GetParam()), 1u << 20);
+  BackendPeerProcess p(backend_of(GetParam()), 1u << 20);
   ASSERT_TRUE(p.ready()) << p.error();
   EngineOptions o;
   o.backend = backend_of(GetParam());

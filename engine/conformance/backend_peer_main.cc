@@ -1,13 +1,15 @@
 // engine_backend_peer: a receiving engine backend in its own process, for cross-process
 // tests. Usage: engine_backend_peer <backend> <region_bytes>
 // With PDKV_SECRET_FILE set its sessions require that cluster secret.
-// Prints "READY <endpoint> <region_addr> <region_bytes>" and then answers lines on stdin:
+// Prints "READY <endpoint> <region_addr> <region_bytes>" and then answers the commands of
+// engine/testing/peer_commands.h on stdin:
 //   HASH  -> "HASH <fnv64 of region> <canaries 1|0>"
 //   UNREG -> "UNREG <status>" (unregisters the region)
 //   GRANT <id> <offset> <length> -> "GRANT <status>": from now on writes are admitted only
 //     under write grants (memory_registry.h); this one opens that part of the region
 //   REVOKE <id> -> "REVOKE <status>" once the grant's admitted writes landed
-//   EXIT  -> exits 0
+//   PING  -> "PONG"
+//   EXIT or QUIT -> exits 0; a line that does not parse -> "ERR <status>"
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -15,6 +17,7 @@
 #include <string>
 
 #include "engine/conformance/backend_harness.h"
+#include "engine/testing/peer_commands.h"
 
 using namespace pdkv::engine::testing;
 
@@ -47,32 +50,43 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   std::string line;
   while (std::getline(std::cin, line)) {
-    if (line == "HASH") {
-      std::printf("HASH %llu %d\n",
-                  static_cast<unsigned long long>(fnv64(region.data(), region.length())),
-                  region.canaries_intact() ? 1 : 0);
-    } else if (line == "UNREG") {
-      // Registry first: remove() waits for granted leases, so the UCX hook unmaps only
-      // memory no put can still target.
-      pdkv::Status s = (*box)->registry.remove(addr);
-      if (s.ok()) s = (*box)->backend->on_unregister_memory(addr, region.length());
-      std::printf("UNREG %s\n", s.to_string().c_str());
-    } else if (line.rfind("GRANT ", 0) == 0) {
-      unsigned long long id = 0, offset = 0, length = 0;
-      std::sscanf(line.c_str(), "GRANT %llu %llu %llu", &id, &offset, &length);
-      (*box)->registry.set_require_grants(true);
-      pdkv::Status s =
-          (*box)->registry.add_grant(id, pdkv::engine::WriteGrant::of_range(addr + offset, length));
-      std::printf("GRANT %s\n", s.to_string().c_str());
-    } else if (line.rfind("REVOKE ", 0) == 0) {
-      unsigned long long id = 0;
-      std::sscanf(line.c_str(), "REVOKE %llu", &id);
-      std::promise<void> drained;
-      pdkv::Status s = (*box)->registry.revoke_grant(id, [&drained] { drained.set_value(); });
-      if (s.ok()) drained.get_future().wait();
-      std::printf("REVOKE %s\n", s.to_string().c_str());
-    } else if (line == "EXIT") {
-      break;
+    pdkv::Result<PeerCommand> c = parse_peer_command(line);
+    if (!c.ok()) {
+      std::printf("ERR %s\n", c.status().to_string().c_str());
+      std::fflush(stdout);
+      continue;
+    }
+    if (c->verb == PeerVerb::kQuit) break;
+    switch (c->verb) {
+      case PeerVerb::kHash:
+        std::printf("HASH %llu %d\n",
+                    static_cast<unsigned long long>(fnv64(region.data(), region.length())),
+                    region.canaries_intact() ? 1 : 0);
+        break;
+      case PeerVerb::kUnregister: {
+        // Registry first: remove() waits for granted leases, so the UCX hook unmaps only
+        // memory no put can still target.
+        pdkv::Status s = (*box)->registry.remove(addr);
+        if (s.ok()) s = (*box)->backend->on_unregister_memory(addr, region.length());
+        std::printf("UNREG %s\n", s.to_string().c_str());
+        break;
+      }
+      case PeerVerb::kGrant: {
+        (*box)->registry.set_require_grants(true);
+        pdkv::Status s = (*box)->registry.add_grant(
+            c->id, pdkv::engine::WriteGrant::of_range(addr + c->offset, c->length));
+        std::printf("GRANT %s\n", s.to_string().c_str());
+        break;
+      }
+      case PeerVerb::kRevoke: {
+        std::promise<void> drained;
+        pdkv::Status s = (*box)->registry.revoke_grant(c->id, [&drained] { drained.set_value(); });
+        if (s.ok()) drained.get_future().wait();
+        std::printf("REVOKE %s\n", s.to_string().c_str());
+        break;
+      }
+      case PeerVerb::kPing: std::printf("PONG\n"); break;
+      case PeerVerb::kQuit: break;
     }
     std::fflush(stdout);
   }

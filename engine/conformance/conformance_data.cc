@@ -72,7 +72,7 @@ std::vector<uint8_t> random_bytes(uint64_t n, uint64_t seed) {
   return v;
 }
 
-void expect_region(PeerProcess& p, const std::vector<uint8_t>& model) {
+void expect_region(BackendPeerProcess& p, const std::vector<uint8_t>& model) {
   uint64_t h = 0;
   bool canaries = false;
   ASSERT_TRUE(p.hash(&h, &canaries));

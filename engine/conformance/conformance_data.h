@@ -1,14 +1,14 @@
 // What the conformance suites share: the backends they run over, random data and blocks,
 // and the check of a receiver's region (by hash, canaries included).
 //
-// Thread safety: pure functions, except expect_region (one thread per PeerProcess).
+// Thread safety: pure functions, except expect_region (one thread per BackendPeerProcess).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "engine/conformance/peer_process.h"
+#include "engine/conformance/backend_peer_process.h"
 #include "engine/write_block.h"
 
 namespace pdkv::engine::testing {
@@ -29,6 +29,6 @@ std::vector<WriteBlock> random_blocks(uint64_t seed, const std::vector<uint8_t>&
 std::vector<uint8_t> random_bytes(uint64_t n, uint64_t seed);
 
 // GoogleTest expectations: the peer's region equals `model` and its canaries are intact.
-void expect_region(PeerProcess& p, const std::vector<uint8_t>& model);
+void expect_region(BackendPeerProcess& p, const std::vector<uint8_t>& model);
 
 }  // namespace pdkv::engine::testing

@@ -13,6 +13,7 @@
 #include "engine/lease/lease_server.h"
 #include "engine/lease/messages.h"
 #include "engine/lease/testing/lease_stranger.h"
+#include "engine/lease/testing/test_lease_server.h"
 #include "engine/memory_registry.h"
 #include "engine/session_auth.h"
 
@@ -28,36 +29,15 @@ std::shared_ptr<const ClusterKey> key_of(uint8_t fill) {
   return *key;
 }
 
-class FakeHooks final : public LeaseServerHooks {
- public:
-  std::string hello_extra() override { return "extra"; }
-  Status regions_payload(std::vector<uint8_t>* out) override {
-    encode_regions(RegionTable{7, {{0x10000, 0x10000, "rk"}}}, out);
-    return Status();
-  }
-  uint64_t regions_epoch() override { return 7; }
-};
-
-constexpr uint64_t kRegion = 0x10000;
+constexpr uint64_t kRegion = testing::kTestRegion;
 
 // A LeaseServer for "shm" over a registered range, with or without a secret.
-class Server {
+class Server : public testing::TestLeaseServer {
  public:
   explicit Server(std::shared_ptr<const ClusterKey> key, int handshake_timeout_ms = 2000)
-      : server_(LeaseServerOptions{"shm", 2000, handshake_timeout_ms, std::move(key)}, &registry_,
-                &hooks_) {
-    EXPECT_TRUE(registry_.add(kRegion, 0x10000).ok());
-    auto ep = server_.listen("127.0.0.1", 0);
-    EXPECT_TRUE(ep.ok()) << ep.status().to_string();
-    endpoint_ = ep.ok() ? *ep : "";
+      : TestLeaseServer(std::move(key), handshake_timeout_ms) {
+    EXPECT_TRUE(status().ok()) << status().to_string();
   }
-  const std::string& endpoint() const { return endpoint_; }
-
- private:
-  MemoryRegistry registry_;
-  FakeHooks hooks_;
-  LeaseServer server_;
-  std::string endpoint_;
 };
 
 bool names_the_mismatch(const Status& st) {

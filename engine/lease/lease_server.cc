@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <optional>
+#include <system_error>
 
+#include "common/host_port.h"
 #include "common/logging.h"
 #include "engine/lease/lease_auth.h"
 #include "engine/lease/messages.h"
@@ -37,11 +39,14 @@ LeaseServer::~LeaseServer() {
 }
 
 Result<std::string> LeaseServer::listen(const std::string& host, int port) {
+  if (options_.max_connections < 1) {
+    return invalid_argument("LeaseServerOptions.max_connections must be positive");
+  }
   int bound = 0;
   PDKV_ASSIGN_OR_RETURN(listener_, listen_on(host, port, &bound));
   host_identity_ = host_identity();
   acceptor_ = std::thread([this] { accept_loop(); });
-  return host + ":" + std::to_string(bound);
+  return format_host_port(host, static_cast<uint16_t>(bound));
 }
 
 void LeaseServer::reap_finished_locked() {
@@ -63,14 +68,29 @@ void LeaseServer::accept_loop() {
     if (::poll(&p, 1, 50) <= 0) continue;
     int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) continue;
-    set_nodelay(fd);
     auto conn = std::make_unique<Conn>();
-    conn->sock = Socket(fd);
+    conn->sock = Socket(fd);  // from here on, dropping `conn` closes the connection
     Conn* raw = conn.get();
     MutexLock lock(conns_mu_);
     reap_finished_locked();
-    if (stopping_.load()) return;  // conn's socket closes with it
-    conn->thread = std::thread([this, raw] { serve(raw); });
+    if (stopping_.load()) return;
+    if (conns_.size() >= static_cast<size_t>(options_.max_connections)) {
+      // Closing at once (not leaving it in the backlog) keeps the acceptor responsive and
+      // tells the peer right away. Slots free as connections end: a silent one within the
+      // handshake deadline.
+      PDKV_LOG_WARN_LIMITED("{} backend: refused a control connection: {} already open (limit)",
+                            options_.backend_name, conns_.size());
+      continue;
+    }
+    set_nodelay(fd);
+    try {
+      conn->thread = std::thread([this, raw] { serve(raw); });
+    } catch (const std::system_error& e) {
+      // Out of threads (a pids limit, memory): refuse this connection, keep serving.
+      PDKV_LOG_WARN_LIMITED("{} backend: refused a control connection: cannot start a thread: {}",
+                            options_.backend_name, e.what());
+      continue;
+    }
     conns_.push_back(std::move(conn));
   }
 }

@@ -3,8 +3,9 @@
 // Why leases: with CMA (and with UCX puts) the *sender* writes into this process's
 // memory, so the receiver cannot check each byte as the TCP backend does. Instead the
 // sender asks for a lease on every part before writing it: the part's destination ranges
-// travel here, are validated against the MemoryRegistry under a WritePin, and only then is
-// the lease granted. The pin is held until the sender reports the part done (kDone), the
+// travel here, are admitted by the MemoryRegistry (MemoryRegistry::admit: registered
+// memory, and the write grant each range names), which pins them, and only then is the
+// lease granted. The pin is held until the sender reports the part done (kDone), the
 // connection drops (a dead process writes nothing more: the kernel closes its sockets only
 // after all its threads have left their system calls) or the lease runs out. So:
 //  * a part with one bad entry is refused before any byte of it is written (OutOfRange
@@ -24,10 +25,12 @@
 // over this process, and such a peer could write anywhere anyway. The check protects
 // against wrong addresses (bugs, stale page tables), which is what the contract is about.
 //
-// Threads: owns one acceptor thread and one thread per accepted connection. Connection
-// threads block only on their own socket (each handshake step bounded by
-// handshake_timeout_ms, so a silent stranger leaves soon; bounded by lease_ms while a
-// lease is held).
+// Threads: owns one acceptor thread and one thread per accepted connection, at most
+// max_connections of them (more are closed at accept, as is one whose thread cannot be
+// started; both logged, rate-limited). Connection threads block only on their own socket
+// (each handshake step, the first frame included, bounded by handshake_timeout_ms, so a
+// silent stranger leaves soon and frees its slot; bounded by lease_ms while a lease is
+// held; an authenticated sender's idle connection stays, as its session does).
 // Thread safety: listen() once, then nothing; the destructor stops and joins every thread.
 #pragma once
 
@@ -70,9 +73,12 @@ class LeaseServerHooks {
 struct LeaseServerOptions {
   std::string backend_name;         // the sender must say the same in kHello
   int lease_ms = 5000;              // a granted lease is held at most this long (plus slack)
-  int handshake_timeout_ms = 3000;  // per handshake step
+  int handshake_timeout_ms = 3000;  // per handshake step, the first frame included
   // Set: only senders that prove the cluster secret are served (lease_auth.h).
   std::shared_ptr<const ClusterKey> cluster_key;
+  // Most connections served at once (a thread each); more are closed at accept. The
+  // backends pass PDKV_TCP_MAX_CONNECTIONS (EngineOptions::tcp.max_connections).
+  int max_connections = 512;
 };
 
 class LeaseServer {

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "common/host_port.h"
+
 namespace pdkv::engine::lease {
 namespace {
 
@@ -203,30 +205,13 @@ Status Socket::recv_frame(MsgType* type, std::vector<uint8_t>* payload, TimePoin
   return read_all(payload->data(), h.payload_bytes, deadline);
 }
 
-Status split_endpoint(const std::string& endpoint, std::string* host, int* port) {
-  auto colon = endpoint.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == endpoint.size()) {
-    return invalid_argument("endpoint '" + endpoint + "' is not host:port");
-  }
-  *host = endpoint.substr(0, colon);
-  char* end = nullptr;
-  long p = std::strtol(endpoint.c_str() + colon + 1, &end, 10);
-  if (*end != '\0' || p <= 0 || p > 65535) {
-    return invalid_argument("endpoint '" + endpoint + "' has a bad port");
-  }
-  *port = static_cast<int>(p);
-  return Status();
-}
-
 Result<Socket> connect_to(const std::string& endpoint, int timeout_ms) {
-  std::string host;
-  int port = 0;
-  PDKV_RETURN_IF_ERROR(split_endpoint(endpoint, &host, &port));
+  PDKV_ASSIGN_OR_RETURN(HostPort hp, parse_host_port(endpoint));
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  int gai = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  int gai = getaddrinfo(hp.host.c_str(), std::to_string(hp.port).c_str(), &hints, &res);
   if (gai != 0 || res == nullptr) {
     return unavailable("cannot resolve '" + endpoint + "': " + gai_strerror(gai));
   }

@@ -124,9 +124,8 @@ class Socket {
   int fd_ = -1;
 };
 
-// Splits "host:port"; InvalidArgument when malformed.
-Status split_endpoint(const std::string& endpoint, std::string* host, int* port);
-// Connects within `timeout_ms`; Unavailable naming the endpoint and errno text.
+// Connects to "host:port" (IPv4) within `timeout_ms`. InvalidArgument for a malformed
+// endpoint (common/host_port.h); Unavailable naming the endpoint and errno text.
 Result<Socket> connect_to(const std::string& endpoint, int timeout_ms);
 // TCP_NODELAY: the channel is request/response of small frames.
 void set_nodelay(int fd);

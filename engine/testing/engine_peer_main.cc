@@ -1,6 +1,7 @@
 // pdkv_engine_peer: a receiving engine in its own process, for multi-process tests and
-// `pdkv bench engine` (see peer_client.h for the protocol). Engine options come from the
-// PDKV_* environment (EngineOptions::from_env), so the parent sets streams and timeouts.
+// `pdkv bench engine` (engine_peer_process.h; its stdin commands: peer_commands.h).
+// Engine options come from the PDKV_* environment (EngineOptions::from_env), so the
+// parent sets streams and timeouts.
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,13 +9,13 @@
 #include <cstring>
 #include <future>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/logging.h"
+#include "engine/testing/engine_peer_process.h"
 #include "engine/testing/guarded_buffer.h"
-#include "engine/testing/peer_client.h"
+#include "engine/testing/peer_commands.h"
 #include "engine/transfer_engine.h"
 
 using namespace pdkv;
@@ -22,23 +23,15 @@ using namespace pdkv::engine;
 
 namespace {
 
-// "GRANT <id> <offset> <length>" opens [offset, offset+length) of the buffer to writes
-// naming grant <id>; "REVOKE <id>" closes it and answers once its writes drained.
-// Answers "OK" or "ERR <status>".
-std::string grant_command(TransferEngine& engine, uint64_t base, const std::string& line) {
-  std::istringstream in(line);
-  std::string verb;
-  uint64_t id = 0;
-  in >> verb >> id;
+// GRANT opens [offset, offset+length) of the buffer to writes naming grant <id>; REVOKE
+// closes it and answers once its writes drained. Answers "OK" or "ERR <status>".
+std::string apply_grant(TransferEngine& engine, uint64_t base, const testing::PeerCommand& c) {
   Status st;
-  if (verb == "GRANT") {
-    uint64_t offset = 0;
-    uint64_t length = 0;
-    in >> offset >> length;
-    st = engine.grant_writes(id, WriteGrant::of_range(base + offset, length));
+  if (c.verb == testing::PeerVerb::kGrant) {
+    st = engine.grant_writes(c.id, WriteGrant::of_range(base + c.offset, c.length));
   } else {
     std::promise<void> drained;
-    st = engine.revoke_writes(id, [&drained] { drained.set_value(); });
+    st = engine.revoke_writes(c.id, [&drained] { drained.set_value(); });
     if (st.ok()) drained.get_future().wait();
   }
   return st.ok() ? "OK" : "ERR " + st.to_string();
@@ -96,12 +89,22 @@ int main(int argc, char** argv) {
             << std::endl;
   std::string line;
   while (std::getline(std::cin, line)) {
-    if (line == "PING") {
-      std::cout << "PONG" << std::endl;
-    } else if (line == "QUIT") {
-      break;
-    } else if (line.rfind("GRANT ", 0) == 0 || line.rfind("REVOKE ", 0) == 0) {
-      std::cout << grant_command(**engine, (*buffer)->addr(), line) << std::endl;
+    Result<testing::PeerCommand> command = testing::parse_peer_command(line);
+    if (!command.ok()) {
+      std::cout << "ERR " << command.status().to_string() << std::endl;
+      continue;
+    }
+    switch (command->verb) {
+      case testing::PeerVerb::kPing: std::cout << "PONG" << std::endl; break;
+      case testing::PeerVerb::kQuit: return 0;
+      case testing::PeerVerb::kGrant:
+      case testing::PeerVerb::kRevoke:
+        std::cout << apply_grant(**engine, (*buffer)->addr(), *command) << std::endl;
+        break;
+      case testing::PeerVerb::kHash:
+      case testing::PeerVerb::kUnregister:
+        std::cout << "ERR this peer has no " << line << " command" << std::endl;
+        break;
     }
   }
   return 0;

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/host_port.h"
+
 namespace pdkv::kv {
 namespace {
 
@@ -116,18 +118,9 @@ Result<std::shared_ptr<EtcdClient>> EtcdClient::create(const std::string& endpoi
     if (item.empty()) continue;
     // Tolerate the scheme etcdctl users write.
     if (item.substr(0, 7) == "http://") item.remove_prefix(7);
-    const size_t colon = item.rfind(':');
-    if (colon == std::string_view::npos || colon == 0)
-      return invalid_argument(fmt::format("etcd endpoint '{}' is not host:port", item));
-    std::string_view host = item.substr(0, colon), port_text = item.substr(colon + 1);
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-      host = host.substr(1, host.size() - 2);
-    int port = 0;
-    auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (ec != std::errc() || end != port_text.data() + port_text.size() || port <= 0 ||
-        port > 65535)
-      return invalid_argument(fmt::format("etcd endpoint '{}' has a bad port", item));
-    parsed.push_back(Endpoint{std::string(host), port});
+    Result<HostPort> hp = parse_host_port(item);
+    if (!hp.ok()) return hp.status().with_context("etcd endpoint");
+    parsed.push_back(Endpoint{std::move(hp->host), hp->port});
   }
   if (parsed.empty()) return invalid_argument("no etcd endpoint given");
   return std::shared_ptr<EtcdClient>(new EtcdClient(std::move(parsed), request_timeout));

@@ -89,7 +89,7 @@ class ShmBackend final : public Backend, private lease::LeaseServerHooks {
         options_(options),
         server_(
             lease::LeaseServerOptions{"shm", options.io_timeout_ms, ctx.options->connect_timeout_ms,
-                                      ctx.options->cluster_key},
+                                      ctx.options->cluster_key, ctx.options->tcp.max_connections},
             ctx.registry, this) {}
 
   BackendCapabilities capabilities() const override {

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "common/clock.h"
+#include "common/host_port.h"
 #include "common/logging.h"
 
 namespace pdkv::engine::tcp {
@@ -79,31 +80,6 @@ void EventFd::drain() const {
   (void)rc;
 }
 
-Result<HostPort> parse_endpoint(const std::string& endpoint) {
-  size_t colon = endpoint.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == endpoint.size()) {
-    return invalid_argument("endpoint '" + endpoint + "' is not host:port");
-  }
-  std::string host = endpoint.substr(0, colon);
-  if (host.front() == '[') {
-    if (host.back() != ']') return invalid_argument("endpoint '" + endpoint + "' is not host:port");
-    host = host.substr(1, host.size() - 2);
-  }
-  const std::string port_text = endpoint.substr(colon + 1);
-  char* end = nullptr;
-  errno = 0;
-  long port = std::strtol(port_text.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0' || port <= 0 || port > 65535) {
-    return invalid_argument("endpoint '" + endpoint + "' has a bad port");
-  }
-  return HostPort{host, static_cast<uint16_t>(port)};
-}
-
-std::string format_endpoint(const std::string& host, uint16_t port) {
-  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
-  return host + ":" + std::to_string(port);
-}
-
 Status set_nonblocking(int fd) {
   int flags = fcntl(fd, F_GETFL, 0);
   if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
@@ -135,11 +111,11 @@ Result<UniqueFd> listen_tcp(const std::string& host, uint16_t port, uint16_t* bo
                                                  : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
     return fd;
   }
-  return unavailable("cannot listen on " + format_endpoint(host, port) + ": " + last_error);
+  return unavailable("cannot listen on " + format_host_port(host, port) + ": " + last_error);
 }
 
 Result<UniqueFd> connect_tcp(const std::string& endpoint, int timeout_ms) {
-  PDKV_ASSIGN_OR_RETURN(HostPort hp, parse_endpoint(endpoint));
+  PDKV_ASSIGN_OR_RETURN(HostPort hp, parse_host_port(endpoint));
   PDKV_ASSIGN_OR_RETURN(auto addrs, resolve(hp.host, hp.port, false));
   const TimePoint deadline = now() + Millis(timeout_ms);
   std::string last_error = "no address";

@@ -1,7 +1,7 @@
-// Socket helpers of the TCP backend: endpoint parsing, listen/connect with timeouts,
-// socket tuning, and full reads/writes on non-blocking sockets that handle partial
-// transfers, EINTR and EAGAIN, wake up on a stop eventfd and give up after a period
-// without progress.
+// Socket helpers of the TCP backend: listen/connect with timeouts (endpoints parsed by
+// common/host_port.h), socket tuning, and full reads/writes on non-blocking sockets that
+// handle partial transfers, EINTR and EAGAIN, wake up on a stop eventfd and give up after
+// a period without progress.
 //
 // Thread safety: free functions; a UniqueFd is owned by one object.
 #pragma once
@@ -47,17 +47,10 @@ class EventFd {
   UniqueFd fd_;
 };
 
-struct HostPort {
-  std::string host;
-  uint16_t port = 0;
-};
-// "host:port" or "[v6addr]:port". InvalidArgument otherwise.
-Result<HostPort> parse_endpoint(const std::string& endpoint);
-std::string format_endpoint(const std::string& host, uint16_t port);
-
 // Non-blocking listening socket; port 0 = ephemeral. *bound_port gets the real port.
 Result<UniqueFd> listen_tcp(const std::string& host, uint16_t port, uint16_t* bound_port);
-// Non-blocking connected socket, or Unavailable naming the endpoint and the cause.
+// Non-blocking connected socket to "host:port" / "[v6]:port"; InvalidArgument for a
+// malformed endpoint (parse_host_port), else Unavailable naming the endpoint and the cause.
 Result<UniqueFd> connect_tcp(const std::string& endpoint, int timeout_ms);
 // TCP_NODELAY (acks are tiny and must not wait for Nagle) and optional buffer sizes.
 void tune_socket(int fd, const TcpOptions& options);

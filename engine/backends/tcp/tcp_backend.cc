@@ -3,6 +3,7 @@
 #include <atomic>
 #include <vector>
 
+#include "common/host_port.h"
 #include "common/logging.h"
 #include "engine/backends/tcp/part_planner.h"
 #include "engine/backends/tcp/tcp_frame.h"
@@ -91,7 +92,7 @@ class TcpBackend final : public Backend {
     PDKV_ASSIGN_OR_RETURN(UniqueFd fd,
                           listen_tcp(options_.host, static_cast<uint16_t>(options_.port), &port));
     receiver_.start(std::move(fd));
-    return format_endpoint(options_.host, port);
+    return format_host_port(options_.host, port);
   }
 
   Status on_register_memory(uint64_t, uint64_t) override { return Status(); }

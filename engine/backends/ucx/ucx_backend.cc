@@ -58,7 +58,7 @@ class UcxBackend final : public Backend, private lease::LeaseServerHooks {
         server_(
             std::in_place,
             lease::LeaseServerOptions{"ucx", options.io_timeout_ms, ctx.options->connect_timeout_ms,
-                                      ctx.options->cluster_key},
+                                      ctx.options->cluster_key, ctx.options->tcp.max_connections},
             ctx.registry, static_cast<lease::LeaseServerHooks*>(this)) {}
 
   ~UcxBackend() override {
