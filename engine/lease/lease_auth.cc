@@ -6,9 +6,8 @@
 #include "engine/session_auth.h"
 
 namespace pdkv::engine::lease {
-namespace {
 
-MsgType type_of(AuthStep step) {
+MsgType lease_frame_type(AuthStep step) {
   switch (step) {
     case AuthStep::kHello: return MsgType::kAuthHello;
     case AuthStep::kChallenge: return MsgType::kAuthChallenge;
@@ -17,6 +16,8 @@ MsgType type_of(AuthStep step) {
   return MsgType::kAuthHello;
 }
 
+namespace {
+
 // One handshake message = one lease frame of its type carrying the raw body.
 class LeaseAuthTransport final : public AuthTransport {
  public:
@@ -24,7 +25,7 @@ class LeaseAuthTransport final : public AuthTransport {
       : sock_(sock), step_timeout_ms_(step_timeout_ms) {}
 
   Status send(AuthStep step, std::span<const uint8_t> body) override {
-    return sock_.send_frame(type_of(step), body, now() + Millis(step_timeout_ms_));
+    return sock_.send_frame(lease_frame_type(step), body, now() + Millis(step_timeout_ms_));
   }
 
   Status recv(AuthStep step, std::span<uint8_t> body) override {
@@ -32,7 +33,7 @@ class LeaseAuthTransport final : public AuthTransport {
     PDKV_RETURN_IF_ERROR(sock_.recv_frame(&type, &payload_, now() + Millis(step_timeout_ms_),
                                           kMaxHandshakePayloadBytes));
     if (type == MsgType::kAuthRefused) return refused_by_peer(payload_);
-    if (type != type_of(step)) return unexpected_auth_message(step);
+    if (type != lease_frame_type(step)) return unexpected_auth_message(step);
     return decode_auth_body(payload_, body);
   }
 

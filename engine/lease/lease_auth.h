@@ -21,10 +21,14 @@
 #include "common/cluster_key.h"
 #include "common/status.h"
 #include "engine/lease/wire.h"
+#include "engine/session_auth.h"
 
 namespace pdkv::engine::lease {
 
 // Sender side (LeaseClient::connect), right after connect.
+// The lease frame type that carries one handshake step.
+MsgType lease_frame_type(AuthStep step);
+
 Status authenticate_to_lease_server(Socket& sock, const ClusterKey& key, int step_timeout_ms);
 // Receiver side (LeaseServer), on an accepted connection. On failure it has already told
 // the peer why (best effort); the caller closes the connection.

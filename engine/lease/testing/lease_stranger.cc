@@ -6,33 +6,25 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "engine/lease/lease_auth.h"
 #include "engine/lease/messages.h"
 #include "engine/session_auth.h"
 
 namespace pdkv::engine::lease::testing {
 namespace {
 
-MsgType type_of(AuthStep step) {
-  switch (step) {
-    case AuthStep::kHello: return MsgType::kAuthHello;
-    case AuthStep::kChallenge: return MsgType::kAuthChallenge;
-    case AuthStep::kProof: return MsgType::kAuthProof;
-  }
-  return MsgType::kAuthHello;
-}
-
 // A member's side of the handshake that keeps a copy of every frame it sends.
 class RecordingTransport final : public AuthTransport {
  public:
   explicit RecordingTransport(Socket& sock) : sock_(sock) {}
   Status send(AuthStep step, std::span<const uint8_t> body) override {
-    sent.push_back({type_of(step), std::vector<uint8_t>(body.begin(), body.end())});
-    return sock_.send_frame(type_of(step), body, now() + Millis(3000));
+    sent.push_back({lease_frame_type(step), std::vector<uint8_t>(body.begin(), body.end())});
+    return sock_.send_frame(lease_frame_type(step), body, now() + Millis(3000));
   }
   Status recv(AuthStep step, std::span<uint8_t> body) override {
     MsgType type{};
     PDKV_RETURN_IF_ERROR(sock_.recv_frame(&type, &buf_, now() + Millis(3000)));
-    if (type != type_of(step)) return unexpected_auth_message(step);
+    if (type != lease_frame_type(step)) return unexpected_auth_message(step);
     return decode_auth_body(buf_, body);
   }
   std::vector<Frame> sent;
