@@ -30,9 +30,12 @@ def fail_time(rk, room):
     return ev["t"] if ev and ev["state"] == FAILED else None
 
 
-def heal_check(c, n=2, timeout=20):
-    """New rooms over every pair succeed with verified bytes."""
+def heal_check(c, n=2, timeout=20, out=None):
+    """New rooms over every pair succeed with verified bytes; `out`, if given, receives
+    the rooms (so a failure can name their reasons)."""
     rooms = c.submit(max(n, c.n_p * c.n_d))
+    if out is not None:
+        out.update(rooms)
     c.wait_rooms(c.ranks_of(rooms), rooms, timeout)
     ok, nbytes, wrong = c.verdict(rooms)
     return ok, nbytes, wrong
@@ -94,8 +97,9 @@ def reasons(c, rooms):
             if ev and ev.get("reason"):
                 out.append(f"{rk.cfg['role']}{rk.cfg['rank']} room {r}: {ev['reason'][:120]}")
             elif not ev or ev["state"] not in (0, 4):
-                pass
-    return " | ".join(out[:3]) or "no reason / not terminal"
+                out.append(f"{rk.cfg['role']}{rk.cfg['rank']} room {r}: "
+                           f"{'unknown' if not ev else 'state ' + str(ev['state'])}")
+    return " | ".join(out[:4]) or "no reason / not terminal"
 
 
 def case_kill_prefill(topo, n_p=2, n_d=1, p_tp=1, d_tp=1):
@@ -167,7 +171,8 @@ def case_link_cut(topo, mode="down"):
         else:
             topo.netem(host)
         time.sleep(0.5)
-        ok_h, nbytes, wrong = heal_check(c)
+        healed = {}
+        ok_h, nbytes, wrong = heal_check(c, out=healed)
         leaks = c.leaks()
         d = max(det.values())
         ok = d <= bound and ok_h and leaks == 0 and wrong == 0
@@ -175,7 +180,7 @@ def case_link_cut(topo, mode="down"):
                    "1P1D", rooms_affected=len(rooms), detect_s=d, bound_s=bound,
                    bytes_verified=nbytes, wrong_bytes=wrong, leaks=leaks, ok=ok,
                    note=f"prefill {det['prefill']:.2f}s decode {det['decode']:.2f}s"
-                   + ("" if ok_h else "; after restore: " + reasons(c, {})))
+                   + ("" if ok_h else "; after restore: " + reasons(c, healed)))
     finally:
         if mode == "down":
             topo.link_up(c.host_of("decode", 0))
