@@ -6,15 +6,13 @@
 #include <gtest/gtest.h>
 
 #include "kv/kv_sender.h"
-#include "kv/testing/kv_cluster.h"
+#include "kv/testing/room_pair.h"
 
 namespace pdkv::kv {
 namespace {
 
 using std::chrono::milliseconds;
 using testing::eventually;
-using testing::InProcessBus;
-using testing::MemoryDirectory;
 using testing::ModelShape;
 using testing::RankBuffers;
 
@@ -33,28 +31,13 @@ KvManagerOptions slow_liveness() {
 class DecodeRouteChangeTest : public ::testing::Test {
  protected:
   std::unique_ptr<PrefillManager> make_prefill(RankBuffers& buffers) {
-    PrefillManagerConfig config;
-    config.args = buffers.args(0);
-    config.bootstrap_addr = kAddr;
-    config.engine = testing::loopback_engine();
-    config.options = slow_liveness();
-    auto m = PrefillManager::create(std::move(config), bus_.factory(), directory_);
-    EXPECT_TRUE(m.ok()) << m.status().to_string();
-    return m.ok() ? std::move(m).value() : nullptr;
+    return maker_.prefill(buffers.args(0), slow_liveness());
   }
   std::unique_ptr<DecodeManager> make_decode(RankBuffers& buffers) {
-    DecodeManagerConfig config;
-    config.args = buffers.args(0);
-    config.bootstrap_addr = kAddr;
-    config.engine = testing::loopback_engine();
-    config.options = slow_liveness();
-    auto m = DecodeManager::create(std::move(config), bus_.factory(), directory_);
-    EXPECT_TRUE(m.ok()) << m.status().to_string();
-    return m.ok() ? std::move(m).value() : nullptr;
+    return maker_.decode(buffers.args(0), slow_liveness());
   }
 
-  InProcessBus bus_;
-  std::shared_ptr<MemoryDirectory> directory_ = std::make_shared<MemoryDirectory>();
+  testing::ManagerMaker maker_{kAddr};
   ModelShape shape_;
 };
 
@@ -76,7 +59,7 @@ TEST_F(DecodeRouteChangeTest, VanishedRouteFailsBootstrappingRoomsAndSparesHande
   ASSERT_TRUE(eventually([&] { return prefill->active_rooms() == 1; }));
 
   const TimePoint removed = now();
-  directory_->remove_rank(kAddr, 0);
+  maker_.directory().remove_rank(kAddr, 0);
   ASSERT_TRUE(eventually([&] { return waiting.poll() == RoomState::kFailed; }, milliseconds(2000)));
   EXPECT_LT(now() - removed, milliseconds(1000));
   const RoomStatus st = waiting.status();

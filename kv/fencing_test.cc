@@ -12,15 +12,13 @@
 #include "common/mutex.h"
 #include "engine/transfer_engine.h"
 #include "kv/kv_sender.h"
-#include "kv/testing/kv_cluster.h"
+#include "kv/testing/room_pair.h"
 #include "kv/zmq_control_channel.h"
 
 namespace pdkv::kv {
 namespace {
 
 using testing::eventually;
-using testing::MemoryDirectory;
-using testing::ModelShape;
 using testing::RankBuffers;
 
 constexpr char kAddr[] = "real-prefill:8998";
@@ -58,23 +56,7 @@ class Inbox {
 class FencingTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    PrefillManagerConfig p;
-    p.args = pbuf_.args(0);
-    p.bootstrap_addr = kAddr;
-    p.engine = testing::loopback_engine();
-    p.options = testing::fast_options();
-    auto prefill = PrefillManager::create(std::move(p), zmq_channel_factory(), directory_);
-    ASSERT_TRUE(prefill.ok()) << prefill.status().to_string();
-    prefill_ = std::move(prefill).value();
-    DecodeManagerConfig d;
-    d.args = dbuf_.args(0);
-    d.bootstrap_addr = kAddr;
-    d.engine = testing::loopback_engine();
-    d.options = testing::fast_options();
-    auto decode = DecodeManager::create(std::move(d), zmq_channel_factory(), directory_);
-    ASSERT_TRUE(decode.ok()) << decode.status().to_string();
-    decode_ = std::move(decode).value();
-
+    ASSERT_TRUE(pair_.ok());
     auto stale = zmq_channel_factory()(
         "127.0.0.1", ChannelCallbacks{[this](proto::Message m) { inbox_.push(std::move(m)); }, {}});
     ASSERT_TRUE(stale.ok()) << stale.status().to_string();
@@ -89,8 +71,10 @@ class FencingTest : public ::testing::Test {
     info.layout = args.layout();
     info.kv_item_lens = args.kv_item_lens;
     info.state_item_lens = args.state_item_lens;
-    ASSERT_TRUE(
-        directory_->register_prefill_rank(kStaleAddr, info, now() + std::chrono::seconds(5)).ok());
+    ASSERT_TRUE(pair_.maker()
+                    .directory()
+                    .register_prefill_rank(kStaleAddr, info, now() + std::chrono::seconds(5))
+                    .ok());
   }
   void TearDown() override {
     if (stale_) stale_->stop();
@@ -128,7 +112,7 @@ class FencingTest : public ::testing::Test {
              dargs.kv_item_lens[b], grant});
       }
     }
-    auto session = stale_engine_->open_session(decode_->engine_endpoint());
+    auto session = stale_engine_->open_session(pair_.decode().engine_endpoint());
     if (!session.ok()) return session.status();
     Status st = stale_engine_->transfer(*session, blocks);
     (void)stale_engine_->close_session(*session);
@@ -145,12 +129,17 @@ class FencingTest : public ::testing::Test {
     return true;
   }
 
-  ModelShape shape_;
-  RankBuffers pbuf_{shape_, 1, 0, 32};
-  RankBuffers dbuf_{shape_, 1, 0, 32};
-  std::shared_ptr<MemoryDirectory> directory_ = std::make_shared<MemoryDirectory>();
-  std::unique_ptr<PrefillManager> prefill_;
-  std::unique_ptr<DecodeManager> decode_;
+  static testing::RoomPairOptions pair_options() {
+    testing::RoomPairOptions o;
+    o.bootstrap_addr = kAddr;
+    o.channels = testing::Channels::kZmq;
+    o.num_pages = 32;
+    return o;
+  }
+
+  testing::RoomPair pair_{pair_options()};
+  RankBuffers& pbuf_ = pair_.prefill_buffers();
+  RankBuffers& dbuf_ = pair_.decode_buffers();
   Inbox inbox_;
   std::unique_ptr<ControlChannel> stale_;
   std::unique_ptr<engine::TransferEngine> stale_engine_;
@@ -166,7 +155,7 @@ TEST_F(FencingTest, LateWritesOfAnAbortedRoomAreRefusedAndTheNextRoomKeepsItsByt
     }
   }
   // Room 1 goes to the stale prefill.
-  KVReceiver first(*decode_, 1, kStaleAddr);
+  KVReceiver first(pair_.decode(), 1, kStaleAddr);
   ASSERT_TRUE(first.init().ok());
   ASSERT_TRUE(first.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
   const proto::PreAllocation pre = take_room_as_stale_prefill();
@@ -190,19 +179,12 @@ TEST_F(FencingTest, LateWritesOfAnAbortedRoomAreRefusedAndTheNextRoomKeepsItsByt
   EXPECT_TRUE(page_is(9, 0) && page_is(10, 0));
 
   // The same pages go to room 2, served by the real prefill.
-  const std::vector<int64_t> src{3, 1, 4, 5};
-  pbuf_.fill_request(src, /*salt=*/2);
-  KVSender sender(*prefill_, 2);
-  ASSERT_TRUE(sender.init(static_cast<int64_t>(src.size()), 0).ok());
-  KVReceiver second(*decode_, 2);
-  ASSERT_TRUE(second.init().ok());
-  ASSERT_TRUE(second.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
-  ASSERT_TRUE(eventually([&] { return sender.poll() == RoomState::kWaitingForInput; }));
+  ASSERT_NO_FATAL_FAILURE(pair_.open(2, {3, 1, 4, 5}, dst,
+                                     testing::RoomPair::Wait::kForPreAllocation,
+                                     /*salt=*/2));
   // A late write before, and one after the new room's bytes landed: both refused.
   EXPECT_EQ(stale_write(dst, pre.write_grant, 0xE6).code(), StatusCode::kOutOfRange);
-  ASSERT_TRUE(sender.send(src).ok());
-  ASSERT_TRUE(eventually([&] { return second.poll() == RoomState::kSuccess; }))
-      << second.failure().to_string();
+  ASSERT_NO_FATAL_FAILURE(pair_.finish_and_check());
   EXPECT_EQ(stale_write(dst, pre.write_grant, 0xE7).code(), StatusCode::kOutOfRange);
   EXPECT_TRUE(dbuf_.holds_request(dst, 0, /*salt=*/2)) << "the new room's pages were overwritten";
 }
@@ -213,7 +195,7 @@ TEST_F(FencingTest, APrefillRankAcceptsNoWriteAtAll) {
   const KvArgs pargs = pbuf_.args(0);
   std::vector<uint8_t> junk(pargs.kv_item_lens[0], 0xAB);
   const uint8_t before = pbuf_.buffers()[0][0];
-  auto session = stale_engine_->open_session(prefill_->engine_endpoint());
+  auto session = stale_engine_->open_session(pair_.prefill().engine_endpoint());
   ASSERT_TRUE(session.ok()) << session.status().to_string();
   std::vector<engine::WriteBlock> blocks = {
       {reinterpret_cast<uint64_t>(junk.data()), pargs.kv_data_ptrs[0], junk.size(), 0}};

@@ -12,7 +12,7 @@
 #include <zmq_addon.hpp>
 
 #include "kv/kv_sender.h"
-#include "kv/testing/kv_cluster.h"
+#include "kv/testing/room_pair.h"
 #include "kv/zmq_control_channel.h"
 #include "proto/codec.h"
 
@@ -21,11 +21,8 @@ namespace {
 
 using std::chrono::milliseconds;
 using testing::eventually;
-using testing::MemoryDirectory;
 using testing::ModelShape;
 using testing::RankBuffers;
-
-constexpr char kAddr[] = "bootstrap-under-test:8998";
 
 int open_descriptors() {
   int n = 0;
@@ -39,22 +36,7 @@ int open_descriptors() {
 class HostileControlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    PrefillManagerConfig p;
-    p.args = pbuf_.args(0);
-    p.bootstrap_addr = kAddr;
-    p.engine = testing::loopback_engine();
-    p.options = testing::fast_options();
-    auto prefill = PrefillManager::create(std::move(p), zmq_channel_factory(), directory_);
-    ASSERT_TRUE(prefill.ok()) << prefill.status().to_string();
-    prefill_ = std::move(prefill).value();
-    DecodeManagerConfig d;
-    d.args = dbuf_.args(0);
-    d.bootstrap_addr = kAddr;
-    d.engine = testing::loopback_engine();
-    d.options = testing::fast_options();
-    auto decode = DecodeManager::create(std::move(d), zmq_channel_factory(), directory_);
-    ASSERT_TRUE(decode.ok()) << decode.status().to_string();
-    decode_ = std::move(decode).value();
+    ASSERT_TRUE(pair_.ok());
     auto stranger = zmq_channel_factory()("127.0.0.1", ChannelCallbacks{[](proto::Message) {}, {}});
     ASSERT_TRUE(stranger.ok()) << stranger.status().to_string();
     stranger_ = std::move(stranger).value();
@@ -63,57 +45,40 @@ class HostileControlTest : public ::testing::Test {
     if (stranger_) stranger_->stop();
   }
 
-  // Opens room `room` on both sides and waits until the prefill holds its pre-allocation.
-  void bootstrap(uint64_t room, const std::vector<int64_t>& src, const std::vector<int64_t>& dst) {
-    pbuf_.fill_request(src);
-    sender_ = std::make_unique<KVSender>(*prefill_, room);
-    ASSERT_TRUE(sender_->init(static_cast<int64_t>(src.size()), 0).ok());
-    receiver_ = std::make_unique<KVReceiver>(*decode_, room);
-    ASSERT_TRUE(receiver_->init().ok());
-    ASSERT_TRUE(receiver_->send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
-    ASSERT_TRUE(eventually([&] { return sender_->poll() == RoomState::kWaitingForInput; }));
-  }
-  void finish_and_check(const std::vector<int64_t>& src, const std::vector<int64_t>& dst) {
-    ASSERT_TRUE(sender_->send(src).ok());
-    ASSERT_TRUE(eventually([&] { return receiver_->poll() == RoomState::kSuccess; }))
-        << receiver_->failure().to_string();
-    EXPECT_TRUE(dbuf_.holds_request(dst));
-    EXPECT_TRUE(eventually([&] { return sender_->poll() == RoomState::kSuccess; }));
+  static testing::RoomPairOptions pair_options() {
+    testing::RoomPairOptions o;
+    o.channels = testing::Channels::kZmq;
+    o.num_pages = 32;
+    return o;
   }
 
-  ModelShape shape_;
-  RankBuffers pbuf_{shape_, 1, 0, 32};
-  RankBuffers dbuf_{shape_, 1, 0, 32};
-  std::shared_ptr<MemoryDirectory> directory_ = std::make_shared<MemoryDirectory>();
-  std::unique_ptr<PrefillManager> prefill_;
-  std::unique_ptr<DecodeManager> decode_;
+  testing::RoomPair pair_{pair_options()};
   std::unique_ptr<ControlChannel> stranger_;
-  std::unique_ptr<KVSender> sender_;
-  std::unique_ptr<KVReceiver> receiver_;
 };
 
 TEST_F(HostileControlTest, ForgedPongsClaimingAPrefillRestartFailNoRoom) {
   const std::vector<int64_t> src{3, 9, 4}, dst{7, 1, 20};
-  bootstrap(61, src, dst);
+  ASSERT_NO_FATAL_FAILURE(pair_.open(61, src, dst));
   // Let the decode hear the real prefill's Pongs first: it knows its incarnation now, so
   // a Pong naming the same endpoint with another incarnation reads as a restart.
   std::this_thread::sleep_for(4 * testing::fast_options().heartbeat_interval);
   proto::Pong forged;
-  forged.sender.control_endpoint = prefill_->control_endpoint();
+  forged.sender.control_endpoint = pair_.prefill().control_endpoint();
   forged.sender.engine_rank = 0;
   forged.sender.incarnation = 0x5eed;
   for (uint64_t seq = 0; seq < 64; ++seq) {
     forged.seq = seq < 32 ? seq : seq * 0x9e3779b97f4a7c15ull;  // small and scattered guesses
-    ASSERT_TRUE(stranger_->send(decode_->control_endpoint(), forged).ok());
+    ASSERT_TRUE(stranger_->send(pair_.decode().control_endpoint(), forged).ok());
   }
   std::this_thread::sleep_for(4 * testing::fast_options().heartbeat_interval);
-  EXPECT_EQ(receiver_->poll(), RoomState::kWaitingForInput) << receiver_->failure().to_string();
-  finish_and_check(src, dst);
+  EXPECT_EQ(pair_.receiver().poll(), RoomState::kWaitingForInput)
+      << pair_.receiver().failure().to_string();
+  ASSERT_NO_FATAL_FAILURE(pair_.finish_and_check());
 }
 
 TEST_F(HostileControlTest, PingsFromStrangersGetNoAnswerAndNoSocket) {
   const std::vector<int64_t> src{1, 2}, dst{30, 31};
-  bootstrap(62, src, dst);
+  ASSERT_NO_FATAL_FAILURE(pair_.open(62, src, dst));
   const int before = open_descriptors();
   proto::Ping ping;
   ping.sender.engine_rank = 0;
@@ -123,18 +88,18 @@ TEST_F(HostileControlTest, PingsFromStrangersGetNoAnswerAndNoSocket) {
     // towards each could stall the victim's receive thread.
     ping.sender.control_endpoint = "tcp://127.0.0.1:" + std::to_string(1 + i);
     ping.seq = static_cast<uint64_t>(i);
-    ASSERT_TRUE(stranger_->send(decode_->control_endpoint(), ping).ok());
-    ASSERT_TRUE(stranger_->send(prefill_->control_endpoint(), ping).ok());
+    ASSERT_TRUE(stranger_->send(pair_.decode().control_endpoint(), ping).ok());
+    ASSERT_TRUE(stranger_->send(pair_.prefill().control_endpoint(), ping).ok());
   }
   // The stranger's own channel holds sockets to the two victims only.
   std::this_thread::sleep_for(milliseconds(1000));
   EXPECT_LT(open_descriptors() - before, 40) << "the victims opened sockets for strangers";
-  finish_and_check(src, dst);
+  ASSERT_NO_FATAL_FAILURE(pair_.finish_and_check());
 }
 
 TEST_F(HostileControlTest, AbortsFromRanksThatDoNotServeTheRoomAreDropped) {
   const std::vector<int64_t> src{5, 6, 7}, dst{10, 11, 12};
-  bootstrap(63, src, dst);
+  ASSERT_NO_FATAL_FAILURE(pair_.open(63, src, dst));
   proto::Abort abort;
   abort.room = 63;
   abort.reason = "forged";
@@ -143,13 +108,15 @@ TEST_F(HostileControlTest, AbortsFromRanksThatDoNotServeTheRoomAreDropped) {
   for (const std::string& name : {stranger_->endpoint(), std::string("tcp://127.0.0.1:9")}) {
     abort.sender.control_endpoint = name;
     abort.sender.incarnation = 77;
-    ASSERT_TRUE(stranger_->send(decode_->control_endpoint(), abort).ok());
-    ASSERT_TRUE(stranger_->send(prefill_->control_endpoint(), abort).ok());
+    ASSERT_TRUE(stranger_->send(pair_.decode().control_endpoint(), abort).ok());
+    ASSERT_TRUE(stranger_->send(pair_.prefill().control_endpoint(), abort).ok());
   }
   std::this_thread::sleep_for(milliseconds(500));
-  EXPECT_EQ(receiver_->poll(), RoomState::kWaitingForInput) << receiver_->failure().to_string();
-  EXPECT_EQ(sender_->poll(), RoomState::kWaitingForInput) << sender_->failure().to_string();
-  finish_and_check(src, dst);
+  EXPECT_EQ(pair_.receiver().poll(), RoomState::kWaitingForInput)
+      << pair_.receiver().failure().to_string();
+  EXPECT_EQ(pair_.sender().poll(), RoomState::kWaitingForInput)
+      << pair_.sender().failure().to_string();
+  ASSERT_NO_FATAL_FAILURE(pair_.finish_and_check());
 }
 
 // A TransferStatus names its room and the prefill's TP rank, both easy to learn; an
@@ -157,7 +124,7 @@ TEST_F(HostileControlTest, AbortsFromRanksThatDoNotServeTheRoomAreDropped) {
 // which only the ranks its pre-allocation reached know.
 TEST_F(HostileControlTest, StatusesAndAbortsWithoutTheRoomTicketAreDropped) {
   const std::vector<int64_t> src{2, 4, 6}, dst{9, 3, 5};
-  bootstrap(66, src, dst);
+  ASSERT_NO_FATAL_FAILURE(pair_.open(66, src, dst));
   proto::TransferStatus status;
   status.room = 66;
   status.prefill_attn_tp_rank = 0;  // the room's real target
@@ -165,22 +132,23 @@ TEST_F(HostileControlTest, StatusesAndAbortsWithoutTheRoomTicketAreDropped) {
   for (uint64_t ticket : {uint64_t{0}, uint64_t{1}, ~uint64_t{0}}) {
     status.ticket = ticket;
     status.state = proto::TransferState::kSuccess;
-    ASSERT_TRUE(stranger_->send(decode_->control_endpoint(), status).ok());
+    ASSERT_TRUE(stranger_->send(pair_.decode().control_endpoint(), status).ok());
     status.state = proto::TransferState::kFailed;
     status.failure_reason = "forged";
-    ASSERT_TRUE(stranger_->send(decode_->control_endpoint(), status).ok());
+    ASSERT_TRUE(stranger_->send(pair_.decode().control_endpoint(), status).ok());
   }
   proto::Abort abort;
   abort.room = 66;
-  abort.sender.control_endpoint = prefill_->control_endpoint();
+  abort.sender.control_endpoint = pair_.prefill().control_endpoint();
   abort.reason = "forged";
   abort.ticket = 12345;
-  ASSERT_TRUE(stranger_->send(decode_->control_endpoint(), abort).ok());
+  ASSERT_TRUE(stranger_->send(pair_.decode().control_endpoint(), abort).ok());
   std::this_thread::sleep_for(milliseconds(500));
-  EXPECT_EQ(receiver_->poll(), RoomState::kWaitingForInput) << receiver_->failure().to_string();
-  finish_and_check(src, dst);
+  EXPECT_EQ(pair_.receiver().poll(), RoomState::kWaitingForInput)
+      << pair_.receiver().failure().to_string();
+  ASSERT_NO_FATAL_FAILURE(pair_.finish_and_check());
   // The token is the real prefill's (none was published), not the forger's 666.
-  EXPECT_NE(receiver_->bootstrap_token(), 666);
+  EXPECT_NE(pair_.receiver().bootstrap_token(), 666);
 }
 
 // A registration naming a registered decode's endpoint under another incarnation (a
@@ -190,16 +158,16 @@ TEST_F(HostileControlTest, StatusesAndAbortsWithoutTheRoomTicketAreDropped) {
 // nothing; a process that really listens there (the decode restarted) takes over.
 TEST_F(HostileControlTest, AnotherIncarnationReplacesADecodeOnlyByProvingItListensThere) {
   const std::vector<int64_t> src{1, 2}, dst{4, 8};
-  bootstrap(68, src, dst);
-  const std::string decode_endpoint = decode_->control_endpoint();
-  const KvArgs a = dbuf_.args(0);
+  ASSERT_NO_FATAL_FAILURE(pair_.open(68, src, dst));
+  const std::string decode_endpoint = pair_.decode().control_endpoint();
+  const KvArgs a = pair_.decode_buffers().args(0);
   proto::BufferRegistration reg;
   reg.decode.control_endpoint = decode_endpoint;
   reg.decode.engine_endpoint = "tcp://127.0.0.1:9";
   reg.decode.incarnation = 0xbad;
   reg.layout = a.layout();
   reg.kv = {a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens};
-  ASSERT_TRUE(stranger_->send(prefill_->control_endpoint(), reg).ok());
+  ASSERT_TRUE(stranger_->send(pair_.prefill().control_endpoint(), reg).ok());
   // Without the challenge (sent to the real decode, which ignores an answer to another
   // incarnation) its pre-allocation is dropped and the decode's room goes on.
   proto::PreAllocation pre;
@@ -209,19 +177,20 @@ TEST_F(HostileControlTest, AnotherIncarnationReplacesADecodeOnlyByProvingItListe
   pre.ticket = 5;
   for (uint64_t guess : {uint64_t{0}, uint64_t{1}}) {
     pre.registration_challenge = guess;
-    ASSERT_TRUE(stranger_->send(prefill_->control_endpoint(), pre).ok());
+    ASSERT_TRUE(stranger_->send(pair_.prefill().control_endpoint(), pre).ok());
   }
-  KVSender other(*prefill_, 69);
+  KVSender other(pair_.prefill(), 69);
   ASSERT_TRUE(other.init(1, 0).ok());
   std::this_thread::sleep_for(milliseconds(500));
-  EXPECT_EQ(sender_->poll(), RoomState::kWaitingForInput) << sender_->failure().to_string();
+  EXPECT_EQ(pair_.sender().poll(), RoomState::kWaitingForInput)
+      << pair_.sender().failure().to_string();
   EXPECT_EQ(other.poll(), RoomState::kBootstrapping) << other.failure().to_string();
-  finish_and_check(src, dst);
+  ASSERT_NO_FATAL_FAILURE(pair_.finish_and_check());
 
   // The decode goes away and a process listens at its endpoint: it reads the answer to
   // its registration and proves itself with the challenge.
-  receiver_.reset();
-  decode_->shutdown();
+  pair_.end_receiver();
+  pair_.decode().shutdown();
   zmq::context_t ctx;
   zmq::socket_t listener(ctx, zmq::socket_type::pull);
   listener.set(zmq::sockopt::rcvtimeo, 5000);
@@ -235,7 +204,7 @@ TEST_F(HostileControlTest, AnotherIncarnationReplacesADecodeOnlyByProvingItListe
   }));
   std::optional<proto::RegistrationResult> answer;
   for (int i = 0; i < 20 && !answer; ++i) {
-    ASSERT_TRUE(stranger_->send(prefill_->control_endpoint(), reg).ok());
+    ASSERT_TRUE(stranger_->send(pair_.prefill().control_endpoint(), reg).ok());
     std::vector<zmq::message_t> frames;
     if (!zmq::recv_multipart(listener, std::back_inserter(frames))) continue;
     std::vector<std::string> owned;
@@ -250,57 +219,44 @@ TEST_F(HostileControlTest, AnotherIncarnationReplacesADecodeOnlyByProvingItListe
   EXPECT_EQ(answer->decode_incarnation, 0xbadu);
   ASSERT_NE(answer->challenge, 0u);
   pre.registration_challenge = answer->challenge;
-  ASSERT_TRUE(stranger_->send(prefill_->control_endpoint(), pre).ok());
+  ASSERT_TRUE(stranger_->send(pair_.prefill().control_endpoint(), pre).ok());
   EXPECT_TRUE(eventually([&] { return other.poll() == RoomState::kWaitingForInput; }))
       << other.failure().to_string();
 }
 
 TEST_F(HostileControlTest, PreAllocationsFromUnregisteredRanksTouchNoRoom) {
   const std::vector<int64_t> src{8, 9}, dst{2, 3};
-  bootstrap(64, src, dst);
+  ASSERT_NO_FATAL_FAILURE(pair_.open(64, src, dst));
   proto::PreAllocation pre;
   pre.room = 64;
   pre.dst_kv_pages = {0, 1};  // another request's pages, were it accepted
-  for (const std::string& name : {stranger_->endpoint(), decode_->control_endpoint()}) {
+  for (const std::string& name : {stranger_->endpoint(), pair_.decode().control_endpoint()}) {
     // As itself, then as the real decode with another incarnation.
     pre.decode.control_endpoint = name;
     pre.decode.incarnation = 0xbad;
-    ASSERT_TRUE(stranger_->send(prefill_->control_endpoint(), pre).ok());
+    ASSERT_TRUE(stranger_->send(pair_.prefill().control_endpoint(), pre).ok());
   }
   std::this_thread::sleep_for(milliseconds(500));
-  EXPECT_EQ(sender_->poll(), RoomState::kWaitingForInput) << sender_->failure().to_string();
-  finish_and_check(src, dst);
+  EXPECT_EQ(pair_.sender().poll(), RoomState::kWaitingForInput)
+      << pair_.sender().failure().to_string();
+  ASSERT_NO_FATAL_FAILURE(pair_.finish_and_check());
 }
 
 // Bounded resources (issue 15): what decodes alone can make a prefill rank hold.
 class PrefillCapsTest : public ::testing::Test {
  protected:
   std::unique_ptr<PrefillManager> make_prefill(KvManagerOptions options) {
-    PrefillManagerConfig p;
-    p.args = pbuf_.args(0);
-    p.bootstrap_addr = kAddr;
-    p.engine = testing::loopback_engine();
-    p.options = options;
-    auto prefill = PrefillManager::create(std::move(p), zmq_channel_factory(), directory_);
-    EXPECT_TRUE(prefill.ok()) << prefill.status().to_string();
-    return prefill.ok() ? std::move(prefill).value() : nullptr;
+    return maker_.prefill(pbuf_.args(0), options);
   }
   std::unique_ptr<DecodeManager> make_decode(RankBuffers& buffers) {
-    DecodeManagerConfig d;
-    d.args = buffers.args(0);
-    d.bootstrap_addr = kAddr;
-    d.engine = testing::loopback_engine();
-    d.options = testing::fast_options();
-    auto decode = DecodeManager::create(std::move(d), zmq_channel_factory(), directory_);
-    EXPECT_TRUE(decode.ok()) << decode.status().to_string();
-    return decode.ok() ? std::move(decode).value() : nullptr;
+    return maker_.decode(buffers.args(0));
   }
 
+  testing::ManagerMaker maker_{testing::kTestBootstrapAddr, testing::Channels::kZmq};
   ModelShape shape_;
   RankBuffers pbuf_{shape_, 1, 0, 32};
   RankBuffers dbuf_{shape_, 1, 0, 32};
   RankBuffers other_dbuf_{shape_, 1, 0, 32};
-  std::shared_ptr<MemoryDirectory> directory_ = std::make_shared<MemoryDirectory>();
 };
 
 TEST_F(PrefillCapsTest, PreAllocationsBeyondThePendingRoomCapAreRefusedWithAReason) {

@@ -88,4 +88,11 @@ inline KvManagerOptions fast_options() {
   return o;
 }
 
+// fast_options() with PDKV_VERIFY_CHECKSUM on.
+inline KvManagerOptions checksum_options() {
+  KvManagerOptions o = fast_options();
+  o.verify_checksum = true;
+  return o;
+}
+
 }  // namespace pdkv::kv::testing
