@@ -543,12 +543,14 @@ void PrefillManager::on_registration(proto::BufferRegistration reg) {
       // different one naming its endpoint and incarnation is not the decode's).
       DecodePeer& peer = decodes_[key];
       if (!peer.proven) {
-        failed_peers_.clear(engine_endpoint);
         if (peer.challenge == 0) peer.challenge = random_secret_id();
         peer.registration = std::move(reg);
         peer.layout_status = layout;
-        peer.liveness.heard();
       }
+      // It registers again after it lost us (a cut link, our silence): sends to its engine
+      // may succeed again, so a breaker opened while it was away no longer refuses them.
+      failed_peers_.clear(peer.registration.decode.engine_endpoint);
+      peer.liveness.heard();
       challenge = peer.challenge;
       layout = peer.layout_status;
       proven = peer.proven;
