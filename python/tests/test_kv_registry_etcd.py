@@ -10,6 +10,7 @@ import pytest
 
 import pdkv
 from pdkv.etcd_cluster import EtcdCluster, etcd_binary
+from pdkv.testing import poll_until
 from kv_harness import Cluster, SerialDecode, Shape
 from test_kv_e2e import assert_all_succeeded
 
@@ -205,7 +206,13 @@ def test_bootstrap_serves_the_etcd_routes_to_http_only_decodes():
                          env=env, timeout=30) as prefill:
                 prefill.start()
                 prefill.go.value = 1
-                status, info = http_get(addr, "/route?engine_rank=-1&target_dp_group=-1")
+                # The server learns the ranks through its etcd watch: a moment after they
+                # registered, not at once (reading at once saw 1 of 2 under load).
+                def both_ranks():
+                    got = http_get(addr, "/route?engine_rank=-1&target_dp_group=-1")
+                    return got if got[0] == 200 and got[1].get("registered_ranks") == 2 else None
+                status, info = poll_until(both_ranks, 5.0, 0.02,
+                                          "the bootstrap server to see both prefill ranks")
                 assert status == 200 and info["registered_ranks"] == 2, info
                 status, rank = http_get(addr, "/route?engine_rank=1&target_dp_group=0")
                 assert status == 200 and rank["rank_port"] > 0, rank
