@@ -18,6 +18,7 @@
 
 #include "bootstrap/server.h"
 #include "common/config.h"
+#include "common/host_port.h"
 #include "common/log_capture.h"
 #include "common/logging.h"
 #include "engine/backend.h"
@@ -307,6 +308,15 @@ PYBIND11_MODULE(_native, m) {
   m.def("failure_cause_labels", &failure_cause_labels);
   m.def("failure_stage_labels", &failure_stage_labels);
   m.def("resolve_settings", &resolve_settings, py::arg("values"), py::arg("use_environment"));
+  // The one host:port parser (common/host_port.h), so Python validates addresses as the
+  // C++ side does: (host without brackets, port), or ValueError naming what is wrong.
+  m.def(
+      "parse_host_port",
+      [](const std::string& text) {
+        HostPort hp = value_or_raise(parse_host_port(text));
+        return std::make_pair(hp.host, static_cast<int>(hp.port));
+      },
+      py::arg("text"));
   m.def(
       "process_metrics_text", [] { return kv::MetricsRegistry::process().render(); },
       py::call_guard<py::gil_scoped_release>());
@@ -400,8 +410,8 @@ PYBIND11_MODULE(_native, m) {
              };
              py::dict histograms;
              for (size_t i = 0; i < kv::kRoomStages; ++i) {
-               histograms[py::str("stage:" + std::string(kv::to_string(
-                                                 static_cast<kv::RoomStage>(i))))] =
+               histograms[py::str("stage:" +
+                                  std::string(kv::to_string(static_cast<kv::RoomStage>(i))))] =
                    histogram(s.stages[i]);
              }
              histograms["room_bytes"] = histogram(s.room_bytes);

@@ -128,6 +128,17 @@ def test_settings_are_validated():
             TransferSettings.from_mapping(bad)
 
 
+def test_bootstrap_addr_is_parsed_as_the_native_side_parses_it():
+    # One host:port parser (common/host_port.h): what the C++ client would refuse later
+    # is refused here, with its reason.
+    assert TransferSettings.from_mapping({"bootstrap_addr": "[::1]:8998"}).bootstrap_addr == \
+        "[::1]:8998"
+    for bad, why in (("h:abc", "not a decimal number"), ("h:0", "port 0"),
+                     ("h:70000", "out of range"), ("::1:80", "brackets"), (":80", "empty")):
+        with pytest.raises(ValueError, match=why):
+            TransferSettings.from_mapping({"bootstrap_addr": bad})
+
+
 def test_sglang_kvargs_translation():
     from sglang.srt.disaggregation.base.conn import KVArgs
     from sglang.srt.server_args import ServerArgs

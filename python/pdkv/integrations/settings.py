@@ -12,6 +12,8 @@ import dataclasses
 import os
 from typing import Any, Mapping, Optional
 
+from pdkv import _native
+
 # Settings key -> the PDKV_* knob it sets (docs/CONFIG.md has each knob's range).
 _ENV_KNOBS = {
     "bootstrap_timeout_s": "PDKV_BOOTSTRAP_TIMEOUT_S",
@@ -48,8 +50,10 @@ class TransferSettings:
         if unknown:
             raise ValueError(f"unknown pdkv setting(s) {unknown}; known: {sorted(known)}")
         addr = str(values.get("bootstrap_addr") or default_bootstrap_addr)
-        if not addr or ":" not in addr:
-            raise ValueError(f"bootstrap_addr must be 'host:port', got {addr!r}")
+        try:
+            _native.parse_host_port(addr)
+        except ValueError as e:
+            raise ValueError(f"bootstrap_addr must be 'host:port', got {addr!r}: {e}") from None
         backend = str(values.get("backend", "tcp"))
         if backend not in _BACKENDS:
             raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
