@@ -467,14 +467,14 @@ PrefillManager::DecodePeer* PrefillManager::registered_decode(const proto::RankI
   return &peer->second;
 }
 
-PrefillManager::DecodePeer* PrefillManager::proven_decode(
-    const proto::PreAllocation& pre, std::vector<uint64_t>& orphaned,
-    std::optional<std::string>& stale_engine_endpoint) {
+PrefillManager::DecodePeer* PrefillManager::proven_decode(const proto::PreAllocation& pre,
+                                                          Proof& proof) {
   auto it = decodes_.find(pre.decode.control_endpoint);
   if (it == decodes_.end()) return nullptr;
   DecodePeer& peer = it->second;
   if (peer.registration.decode.incarnation == pre.decode.incarnation) {
     if (pre.registration_challenge != peer.challenge) return nullptr;
+    proof.first = !peer.proven;
     peer.proven = true;
     return &peer;
   }
@@ -484,9 +484,10 @@ PrefillManager::DecodePeer* PrefillManager::proven_decode(
     return nullptr;
   }
   for (const auto& [room, r] : rooms_) {
-    if (r.destinations.count(it->first)) orphaned.push_back(room);
+    if (r.destinations.count(it->first)) proof.orphaned.push_back(room);
   }
-  stale_engine_endpoint = peer.registration.decode.engine_endpoint;
+  proof.first = true;
+  proof.stale_engine_endpoint = peer.registration.decode.engine_endpoint;
   failed_peers_.clear(peer.successor->registration.decode.engine_endpoint);
   static_cast<DecodeRegistration&>(peer) = std::move(*peer.successor);
   peer.successor.reset();
@@ -524,7 +525,6 @@ void PrefillManager::on_registration(proto::BufferRegistration reg) {
   const std::string key = reg.decode.control_endpoint;
   Status layout = check_layout_compatible(config_.args, reg.layout);
   const uint64_t incarnation = reg.decode.incarnation;
-  const std::string engine_endpoint = reg.decode.engine_endpoint;
   Status over_cap;
   bool proven = false;  // answered on the decode's socket, not a one-off one
   uint64_t challenge = 0;
@@ -613,15 +613,11 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
     // pre-allocation naming anyone else is dropped, so a stranger can neither fail a room
     // with one nor make this rank send to an address it chose. (A real decode registers
     // first and pre-allocates only once the registration was answered.)
-    std::vector<uint64_t> orphaned;
-    std::optional<std::string> stale_engine_endpoint;
+    Proof proof;
     std::string engine_endpoint;
-    bool first_proof = false;
     {
       MutexLock lock(mu_);
-      const auto known = decodes_.find(key);
-      const bool was_proven = known != decodes_.end() && known->second.proven;
-      DecodePeer* peer = proven_decode(pre, orphaned, stale_engine_endpoint);
+      DecodePeer* peer = proven_decode(pre, proof);
       if (peer == nullptr) {
         PDKV_LOG_WARN_LIMITED(
             "prefill rank {} drops a pre-allocation of room {} from {}: not a registered decode "
@@ -631,15 +627,14 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
       }
       // Its first proof (or a restart's): connect the data plane now, not at registration
       // (which anyone can send naming any engine address).
-      first_proof = !was_proven || stale_engine_endpoint.has_value();
-      if (first_proof && peer->layout_status.ok())
+      if (proof.first && peer->layout_status.ok())
         engine_endpoint = peer->registration.decode.engine_endpoint;
     }
-    if (stale_engine_endpoint) pipeline_->reset_peer(*stale_engine_endpoint);
-    if (first_proof) channel_->connect(key);  // its statuses go there
+    if (proof.stale_engine_endpoint) pipeline_->reset_peer(*proof.stale_engine_endpoint);
+    if (proof.first) channel_->connect(key);  // its statuses go there
     if (!engine_endpoint.empty()) pipeline_->prepare_peer(engine_endpoint);
     // The decode restarted at the same endpoint: rooms routed to its old buffers are lost.
-    for (uint64_t lost : orphaned) {
+    for (uint64_t lost : proof.orphaned) {
       fail_room(lost, FailureCause::kPeerRestarted, "decode " + key + " restarted");
     }
   }

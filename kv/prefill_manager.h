@@ -207,10 +207,15 @@ class PrefillManager {
   void send_to_decode(const std::string& endpoint, bool proven, const proto::Message& message)
       PDKV_EXCLUDES(mu_);
   // The decode a pre-allocation is from, if its challenge proves it; a successor that
-  // proves itself replaces the registered incarnation first, and the rooms and engine
-  // endpoint of the replaced one are added to `orphaned` / `stale_engine_endpoint`.
-  DecodePeer* proven_decode(const proto::PreAllocation& pre, std::vector<uint64_t>& orphaned,
-                            std::optional<std::string>& stale_engine_endpoint) PDKV_REQUIRES(mu_);
+  // proves itself replaces the registered incarnation first.
+  struct Proof {
+    bool first = false;  // the decode (or its successor) was not proven before
+    // A successor replaced the registered incarnation: the replaced one's rooms and
+    // engine endpoint.
+    std::vector<uint64_t> orphaned;
+    std::optional<std::string> stale_engine_endpoint;
+  };
+  DecodePeer* proven_decode(const proto::PreAllocation& pre, Proof& proof) PDKV_REQUIRES(mu_);
   DecodePeer* registered_decode(const proto::RankIdentity& sender) PDKV_REQUIRES(mu_);
 
   void timer_loop();

@@ -42,7 +42,10 @@ class Cluster:
 
     def start_bootstrap(self, i, port=0):
         b = Rank(self.topo, 0, {"role": "bootstrap", "port": port}, env=self.env)
-        addr = f"{self.topo.ip(0)}:{b.ready['port']}"
+        return self._set_boot(i, b, f"{self.topo.ip(0)}:{b.ready['port']}")
+
+    def _set_boot(self, i, b, addr):
+        """Bootstrap server i is `b` at `addr` now (a restart replaces it); returns b."""
         if i < len(self.boot):
             self.boot[i] = (b, addr)
         else:

@@ -95,12 +95,7 @@ class Victims(Cluster):
 
     def start_bootstrap(self, i, port=0):
         b = BootstrapProcess(self.topo.ip(0), port, self.secret_file, env=self.env)
-        addr = f"{self.topo.ip(0)}:{b.port}"
-        if i < len(self.boot):
-            self.boot[i] = (b, addr)
-        else:
-            self.boot.append((b, addr))
-        return b
+        return self._set_boot(i, b, f"{self.topo.ip(0)}:{b.port}")
 
     def start_rank(self, role, inst, r):
         return Rank(self.topo, 0, {"role": role, "tp": 1, "rank": r, "addr": self.boot[0][1],
