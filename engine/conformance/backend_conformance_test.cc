@@ -19,6 +19,7 @@
 #include "engine/conformance/backend_harness.h"
 #include "engine/conformance/backend_peer_process.h"
 #include "engine/conformance/conformance_data.h"
+#include "engine/testing/peer_commands.h"
 #include "engine/transfer_engine.h"
 
 namespace pdkv::engine::testing {
@@ -166,9 +167,47 @@ TEST_P(BackendConformance, KilledReceiverFailsBatchInBoundedTimeOthersUnaffected
   EXPECT_LT(took, milliseconds(5000));
   for (auto t : tokens) EXPECT_EQ(box_->sink.completions(t), 1);
   EXPECT_FALSE(vpeer.health().ok());
-  EXPECT_TRUE(
-      post_and_wait(opeer, {{reinterpret_cast<uint64_t>(src.data()), other.region_addr(), 4096}})
-          .ok());
+  Status unaffected =
+      post_and_wait(opeer, {{reinterpret_cast<uint64_t>(src.data()), other.region_addr(), 4096}});
+  EXPECT_TRUE(unaffected.ok()) << unaffected.to_string();
+}
+
+// The receiving side of the test above: a sender killed in the middle of its writes must
+// not stop another sender's writes from landing here (UCX's shared-memory rings are
+// per session for this reason, ucx_worker.h).
+TEST_P(BackendConformance, KilledSenderLeavesOtherSendersUnaffected) {
+  if (GetParam().rfind("ucx", 0) == 0) {
+    // Every UCX transport set a GPU-less host offers emulates puts in software, and there
+    // UCX 1.13 itself aborts the receiver now and then (ucp_put_handler answers the dead
+    // sender: "Fatal: unexpected error", or a crash purging those answers at worker
+    // destruction); seen in 2 of 25 runs. Documented in RELIABILITY.md.
+    GTEST_SKIP() << "UCX 1.13 software RMA cannot survive a sender killed mid-put";
+  }
+  const uint64_t kVictimBytes = 64u << 20;
+  const uint64_t kOtherBytes = 1u << 20;
+  GuardedRegion local(kVictimBytes + kOtherBytes);
+  const auto base = reinterpret_cast<uint64_t>(local.data());
+  ASSERT_TRUE(box_->registry.add(base, local.length()).ok());
+  ASSERT_TRUE(box_->backend->on_register_memory(base, local.length()).ok());
+  BackendPeerProcess victim(backend_of(GetParam()), kVictimBytes);
+  BackendPeerProcess other(backend_of(GetParam()), kOtherBytes);
+  ASSERT_TRUE(victim.ready() && other.ready()) << victim.error() << other.error();
+  // Many rounds, so the kill lands mid-write however fast the copy is.
+  ASSERT_TRUE(victim.start_command(
+      format_peer_command(push_command(box_->endpoint, base, kVictimBytes, 1000))));
+  std::this_thread::sleep_for(milliseconds(300));
+  victim.kill9();
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(other.command(format_peer_command(
+                push_command(box_->endpoint, base + kVictimBytes, kOtherBytes, 3))),
+            "PUSH OK");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(5000));
+  EXPECT_TRUE(std::all_of(local.data() + kVictimBytes, local.data() + local.length(),
+                          [](uint8_t b) { return b == kPushPattern; }));
+  EXPECT_TRUE(local.canaries_intact());
+  // Nothing may be writing once the registry let go of the region.
+  ASSERT_TRUE(box_->registry.remove(base).ok());
+  ASSERT_TRUE(box_->backend->on_unregister_memory(base, local.length()).ok());
 }
 
 TEST_P(BackendConformance, SilentReceiverFailsWithinIoTimeout) {

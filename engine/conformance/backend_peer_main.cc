@@ -8,18 +8,49 @@
 //   GRANT <id> <offset> <length> -> "GRANT <status>": from now on writes are admitted only
 //     under write grants (memory_registry.h); this one opens that part of the region
 //   REVOKE <id> -> "REVOKE <status>" once the grant's admitted writes landed
+//   PUSH <endpoint> <dst> <length> <rounds> -> "PUSH <status>": as a sender, writes the
+//     first <length> bytes of the region (now all kPushPattern) to <dst> at <endpoint>
+//     <rounds> times, all posted at once; answered when the last completed
 //   PING  -> "PONG"
 //   EXIT or QUIT -> exits 0; a line that does not parse -> "ERR <status>"
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <future>
 #include <iostream>
+#include <span>
 #include <string>
 
 #include "engine/conformance/backend_harness.h"
 #include "engine/testing/peer_commands.h"
 
 using namespace pdkv::engine::testing;
+
+namespace {
+
+pdkv::Status push(BackendBox& box, GuardedRegion& region, const PeerCommand& c) {
+  if (c.length == 0 || c.length > region.length() || c.offset == 0) {
+    return pdkv::invalid_argument("PUSH needs 0 < length <= the region and rounds > 0");
+  }
+  std::memset(region.data(), kPushPattern, c.length);
+  auto peer = box.backend->connect(c.endpoint);
+  if (!peer.ok()) return peer.status();
+  const pdkv::engine::WriteBlock block{reinterpret_cast<uint64_t>(region.data()), c.id, c.length};
+  // Tokens above any the sink saw: every PUSH starts a fresh range.
+  static uint64_t next_token = 1;
+  const uint64_t first = next_token;
+  for (uint64_t i = 0; i < c.offset; ++i) {
+    PDKV_RETURN_IF_ERROR(box.backend->post(**peer, std::span(&block, 1), next_token++));
+  }
+  pdkv::Status last;
+  for (uint64_t t = first; t < next_token; ++t) {
+    pdkv::Status st = box.sink.wait(t, std::chrono::milliseconds(60000));
+    if (!st.ok() && last.ok()) last = st;
+  }
+  return last;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -83,6 +114,10 @@ int main(int argc, char** argv) {
         pdkv::Status s = (*box)->registry.revoke_grant(c->id, [&drained] { drained.set_value(); });
         if (s.ok()) drained.get_future().wait();
         std::printf("REVOKE %s\n", s.to_string().c_str());
+        break;
+      }
+      case PeerVerb::kPush: {
+        std::printf("PUSH %s\n", push(**box, region, *c).to_string().c_str());
         break;
       }
       case PeerVerb::kPing: std::printf("PONG\n"); break;

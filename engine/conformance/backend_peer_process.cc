@@ -54,6 +54,10 @@ std::string BackendPeerProcess::command(const std::string& line) {
   return answer.ok() ? *answer : "";
 }
 
+bool BackendPeerProcess::start_command(const std::string& line) {
+  return child_ && child_->write_line(line).ok();
+}
+
 bool BackendPeerProcess::hash(uint64_t* hash, bool* canaries_ok) {
   std::istringstream ss(command(format_peer_command({PeerVerb::kHash})));
   std::string word;

@@ -36,6 +36,8 @@ class BackendPeerProcess {
   // Sends a command line and returns the answer line ("" if the process died or did not
   // answer within a minute).
   std::string command(const std::string& line);
+  // Sends a command line without waiting for its answer (to kill the peer while it acts).
+  bool start_command(const std::string& line);
   // HASH: fills hash and canaries; false if the peer did not answer.
   bool hash(uint64_t* hash, bool* canaries_ok);
   void kill9();

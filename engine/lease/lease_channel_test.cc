@@ -14,7 +14,9 @@ namespace {
 
 class FakeHooks final : public LeaseServerHooks {
  public:
-  std::string hello_extra() override { return "extra"; }
+  Result<std::unique_ptr<LeaseSession>> open_session() override {
+    return std::unique_ptr<LeaseSession>(std::make_unique<FixedLeaseSession>("extra"));
+  }
   Status regions_payload(std::vector<uint8_t>* out) override {
     encode_regions(RegionTable{7, {{0x1000, 4096, "rk"}}}, out);
     return Status();

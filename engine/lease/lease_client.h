@@ -27,7 +27,7 @@ struct PeerHello {
   uint32_t pid = 0;
   std::string host_identity;
   int lease_ms = 0;
-  std::string extra;  // backend-specific (LeaseServerHooks::hello_extra)
+  std::string extra;  // backend-specific (LeaseSession::hello_extra)
 };
 
 class LeaseClient {

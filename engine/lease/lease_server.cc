@@ -97,14 +97,15 @@ void LeaseServer::accept_loop() {
 
 void LeaseServer::serve(Conn* conn) {
   Socket& sock = conn->sock;
-  Status st = handshake(sock);
+  std::unique_ptr<LeaseSession> session;
+  Status st = handshake(sock, &session);
   std::vector<uint8_t> payload;
   while (st.ok() && !stopping_.load()) {
     MsgType type{};
     st = sock.recv_frame(&type, &payload, now() + kIdleWait);
     if (!st.ok()) break;
     if (type == MsgType::kLease) {
-      st = handle_lease(sock, payload);
+      st = handle_lease(sock, payload, *session);
     } else if (type == MsgType::kRegionsReq) {
       st = send_regions(sock);
     } else {
@@ -118,10 +119,11 @@ void LeaseServer::serve(Conn* conn) {
   }
   // Closing here (not in the destructor) tells the sender at once.
   sock.shutdown_both();
+  session.reset();  // before the connection counts as finished: ~LeaseServer joins it
   conn->finished.store(true);
 }
 
-Status LeaseServer::handshake(Socket& sock) {
+Status LeaseServer::handshake(Socket& sock, std::unique_ptr<LeaseSession>* session) {
   const int step_ms = options_.handshake_timeout_ms;
   // Membership first: the hello ack below carries what a writer needs (pid and CMA probe
   // address, the UCX worker address), and kRegions (rkeys) is served only after this
@@ -154,7 +156,16 @@ Status LeaseServer::handshake(Socket& sock) {
   ack.pid = static_cast<uint32_t>(::getpid());
   ack.host_identity = host_identity_;
   ack.lease_ms = static_cast<uint32_t>(options_.lease_ms);
-  if (ack.ok) ack.extra = hooks_->hello_extra();
+  if (ack.ok) {
+    auto opened = hooks_->open_session();
+    if (opened.ok()) {
+      *session = std::move(*opened);
+      ack.extra = (*session)->hello_extra();
+    } else {
+      ack.ok = false;
+      ack.message = "no session: " + opened.status().to_string();
+    }
+  }
   std::vector<uint8_t> out;
   encode_hello_ack(ack, &out);
   PDKV_RETURN_IF_ERROR(sock.send_frame(MsgType::kHelloAck, out, deadline));
@@ -162,7 +173,8 @@ Status LeaseServer::handshake(Socket& sock) {
   return Status();
 }
 
-Status LeaseServer::handle_lease(Socket& sock, std::span<const uint8_t> payload) {
+Status LeaseServer::handle_lease(Socket& sock, std::span<const uint8_t> payload,
+                                 LeaseSession& session) {
   PDKV_ASSIGN_OR_RETURN(LeaseRequest req, decode_lease(payload));
   const uint64_t part_id = req.part_id;
   const std::vector<DstRange>& ranges = req.ranges;
@@ -196,7 +208,7 @@ Status LeaseServer::handle_lease(Socket& sock, std::span<const uint8_t> payload)
       sock.send_frame(MsgType::kGrant, out, granted_at + Millis(options_.lease_ms)));
   // The sender's deadline started before ours; the slack covers one bounded syscall.
   auto expiry = granted_at + Millis(options_.lease_ms) + Millis(options_.lease_ms / 4 + 100);
-  hooks_->lease_activity(+1);
+  session.lease_activity(+1);
   MsgType type{};
   std::vector<uint8_t> done;
   Status st;
@@ -207,7 +219,7 @@ Status LeaseServer::handle_lease(Socket& sock, std::span<const uint8_t> payload)
     st = send_regions(sock);
     if (!st.ok()) break;
   }
-  hooks_->lease_activity(-1);
+  session.lease_activity(-1);
   admission->release();
   if (!st.ok()) {
     if (st.code() == StatusCode::kDeadlineExceeded) {

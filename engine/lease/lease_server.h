@@ -52,19 +52,39 @@ class MemoryRegistry;
 
 namespace pdkv::engine::lease {
 
+// What a backend keeps for one authenticated sender, from its hello until its connection
+// closes (UCX: the worker this sender's writes land in, so that a sender killed halfway
+// through a shared-memory message can wedge nothing but its own session).
+class LeaseSession {
+ public:
+  virtual ~LeaseSession() = default;
+  // Extra bytes for kHelloAck (shm: CMA probe address; UCX: the session worker's address).
+  virtual std::string hello_extra() = 0;
+  // A lease was granted (+1) or released (-1): UCX drives its worker hard while writes
+  // may arrive and sleeps otherwise.
+  virtual void lease_activity(int /*delta*/) {}
+};
+
+// A session with nothing but fixed hello bytes (shm, tests).
+class FixedLeaseSession final : public LeaseSession {
+ public:
+  explicit FixedLeaseSession(std::string extra) : extra_(std::move(extra)) {}
+  std::string hello_extra() override { return extra_; }
+
+ private:
+  const std::string extra_;
+};
+
 // Backend-specific parts of the handshake; implemented by the backend, called from
 // connection threads (so must be thread-safe).
 class LeaseServerHooks {
  public:
-  // Extra bytes for kHelloAck (shm: CMA probe address; UCX: worker address).
-  virtual std::string hello_extra() = 0;
+  // Called once per sender that passed authentication, before its hello ack.
+  virtual Result<std::unique_ptr<LeaseSession>> open_session() = 0;
   // Appends a kRegions payload; only UCX answers (others return FailedPrecondition).
   virtual Status regions_payload(std::vector<uint8_t>* out) = 0;
   // Changes whenever the region set (and thus the rkey table) changes.
   virtual uint64_t regions_epoch() = 0;
-  // A lease was granted (+1) or released (-1): UCX drives its worker hard while writes
-  // may arrive and sleeps otherwise.
-  virtual void lease_activity(int delta) {}
 
  protected:
   ~LeaseServerHooks() = default;
@@ -100,8 +120,8 @@ class LeaseServer {
   };
   void accept_loop();
   void serve(Conn* conn);
-  Status handshake(Socket& sock);
-  Status handle_lease(Socket& sock, std::span<const uint8_t> payload);
+  Status handshake(Socket& sock, std::unique_ptr<LeaseSession>* session);
+  Status handle_lease(Socket& sock, std::span<const uint8_t> payload, LeaseSession& session);
   Status send_regions(Socket& sock);
   void reap_finished_locked() PDKV_REQUIRES(conns_mu_);
 

@@ -43,7 +43,7 @@ struct HelloAck {
   uint32_t pid = 0;
   std::string host_identity;
   uint32_t lease_ms = 0;  // at most INT32_MAX (PeerHello holds an int)
-  std::string extra;      // backend-specific (LeaseServerHooks::hello_extra)
+  std::string extra;      // backend-specific (LeaseSession::hello_extra)
 };
 
 struct LeaseRequest {

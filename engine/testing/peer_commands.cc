@@ -15,8 +15,8 @@ struct VerbInfo {
 constexpr VerbInfo kVerbs[] = {
     {"PING", PeerVerb::kPing, 0},        {"HASH", PeerVerb::kHash, 0},
     {"UNREG", PeerVerb::kUnregister, 0}, {"GRANT", PeerVerb::kGrant, 3},
-    {"REVOKE", PeerVerb::kRevoke, 1},    {"QUIT", PeerVerb::kQuit, 0},
-    {"EXIT", PeerVerb::kQuit, 0},
+    {"REVOKE", PeerVerb::kRevoke, 1},    {"PUSH", PeerVerb::kPush, 4},
+    {"QUIT", PeerVerb::kQuit, 0},        {"EXIT", PeerVerb::kQuit, 0},
 };
 
 std::vector<std::string_view> words_of(std::string_view line) {
@@ -57,6 +57,13 @@ Result<PeerCommand> parse_peer_command(std::string_view line) {
     }
     PeerCommand c;
     c.verb = v.verb;
+    if (v.verb == PeerVerb::kPush) {
+      c.endpoint = std::string(words[1]);
+      PDKV_ASSIGN_OR_RETURN(c.id, number(line, words[2]));
+      PDKV_ASSIGN_OR_RETURN(c.length, number(line, words[3]));
+      PDKV_ASSIGN_OR_RETURN(c.offset, number(line, words[4]));
+      return c;
+    }
     if (v.args >= 1) {
       PDKV_ASSIGN_OR_RETURN(c.id, number(line, words[1]));
     }
@@ -78,6 +85,9 @@ std::string format_peer_command(const PeerCommand& c) {
       return "GRANT " + std::to_string(c.id) + " " + std::to_string(c.offset) + " " +
              std::to_string(c.length);
     case PeerVerb::kRevoke: return "REVOKE " + std::to_string(c.id);
+    case PeerVerb::kPush:
+      return "PUSH " + c.endpoint + " " + std::to_string(c.id) + " " + std::to_string(c.length) +
+             " " + std::to_string(c.offset);
     case PeerVerb::kQuit: return "QUIT";
   }
   return "";

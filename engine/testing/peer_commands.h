@@ -7,6 +7,10 @@
 //   GRANT <id> <offset> <length> opens [offset, offset+length) of the peer's memory to
 //                               writes naming write grant <id> (write_grant.h)
 //   REVOKE <id>                 closes grant <id>; answered once its admitted writes landed
+//   PUSH <endpoint> <dst> <length> <rounds>
+//                               the peer connects to <endpoint> as a sender and writes the
+//                               first <length> bytes of its region (filled with
+//                               kPushPattern) to <dst> there, <rounds> times (backend peer)
 //   QUIT or EXIT                the peer exits 0 (so does EOF)
 // Each peer answers in its own format (see its main); a line that does not parse is
 // answered "ERR <status>". Both sides use the functions below, so the peers and their
@@ -23,14 +27,18 @@
 
 namespace pdkv::engine::testing {
 
-enum class PeerVerb { kPing, kHash, kUnregister, kGrant, kRevoke, kQuit };
+enum class PeerVerb { kPing, kHash, kUnregister, kGrant, kRevoke, kPush, kQuit };
 
 struct PeerCommand {
   PeerVerb verb = PeerVerb::kPing;
-  uint64_t id = 0;      // GRANT, REVOKE
-  uint64_t offset = 0;  // GRANT
-  uint64_t length = 0;  // GRANT
+  uint64_t id = 0;       // GRANT, REVOKE; PUSH: the destination address
+  uint64_t offset = 0;   // GRANT; PUSH: the number of rounds
+  uint64_t length = 0;   // GRANT, PUSH
+  std::string endpoint;  // PUSH: host:port, no spaces
 };
+
+// The byte a PUSH writes.
+inline constexpr uint8_t kPushPattern = 0x5A;
 
 // InvalidArgument naming the problem: an unknown verb, a missing or extra argument, an
 // argument that is not a decimal uint64.
@@ -42,6 +50,10 @@ std::string format_peer_command(const PeerCommand& command);
 inline PeerCommand grant_command(uint64_t id, uint64_t offset, uint64_t length) {
   return {PeerVerb::kGrant, id, offset, length};
 }
-inline PeerCommand revoke_command(uint64_t id) { return {PeerVerb::kRevoke, id, 0, 0}; }
+inline PeerCommand revoke_command(uint64_t id) { return {PeerVerb::kRevoke, id, 0, 0, {}}; }
+inline PeerCommand push_command(const std::string& endpoint, uint64_t dst, uint64_t length,
+                                uint64_t rounds) {
+  return {PeerVerb::kPush, dst, rounds, length, endpoint};
+}
 
 }  // namespace pdkv::engine::testing

@@ -138,10 +138,11 @@ class ShmBackend final : public Backend, private lease::LeaseServerHooks {
   }
 
  private:
-  std::string hello_extra() override {
+  Result<std::unique_ptr<lease::LeaseSession>> open_session() override {
     std::vector<uint8_t> out;
     lease::Writer(out).u64(reinterpret_cast<uint64_t>(&probe_word_));
-    return std::string(out.begin(), out.end());
+    return std::unique_ptr<lease::LeaseSession>(
+        std::make_unique<lease::FixedLeaseSession>(std::string(out.begin(), out.end())));
   }
   Status regions_payload(std::vector<uint8_t>*) override {
     return failed_precondition("the shm backend has no region table to serve");

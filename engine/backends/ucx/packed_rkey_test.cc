@@ -9,32 +9,31 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/backends/ucx/ucx_worker.h"
+#include "engine/backends/ucx/ucx_context.h"
 
 namespace pdkv::engine::ucx {
 namespace {
 
 // An rkey for a small buffer, packed by UCX over `tls`.
 std::string real_rkey(const std::string& tls, std::vector<uint8_t>& buffer) {
-  auto worker = UcxWorker::create(tls);
-  EXPECT_TRUE(worker.ok()) << worker.status().to_string();
-  if (!worker.ok()) return "";
+  auto context = UcxContext::create(tls);
+  EXPECT_TRUE(context.ok()) << context.status().to_string();
+  if (!context.ok()) return "";
+  ucp_context_h ctx = (*context)->get();
   std::string packed;
-  (*worker)->run_sync([&] {
-    ucp_mem_map_params_t p{};
-    p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    p.address = buffer.data();
-    p.length = buffer.size();
-    ucp_mem_h memh = nullptr;
-    if (ucp_mem_map((*worker)->ctx(), &p, &memh) != UCS_OK) return;
-    void* rkey = nullptr;
-    size_t size = 0;
-    if (ucp_rkey_pack((*worker)->ctx(), memh, &rkey, &size) == UCS_OK) {
-      packed.assign(static_cast<const char*>(rkey), size);
-      ucp_rkey_buffer_release(rkey);
-    }
-    ucp_mem_unmap((*worker)->ctx(), memh);
-  });
+  ucp_mem_map_params_t p{};
+  p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  p.address = buffer.data();
+  p.length = buffer.size();
+  ucp_mem_h memh = nullptr;
+  if (ucp_mem_map(ctx, &p, &memh) != UCS_OK) return "";
+  void* rkey = nullptr;
+  size_t size = 0;
+  if (ucp_rkey_pack(ctx, memh, &rkey, &size) == UCS_OK) {
+    packed.assign(static_cast<const char*>(rkey), size);
+    ucp_rkey_buffer_release(rkey);
+  }
+  ucp_mem_unmap(ctx, memh);
   return packed;
 }
 

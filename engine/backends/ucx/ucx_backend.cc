@@ -50,10 +50,10 @@ bool use_peer_err_mode(const UcxOptions& o, const std::string& effective_tls) {
 class UcxBackend final : public Backend, private lease::LeaseServerHooks {
  public:
   UcxBackend(const BackendContext& ctx, const UcxOptions& options,
-             std::unique_ptr<UcxWorker> worker, bool peer_err_mode)
+             std::shared_ptr<UcxContext> context, bool peer_err_mode)
       : ctx_(ctx),
         options_(options),
-        worker_(std::move(worker)),
+        context_(std::move(context)),
         peer_err_mode_(peer_err_mode),
         server_(
             std::in_place,
@@ -62,11 +62,9 @@ class UcxBackend final : public Backend, private lease::LeaseServerHooks {
             ctx.registry, static_cast<lease::LeaseServerHooks*>(this)) {}
 
   ~UcxBackend() override {
-    server_.reset();  // its threads call our hooks
+    server_.reset();  // its threads call our hooks and own the session workers
     MutexLock lock(regions_mu_);
-    worker_->run_sync([&]() PDKV_NO_THREAD_SAFETY_ANALYSIS {
-      for (auto& [addr, r] : regions_) ucp_mem_unmap(worker_->ctx(), r.memh);
-    });
+    for (auto& [addr, r] : regions_) ucp_mem_unmap(context_->get(), r.memh);
     regions_.clear();
   }
 
@@ -85,30 +83,23 @@ class UcxBackend final : public Backend, private lease::LeaseServerHooks {
   }
 
   Status on_register_memory(uint64_t addr, uint64_t length) override {
+    // Context operations: safe from any thread (UcxContext is mt_workers_shared).
     Region r{length, nullptr, {}};
-    Status result;
-    worker_->run_sync([&] {
-      ucp_mem_map_params_t p{};
-      p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-      p.address = reinterpret_cast<void*>(addr);
-      p.length = length;
-      ucs_status_t st = ucp_mem_map(worker_->ctx(), &p, &r.memh);
-      if (st != UCS_OK) {
-        result = unavailable(std::string("ucp_mem_map: ") + ucs_status_string(st));
-        return;
-      }
-      void* packed = nullptr;
-      size_t size = 0;
-      st = ucp_rkey_pack(worker_->ctx(), r.memh, &packed, &size);
-      if (st != UCS_OK) {
-        ucp_mem_unmap(worker_->ctx(), r.memh);
-        result = internal_error(std::string("ucp_rkey_pack: ") + ucs_status_string(st));
-        return;
-      }
-      r.rkey.assign(static_cast<const char*>(packed), size);
-      ucp_rkey_buffer_release(packed);
-    });
-    if (!result.ok()) return result;
+    ucp_mem_map_params_t p{};
+    p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    p.address = reinterpret_cast<void*>(addr);
+    p.length = length;
+    ucs_status_t st = ucp_mem_map(context_->get(), &p, &r.memh);
+    if (st != UCS_OK) return unavailable(std::string("ucp_mem_map: ") + ucs_status_string(st));
+    void* packed = nullptr;
+    size_t size = 0;
+    st = ucp_rkey_pack(context_->get(), r.memh, &packed, &size);
+    if (st != UCS_OK) {
+      ucp_mem_unmap(context_->get(), r.memh);
+      return internal_error(std::string("ucp_rkey_pack: ") + ucs_status_string(st));
+    }
+    r.rkey.assign(static_cast<const char*>(packed), size);
+    ucp_rkey_buffer_release(packed);
     MutexLock lock(regions_mu_);
     regions_[addr] = std::move(r);
     epoch_.fetch_add(1);
@@ -126,7 +117,7 @@ class UcxBackend final : public Backend, private lease::LeaseServerHooks {
       regions_.erase(it);
       epoch_.fetch_add(1);
     }
-    worker_->run_sync([&] { ucp_mem_unmap(worker_->ctx(), r.memh); });
+    ucp_mem_unmap(context_->get(), r.memh);
     return Status();
   }
 
@@ -139,10 +130,11 @@ class UcxBackend final : public Backend, private lease::LeaseServerHooks {
     // accepted by us only once it proved it), and the endpoint is created from it below.
     // rkeys follow later over the same authenticated channel (kRegions).
     std::string address = client->hello().extra;
+    PDKV_ASSIGN_OR_RETURN(auto worker, UcxWorker::create(context_));
     auto peer = std::make_unique<UcxPeer>(
         endpoint, ctx_.sink,
         lease::LeasedPeerOptions{options_.part_bytes, 1u << 16, options_.io_timeout_ms},
-        worker_.get(), peer_err_mode_);
+        std::move(worker), peer_err_mode_);
     PDKV_RETURN_IF_ERROR(peer->create_endpoint(address));
     peer->start(std::move(client));
     return std::unique_ptr<BackendPeer>(std::move(peer));
@@ -159,7 +151,23 @@ class UcxBackend final : public Backend, private lease::LeaseServerHooks {
     std::string rkey;  // packed
   };
 
-  std::string hello_extra() override { return worker_->address(); }
+  // One receiving worker per sender (ucx_worker.h): its writes land through this worker
+  // only, so a sender killed mid-message cannot wedge the others' deliveries.
+  class ReceiveSession final : public lease::LeaseSession {
+   public:
+    explicit ReceiveSession(std::unique_ptr<UcxWorker> worker) : worker_(std::move(worker)) {}
+    std::string hello_extra() override { return worker_->address(); }
+    void lease_activity(int delta) override { worker_->add_busy(delta); }
+
+   private:
+    const std::unique_ptr<UcxWorker> worker_;
+  };
+
+  Result<std::unique_ptr<lease::LeaseSession>> open_session() override {
+    PDKV_ASSIGN_OR_RETURN(auto worker, UcxWorker::create(context_));
+    return std::unique_ptr<lease::LeaseSession>(
+        std::make_unique<ReceiveSession>(std::move(worker)));
+  }
 
   Status regions_payload(std::vector<uint8_t>* out) override {
     MutexLock lock(regions_mu_);
@@ -172,11 +180,10 @@ class UcxBackend final : public Backend, private lease::LeaseServerHooks {
   }
 
   uint64_t regions_epoch() override { return epoch_.load(); }
-  void lease_activity(int delta) override { worker_->add_busy(delta); }
 
   const BackendContext ctx_;
   const UcxOptions options_;
-  std::unique_ptr<UcxWorker> worker_;
+  const std::shared_ptr<UcxContext> context_;
   const bool peer_err_mode_;
   Mutex regions_mu_;
   std::map<uint64_t, Region> regions_ PDKV_GUARDED_BY(regions_mu_);
@@ -193,12 +200,22 @@ Result<std::unique_ptr<Backend>> make_ucx_backend(const BackendContext& ctx,
     const char* env = std::getenv("UCX_TLS");
     if (env != nullptr) tls = env;
   }
-  PDKV_ASSIGN_OR_RETURN(auto worker, UcxWorker::create(tls));
+  PDKV_ASSIGN_OR_RETURN(auto context, UcxContext::create(tls));
+  // A worker now, so that transports that cannot run fail here, not at the first session.
+  PDKV_ASSIGN_OR_RETURN(auto probe, UcxWorker::create(context));
+  probe.reset();
+  if (!tls.empty() && !rma_in_hardware(tls)) {
+    PDKV_LOG_WARN(
+        "ucx: transports '{}' do no puts in hardware: UCX emulates them in software, and UCX "
+        "1.13 can abort a receiving process whose sender dies mid-transfer; for host memory "
+        "the tcp and shm backends do not have this weakness (RELIABILITY.md)",
+        tls);
+  }
   bool peer_mode = use_peer_err_mode(options, tls);
   PDKV_LOG_INFO("ucx: transports '{}', error handling {}", tls.empty() ? "(UCX default)" : tls,
                 peer_mode ? "PEER" : "NONE (failures detected on the control channel)");
   return std::unique_ptr<Backend>(
-      std::make_unique<UcxBackend>(ctx, options, std::move(worker), peer_mode));
+      std::make_unique<UcxBackend>(ctx, options, std::move(context), peer_mode));
 }
 
 Result<std::unique_ptr<Backend>> make_ucx_backend(const BackendContext& ctx) {

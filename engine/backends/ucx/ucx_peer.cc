@@ -17,16 +17,16 @@ constexpr Millis kWaitTick{5};
 }  // namespace
 
 UcxPeer::UcxPeer(std::string endpoint, CompletionSink* sink, lease::LeasedPeerOptions options,
-                 UcxWorker* worker, bool peer_err_mode)
+                 std::unique_ptr<UcxWorker> worker, bool peer_err_mode)
     : LeasedPeer(std::move(endpoint), sink, options),
-      worker_(worker),
+      worker_(std::move(worker)),
       peer_err_mode_(peer_err_mode) {}
 
 UcxPeer::~UcxPeer() {
   stop();
   worker_->run_sync([this] {
     destroy_rkeys();
-    if (ep_ == nullptr) return;
+    if (ep_ == nullptr || ep_abandoned_) return;
     // A healthy endpoint is flushed and closed politely (bounded); a failed one, or one
     // whose flush does not finish, is released without the peer.
     ucp_request_param_t param{};
@@ -96,7 +96,7 @@ Status UcxPeer::refresh_rkeys(uint64_t epoch) {
   Status result;
   worker_->run_sync([&] {
     destroy_rkeys();
-    if (ep_ == nullptr) {
+    if (ep_ == nullptr || !ep_error_.ok()) {
       result = ep_error_.ok() ? unavailable("ucx endpoint closed") : ep_error_;
       return;
     }
@@ -198,8 +198,15 @@ void UcxPeer::issue(const std::shared_ptr<PartOp>& shared) {
 }
 
 void UcxPeer::force_close(const std::string& reason) {
-  if (ep_ == nullptr) return;
+  if (ep_ == nullptr || ep_abandoned_) return;
   if (ep_error_.ok()) ep_error_ = unavailable(reason);
+  destroy_rkeys();
+  if (!peer_err_mode_) {
+    // UCX refuses FORCE without PEER error handling, and a flush to a dead peer never
+    // ends: the endpoint stays as it is, unused, until our worker is destroyed with us.
+    ep_abandoned_ = true;
+    return;
+  }
   // FORCE completes every outstanding request (our flush) with CANCELED at once.
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -210,7 +217,6 @@ void UcxPeer::force_close(const std::string& reason) {
     ucp_worker_progress(worker_->worker());
   }
   if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
-  destroy_rkeys();
   ep_ = nullptr;
 }
 

@@ -1,6 +1,9 @@
-// UcxPeer: one session's UCP endpoint, its unpacked rkeys and the part writer (see
-// ucx_backend.h for the protocol). ep_, rkeys and ep_error_ belong to the worker thread;
-// the LeasedPeer sender thread hands parts over and waits for their flush.
+// UcxPeer: one session's UCP worker and endpoint, its unpacked rkeys and the part writer
+// (see ucx_backend.h for the protocol). The worker is the peer's own: completions of its
+// puts come back through that worker's shared-memory ring, which a receiver killed
+// mid-message can wedge (ucx_worker.h); no other peer shares it. ep_, rkeys and ep_error_
+// belong to the worker thread; the LeasedPeer sender thread hands parts over and waits
+// for their flush.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -18,9 +21,8 @@ namespace pdkv::engine::ucx {
 
 class UcxPeer final : public lease::LeasedPeer {
  public:
-  // `worker` is borrowed and outlives the peer.
   UcxPeer(std::string endpoint, CompletionSink* sink, lease::LeasedPeerOptions options,
-          UcxWorker* worker, bool peer_err_mode);
+          std::unique_ptr<UcxWorker> worker, bool peer_err_mode);
   ~UcxPeer() override;
 
   // Creates the endpoint to the receiver's worker address; Unavailable with UCX's text.
@@ -55,13 +57,16 @@ class UcxPeer final : public lease::LeasedPeer {
   void force_close(const std::string& reason);  // worker thread
   void destroy_rkeys();                         // worker thread
 
-  UcxWorker* const worker_;
+  const std::unique_ptr<UcxWorker> worker_;  // destroyed last: it reclaims an abandoned ep_
   const bool peer_err_mode_;
   std::string transports_;
   uint64_t known_epoch_ = ~uint64_t{0};  // sender thread only
 
   // Worker thread only:
   ucp_ep_h ep_ = nullptr;
+  // Without PEER error handling UCX cannot force-close an endpoint whose peer died (its
+  // flush never ends); such an endpoint is left to ucp_worker_destroy.
+  bool ep_abandoned_ = false;
   Status ep_error_;
   std::vector<RemoteRegion> remote_;
 };

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <set>
 #include <sstream>
+#include <system_error>
 
 #include "common/logging.h"
 
@@ -22,36 +23,18 @@ std::string ucs_error(const char* what, ucs_status_t st) {
 
 }  // namespace
 
-Result<std::unique_ptr<UcxWorker>> UcxWorker::create(const std::string& tls) {
+Result<std::unique_ptr<UcxWorker>> UcxWorker::create(std::shared_ptr<UcxContext> context) {
   std::unique_ptr<UcxWorker> w(new UcxWorker());
-  w->tls_ = tls;
-  ucp_config_t* config = nullptr;
-  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
-  if (st != UCS_OK) return internal_error(ucs_error("ucp_config_read", st));
-  if (!tls.empty()) {
-    st = ucp_config_modify(config, "TLS", tls.c_str());
-    if (st != UCS_OK) {
-      ucp_config_release(config);
-      return invalid_argument(ucs_error(("UCX transports '" + tls + "'").c_str(), st));
-    }
-  }
-  ucp_params_t params{};
-  params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
-  st = ucp_init(&params, config, &w->ctx_);
-  if (st != UCS_OK) {
-    // Some transport sets cannot wake a sleeping worker; then we poll on a timer.
-    params.features = UCP_FEATURE_RMA;
-    st = ucp_init(&params, config, &w->ctx_);
-  }
-  ucp_config_release(config);
-  if (st != UCS_OK) return unavailable(ucs_error("ucp_init", st));
+  w->context_ = std::move(context);
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-  st = ucp_worker_create(w->ctx_, &wp, &w->worker_);
-  if (st != UCS_OK) return unavailable(ucs_error("ucp_worker_create", st));
-  if (params.features & UCP_FEATURE_WAKEUP) {
+  ucs_status_t st = ucp_worker_create(w->context_->get(), &wp, &w->worker_);
+  if (st != UCS_OK) {
+    w->worker_ = nullptr;
+    return unavailable(ucs_error("ucp_worker_create", st));
+  }
+  if (w->context_->wakeup()) {
     if (ucp_worker_get_efd(w->worker_, &w->ucx_efd_) != UCS_OK) w->ucx_efd_ = -1;
   }
   ucp_address_t* addr = nullptr;
@@ -62,10 +45,12 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(const std::string& tls) {
   ucp_worker_release_address(w->worker_, addr);
   w->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (w->wake_fd_ < 0) return internal_error("eventfd failed");
-  PDKV_LOG_INFO("ucx: worker up, transports requested '{}', wakeup {}",
-                tls.empty() ? "(UCX default)" : tls, w->ucx_efd_ >= 0 ? "on" : "off (timer)");
   UcxWorker* raw = w.get();
-  w->thread_ = std::thread([raw] { raw->loop(); });
+  try {
+    w->thread_ = std::thread([raw] { raw->loop(); });
+  } catch (const std::system_error& e) {
+    return unavailable(std::string("ucx: no thread for a worker: ") + e.what());
+  }
   return w;
 }
 
@@ -76,7 +61,6 @@ UcxWorker::~UcxWorker() {
     thread_.join();
   }
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
-  if (ctx_ != nullptr) ucp_cleanup(ctx_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
@@ -177,6 +161,13 @@ bool asks_beyond_tcp(const std::string& tls) {
   for (const char* fast : {"posix", "sysv", "cma", "knem", "xpmem", "sm", "shm", "rc", "ud", "dc",
                            "ib", "mlx", "cuda", "rocm", "gdr"}) {
     if (tls.find(fast) != std::string::npos) return true;
+  }
+  return false;
+}
+
+bool rma_in_hardware(const std::string& tls) {
+  for (const char* hw : {"rc", "dc", "ib", "mlx", "cuda_ipc", "rocm_ipc", "gdr", "xpmem", "knem"}) {
+    if (tls.find(hw) != std::string::npos) return true;
   }
   return false;
 }

@@ -1,6 +1,10 @@
-// UcxWorker: one UCP context + worker per engine, driven by one thread that makes every
-// UCX call. UCX then runs in UCS_THREAD_MODE_SINGLE (no locks inside libucp, nothing for
+// UcxWorker: one UCP worker on a shared UcxContext, driven by one thread that makes every
+// call on it. The worker runs in UCS_THREAD_MODE_SINGLE (no locks inside it, nothing for
 // TSan to see racing there); other threads hand work over with run() / run_sync().
+// A backend runs one worker per sending peer and one per receiving session: UCX's
+// shared-memory transports deliver through a ring every sender of a worker writes into,
+// and a sender killed between claiming a slot and filling it wedges that ring for good.
+// With a worker each, the wedge stays with the dead peer's worker and goes with it.
 //
 // Progress policy: the thread spins on ucp_worker_progress() while anything may be moving
 // (busy() > 0: parts in flight on the sender, leases granted on the receiver - the tcp
@@ -24,13 +28,13 @@
 
 #include "common/mutex.h"
 #include "common/status.h"
+#include "engine/backends/ucx/ucx_context.h"
 
 namespace pdkv::engine::ucx {
 
 class UcxWorker {
  public:
-  // `tls` empty = UCX's own choice (UCX_TLS from the environment, else all transports).
-  static Result<std::unique_ptr<UcxWorker>> create(const std::string& tls);
+  static Result<std::unique_ptr<UcxWorker>> create(std::shared_ptr<UcxContext> context);
   ~UcxWorker();
   UcxWorker(const UcxWorker&) = delete;
   UcxWorker& operator=(const UcxWorker&) = delete;
@@ -43,24 +47,23 @@ class UcxWorker {
   void add_busy(int delta);
   bool on_worker_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
-  ucp_context_h ctx() const { return ctx_; }
+  ucp_context_h ctx() const { return context_->get(); }
   ucp_worker_h worker() const { return worker_; }
   // The packed worker address peers create their endpoints from (immutable).
   const std::string& address() const { return address_; }
   // The transports asked for ("" = UCX default), as logged and compared by backends.
-  const std::string& requested_tls() const { return tls_; }
+  const std::string& requested_tls() const { return context_->requested_tls(); }
 
  private:
   UcxWorker() = default;
   void loop();
   void wake();
 
-  ucp_context_h ctx_ = nullptr;
+  std::shared_ptr<UcxContext> context_;
   ucp_worker_h worker_ = nullptr;
   int ucx_efd_ = -1;  // from ucp_worker_get_efd, or -1 without wakeup support
   int wake_fd_ = -1;  // our eventfd
   std::string address_;
-  std::string tls_;
   std::atomic<int> busy_{0};
   std::atomic<bool> stopping_{false};
   Mutex queue_mu_;
@@ -74,5 +77,11 @@ std::string endpoint_transports(ucp_ep_h ep);
 
 // True if `tls` asks for something faster than tcp (shared memory, RDMA, GPU IPC).
 bool asks_beyond_tcp(const std::string& tls);
+
+// True if `tls` names a transport that does puts in hardware or the kernel (RDMA, GPU
+// IPC, xpmem, knem). Otherwise (tcp, posix, sysv, self) UCX emulates a put with active
+// messages the receiver answers, and UCX 1.13 aborts a receiver that answers a sender
+// which died mid-transfer (RELIABILITY.md, "UCX over tcp or shared memory").
+bool rma_in_hardware(const std::string& tls);
 
 }  // namespace pdkv::engine::ucx

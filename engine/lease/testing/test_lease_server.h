@@ -36,7 +36,9 @@ class TestLeaseServer {
  private:
   class Hooks final : public LeaseServerHooks {
    public:
-    std::string hello_extra() override { return "extra"; }
+    Result<std::unique_ptr<LeaseSession>> open_session() override {
+      return std::unique_ptr<LeaseSession>(std::make_unique<FixedLeaseSession>("extra"));
+    }
     Status regions_payload(std::vector<uint8_t>* out) override;
     uint64_t regions_epoch() override { return 7; }
   };
