@@ -331,6 +331,53 @@ TEST_P(BackendConformance, TransferEngineZeroLengthAndSyncTransfer) {
   EXPECT_NE((*engine)->transfer_sync(*session, bad), 0);
 }
 
+#ifdef PDKV_HAVE_UCX
+// PDKV_UCX_MAX_WORKERS bounds the UCP workers one backend runs, sending and receiving
+// alike: past it a connect fails and a sender's hello is refused, both naming the
+// setting, and a freed worker is available again.
+TEST(UcxWorkerBudget, PastTheCapConnectsAndSendersAreRefusedNamingTheSetting) {
+  setenv("PDKV_UCX_TLS", "tcp", 1);
+  setenv("PDKV_UCX_MAX_WORKERS", "2", 1);
+  auto box = make_named_backend("ucx");
+  unsetenv("PDKV_UCX_MAX_WORKERS");  // the peers keep the default
+  ASSERT_TRUE(box.ok()) << box.status().to_string();
+  BackendPeerProcess a("ucx", 1u << 20), b("ucx", 1u << 20), c("ucx", 1u << 20);
+  ASSERT_TRUE(a.ready() && b.ready() && c.ready()) << a.error() << b.error() << c.error();
+  auto to_a = (*box)->backend->connect(a.endpoint());
+  auto to_b = (*box)->backend->connect(b.endpoint());
+  ASSERT_TRUE(to_a.ok() && to_b.ok());
+  auto to_c = (*box)->backend->connect(c.endpoint());
+  ASSERT_FALSE(to_c.ok());
+  EXPECT_NE(to_c.status().message().find("PDKV_UCX_MAX_WORKERS"), std::string::npos)
+      << to_c.status().to_string();
+
+  GuardedRegion local(1u << 20);
+  const auto base = reinterpret_cast<uint64_t>(local.data());
+  ASSERT_TRUE((*box)->registry.add(base, local.length()).ok());
+  ASSERT_TRUE((*box)->backend->on_register_memory(base, local.length()).ok());
+  const std::string push = format_peer_command(push_command((*box)->endpoint, base, 4096, 1));
+  const std::string refused = c.command(push);
+  EXPECT_NE(refused.find("PDKV_UCX_MAX_WORKERS"), std::string::npos) << refused;
+  EXPECT_EQ(local.data()[0], 0);
+
+  to_a->reset();  // frees a worker
+  EXPECT_EQ(c.command(push), "PUSH OK");
+  EXPECT_EQ(local.data()[0], kPushPattern);
+  // The PUSH session's worker goes when the receiver sees its connection close.
+  const auto deadline = std::chrono::steady_clock::now() + milliseconds(5000);
+  for (;;) {
+    to_c = (*box)->backend->connect(c.endpoint());
+    if (to_c.ok() || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_TRUE(to_c.ok()) << to_c.status().to_string();
+  to_b->reset();
+  to_c->reset();
+  ASSERT_TRUE((*box)->registry.remove(base).ok());
+  ASSERT_TRUE((*box)->backend->on_unregister_memory(base, local.length()).ok());
+}
+#endif
+
 INSTANTIATE_TEST_SUITE_P(Backends, BackendConformance, ::testing::ValuesIn(backends_under_test()),
                          [](const auto& info) { return param_name(info.param); });
 

@@ -16,7 +16,7 @@ namespace {
 
 // An rkey for a small buffer, packed by UCX over `tls`.
 std::string real_rkey(const std::string& tls, std::vector<uint8_t>& buffer) {
-  auto context = UcxContext::create(tls);
+  auto context = UcxContext::create(tls, 2);
   EXPECT_TRUE(context.ok()) << context.status().to_string();
   if (!context.ok()) return "";
   ucp_context_h ctx = (*context)->get();

@@ -26,8 +26,11 @@ Result<UcxOptions> UcxOptions::from(const config::Settings& settings) {
   PDKV_ASSIGN_OR_RETURN(int64_t part,
                         config::read_int(settings, "PDKV_UCX_PART_BYTES",
                                          static_cast<int64_t>(o.part_bytes), 1 << 20, 1ll << 30));
+  PDKV_ASSIGN_OR_RETURN(
+      int64_t workers, config::read_int(settings, "PDKV_UCX_MAX_WORKERS", o.max_workers, 2, 65536));
   o.io_timeout_ms = static_cast<int>(timeout);
   o.part_bytes = static_cast<uint64_t>(part);
+  o.max_workers = static_cast<int>(workers);
   return o;
 }
 
@@ -200,7 +203,7 @@ Result<std::unique_ptr<Backend>> make_ucx_backend(const BackendContext& ctx,
     const char* env = std::getenv("UCX_TLS");
     if (env != nullptr) tls = env;
   }
-  PDKV_ASSIGN_OR_RETURN(auto context, UcxContext::create(tls));
+  PDKV_ASSIGN_OR_RETURN(auto context, UcxContext::create(tls, options.max_workers));
   // A worker now, so that transports that cannot run fail here, not at the first session.
   PDKV_ASSIGN_OR_RETURN(auto probe, UcxWorker::create(context));
   probe.reset();

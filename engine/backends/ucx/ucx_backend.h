@@ -71,8 +71,11 @@ struct UcxOptions {
   int io_timeout_ms = 5000;
   // Largest part (one lease, one flush).
   uint64_t part_bytes = 64ull << 20;
+  // Most UCP workers at once: one per peer we send to, one per session sending to us.
+  int max_workers = 256;
 
-  // PDKV_UCX_TLS, PDKV_UCX_ERR_MODE, PDKV_UCX_IO_TIMEOUT_MS, PDKV_UCX_PART_BYTES.
+  // PDKV_UCX_TLS, PDKV_UCX_ERR_MODE, PDKV_UCX_IO_TIMEOUT_MS, PDKV_UCX_PART_BYTES,
+  // PDKV_UCX_MAX_WORKERS.
   // Each knob from `settings` if set there, else the environment, else the default.
   static Result<UcxOptions> from(const config::Settings& settings);
   static Result<UcxOptions> from_env() { return from(config::Settings()); }

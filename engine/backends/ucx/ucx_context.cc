@@ -11,9 +11,10 @@ std::string ucs_error(const std::string& what, ucs_status_t st) {
 
 }  // namespace
 
-Result<std::shared_ptr<UcxContext>> UcxContext::create(const std::string& tls) {
+Result<std::shared_ptr<UcxContext>> UcxContext::create(const std::string& tls, int max_workers) {
   std::shared_ptr<UcxContext> c(new UcxContext());
   c->tls_ = tls;
+  c->max_workers_ = max_workers;
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return internal_error(ucs_error("ucp_config_read", st));
@@ -43,6 +44,16 @@ Result<std::shared_ptr<UcxContext>> UcxContext::create(const std::string& tls) {
   PDKV_LOG_INFO("ucx: context up, transports requested '{}', wakeup {}",
                 tls.empty() ? "(UCX default)" : tls, c->wakeup_ ? "on" : "off (timer)");
   return c;
+}
+
+Status UcxContext::acquire_worker() {
+  if (workers_.fetch_add(1) >= max_workers_) {
+    workers_.fetch_sub(1);
+    return unavailable("ucx: already " + std::to_string(max_workers_) +
+                       " UCP workers, one per peer and per sending session "
+                       "(PDKV_UCX_MAX_WORKERS)");
+  }
+  return Status();
 }
 
 UcxContext::~UcxContext() {

@@ -24,8 +24,9 @@ std::string ucs_error(const char* what, ucs_status_t st) {
 }  // namespace
 
 Result<std::unique_ptr<UcxWorker>> UcxWorker::create(std::shared_ptr<UcxContext> context) {
+  PDKV_RETURN_IF_ERROR(context->acquire_worker());
   std::unique_ptr<UcxWorker> w(new UcxWorker());
-  w->context_ = std::move(context);
+  w->context_ = std::move(context);  // from here on the destructor releases the slot
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;
@@ -61,6 +62,7 @@ UcxWorker::~UcxWorker() {
     thread_.join();
   }
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  context_->release_worker();
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
