@@ -106,6 +106,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("PDKV_UCX_ERR_MODE", "auto", ("auto", "peer", "none")),
     _i("PDKV_UCX_IO_TIMEOUT_MS", 5000, 100, 600000),
     _i("PDKV_UCX_PART_BYTES", 64 << 20, 1 << 20, 1 << 30),
+    _i("PDKV_UCX_MAX_WORKERS", 256, 2, 65536),
     # control plane
     _i("PDKV_ZMQ_SNDHWM", 10000, 1, 1000000),
     _i("PDKV_ZMQ_MAX_PEERS", 8192, 16, 1 << 16),
