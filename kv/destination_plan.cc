@@ -82,7 +82,8 @@ std::vector<plan::Fragment> to_plan_fragments(std::span<const proto::Fragment> f
 
 Result<DestinationPlan> DestinationPlan::create(const KvArgs& prefill,
                                                 const proto::BufferRegistration& registration,
-                                                proto::PreAllocation pre_allocation) {
+                                                proto::PreAllocation pre_allocation,
+                                                const FragmentList& share) {
   DestinationPlan plan;
   plan.prefill_ = &prefill;
   const auto& reg = registration;
@@ -93,15 +94,22 @@ Result<DestinationPlan> DestinationPlan::create(const KvArgs& prefill,
   }
   plan.prefix_pages_ = static_cast<int64_t>(pre_allocation.decode_prefix_len /
                                             static_cast<uint64_t>(prefill.page_size));
-  plan.fragments_ = to_plan_fragments(pre_allocation.fragments);
-  PDKV_RETURN_IF_ERROR(check_fragment_sources(prefill, plan.fragments_));
+  {
+    std::vector<plan::Fragment> fragments = to_plan_fragments(pre_allocation.fragments);
+    plan.fragments_ =
+        share && *share == fragments
+            ? share
+            : std::make_shared<const std::vector<plan::Fragment>>(std::move(fragments));
+    std::vector<proto::Fragment>().swap(pre_allocation.fragments);  // the wire copy
+  }
+  PDKV_RETURN_IF_ERROR(check_fragment_sources(prefill, *plan.fragments_));
   if (pre_allocation.kind == proto::PreAllocKind::kTransfer) {
     if (reg.kv.ptrs.size() != prefill.kv_data_ptrs.size()) {
       return invalid_argument("decode registered " + std::to_string(reg.kv.ptrs.size()) +
                               " KV buffers but the prefill has " +
                               std::to_string(prefill.kv_data_ptrs.size()));
     }
-    if (!has_kv_fragment(plan.fragments_)) {
+    if (!has_kv_fragment(*plan.fragments_)) {
       // Without fragments the reference copies prefill items onto decode items one for
       // one, which is only right when they have the same size.
       for (size_t i = 0; i < reg.kv.item_lens.size(); ++i) {
@@ -208,7 +216,7 @@ Status DestinationPlan::append_kv_blocks(const plan::ResolvedIndices& pages, int
       ++run_end;
     }
     PDKV_ASSIGN_OR_RETURN(auto blocks, plan::kv_blocks(table, layer_buffers_, pages.src_pages,
-                                                       pages.dst_pages, l, run_end, fragments_));
+                                                       pages.dst_pages, l, run_end, *fragments_));
     out.insert(out.end(), blocks.begin(), blocks.end());
     l = run_end;
   }
@@ -238,7 +246,7 @@ Status DestinationPlan::append_state_blocks(std::span<const int64_t> src_slots,
     slots.begin_layer = begin_layer_id;
     slots.end_layer = end_layer_id;
   }
-  PDKV_ASSIGN_OR_RETURN(auto blocks, plan::state_blocks(table, slots, fragments_));
+  PDKV_ASSIGN_OR_RETURN(auto blocks, plan::state_blocks(table, slots, *fragments_));
   out.insert(out.end(), blocks.begin(), blocks.end());
   return Status();
 }

@@ -14,11 +14,18 @@
 // skipped and the rest map to destination positions (request page - prefix pages).
 //
 // Every address a block gets is inside a buffer on both sides (plan/ checks it against
-// both sides' lengths). Thread safety: immutable after create(); const methods may run
-// concurrently.
+// both sides' lengths).
+//
+// Memory: the TP fragments depend only on the two ranks' layouts, so every room of one
+// decode rank normally carries the same list (hundreds of entries for a head split, tens
+// of KB). The plan keeps them as a shared, immutable list, and create() reuses the list
+// it is given when the new one is equal; the pre-allocation it keeps has its wire copy
+// of the fragments dropped.
+// Thread safety: immutable after create(); const methods may run concurrently.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -38,15 +45,21 @@ struct ChunkSpec {
   const plan::SrcOwnership* src_l15 = nullptr;
 };
 
+using FragmentList = std::shared_ptr<const std::vector<plan::Fragment>>;
+
 class DestinationPlan {
  public:
-  // `prefill` must outlive the plan.
+  // `prefill` must outlive the plan. `share`: a list an earlier plan of the same decode
+  // holds; the plan takes it instead of its own copy when the two are equal.
   static Result<DestinationPlan> create(const KvArgs& prefill,
                                         const proto::BufferRegistration& registration,
-                                        proto::PreAllocation pre_allocation);
+                                        proto::PreAllocation pre_allocation,
+                                        const FragmentList& share = nullptr);
 
   bool is_dummy() const { return pre_allocation_.kind != proto::PreAllocKind::kTransfer; }
+  // Without its fragments (see fragments()).
   const proto::PreAllocation& pre_allocation() const { return pre_allocation_; }
+  const FragmentList& fragments() const { return fragments_; }
   int64_t prefix_pages() const { return prefix_pages_; }
 
   // Source and destination pages of the chunk for this destination (prefix skipped,
@@ -80,7 +93,7 @@ class DestinationPlan {
   std::vector<uint64_t> dst_aux_ptrs_, dst_aux_lens_, dst_aux_item_lens_;
   std::vector<std::vector<int64_t>> layer_buffers_;
   std::vector<int64_t> kv_layer_ids_;
-  std::vector<plan::Fragment> fragments_;
+  FragmentList fragments_;  // never null
   int64_t prefix_pages_ = 0;
   // Decode-side L1.5 (dst ON), request-wide.
   bool dst_local_ = false;

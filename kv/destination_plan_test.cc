@@ -129,6 +129,52 @@ TEST(DestinationPlanTest, FragmentsReadingOutsideOneSourcePageAreRefused) {
   EXPECT_EQ(with(kItem, 0, kItem, 9).code(), StatusCode::kInvalidArgument);  // no such buffer
 }
 
+// Every room of one decode carries the same fragments: plans given an equal list share
+// it (one copy per decode, not per room) and keep no wire copy; a different list, or no
+// list to share, gets its own, and the blocks are the same either way.
+TEST(DestinationPlanTest, EqualFragmentListsAreSharedAcrossRooms) {
+  KvArgs args = prefill_args();
+  auto with_halves = [&](uint64_t first_offset) {
+    proto::PreAllocation p = pre_allocation({1, 2});
+    for (uint32_t buffer = 0; buffer < 4; ++buffer) {
+      for (uint64_t half = 0; half < 2; ++half) {
+        proto::Fragment f;
+        f.buffer_kind = proto::BufferKind::kTargetK;
+        f.buffer_index = buffer;
+        f.src_page_stride_bytes = kItem;
+        f.dst_page_stride_bytes = kItem;
+        f.src_byte_offset = (half == 0 ? first_offset : kItem / 2);
+        f.dst_byte_offset = half * kItem / 2;
+        f.bytes_per_page = kItem / 2;
+        p.fragments.push_back(f);
+      }
+    }
+    return p;
+  };
+  auto first = DestinationPlan::create(args, decode_registration(), with_halves(0));
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_EQ(first->fragments()->size(), 8u);
+  EXPECT_TRUE(first->pre_allocation().fragments.empty());
+  auto second =
+      DestinationPlan::create(args, decode_registration(), with_halves(0), first->fragments());
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  EXPECT_EQ(second->fragments(), first->fragments());  // the same list, not a copy
+  auto other =
+      DestinationPlan::create(args, decode_registration(), with_halves(8), first->fragments());
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  EXPECT_NE(other->fragments(), first->fragments());
+  EXPECT_EQ(other->fragments()->at(0).src_byte_offset, 8u);
+
+  const std::vector<int64_t> pages = {7, 9};
+  std::vector<plan::Block> a, b;
+  auto resolved = first->resolve({0, pages, nullptr});
+  ASSERT_TRUE(resolved.ok());
+  ASSERT_TRUE(first->append_kv_blocks(*resolved, 0, INT64_MAX, a).ok());
+  ASSERT_TRUE(second->append_kv_blocks(*resolved, 0, INT64_MAX, b).ok());
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+}
+
 TEST(DestinationPlanTest, OutOfRangeDestinationPageIsAnError) {
   KvArgs args = prefill_args();
   auto plan = DestinationPlan::create(args, decode_registration(), pre_allocation({kPages}));

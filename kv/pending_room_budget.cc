@@ -1,5 +1,7 @@
 #include "kv/pending_room_budget.h"
 
+#include "plan/types.h"
+
 namespace pdkv::kv {
 
 Status PendingRoomBudget::charge(uint64_t room, const std::string& decode, uint64_t bytes) {
@@ -66,14 +68,14 @@ uint64_t PendingRoomBudget::bytes_of(const std::string& decode) const {
   return it == decodes_.end() ? 0 : it->second.bytes;
 }
 
-uint64_t pre_allocation_cost(const proto::PreAllocation& pre) {
+uint64_t pre_allocation_cost(const proto::PreAllocation& pre, bool fragments_shared) {
   // The lists as the prefill keeps them (8-byte indices, whole fragments, a mask byte and
   // an index per L1.5 page) plus a fixed share for the room's and plan's bookkeeping.
   const size_t l1_5 = pre.dst_l1_5 ? pre.dst_l1_5->page_transfer_mask.size() +
                                          8 * pre.dst_l1_5->page_local_indices.size()
                                    : 0;
   return 512 + 8 * (pre.dst_kv_pages.size() + pre.state_slots.size()) +
-         sizeof(proto::Fragment) * pre.fragments.size() + l1_5;
+         (fragments_shared ? 0 : sizeof(plan::Fragment) * pre.fragments.size()) + l1_5;
 }
 
 }  // namespace pdkv::kv

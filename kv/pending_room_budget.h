@@ -61,7 +61,9 @@ class PendingRoomBudget {
   std::unordered_map<std::string, DecodeUse> decodes_;
 };
 
-// About what holding `pre` costs a prefill rank: its page, slot and fragment lists.
-uint64_t pre_allocation_cost(const proto::PreAllocation& pre);
+// About what holding `pre` costs a prefill rank: its page, slot and fragment lists
+// (without the fragments when `fragments_shared`: an earlier room's list is reused,
+// destination_plan.h).
+uint64_t pre_allocation_cost(const proto::PreAllocation& pre, bool fragments_shared = false);
 
 }  // namespace pdkv::kv

@@ -671,10 +671,14 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
           return;
         }
       }
-      const uint64_t cost = pre_allocation_cost(pre);
-      auto plan = DestinationPlan::create(config_.args, peer->registration, std::move(pre));
+      const uint64_t own_cost = pre_allocation_cost(pre);
+      const uint64_t shared_cost = pre_allocation_cost(pre, /*fragments_shared=*/true);
+      auto plan = DestinationPlan::create(config_.args, peer->registration, std::move(pre),
+                                          peer->last_fragments);
+      const bool shared = plan.ok() && plan->fragments() == peer->last_fragments;
       Result<Room*> pending =
-          plan.ok() ? room_for_peer_message(room, key, cost) : Result<Room*>(plan.status());
+          plan.ok() ? room_for_peer_message(room, key, shared ? shared_cost : own_cost)
+                    : Result<Room*>(plan.status());
       if (!plan.ok()) {
         refused = plan.status();
         if (refused.code() == StatusCode::kOutOfRange) refused_cause = FailureCause::kOutOfRange;
@@ -684,6 +688,7 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
         Room& r = **pending;
         if (r.destinations.empty() && !r.sender_open) r.first_seen = now();
         r.required_destinations = plan->pre_allocation().required_dst_info_num;
+        peer->last_fragments = plan->fragments();
         r.destinations[key] = std::make_shared<const DestinationPlan>(std::move(plan).value());
         maybe_bootstrap(room, r);
       }
