@@ -53,7 +53,7 @@ Result<KvManagerOptions> KvManagerOptions::from(const config::Settings& settings
       config::read_int(settings, "PDKV_MAX_PENDING_ROOMS_PER_DECODE", 8192, 1, int64_t{1} << 24));
   PDKV_ASSIGN_OR_RETURN(int64_t pending_bytes,
                         config::read_int(settings, "PDKV_MAX_PENDING_BYTES_PER_DECODE",
-                                         int64_t{1} << 30, int64_t{1} << 16, int64_t{1} << 40));
+                                         int64_t{1} << 28, int64_t{1} << 16, int64_t{1} << 40));
   PDKV_ASSIGN_OR_RETURN(std::string local_ip, config::read_string(settings, "PDKV_LOCAL_IP", ""));
   PDKV_ASSIGN_OR_RETURN(int64_t metrics_port,
                         config::read_int(settings, "PDKV_METRICS_PORT", -1, -1, 65535));

@@ -48,7 +48,7 @@ struct KvManagerOptions {
   int64_t max_pending_rooms = 65536;
   // Of those, what one decode rank may make it hold (pending_room_budget.h).
   int64_t max_pending_rooms_per_decode = 8192;
-  int64_t max_pending_bytes_per_decode = int64_t{1} << 30;
+  int64_t max_pending_bytes_per_decode = int64_t{1} << 28;
   // Address this rank advertises; empty = detected.
   std::string local_ip;
   // Port of the process's Prometheus endpoint (kv/process_metrics_endpoint.h; started or

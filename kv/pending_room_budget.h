@@ -25,7 +25,7 @@ namespace pdkv::kv {
 struct PendingRoomLimits {
   size_t max_rooms = 65536;
   size_t max_rooms_per_decode = 8192;
-  uint64_t max_bytes_per_decode = uint64_t{1} << 30;
+  uint64_t max_bytes_per_decode = uint64_t{1} << 28;
 };
 
 class PendingRoomBudget {

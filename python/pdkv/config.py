@@ -126,7 +126,7 @@ SETTINGS: tuple[Setting, ...] = (
     _i("PDKV_MAX_DECODE_PEERS", 4096, 1, 1 << 20),
     _i("PDKV_MAX_PENDING_ROOMS", 65536, 1, 1 << 24),
     _i("PDKV_MAX_PENDING_ROOMS_PER_DECODE", 8192, 1, 1 << 24),
-    _i("PDKV_MAX_PENDING_BYTES_PER_DECODE", 1 << 30, 1 << 16, 1 << 40),
+    _i("PDKV_MAX_PENDING_BYTES_PER_DECODE", 1 << 28, 1 << 16, 1 << 40),
     _s("PDKV_LOCAL_IP", ""),
     _i("PDKV_METRICS_PORT", -1, -1, 65535),
     _s("PDKV_METRICS_HOST", "127.0.0.1"),

@@ -146,7 +146,7 @@ class Config:
     max_decode_peers: Optional[int]  # PDKV_MAX_DECODE_PEERS, default 4096
     max_pending_rooms: Optional[int]  # PDKV_MAX_PENDING_ROOMS, default 65536
     max_pending_rooms_per_decode: Optional[int]  # PDKV_MAX_PENDING_ROOMS_PER_DECODE, default 8192
-    max_pending_bytes_per_decode: Optional[int]  # PDKV_MAX_PENDING_BYTES_PER_DECODE, default 1073741824
+    max_pending_bytes_per_decode: Optional[int]  # PDKV_MAX_PENDING_BYTES_PER_DECODE, default 268435456
     local_ip: Optional[str]  # PDKV_LOCAL_IP, default ''
     metrics_port: Optional[int]  # PDKV_METRICS_PORT, default -1
     metrics_host: Optional[str]  # PDKV_METRICS_HOST, default '127.0.0.1'

@@ -381,3 +381,47 @@ def test_kill_9_of_a_prefill_mid_transfer_fails_its_rooms_on_the_decode_within_r
         _new_rooms_succeed([p0], [decode], later)
         for r in (p0, decode):
             assert r.run("active") == 0, f"{r.name} still holds rooms"
+
+
+# --- 4. pending rooms of one decode share its fragment list ---------------------------------
+
+SHARED_ROOMS, SHARED_PAGES = 64, 2
+# Each pre-allocation of this TP 2 -> 1 layout over 64 layers carries ~240 KiB of fragments
+# as the prefill keeps them (986,208 bytes held for 4 rooms, measured with the sharing
+# disabled: 59 of the 64 rooms then failed naming the setting); 64 rooms would need ~15 MiB.
+SHARED_BUDGET = 1 << 20
+
+
+def test_pending_rooms_of_one_decode_share_their_fragments_within_a_small_byte_budget():
+    """Prefill TP 2 -> decode TP 1 over 64 layers: every pre-allocation carries a fragment
+    per KV buffer (each prefill rank holds half the heads). The decode pre-allocates 64
+    rooms before either prefill rank opens them, with PDKV_MAX_PENDING_BYTES_PER_DECODE at
+    1 MiB: 64 copies of the list do not fit in it, one shared list does. Every room
+    succeeds with every byte in place (without the sharing, rooms past the budget fail
+    naming the setting)."""
+    rooms = list(range(3000, 3000 + SHARED_ROOMS))
+    shape = Shape(layers=64, heads=4, head_dim=8, page_size=16,
+                  capacity=SHARED_ROOMS * SHARED_PAGES)
+    env = dict(ROOM_TIMEOUT_ENV, PDKV_MAX_PENDING_BYTES_PER_DECODE=str(SHARED_BUDGET))
+    with Ranks(pdkv, shape, rooms, env) as c:
+        prefills = [c.add("prefill", r, tp=2) for r in range(2)]
+        decode = c.add("decode", 0, tp=1)
+        c.ready(*prefills, decode)
+        decode.call("open", rooms=rooms, pages=SHARED_PAGES)
+        decode.reply()
+        # The pre-allocations reach both prefill ranks (and wait there, pending) within
+        # milliseconds of the decode resolving them; 1.5 s is ample on a loaded machine.
+        time.sleep(1.5)
+        for p in prefills:
+            p.call("open", rooms=rooms, pages=SHARED_PAGES)
+        for p in prefills:
+            p.reply()
+        for p in prefills:
+            p.call("send", rooms=rooms, chunks=1)
+        for r in prefills + [decode]:
+            r.call("watch", timeout=45)
+        for p in prefills:
+            p.reply()
+        reports = {r.name: r.reply(60) for r in prefills + [decode]}
+        for r in prefills + [decode]:
+            assert_succeeded(r.name, reports[r.name], rooms)
