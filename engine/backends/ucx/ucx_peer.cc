@@ -23,6 +23,9 @@ UcxPeer::UcxPeer(std::string endpoint, CompletionSink* sink, lease::LeasedPeerOp
       peer_err_mode_(peer_err_mode) {}
 
 UcxPeer::~UcxPeer() {
+  // Stopping closes the lease channel, and the receiver then drops the session's worker:
+  // our endpoint failing after this point is the expected end, not news.
+  closing_.store(true);
   stop();
   worker_->run_sync([this] {
     destroy_rkeys();
@@ -52,7 +55,11 @@ void UcxPeer::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* self = static_cast<UcxPeer*>(arg);
   self->ep_error_ =
       unavailable("ucx endpoint to " + self->endpoint() + " failed: " + ucs_status_string(status));
-  PDKV_LOG_WARN("{}", self->ep_error_.message());
+  if (self->closing_.load()) {
+    PDKV_LOG_DEBUG("{} (while closing the session)", self->ep_error_.message());
+  } else {
+    PDKV_LOG_WARN("{}", self->ep_error_.message());
+  }
 }
 
 Status UcxPeer::create_endpoint(const std::string& remote_address) {

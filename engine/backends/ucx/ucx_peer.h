@@ -61,6 +61,7 @@ class UcxPeer final : public lease::LeasedPeer {
   const bool peer_err_mode_;
   std::string transports_;
   uint64_t known_epoch_ = ~uint64_t{0};  // sender thread only
+  std::atomic<bool> closing_{false};     // the destructor started
 
   // Worker thread only:
   ucp_ep_h ep_ = nullptr;
