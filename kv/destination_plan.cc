@@ -80,10 +80,37 @@ std::vector<plan::Fragment> to_plan_fragments(std::span<const proto::Fragment> f
   return out;
 }
 
+namespace {
+
+// The prefill's side of DestinationBuffers is the same for every plan of one `prefill`
+// (PlanSharing's contract), so only the registration is compared.
+bool same_buffers(const DestinationBuffers& b, const proto::BufferRegistration& reg) {
+  return b.kv_ptrs == reg.kv.ptrs && b.kv_lens == reg.kv.lens && b.state_ptrs == reg.state.ptrs &&
+         b.state_lens == reg.state.lens && b.aux_ptrs == reg.aux.ptrs &&
+         b.aux_lens == reg.aux.lens && b.aux_item_lens == reg.aux.item_lens;
+}
+
+std::shared_ptr<const DestinationBuffers> buffers_of(const KvArgs& prefill,
+                                                     const proto::BufferRegistration& reg) {
+  auto b = std::make_shared<DestinationBuffers>();
+  b->kv_ptrs = reg.kv.ptrs;
+  b->kv_lens = reg.kv.lens;
+  b->state_ptrs = reg.state.ptrs;
+  b->state_lens = reg.state.lens;
+  b->aux_ptrs = reg.aux.ptrs;
+  b->aux_lens = reg.aux.lens;
+  b->aux_item_lens = reg.aux.item_lens;
+  b->layer_buffers = prefill.layer_buffers;
+  b->kv_layer_ids = prefill.effective_kv_layer_ids();
+  return b;
+}
+
+}  // namespace
+
 Result<DestinationPlan> DestinationPlan::create(const KvArgs& prefill,
                                                 const proto::BufferRegistration& registration,
                                                 proto::PreAllocation pre_allocation,
-                                                const FragmentList& share) {
+                                                const PlanSharing& share) {
   DestinationPlan plan;
   plan.prefill_ = &prefill;
   const auto& reg = registration;
@@ -97,8 +124,8 @@ Result<DestinationPlan> DestinationPlan::create(const KvArgs& prefill,
   {
     std::vector<plan::Fragment> fragments = to_plan_fragments(pre_allocation.fragments);
     plan.fragments_ =
-        share && *share == fragments
-            ? share
+        share.fragments && *share.fragments == fragments
+            ? share.fragments
             : std::make_shared<const std::vector<plan::Fragment>>(std::move(fragments));
     std::vector<proto::Fragment>().swap(pre_allocation.fragments);  // the wire copy
   }
@@ -146,15 +173,8 @@ Result<DestinationPlan> DestinationPlan::create(const KvArgs& prefill,
                               " destination pages");
     }
   }
-  plan.dst_kv_ptrs_ = reg.kv.ptrs;
-  plan.dst_kv_lens_ = reg.kv.lens;
-  plan.dst_state_ptrs_ = reg.state.ptrs;
-  plan.dst_state_lens_ = reg.state.lens;
-  plan.dst_aux_ptrs_ = reg.aux.ptrs;
-  plan.dst_aux_lens_ = reg.aux.lens;
-  plan.dst_aux_item_lens_ = reg.aux.item_lens;
-  plan.layer_buffers_ = prefill.layer_buffers;
-  plan.kv_layer_ids_ = prefill.effective_kv_layer_ids();
+  plan.buffers_ =
+      share.buffers && same_buffers(*share.buffers, reg) ? share.buffers : buffers_of(prefill, reg);
   plan.pre_allocation_ = std::move(pre_allocation);
   return plan;
 }
@@ -199,23 +219,24 @@ Status DestinationPlan::append_kv_blocks(const plan::ResolvedIndices& pages, int
                                          int64_t end_layer_id,
                                          std::vector<plan::Block>& out) const {
   if (pages.src_pages.empty()) return Status();
-  plan::BufferTable table{prefill_->kv_data_ptrs, dst_kv_ptrs_, prefill_->kv_item_lens,
-                          prefill_->kv_data_lens, dst_kv_lens_};
+  const DestinationBuffers& dst = *buffers_;
+  plan::BufferTable table{prefill_->kv_data_ptrs, dst.kv_ptrs, prefill_->kv_item_lens,
+                          prefill_->kv_data_lens, dst.kv_lens};
   // KV layers whose global id is in range, as maximal runs of consecutive KV-layer indices
   // (hybrid models interleave KV and state layers, so the ids may have gaps).
-  const int64_t layers = static_cast<int64_t>(layer_buffers_.size());
+  const int64_t layers = static_cast<int64_t>(dst.layer_buffers.size());
   int64_t l = 0;
   while (l < layers) {
-    if (kv_layer_ids_[l] < begin_layer_id || kv_layer_ids_[l] >= end_layer_id) {
+    if (dst.kv_layer_ids[l] < begin_layer_id || dst.kv_layer_ids[l] >= end_layer_id) {
       ++l;
       continue;
     }
     int64_t run_end = l + 1;
-    while (run_end < layers && kv_layer_ids_[run_end] >= begin_layer_id &&
-           kv_layer_ids_[run_end] < end_layer_id) {
+    while (run_end < layers && dst.kv_layer_ids[run_end] >= begin_layer_id &&
+           dst.kv_layer_ids[run_end] < end_layer_id) {
       ++run_end;
     }
-    PDKV_ASSIGN_OR_RETURN(auto blocks, plan::kv_blocks(table, layer_buffers_, pages.src_pages,
+    PDKV_ASSIGN_OR_RETURN(auto blocks, plan::kv_blocks(table, dst.layer_buffers, pages.src_pages,
                                                        pages.dst_pages, l, run_end, *fragments_));
     out.insert(out.end(), blocks.begin(), blocks.end());
     l = run_end;
@@ -231,13 +252,14 @@ Status DestinationPlan::append_state_blocks(std::span<const int64_t> src_slots,
       src_slots.empty()) {
     return Status();
   }
-  if (dst_state_ptrs_.empty()) {
+  const DestinationBuffers& dst = *buffers_;
+  if (dst.state_ptrs.empty()) {
     // The reference reported success here without sending the state (SPEC §12 item 16).
     return failed_precondition(
         "the room has state slots but the decode registered no state buffers");
   }
-  plan::BufferTable table{prefill_->state_data_ptrs, dst_state_ptrs_, prefill_->state_item_lens,
-                          prefill_->state_data_lens, dst_state_lens_};
+  plan::BufferTable table{prefill_->state_data_ptrs, dst.state_ptrs, prefill_->state_item_lens,
+                          prefill_->state_data_lens, dst.state_lens};
   plan::StateSlots slots;
   slots.src_slots = src_slots;
   slots.dst_slots = std::span<const int64_t>(pre_allocation_.state_slots);
@@ -254,31 +276,32 @@ Status DestinationPlan::append_state_blocks(std::span<const int64_t> src_slots,
 Status DestinationPlan::append_aux_blocks(int64_t src_aux_index,
                                           std::vector<plan::Block>& out) const {
   const auto& dst_index = pre_allocation_.aux_index;
-  if (!dst_index || prefill_->aux_data_ptrs.empty() || dst_aux_ptrs_.empty()) return Status();
-  if (dst_aux_ptrs_.size() != prefill_->aux_data_ptrs.size()) {
-    return invalid_argument("decode registered " + std::to_string(dst_aux_ptrs_.size()) +
+  const DestinationBuffers& dst = *buffers_;
+  if (!dst_index || prefill_->aux_data_ptrs.empty() || dst.aux_ptrs.empty()) return Status();
+  if (dst.aux_ptrs.size() != prefill_->aux_data_ptrs.size()) {
+    return invalid_argument("decode registered " + std::to_string(dst.aux_ptrs.size()) +
                             " aux buffers but the prefill has " +
                             std::to_string(prefill_->aux_data_ptrs.size()));
   }
   if (src_aux_index < 0 || *dst_index < 0) return out_of_range("negative aux index");
-  for (size_t i = 0; i < dst_aux_ptrs_.size(); ++i) {
+  for (size_t i = 0; i < dst.aux_ptrs.size(); ++i) {
     const uint64_t item = prefill_->aux_item_lens[i];
-    if (dst_aux_item_lens_[i] != item) {
+    if (dst.aux_item_lens[i] != item) {
       return invalid_argument("aux buffer " + std::to_string(i) + " has item length " +
                               std::to_string(item) + " on prefill but " +
-                              std::to_string(dst_aux_item_lens_[i]) + " on decode");
+                              std::to_string(dst.aux_item_lens[i]) + " on decode");
     }
     const auto src_row = static_cast<uint64_t>(src_aux_index);
     const auto dst_row = static_cast<uint64_t>(*dst_index);
     const uint64_t src_rows = prefill_->aux_data_lens[i] / item;
-    const uint64_t dst_rows = dst_aux_lens_[i] / item;
+    const uint64_t dst_rows = dst.aux_lens[i] / item;
     if (src_row >= src_rows || dst_row >= dst_rows) {
       return out_of_range("aux row " + std::to_string(src_row) + " -> " + std::to_string(dst_row) +
                           " outside buffer " + std::to_string(i) + " (" + std::to_string(src_rows) +
                           " / " + std::to_string(dst_rows) + " rows)");
     }
     out.push_back(plan::Block{prefill_->aux_data_ptrs[i] + src_row * item,
-                              dst_aux_ptrs_[i] + dst_row * item, item});
+                              dst.aux_ptrs[i] + dst_row * item, item});
   }
   return Status();
 }

@@ -18,9 +18,10 @@
 //
 // Memory: the TP fragments depend only on the two ranks' layouts, so every room of one
 // decode rank normally carries the same list (hundreds of entries for a head split, tens
-// of KB). The plan keeps them as a shared, immutable list, and create() reuses the list
-// it is given when the new one is equal; the pre-allocation it keeps has its wire copy
-// of the fragments dropped.
+// of KB), and the decode's registered buffers and the prefill's layer table are the same
+// for all its rooms. The plan keeps both as shared, immutable parts (PlanSharing), and
+// create() reuses the parts it is given when they are equal; the pre-allocation it keeps
+// has its wire copy of the fragments dropped.
 // Thread safety: immutable after create(); const methods may run concurrently.
 #pragma once
 
@@ -47,19 +48,36 @@ struct ChunkSpec {
 
 using FragmentList = std::shared_ptr<const std::vector<plan::Fragment>>;
 
+// The decode's registered buffers and the prefill's layer table, as every room to that
+// decode rank uses them.
+struct DestinationBuffers {
+  std::vector<uint64_t> kv_ptrs, kv_lens;
+  std::vector<uint64_t> state_ptrs, state_lens;
+  std::vector<uint64_t> aux_ptrs, aux_lens, aux_item_lens;
+  std::vector<std::vector<int64_t>> layer_buffers;  // the prefill's
+  std::vector<int64_t> kv_layer_ids;                // the prefill's
+};
+
+// Parts an earlier plan of the same prefill and decode rank holds, offered to the next.
+struct PlanSharing {
+  FragmentList fragments;
+  std::shared_ptr<const DestinationBuffers> buffers;
+};
+
 class DestinationPlan {
  public:
-  // `prefill` must outlive the plan. `share`: a list an earlier plan of the same decode
-  // holds; the plan takes it instead of its own copy when the two are equal.
+  // `prefill` must outlive the plan. `share`: the parts of an earlier plan created with
+  // the same `prefill`; each is taken instead of a copy of its own when equal to it.
   static Result<DestinationPlan> create(const KvArgs& prefill,
                                         const proto::BufferRegistration& registration,
                                         proto::PreAllocation pre_allocation,
-                                        const FragmentList& share = nullptr);
+                                        const PlanSharing& share = {});
 
   bool is_dummy() const { return pre_allocation_.kind != proto::PreAllocKind::kTransfer; }
   // Without its fragments (see fragments()).
   const proto::PreAllocation& pre_allocation() const { return pre_allocation_; }
   const FragmentList& fragments() const { return fragments_; }
+  PlanSharing shared_parts() const { return {fragments_, buffers_}; }
   int64_t prefix_pages() const { return prefix_pages_; }
 
   // Source and destination pages of the chunk for this destination (prefix skipped,
@@ -88,12 +106,8 @@ class DestinationPlan {
 
   const KvArgs* prefill_ = nullptr;
   proto::PreAllocation pre_allocation_;
-  std::vector<uint64_t> dst_kv_ptrs_, dst_kv_lens_;
-  std::vector<uint64_t> dst_state_ptrs_, dst_state_lens_;
-  std::vector<uint64_t> dst_aux_ptrs_, dst_aux_lens_, dst_aux_item_lens_;
-  std::vector<std::vector<int64_t>> layer_buffers_;
-  std::vector<int64_t> kv_layer_ids_;
-  FragmentList fragments_;  // never null
+  std::shared_ptr<const DestinationBuffers> buffers_;  // never null after create()
+  FragmentList fragments_;                             // never null after create()
   int64_t prefix_pages_ = 0;
   // Decode-side L1.5 (dst ON), request-wide.
   bool dst_local_ = false;

@@ -129,10 +129,11 @@ TEST(DestinationPlanTest, FragmentsReadingOutsideOneSourcePageAreRefused) {
   EXPECT_EQ(with(kItem, 0, kItem, 9).code(), StatusCode::kInvalidArgument);  // no such buffer
 }
 
-// Every room of one decode carries the same fragments: plans given an equal list share
-// it (one copy per decode, not per room) and keep no wire copy; a different list, or no
-// list to share, gets its own, and the blocks are the same either way.
-TEST(DestinationPlanTest, EqualFragmentListsAreSharedAcrossRooms) {
+// Every room of one decode carries the same fragments and uses the same buffers: plans
+// given equal parts share them (one copy per decode, not per room) and keep no wire copy
+// of the fragments; a different list, or other buffers, get their own, and the blocks
+// are the same either way.
+TEST(DestinationPlanTest, EqualFragmentListsAndBuffersAreSharedAcrossRooms) {
   KvArgs args = prefill_args();
   auto with_halves = [&](uint64_t first_offset) {
     proto::PreAllocation p = pre_allocation({1, 2});
@@ -156,14 +157,23 @@ TEST(DestinationPlanTest, EqualFragmentListsAreSharedAcrossRooms) {
   EXPECT_EQ(first->fragments()->size(), 8u);
   EXPECT_TRUE(first->pre_allocation().fragments.empty());
   auto second =
-      DestinationPlan::create(args, decode_registration(), with_halves(0), first->fragments());
+      DestinationPlan::create(args, decode_registration(), with_halves(0), first->shared_parts());
   ASSERT_TRUE(second.ok()) << second.status().to_string();
   EXPECT_EQ(second->fragments(), first->fragments());  // the same list, not a copy
+  EXPECT_EQ(second->shared_parts().buffers, first->shared_parts().buffers);
   auto other =
-      DestinationPlan::create(args, decode_registration(), with_halves(8), first->fragments());
+      DestinationPlan::create(args, decode_registration(), with_halves(8), first->shared_parts());
   ASSERT_TRUE(other.ok()) << other.status().to_string();
   EXPECT_NE(other->fragments(), first->fragments());
   EXPECT_EQ(other->fragments()->at(0).src_byte_offset, 8u);
+  EXPECT_EQ(other->shared_parts().buffers, first->shared_parts().buffers);
+  // A decode that registered other buffers (a restart) gets its own copy of them.
+  proto::BufferRegistration moved = decode_registration();
+  moved.kv.ptrs[0] += kItem * kPages;
+  auto restarted = DestinationPlan::create(args, moved, with_halves(0), first->shared_parts());
+  ASSERT_TRUE(restarted.ok()) << restarted.status().to_string();
+  EXPECT_NE(restarted->shared_parts().buffers, first->shared_parts().buffers);
+  EXPECT_EQ(restarted->shared_parts().buffers->kv_ptrs, moved.kv.ptrs);
 
   const std::vector<int64_t> pages = {7, 9};
   std::vector<plan::Block> a, b;

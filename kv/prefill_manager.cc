@@ -674,8 +674,8 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
       const uint64_t own_cost = pre_allocation_cost(pre);
       const uint64_t shared_cost = pre_allocation_cost(pre, /*fragments_shared=*/true);
       auto plan = DestinationPlan::create(config_.args, peer->registration, std::move(pre),
-                                          peer->last_fragments);
-      const bool shared = plan.ok() && plan->fragments() == peer->last_fragments;
+                                          peer->last_plan_parts);
+      const bool shared = plan.ok() && plan->fragments() == peer->last_plan_parts.fragments;
       Result<Room*> pending =
           plan.ok() ? room_for_peer_message(room, key, shared ? shared_cost : own_cost)
                     : Result<Room*>(plan.status());
@@ -688,7 +688,7 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
         Room& r = **pending;
         if (r.destinations.empty() && !r.sender_open) r.first_seen = now();
         r.required_destinations = plan->pre_allocation().required_dst_info_num;
-        peer->last_fragments = plan->fragments();
+        peer->last_plan_parts = plan->shared_parts();
         r.destinations[key] = std::make_shared<const DestinationPlan>(std::move(plan).value());
         maybe_bootstrap(room, r);
       }

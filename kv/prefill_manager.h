@@ -130,9 +130,9 @@ class PrefillManager {
     // decode, or a stranger naming it. Proved, it replaces this one (whose rooms fail as
     // a restart); until then this one's rooms go on.
     std::optional<DecodeRegistration> successor;
-    // The fragment list of this decode's latest room, shared by the next rooms whose list
-    // is the same (destination_plan.h).
-    FragmentList last_fragments;
+    // The shared parts of this decode's latest room's plan (fragment list, buffers),
+    // taken by the next rooms where equal (destination_plan.h).
+    PlanSharing last_plan_parts;
   };
 
   struct Room {
