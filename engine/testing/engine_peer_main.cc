@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
         break;
       case testing::PeerVerb::kHash:
       case testing::PeerVerb::kUnregister:
+      case testing::PeerVerb::kPush:
         std::cout << "ERR this peer has no " << line << " command" << std::endl;
         break;
     }
