@@ -29,17 +29,17 @@ using namespace pdkv::engine::testing;
 namespace {
 
 pdkv::Status push(BackendBox& box, GuardedRegion& region, const PeerCommand& c) {
-  if (c.length == 0 || c.length > region.length() || c.offset == 0) {
+  if (c.length == 0 || c.length > region.length() || c.rounds == 0) {
     return pdkv::invalid_argument("PUSH needs 0 < length <= the region and rounds > 0");
   }
   std::memset(region.data(), kPushPattern, c.length);
   auto peer = box.backend->connect(c.endpoint);
   if (!peer.ok()) return peer.status();
-  const pdkv::engine::WriteBlock block{reinterpret_cast<uint64_t>(region.data()), c.id, c.length};
+  const pdkv::engine::WriteBlock block{reinterpret_cast<uint64_t>(region.data()), c.dst, c.length};
   // Tokens above any the sink saw: every PUSH starts a fresh range.
   static uint64_t next_token = 1;
   const uint64_t first = next_token;
-  for (uint64_t i = 0; i < c.offset; ++i) {
+  for (uint64_t i = 0; i < c.rounds; ++i) {
     PDKV_RETURN_IF_ERROR(box.backend->post(**peer, std::span(&block, 1), next_token++));
   }
   pdkv::Status last;

@@ -59,9 +59,9 @@ Result<PeerCommand> parse_peer_command(std::string_view line) {
     c.verb = v.verb;
     if (v.verb == PeerVerb::kPush) {
       c.endpoint = std::string(words[1]);
-      PDKV_ASSIGN_OR_RETURN(c.id, number(line, words[2]));
+      PDKV_ASSIGN_OR_RETURN(c.dst, number(line, words[2]));
       PDKV_ASSIGN_OR_RETURN(c.length, number(line, words[3]));
-      PDKV_ASSIGN_OR_RETURN(c.offset, number(line, words[4]));
+      PDKV_ASSIGN_OR_RETURN(c.rounds, number(line, words[4]));
       return c;
     }
     if (v.args >= 1) {
@@ -86,8 +86,8 @@ std::string format_peer_command(const PeerCommand& c) {
              std::to_string(c.length);
     case PeerVerb::kRevoke: return "REVOKE " + std::to_string(c.id);
     case PeerVerb::kPush:
-      return "PUSH " + c.endpoint + " " + std::to_string(c.id) + " " + std::to_string(c.length) +
-             " " + std::to_string(c.offset);
+      return "PUSH " + c.endpoint + " " + std::to_string(c.dst) + " " + std::to_string(c.length) +
+             " " + std::to_string(c.rounds);
     case PeerVerb::kQuit: return "QUIT";
   }
   return "";

@@ -31,10 +31,12 @@ enum class PeerVerb { kPing, kHash, kUnregister, kGrant, kRevoke, kPush, kQuit }
 
 struct PeerCommand {
   PeerVerb verb = PeerVerb::kPing;
-  uint64_t id = 0;         // GRANT, REVOKE; PUSH: the destination address
-  uint64_t offset = 0;     // GRANT; PUSH: the number of rounds
+  uint64_t id = 0;         // GRANT, REVOKE
+  uint64_t offset = 0;     // GRANT
   uint64_t length = 0;     // GRANT, PUSH
   std::string endpoint{};  // PUSH: host:port, no spaces
+  uint64_t dst = 0;        // PUSH: the destination address there
+  uint64_t rounds = 0;     // PUSH
 };
 
 // The byte a PUSH writes.
@@ -48,12 +50,12 @@ std::string format_peer_command(const PeerCommand& command);
 
 // Convenience constructors for the drivers.
 inline PeerCommand grant_command(uint64_t id, uint64_t offset, uint64_t length) {
-  return {PeerVerb::kGrant, id, offset, length, {}};
+  return {PeerVerb::kGrant, id, offset, length};
 }
-inline PeerCommand revoke_command(uint64_t id) { return {PeerVerb::kRevoke, id, 0, 0, {}}; }
+inline PeerCommand revoke_command(uint64_t id) { return {PeerVerb::kRevoke, id, 0, 0}; }
 inline PeerCommand push_command(const std::string& endpoint, uint64_t dst, uint64_t length,
                                 uint64_t rounds) {
-  return {PeerVerb::kPush, dst, rounds, length, endpoint};
+  return {PeerVerb::kPush, 0, 0, length, endpoint, dst, rounds};
 }
 
 }  // namespace pdkv::engine::testing

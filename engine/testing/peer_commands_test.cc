@@ -25,9 +25,9 @@ TEST(PeerCommandsTest, ParsesEveryVerb) {
   ASSERT_TRUE(push.ok()) << push.status().to_string();
   EXPECT_EQ(push->verb, PeerVerb::kPush);
   EXPECT_EQ(push->endpoint, "127.0.0.1:4000");
-  EXPECT_EQ(push->id, 140000u);
+  EXPECT_EQ(push->dst, 140000u);
   EXPECT_EQ(push->length, 4096u);
-  EXPECT_EQ(push->offset, 3u);
+  EXPECT_EQ(push->rounds, 3u);
 }
 
 TEST(PeerCommandsTest, ToleratesRepeatedSpaces) {
@@ -81,6 +81,8 @@ TEST(PeerCommandsTest, FormatRoundTrips) {
     EXPECT_EQ(back->offset, c.offset);
     EXPECT_EQ(back->length, c.length);
     EXPECT_EQ(back->endpoint, c.endpoint);
+    EXPECT_EQ(back->dst, c.dst);
+    EXPECT_EQ(back->rounds, c.rounds);
   }
 }
 
