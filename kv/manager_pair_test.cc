@@ -36,6 +36,38 @@ std::vector<int64_t> shuffled_pages(int64_t count, int64_t capacity, uint32_t se
 // the managers over them end before it.
 class KvManagerTest : public ::testing::Test {
  protected:
+  // One room from a TP 1 prefill to both ranks of a TP 2 decode, `src` sent in chunks of
+  // at most `chunk_pages`: each decode rank must end with exactly its half of the heads.
+  void move_head_sliced_room(uint64_t room, const std::vector<int64_t>& src,
+                             const std::vector<int64_t>& dst0, const std::vector<int64_t>& dst1,
+                             size_t chunk_pages,
+                             const KvManagerOptions& options = testing::fast_options()) {
+    RankBuffers pbuf(shape_, 1, 0, 16), d0(shape_, 2, 0, 16), d1(shape_, 2, 1, 16);
+    auto prefill = maker_.prefill(pbuf.args(0), options);
+    auto dec0 = maker_.decode(d0.args(0), options);
+    auto dec1 = maker_.decode(d1.args(1), options);
+    ASSERT_TRUE(prefill && dec0 && dec1);
+    pbuf.fill_request(src);
+    KVSender sender(*prefill, room);
+    ASSERT_TRUE(sender.init(static_cast<int64_t>(src.size()), 0).ok());
+    KVReceiver r0(*dec0, room), r1(*dec1, room);
+    ASSERT_TRUE(r0.init().ok());
+    ASSERT_TRUE(r1.init().ok());
+    ASSERT_TRUE(r0.send_metadata({dst0, 0, {}, 0, std::nullopt}).ok());
+    ASSERT_TRUE(r1.send_metadata({dst1, 0, {}, 0, std::nullopt}).ok());
+    std::span<const int64_t> all(src);
+    for (size_t at = 0; at < all.size(); at += chunk_pages) {
+      ASSERT_TRUE(sender.send(all.subspan(at, std::min(chunk_pages, all.size() - at))).ok());
+    }
+    ASSERT_TRUE(eventually([&] {
+      return r0.poll() == RoomState::kSuccess && r1.poll() == RoomState::kSuccess;
+    })) << r0.failure().to_string()
+        << " / " << r1.failure().to_string();
+    EXPECT_TRUE(d0.holds_request(dst0));
+    EXPECT_TRUE(d1.holds_request(dst1));
+    EXPECT_TRUE(eventually([&] { return prefill->active_rooms() == 0; }));
+  }
+
   ManagerMaker maker_;
   ModelShape shape_;
 };
@@ -67,29 +99,7 @@ TEST_F(KvManagerTest, OneToOneChunkedTransferMovesEveryByte) {
 }
 
 TEST_F(KvManagerTest, HeadSlicingOneToTwo) {
-  RankBuffers pbuf(shape_, 1, 0, 16), d0(shape_, 2, 0, 16), d1(shape_, 2, 1, 16);
-  auto prefill = maker_.prefill(pbuf.args(0));
-  auto dec0 = maker_.decode(d0.args(0));
-  auto dec1 = maker_.decode(d1.args(1));
-  ASSERT_TRUE(prefill && dec0 && dec1);
-  const std::vector<int64_t> src = {1, 2, 3, 9};
-  const std::vector<int64_t> dst0 = {4, 5, 6, 7}, dst1 = {15, 0, 3, 8};
-  pbuf.fill_request(src);
-  KVSender sender(*prefill, 100);
-  ASSERT_TRUE(sender.init(4, 0).ok());
-  KVReceiver r0(*dec0, 100), r1(*dec1, 100);
-  ASSERT_TRUE(r0.init().ok());
-  ASSERT_TRUE(r1.init().ok());
-  ASSERT_TRUE(r0.send_metadata({dst0, 0, {}, 0, std::nullopt}).ok());
-  ASSERT_TRUE(r1.send_metadata({dst1, 0, {}, 0, std::nullopt}).ok());
-  ASSERT_TRUE(sender.send(src).ok());
-  ASSERT_TRUE(eventually([&] {
-    return r0.poll() == RoomState::kSuccess && r1.poll() == RoomState::kSuccess;
-  })) << r0.failure().to_string()
-      << " / " << r1.failure().to_string();
-  EXPECT_TRUE(d0.holds_request(dst0));
-  EXPECT_TRUE(d1.holds_request(dst1));
-  EXPECT_TRUE(eventually([&] { return prefill->active_rooms() == 0; }));
+  move_head_sliced_room(100, {1, 2, 3, 9}, {4, 5, 6, 7}, {15, 0, 3, 8}, /*chunk_pages=*/4);
 }
 
 // A P-rank prefill instance and a D-rank decode instance moving one room; every decode
@@ -269,32 +279,8 @@ TEST_F(KvManagerTest, ManyConcurrentRoomsAllSucceedAndLeaveNothingBehind) {
 }
 
 TEST_F(KvManagerTest, ChecksumPassesHeadSlicedChunkedTransfers) {
-  RankBuffers pbuf(shape_, 1, 0, 16), d0(shape_, 2, 0, 16), d1(shape_, 2, 1, 16);
-  auto prefill = maker_.prefill(pbuf.args(0), testing::checksum_options());
-  auto dec0 = maker_.decode(d0.args(0), testing::checksum_options());
-  auto dec1 = maker_.decode(d1.args(1), testing::checksum_options());
-  ASSERT_TRUE(prefill && dec0 && dec1);
-  const std::vector<int64_t> src = {1, 2, 3, 9, 10};
-  const std::vector<int64_t> dst0 = {4, 5, 6, 7, 11}, dst1 = {15, 0, 3, 8, 2};
-  pbuf.fill_request(src);
-  KVSender sender(*prefill, 101);
-  ASSERT_TRUE(sender.init(5, 0).ok());
-  KVReceiver r0(*dec0, 101), r1(*dec1, 101);
-  ASSERT_TRUE(r0.init().ok());
-  ASSERT_TRUE(r1.init().ok());
-  ASSERT_TRUE(r0.send_metadata({dst0, 0, {}, 0, std::nullopt}).ok());
-  ASSERT_TRUE(r1.send_metadata({dst1, 0, {}, 0, std::nullopt}).ok());
-  std::span<const int64_t> all(src);
-  ASSERT_TRUE(sender.send(all.subspan(0, 2)).ok());
-  ASSERT_TRUE(sender.send(all.subspan(2, 2)).ok());
-  ASSERT_TRUE(sender.send(all.subspan(4)).ok());
-  ASSERT_TRUE(eventually([&] {
-    return r0.poll() == RoomState::kSuccess && r1.poll() == RoomState::kSuccess;
-  })) << r0.failure().to_string()
-      << " / " << r1.failure().to_string();
-  EXPECT_TRUE(d0.holds_request(dst0));
-  EXPECT_TRUE(d1.holds_request(dst1));
-  EXPECT_TRUE(eventually([&] { return prefill->active_rooms() == 0; }));
+  move_head_sliced_room(101, {1, 2, 3, 9, 10}, {4, 5, 6, 7, 11}, {15, 0, 3, 8, 2},
+                        /*chunk_pages=*/2, testing::checksum_options());
 }
 
 // --- MLA L1.5: partial page ownership on either side (SPEC §6.7) --------------------
