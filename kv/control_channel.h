@@ -39,8 +39,8 @@ using PeerRefusedHandler = std::function<void(const std::string& peer_endpoint)>
 
 struct ChannelCallbacks {
   MessageHandler on_message;
-  PeerGoneHandler on_peer_gone;        // may be empty
-  PeerRefusedHandler on_peer_refused;  // may be empty; same thread as on_message
+  PeerGoneHandler on_peer_gone{};        // may be empty
+  PeerRefusedHandler on_peer_refused{};  // may be empty; same thread as on_message
 };
 
 class ControlChannel {

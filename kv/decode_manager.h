@@ -98,7 +98,7 @@ class ReceivedMetadata {
 struct RequestOwnership {
   std::vector<uint8_t> page_transfer_mask;
   std::vector<int64_t> page_local_indices;
-  std::optional<std::vector<int64_t>> page_indices_mapping;
+  std::optional<std::vector<int64_t>> page_indices_mapping{};
 };
 
 struct PreAllocationRequest {
