@@ -298,7 +298,8 @@ DecodeManager::PrefillPeer& DecodeManager::register_once(const Target& target,
     peer.liveness.heard();
     peer.registration_sent = true;
     peer.registration_sent_at = now();
-    out.add(target.endpoint, registration());
+    peer.registered_fragments = target.route.fragments;
+    out.add(target.endpoint, registration(peer.registered_fragments));
   }
   return peer;
 }
@@ -428,7 +429,7 @@ Status DecodeManager::resolve(uint64_t room) {
   return Status();
 }
 
-proto::BufferRegistration DecodeManager::registration() const {
+proto::BufferRegistration DecodeManager::registration(const WireFragments& fragments) const {
   const KvArgs& a = config_.args;
   proto::BufferRegistration reg;
   reg.decode = identity_;
@@ -438,6 +439,7 @@ proto::BufferRegistration DecodeManager::registration() const {
   reg.aux = {a.aux_data_ptrs, a.aux_data_lens, a.aux_item_lens};
   reg.state = {a.state_data_ptrs, a.state_data_lens, a.state_item_lens};
   reg.state_layer_ids.assign(a.state_layer_ids.begin(), a.state_layer_ids.end());
+  if (fragments) reg.fragments = *fragments;
   return reg;
 }
 
@@ -464,14 +466,24 @@ void DecodeManager::send_pre_allocations(uint64_t room, Room& r, Outbox& out,
     pre.kind = t.route.kind;
     if (t.route.kind == proto::PreAllocKind::kTransfer) pre.write_grant = r.grant;
     pre.ticket = r.ticket;
-    pre.registration_challenge = prefills_.at(t.endpoint).challenge;
+    const PrefillPeer& peer = prefills_.at(t.endpoint);
+    pre.registration_challenge = peer.challenge;
     pre.required_dst_info_num = t.route.required_dst_info_num;
     pre.decode_prefix_len = req.decode_prefix_len;
     if (t.route.kind == proto::PreAllocKind::kTransfer) {
       pre.dst_kv_pages = req.kv_pages;
       pre.aux_index = req.aux_index;
       if (t.route.send_state) pre.state_slots = req.state_slots;
-      pre.fragments = t.route.fragments;
+      // The prefill holds our registration's list (the challenge names that registration),
+      // so the usual pre-allocation names it instead of repeating it.
+      const bool registered =
+          peer.registered_fragments == t.route.fragments ||
+          (peer.registered_fragments && *peer.registered_fragments == *t.route.fragments);
+      if (registered) {
+        pre.fragments_from_registration = true;
+      } else {
+        pre.fragments = *t.route.fragments;
+      }
       if (req.ownership) {
         proto::PageOwnership own;
         own.indices_are_local = true;
@@ -1011,7 +1023,7 @@ void DecodeManager::resend_unacknowledged() {
         continue;
       }
       peer.registration_sent_at = now();
-      out.add(endpoint, registration());
+      out.add(endpoint, registration(peer.registered_fragments));
     }
     send_unsent_pre_allocations(nullptr, nullptr, out);
   }

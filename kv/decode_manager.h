@@ -187,6 +187,9 @@ class DecodeManager {
     bool registration_acked = false;
     Status refused;  // set if it refused our registration
     PeerLiveness liveness;
+    // The fragments our registration to it carried: a pre-allocation whose route has
+    // these names them instead of carrying a copy (the same list for every room).
+    WireFragments registered_fragments;
   };
   struct Instance {
     PrefillRankInfo info;
@@ -245,7 +248,7 @@ class DecodeManager {
   // `target` if given (its registration was just accepted), skipping `skip`'s endpoints.
   void send_unsent_pre_allocations(const std::string* target, const std::set<std::string>* skip,
                                    Outbox& out) PDKV_REQUIRES(mu_);
-  proto::BufferRegistration registration() const;
+  proto::BufferRegistration registration(const WireFragments& fragments) const;
 
   // `stage` unset: the stage of the room's state here (RoomStatusBoard::fail).
   void fail_room(uint64_t room, FailureCause cause, const std::string& reason, bool tell_prefill,

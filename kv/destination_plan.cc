@@ -60,6 +60,13 @@ Status check_fragment_sources(const KvArgs& prefill, std::span<const plan::Fragm
 
 }  // namespace
 
+Result<FragmentList> checked_fragment_list(const KvArgs& prefill,
+                                           std::span<const proto::Fragment> fragments) {
+  std::vector<plan::Fragment> list = to_plan_fragments(fragments);
+  PDKV_RETURN_IF_ERROR(check_fragment_sources(prefill, list));
+  return FragmentList(std::make_shared<const std::vector<plan::Fragment>>(std::move(list)));
+}
+
 std::vector<plan::Fragment> to_plan_fragments(std::span<const proto::Fragment> fragments) {
   std::vector<plan::Fragment> out;
   out.reserve(fragments.size());
@@ -121,15 +128,21 @@ Result<DestinationPlan> DestinationPlan::create(const KvArgs& prefill,
   }
   plan.prefix_pages_ = static_cast<int64_t>(pre_allocation.decode_prefix_len /
                                             static_cast<uint64_t>(prefill.page_size));
-  {
-    std::vector<plan::Fragment> fragments = to_plan_fragments(pre_allocation.fragments);
-    plan.fragments_ =
-        share.fragments && *share.fragments == fragments
-            ? share.fragments
-            : std::make_shared<const std::vector<plan::Fragment>>(std::move(fragments));
+  if (pre_allocation.fragments_from_registration && share.registered_fragments) {
+    plan.fragments_ = share.registered_fragments;  // checked when the decode registered
+  } else {
+    const std::vector<proto::Fragment>& wire = pre_allocation.fragments_from_registration
+                                                   ? registration.fragments
+                                                   : pre_allocation.fragments;
+    std::vector<plan::Fragment> fragments = to_plan_fragments(wire);
+    if (share.fragments && *share.fragments == fragments) {
+      plan.fragments_ = share.fragments;  // an earlier plan's, checked then
+    } else {
+      PDKV_RETURN_IF_ERROR(check_fragment_sources(prefill, fragments));
+      plan.fragments_ = std::make_shared<const std::vector<plan::Fragment>>(std::move(fragments));
+    }
     std::vector<proto::Fragment>().swap(pre_allocation.fragments);  // the wire copy
   }
-  PDKV_RETURN_IF_ERROR(check_fragment_sources(prefill, *plan.fragments_));
   if (pre_allocation.kind == proto::PreAllocKind::kTransfer) {
     if (reg.kv.ptrs.size() != prefill.kv_data_ptrs.size()) {
       return invalid_argument("decode registered " + std::to_string(reg.kv.ptrs.size()) +

@@ -17,11 +17,12 @@
 // both sides' lengths).
 //
 // Memory: the TP fragments depend only on the two ranks' layouts, so every room of one
-// decode rank normally carries the same list (hundreds of entries for a head split, tens
-// of KB), and the decode's registered buffers and the prefill's layer table are the same
-// for all its rooms. The plan keeps both as shared, immutable parts (PlanSharing), and
-// create() reuses the parts it is given when they are equal; the pre-allocation it keeps
-// has its wire copy of the fragments dropped.
+// decode rank uses the same list (hundreds of entries for a head split, tens of KB): the
+// decode sends it once in its registration and its pre-allocations name it, and the
+// decode's registered buffers and the prefill's layer table are the same for all its
+// rooms. The plan keeps both as shared, immutable parts (PlanSharing), and create()
+// reuses the parts it is given when they are equal; a pre-allocation that still carries
+// its own list has that wire copy dropped.
 // Thread safety: immutable after create(); const methods may run concurrently.
 #pragma once
 
@@ -58,11 +59,20 @@ struct DestinationBuffers {
   std::vector<int64_t> kv_layer_ids;                // the prefill's
 };
 
-// Parts an earlier plan of the same prefill and decode rank holds, offered to the next.
+// Parts an earlier plan of the same prefill and decode rank holds, offered to the next,
+// and the decode's registered fragment list (checked_fragment_list() of its
+// BufferRegistration::fragments), which a pre-allocation with fragments_from_registration
+// takes; without it create() converts and checks the registration's list itself.
 struct PlanSharing {
-  FragmentList fragments;
-  std::shared_ptr<const DestinationBuffers> buffers;
+  FragmentList fragments = {};
+  std::shared_ptr<const DestinationBuffers> buffers = {};
+  FragmentList registered_fragments = {};
 };
+
+// The decode's fragments as plans use them, once each stays inside one of the prefill's
+// own pages (so a room's fragments read only the room's pages); else why not.
+Result<FragmentList> checked_fragment_list(const KvArgs& prefill,
+                                           std::span<const proto::Fragment> fragments);
 
 class DestinationPlan {
  public:

@@ -224,6 +224,51 @@ TEST_F(HostileControlTest, AnotherIncarnationReplacesADecodeOnlyByProvingItListe
       << other.failure().to_string();
 }
 
+// The KV theft of issue 15, sent the way a decode now sends its head fragments: once, in
+// its registration, for all its rooms. A "fragment" with source stride 0 spanning a whole
+// buffer would read every request's KV; the prefill refuses the registration and says
+// why, so no room of it ever names that list.
+TEST_F(HostileControlTest, RegisteredFragmentsReadingPastOnePageAreRefusedWithTheReason) {
+  const std::vector<int64_t> src{3, 5}, dst{6, 7};
+  ASSERT_NO_FATAL_FAILURE(pair_.open(70, src, dst));
+  zmq::context_t ctx;
+  zmq::socket_t listener(ctx, zmq::socket_type::pull);
+  listener.set(zmq::sockopt::rcvtimeo, 500);
+  listener.bind("tcp://127.0.0.1:*");
+  const KvArgs a = pair_.decode_buffers().args(0);
+  proto::BufferRegistration reg;
+  reg.decode.control_endpoint = listener.get(zmq::sockopt::last_endpoint);
+  reg.decode.engine_endpoint = "tcp://127.0.0.1:9";
+  reg.decode.incarnation = 0x7e;
+  reg.layout = a.layout();
+  reg.kv = {a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens};
+  proto::Fragment whole;
+  whole.buffer_kind = proto::BufferKind::kTargetK;
+  whole.buffer_index = 0;
+  whole.src_page_stride_bytes = 0;
+  whole.bytes_per_page = pair_.prefill_buffers().args(0).kv_data_lens[0];
+  whole.dst_page_stride_bytes = whole.bytes_per_page;
+  reg.fragments = {whole};
+  std::optional<proto::RegistrationResult> answer;
+  for (int i = 0; i < 20 && !answer; ++i) {
+    ASSERT_TRUE(stranger_->send(pair_.prefill().control_endpoint(), reg).ok());
+    std::vector<zmq::message_t> frames;
+    if (!zmq::recv_multipart(listener, std::back_inserter(frames))) continue;
+    std::vector<std::string> owned;
+    for (auto& f : frames) owned.push_back(f.to_string());
+    std::vector<std::string_view> views(owned.begin(), owned.end());
+    auto decoded = proto::decode_message(views);
+    if (!decoded.ok()) continue;
+    if (auto* r = std::get_if<proto::RegistrationResult>(&*decoded)) answer = *r;
+  }
+  ASSERT_TRUE(answer.has_value()) << "the registration was never answered";
+  EXPECT_FALSE(answer->accepted);
+  EXPECT_EQ(answer->challenge, 0u);  // nothing to pre-allocate with
+  EXPECT_NE(answer->reason.find("does not stay inside one page"), std::string::npos)
+      << answer->reason;
+  ASSERT_NO_FATAL_FAILURE(pair_.finish_and_check());
+}
+
 TEST_F(HostileControlTest, PreAllocationsFromUnregisteredRanksTouchNoRoom) {
   const std::vector<int64_t> src{8, 9}, dst{2, 3};
   ASSERT_NO_FATAL_FAILURE(pair_.open(64, src, dst));

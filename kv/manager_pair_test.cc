@@ -102,6 +102,43 @@ TEST_F(KvManagerTest, HeadSlicingOneToTwo) {
   move_head_sliced_room(100, {1, 2, 3, 9}, {4, 5, 6, 7}, {15, 0, 3, 8}, /*chunk_pages=*/4);
 }
 
+// The head split's fragment list (one per token and buffer) depends only on the layouts:
+// each decode rank sends it once, in its registration, and its pre-allocations name it
+// instead of carrying a copy each (at serving concurrency the copies were most of the
+// control plane's bytes). The bytes still land head by head.
+TEST_F(KvManagerTest, HeadSlicedPreAllocationsNameTheRegisteredFragmentsInsteadOfCarryingThem) {
+  struct Seen {
+    Mutex mu;
+    std::vector<size_t> registration_fragments PDKV_GUARDED_BY(mu);
+    std::vector<std::pair<bool, size_t>> pre_allocations PDKV_GUARDED_BY(mu);  // named, bytes
+    size_t inline_fragments PDKV_GUARDED_BY(mu) = 0;
+  };
+  auto seen = std::make_shared<Seen>();
+  maker_.bus().set_tap([seen](const std::string&, const proto::Message& m, size_t bytes) {
+    MutexLock lock(seen->mu);
+    if (const auto* reg = std::get_if<proto::BufferRegistration>(&m)) {
+      seen->registration_fragments.push_back(reg->fragments.size());
+    } else if (const auto* pre = std::get_if<proto::PreAllocation>(&m)) {
+      seen->pre_allocations.emplace_back(pre->fragments_from_registration, bytes);
+      seen->inline_fragments += pre->fragments.size();
+    }
+  });
+  move_head_sliced_room(101, {1, 2, 3, 9}, {4, 5, 6, 7}, {15, 0, 3, 8}, /*chunk_pages=*/2);
+  maker_.bus().set_tap(nullptr);
+  MutexLock lock(seen->mu);
+  // Both decode ranks registered (a registration is resent only if its answer is slow),
+  // each with its half-heads list: one fragment per token of a page (NHD) and KV buffer.
+  ASSERT_GE(seen->registration_fragments.size(), 2u);
+  const auto per_rank = static_cast<size_t>(shape_.page_size * 2 * shape_.layers);
+  for (size_t n : seen->registration_fragments) EXPECT_EQ(n, per_rank);
+  ASSERT_GE(seen->pre_allocations.size(), 2u);
+  for (const auto& [named, bytes] : seen->pre_allocations) {
+    EXPECT_TRUE(named);
+    EXPECT_LT(bytes, per_rank * proto::kFragmentWireBytes);  // no copy of the list inside
+  }
+  EXPECT_EQ(seen->inline_fragments, 0u);
+}
+
 // A P-rank prefill instance and a D-rank decode instance moving one room; every decode
 // rank must end with exactly its heads of every page.
 class HeterogeneousTpTest : public KvManagerTest,

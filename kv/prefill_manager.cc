@@ -524,6 +524,17 @@ void PrefillManager::on_message(proto::Message message) {
 void PrefillManager::on_registration(proto::BufferRegistration reg) {
   const std::string key = reg.decode.control_endpoint;
   Status layout = check_layout_compatible(config_.args, reg.layout);
+  FragmentList fragments;
+  if (layout.ok()) {
+    // Checked here, once, not for each room that names them.
+    Result<FragmentList> checked = checked_fragment_list(config_.args, reg.fragments);
+    if (checked.ok()) {
+      fragments = std::move(checked).value();
+    } else {
+      layout = checked.status().with_context("the registration's head fragments");
+    }
+  }
+  std::vector<proto::Fragment>().swap(reg.fragments);  // kept once, as `fragments`
   const uint64_t incarnation = reg.decode.incarnation;
   Status over_cap;
   bool proven = false;  // answered on the decode's socket, not a one-off one
@@ -546,6 +557,7 @@ void PrefillManager::on_registration(proto::BufferRegistration reg) {
         if (peer.challenge == 0) peer.challenge = random_secret_id();
         peer.registration = std::move(reg);
         peer.layout_status = layout;
+        peer.fragments = std::move(fragments);
       }
       // It registers again after it lost us (a cut link, our silence): sends to its engine
       // may succeed again, so a breaker opened while it was away no longer refuses them.
@@ -561,7 +573,7 @@ void PrefillManager::on_registration(proto::BufferRegistration reg) {
       // merely names the endpoint never does, and the registered decode's rooms go on.
       std::optional<DecodeRegistration>& next = it->second.successor;
       if (!next || next->registration.decode.incarnation != incarnation) {
-        next = DecodeRegistration{std::move(reg), layout, random_secret_id()};
+        next = DecodeRegistration{std::move(reg), layout, random_secret_id(), std::move(fragments)};
       }
       challenge = next->challenge;
     }
@@ -673,9 +685,12 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
       }
       const uint64_t own_cost = pre_allocation_cost(pre);
       const uint64_t shared_cost = pre_allocation_cost(pre, /*fragments_shared=*/true);
-      auto plan = DestinationPlan::create(config_.args, peer->registration, std::move(pre),
-                                          peer->last_plan_parts);
-      const bool shared = plan.ok() && plan->fragments() == peer->last_plan_parts.fragments;
+      PlanSharing share = peer->last_plan_parts;
+      share.registered_fragments = peer->fragments;
+      auto plan = DestinationPlan::create(config_.args, peer->registration, std::move(pre), share);
+      // The registration's list or an earlier room's is held once, not by this room.
+      const bool shared = plan.ok() && (plan->fragments() == share.fragments ||
+                                        plan->fragments() == share.registered_fragments);
       Result<Room*> pending =
           plan.ok() ? room_for_peer_message(room, key, shared ? shared_cost : own_cost)
                     : Result<Room*>(plan.status());

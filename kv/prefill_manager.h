@@ -115,9 +115,12 @@ class PrefillManager {
  private:
   // One incarnation's registration and the challenge its answer carried.
   struct DecodeRegistration {
-    proto::BufferRegistration registration;
-    Status layout_status;  // why its pre-allocations are refused, if they are
+    proto::BufferRegistration registration;  // its fragments moved to `fragments`
+    Status layout_status;                    // why its pre-allocations are refused, if they are
     uint64_t challenge = 0;
+    // The registration's fragment list, converted and checked once, for the
+    // pre-allocations that name it (all of a DecodeManager's).
+    FragmentList fragments;
   };
   struct DecodePeer : DecodeRegistration {
     PeerLiveness liveness;  // this rank probes the decodes it holds rooms for

@@ -107,8 +107,10 @@ Result<RoomRoute> plan_route(const KvArgs& decode, const PrefillRankInfo& prefil
     t.kind = pt.dummy ? proto::PreAllocKind::kNothingNeeded : proto::PreAllocKind::kTransfer;
     t.send_state = pt.send_state;
     t.required_dst_info_num = static_cast<uint32_t>(pt.required_dst_info_num);
-    t.fragments.reserve(pt.fragments.size());
-    for (const plan::Fragment& f : pt.fragments) t.fragments.push_back(to_wire(f));
+    std::vector<proto::Fragment> wire;
+    wire.reserve(pt.fragments.size());
+    for (const plan::Fragment& f : pt.fragments) wire.push_back(to_wire(f));
+    t.fragments = std::make_shared<const std::vector<proto::Fragment>>(std::move(wire));
     route.targets.push_back(std::move(t));
   }
   route.required_prefill_response_num = static_cast<uint32_t>(fp.required_prefill_response_num);

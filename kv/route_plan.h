@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "common/status.h"
@@ -22,12 +23,16 @@
 
 namespace pdkv::kv {
 
+// A target's fragment list, shared by every room routed through it: a head split lists
+// one fragment per token and buffer (tens of KB), which rooms must not each copy.
+using WireFragments = std::shared_ptr<const std::vector<proto::Fragment>>;
+
 struct RouteTarget {
   int64_t prefill_tp_rank = 0;
   proto::PreAllocKind kind = proto::PreAllocKind::kTransfer;
   bool send_state = false;
   uint32_t required_dst_info_num = 1;
-  std::vector<proto::Fragment> fragments;
+  WireFragments fragments = std::make_shared<const std::vector<proto::Fragment>>();  // not null
 };
 
 struct RoomRoute {

@@ -63,7 +63,7 @@ TEST(RoutePlanTest, HeterogeneousTpSlicesTheDraftByItsOwnHeads) {
   ASSERT_EQ(route->targets.size(), 2u);
   for (const RouteTarget& t : route->targets) {
     bool saw_draft = false;
-    for (const proto::Fragment& f : t.fragments) {
+    for (const proto::Fragment& f : *t.fragments) {
       const bool draft = f.buffer_kind == proto::BufferKind::kDraftK ||
                          f.buffer_kind == proto::BufferKind::kDraftV;
       saw_draft = saw_draft || draft;

@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "proto/codec.h"
 #include "proto/coding.h"
@@ -17,6 +18,11 @@ Result<std::string_view> body_of(FrameViews frames, MessageType type);
 
 void put_identity(std::string* dst, const RankIdentity& id);
 RankIdentity read_identity(WireReader& r);
+
+// A fragment list: u32 count (checked against the bytes left and kMaxFragments), then
+// fixed kFragmentWireBytes records.
+void put_fragments(std::string* dst, const std::vector<Fragment>& fragments);
+std::vector<Fragment> read_fragments(WireReader& r);
 
 // Reads a u8 that must be <= max_value, as enum E.
 template <typename E>

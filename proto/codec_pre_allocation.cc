@@ -6,48 +6,6 @@
 namespace pdkv::proto {
 using namespace internal;  // NOLINT
 
-namespace {
-
-void put_fragment(std::string* b, const Fragment& f) {
-  put_u8(b, static_cast<uint8_t>(f.buffer_kind));
-  put_u32(b, f.buffer_index);
-  put_u32(b, f.src_rank);
-  put_u32(b, f.dst_rank);
-  put_u64(b, f.src_page_stride_bytes);
-  put_u64(b, f.dst_page_stride_bytes);
-  put_u64(b, f.src_byte_offset);
-  put_u64(b, f.dst_byte_offset);
-  put_u64(b, f.bytes_per_page);
-  // Fixed-size record: page_count is always 8 bytes, 0 when absent, so the record count
-  // check (count x kFragmentWireBytes) is exact.
-  put_bool(b, f.page_count.has_value());
-  put_u64(b, f.page_count.value_or(0));
-}
-
-Fragment read_fragment(WireReader& r) {
-  Fragment f;
-  f.buffer_kind = read_enum<BufferKind>(r, "fragments.buffer_kind", kMaxBufferKind);
-  f.buffer_index = r.u32("fragments.buffer_index");
-  f.src_rank = r.u32("fragments.src_rank");
-  f.dst_rank = r.u32("fragments.dst_rank");
-  f.src_page_stride_bytes = r.u64("fragments.src_page_stride_bytes");
-  f.dst_page_stride_bytes = r.u64("fragments.dst_page_stride_bytes");
-  f.src_byte_offset = r.u64("fragments.src_byte_offset");
-  f.dst_byte_offset = r.u64("fragments.dst_byte_offset");
-  f.bytes_per_page = r.u64("fragments.bytes_per_page");
-  bool has_count = r.boolean("fragments.page_count");
-  uint64_t count = r.u64("fragments.page_count");
-  if (has_count) {
-    f.page_count = count;
-  } else if (count != 0) {
-    r.fail("fragments.page_count", "absent but its value bytes are not 0");
-  }
-  if (r.ok() && f.bytes_per_page == 0) r.fail("fragments.bytes_per_page", "is 0");
-  return f;
-}
-
-}  // namespace
-
 Multipart encode(const PreAllocation& m) {
   std::string b;
   b.reserve(256 + 8 * (m.dst_kv_pages.size() + m.state_slots.size()) +
@@ -69,8 +27,8 @@ Multipart encode(const PreAllocation& m) {
     put_bool_array(&b, m.dst_l1_5->page_transfer_mask);
     put_array<int64_t>(&b, m.dst_l1_5->page_local_indices);
   }
-  put_u32(&b, static_cast<uint32_t>(m.fragments.size()));
-  for (const Fragment& f : m.fragments) put_fragment(&b, f);
+  put_bool(&b, m.fragments_from_registration);
+  put_fragments(&b, m.fragments);
   return frame(MessageType::kPreAllocation, std::move(b));
 }
 
@@ -96,9 +54,8 @@ Result<PreAllocation> decode_pre_allocation(FrameViews frames) {
     o.page_local_indices = r.array<int64_t>("dst_l1_5.page_local_indices", kMaxPages);
     m.dst_l1_5 = std::move(o);
   }
-  uint32_t fragments = r.count("fragments", kFragmentWireBytes, kMaxFragments);
-  m.fragments.reserve(fragments);
-  for (uint32_t i = 0; i < fragments && r.ok(); ++i) m.fragments.push_back(read_fragment(r));
+  m.fragments_from_registration = r.boolean("fragments_from_registration");
+  m.fragments = read_fragments(r);
   if (!r.ok()) return r.finish();
 
   // Semantic checks a prefill would otherwise have to repeat before indexing with these.
@@ -111,8 +68,12 @@ Result<PreAllocation> decode_pre_allocation(FrameViews frames) {
   if (m.aux_index && *m.aux_index < 0) r.fail("aux_index", "is negative");
   if (m.required_dst_info_num == 0) r.fail("required_dst_info_num", "is 0");
   if (m.kind != PreAllocKind::kTransfer &&
-      (!m.dst_kv_pages.empty() || !m.state_slots.empty() || !m.fragments.empty())) {
+      (!m.dst_kv_pages.empty() || !m.state_slots.empty() || !m.fragments.empty() ||
+       m.fragments_from_registration)) {
     r.fail("kind", "a dummy or nothing-needed pre-allocation carries pages, slots or fragments");
+  }
+  if (m.fragments_from_registration && !m.fragments.empty()) {
+    r.fail("fragments", "carried although the pre-allocation names its registration's");
   }
   if (m.dst_l1_5) {
     size_t owned = 0;

@@ -112,6 +112,7 @@ Multipart encode(const BufferRegistration& m) {
   put_bool(&b, m.enable_mla_l1_5_cache);
   put_u64(&b, m.decode_prefix_len);
   put_bytes(&b, m.memory_descriptor);
+  put_fragments(&b, m.fragments);
   return frame(MessageType::kBufferRegistration, std::move(b));
 }
 
@@ -128,6 +129,7 @@ Result<BufferRegistration> decode_buffer_registration(FrameViews frames) {
   m.enable_mla_l1_5_cache = r.boolean("enable_mla_l1_5_cache");
   m.decode_prefix_len = r.u64("decode_prefix_len");
   m.memory_descriptor = r.bytes("memory_descriptor", kMaxDescriptorBytes);
+  m.fragments = read_fragments(r);
   if (r.ok()) {
     for (const auto& layer : m.layout.layer_buffers) {
       for (uint32_t idx : layer) {

@@ -87,21 +87,6 @@ struct BufferSet {
   bool operator==(const BufferSet&) const = default;
 };
 
-// decode -> prefill, once per route before any PreAllocation on the same socket
-// (SPEC §3.2, plus what §12 item 6 needs: lengths, so prefill can bounds-check writes).
-struct BufferRegistration {
-  RankIdentity decode;
-  KvLayout layout;
-  BufferSet kv;
-  BufferSet aux;
-  BufferSet state;
-  std::vector<int32_t> state_layer_ids;
-  bool enable_mla_l1_5_cache = false;  // decode holds a partial MLA cache (§6.7)
-  uint64_t decode_prefix_len = 0;      // tokens
-  std::string memory_descriptor;       // opaque engine blob (UCX rkeys), may be empty
-  bool operator==(const BufferRegistration&) const = default;
-};
-
 enum class BufferKind : uint8_t {
   kTargetK = 0,
   kTargetV = 1,
@@ -126,6 +111,26 @@ struct Fragment {
   bool operator==(const Fragment&) const = default;
 };
 inline constexpr size_t kFragmentWireBytes = 1 + 4 * 3 + 8 * 5 + 1 + 8;
+
+// decode -> prefill, once per route before any PreAllocation on the same socket
+// (SPEC §3.2, plus what §12 item 6 needs: lengths, so prefill can bounds-check writes).
+struct BufferRegistration {
+  RankIdentity decode;
+  KvLayout layout;
+  BufferSet kv;
+  BufferSet aux;
+  BufferSet state;
+  std::vector<int32_t> state_layer_ids;
+  bool enable_mla_l1_5_cache = false;  // decode holds a partial MLA cache (§6.7)
+  uint64_t decode_prefix_len = 0;      // tokens
+  std::string memory_descriptor;       // opaque engine blob (UCX rkeys), may be empty
+  // The heterogeneous-TP fragments of this decode rank for the prefill rank it registers
+  // at (empty = default blocks). They depend only on the two layouts, so they travel once
+  // here and each PreAllocation names them (fragments_from_registration) instead of
+  // carrying its own copy: tens of KB per room for a head split (protocol 6).
+  std::vector<Fragment> fragments;
+  bool operator==(const BufferRegistration&) const = default;
+};
 
 // Destination-side L1.5 partial ownership (SPEC §6.7), mask over the whole request.
 struct PageOwnership {
@@ -168,6 +173,9 @@ struct PreAllocation {
   // enough to pre-allocate, or to replace a live decode by claiming it restarted.
   uint64_t registration_challenge = 0;
   std::optional<PageOwnership> dst_l1_5;
+  // true: this room's fragments are those of the registration the challenge answers
+  // (BufferRegistration::fragments), and `fragments` is empty.
+  bool fragments_from_registration = false;
   std::vector<Fragment> fragments;  // empty = default blocks
   bool operator==(const PreAllocation&) const = default;
 };

@@ -70,6 +70,23 @@ BufferSet random_buffers(Gen& g, size_t n) {
   return s;
 }
 
+std::vector<Fragment> random_fragments(Gen& g) {
+  std::vector<Fragment> out(g.below(5));
+  for (Fragment& f : out) {
+    f.buffer_kind = static_cast<BufferKind>(g.below(kMaxBufferKind + 1));
+    f.buffer_index = g.u32();
+    f.src_rank = g.u32();
+    f.dst_rank = g.u32();
+    f.src_page_stride_bytes = g.u64();
+    f.dst_page_stride_bytes = g.u64();
+    f.src_byte_offset = g.u64();
+    f.dst_byte_offset = g.u64();
+    f.bytes_per_page = 1 + (g.u64() >> 1);
+    if (g.coin()) f.page_count = g.u64();
+  }
+  return out;
+}
+
 BufferRegistration random_registration(Gen& g) {
   BufferRegistration m;
   m.decode = random_identity(g);
@@ -95,6 +112,7 @@ BufferRegistration random_registration(Gen& g) {
   m.enable_mla_l1_5_cache = g.coin();
   m.decode_prefix_len = g.u64();
   m.memory_descriptor = g.text(64);
+  m.fragments = random_fragments(g);
   return m;
 }
 
@@ -121,21 +139,8 @@ PreAllocation random_pre_allocation(Gen& g) {
   if (m.kind == PreAllocKind::kTransfer) {
     m.dst_kv_pages = g.vec<int64_t>(100, 0, INT64_MAX / 2);
     m.state_slots = g.vec<int64_t>(3, -1, 1000);
-    size_t nf = g.below(5);
-    for (size_t i = 0; i < nf; ++i) {
-      Fragment f;
-      f.buffer_kind = static_cast<BufferKind>(g.below(kMaxBufferKind + 1));
-      f.buffer_index = g.u32();
-      f.src_rank = g.u32();
-      f.dst_rank = g.u32();
-      f.src_page_stride_bytes = g.u64();
-      f.dst_page_stride_bytes = g.u64();
-      f.src_byte_offset = g.u64();
-      f.dst_byte_offset = g.u64();
-      f.bytes_per_page = 1 + (g.u64() >> 1);
-      if (g.coin()) f.page_count = g.u64();
-      m.fragments.push_back(f);
-    }
+    m.fragments_from_registration = g.coin();
+    if (!m.fragments_from_registration) m.fragments = random_fragments(g);
   }
   return m;
 }
@@ -191,6 +196,7 @@ std::vector<Message> sample_messages(uint64_t seed) {
   reg.enable_mla_l1_5_cache = false;
   reg.decode_prefix_len = 0;
   reg.memory_descriptor = std::string("rkey\0blob", 9);
+  reg.fragments = {Fragment{BufferKind::kTargetV, 1, 0, 1, 1024, 2048, 512, 0, 512, {}}};
 
   PreAllocation pre;
   pre.room = seed * 1000 + 7;

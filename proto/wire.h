@@ -23,8 +23,9 @@ inline constexpr char kMagic[4] = {'P', 'D', 'K', 'V'};
 // Bump on any change to a body layout; peers of another version are rejected.
 // 2: TransferStatus.checksum_ranges; 3: failure causes in TransferStatus and Abort;
 // 4: PreAllocation.write_grant; 5: room tickets in PreAllocation, TransferStatus, Abort,
-// and the registration challenge (RegistrationResult, echoed in PreAllocation).
-inline constexpr uint16_t kProtocolVersion = 5;
+// and the registration challenge (RegistrationResult, echoed in PreAllocation);
+// 6: BufferRegistration.fragments, PreAllocation.fragments_from_registration.
+inline constexpr uint16_t kProtocolVersion = 6;
 inline constexpr size_t kHeaderBytes = 16;
 // Bodies are bounded so a receiver can cap ZMQ_MAXMSGSIZE; 16 M pages of i64 fit.
 inline constexpr uint64_t kMaxBodyBytes = uint64_t{256} << 20;

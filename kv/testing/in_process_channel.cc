@@ -26,6 +26,12 @@ class InProcessBus::Channel : public ControlChannel {
   const std::string& endpoint() const override { return endpoint_; }
   Status send(const std::string& peer, const proto::Message& message) override {
     proto::Multipart frames = proto::encode_message(message);
+    InProcessBus::Tap tap;
+    {
+      MutexLock lock(bus_.mu_);
+      tap = bus_.tap_;
+    }
+    if (tap) tap(peer, message, frames[0].size() + frames[1].size());
     MutexLock lock(bus_.mu_);
     if (bus_.unreachable_[peer]) return Status();  // lost on the way, as on a dead link
     if (bus_.refusing_[peer]) {
@@ -111,6 +117,11 @@ ControlChannelFactory InProcessBus::factory() {
     channels_[endpoint] = channel.get();
     return std::unique_ptr<ControlChannel>(std::move(channel));
   };
+}
+
+void InProcessBus::set_tap(Tap tap) {
+  MutexLock lock(mu_);
+  tap_ = std::move(tap);
 }
 
 void InProcessBus::set_unreachable(const std::string& endpoint, bool unreachable) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,6 +28,10 @@ class InProcessBus {
   void kill(const std::string& endpoint);
   // Sends to `endpoint` fail with kUnavailable (queue full) from now on, or stop failing.
   void set_refusing(const std::string& endpoint, bool refusing);
+  // Shows `tap` every message sent from now on, with its encoded size, before it is
+  // delivered (on the sender's thread): what a test asserts about the wire.
+  using Tap = std::function<void(const std::string& to, const proto::Message&, size_t bytes)>;
+  void set_tap(Tap tap);
 
  private:
   class Channel;
@@ -35,6 +40,7 @@ class InProcessBus {
   std::map<std::string, Channel*> channels_ PDKV_GUARDED_BY(mu_);
   std::map<std::string, bool> unreachable_ PDKV_GUARDED_BY(mu_);
   std::map<std::string, bool> refusing_ PDKV_GUARDED_BY(mu_);
+  Tap tap_ PDKV_GUARDED_BY(mu_);
   int next_id_ PDKV_GUARDED_BY(mu_) = 0;
 };
 

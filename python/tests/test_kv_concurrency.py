@@ -386,19 +386,20 @@ def test_kill_9_of_a_prefill_mid_transfer_fails_its_rooms_on_the_decode_within_r
 # --- 4. pending rooms of one decode share its fragment list ---------------------------------
 
 SHARED_ROOMS, SHARED_PAGES = 64, 2
-# Each pre-allocation of this TP 2 -> 1 layout over 64 layers carries ~240 KiB of fragments
-# as the prefill keeps them (986,208 bytes held for 4 rooms, measured with the sharing
-# disabled: 59 of the 64 rooms then failed naming the setting); 64 rooms would need ~15 MiB.
+# This TP 2 -> 1 layout over 64 layers has ~240 KiB of fragments per room as the prefill
+# keeps them (986,208 bytes held for 4 rooms, measured when each room held its own copy:
+# 59 of the 64 rooms then failed naming the setting); 64 copies would need ~15 MiB.
 SHARED_BUDGET = 1 << 20
 
 
 def test_pending_rooms_of_one_decode_share_their_fragments_within_a_small_byte_budget():
-    """Prefill TP 2 -> decode TP 1 over 64 layers: every pre-allocation carries a fragment
-    per KV buffer (each prefill rank holds half the heads). The decode pre-allocates 64
-    rooms before either prefill rank opens them, with PDKV_MAX_PENDING_BYTES_PER_DECODE at
-    1 MiB: 64 copies of the list do not fit in it, one shared list does. Every room
-    succeeds with every byte in place (without the sharing, rooms past the budget fail
-    naming the setting)."""
+    """Prefill TP 2 -> decode TP 1 over 64 layers: each prefill rank holds half the heads,
+    so a fragment per token and KV buffer. The decode sends that list once, in its
+    registration, and pre-allocates 64 rooms naming it, before either prefill rank opens
+    them, with PDKV_MAX_PENDING_BYTES_PER_DECODE at 1 MiB: 64 copies of the list do not
+    fit in it, the registration's one list does. Every room succeeds with every byte in
+    place (were each room to hold its own list, rooms past the budget would fail naming
+    the setting)."""
     rooms = list(range(3000, 3000 + SHARED_ROOMS))
     shape = Shape(layers=64, heads=4, head_dim=8, page_size=16,
                   capacity=SHARED_ROOMS * SHARED_PAGES)
