@@ -1,7 +1,6 @@
 #include "bench/engine_bench.h"
 
 #include <fmt/format.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "bench/engine_baselines.h"
+#include "bench/engine_bench_util.h"
 #include "bench/engine_iperf.h"
 #include "bench/engine_workload.h"
 #include "common/clock.h"
@@ -23,23 +23,6 @@ namespace {
 
 using engine::testing::EnginePeerProcess;
 using engine::testing::GuardedBuffer;
-using engine::testing::PeerRegion;
-
-constexpr double kGiga = 1e9;
-
-// Anonymous source memory, pre-faulted by the pattern fill so the timed rounds measure
-// transfer, not page faults.
-struct SourceMemory {
-  explicit SourceMemory(size_t bytes) : size(bytes) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    data = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
-  }
-  ~SourceMemory() {
-    if (data != nullptr) munmap(data, size);
-  }
-  uint8_t* data = nullptr;
-  size_t size = 0;
-};
 
 std::string target_id(const EngineBenchArgs& a) {
   if (a.backend == "shm") return "P2";
@@ -57,33 +40,12 @@ double target_ratio(const EngineBenchArgs& a) {
   return a.page == 1 && a.backend == "tcp" ? 0.60 : 0.90;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// Index of the first block whose destination bytes differ from its source, or size().
-size_t verify(const Workload& w, const uint8_t* src, const uint8_t* dst) {
-  for (size_t i = 0; i < w.blocks.size(); ++i) {
-    const auto& b = w.blocks[i];
-    if (std::memcmp(dst + b.dst_addr, src + b.src_addr, b.length) != 0) return i;
-  }
-  return w.blocks.size();
-}
-
 }  // namespace
 
 Status run_engine_bench(const EngineBenchArgs& args) {
   // Both processes (the peer inherits the environment) use the same UCX transports.
   if (!args.ucx_tls.empty()) setenv("PDKV_UCX_TLS", args.ucx_tls.c_str(), 1);
-  PDKV_ASSIGN_OR_RETURN(ModelPreset preset, find_preset(args.model));
-  if (args.decode_tp == 0 || preset.bytes_per_token % args.decode_tp != 0) {
-    return invalid_argument("--decode-tp must divide the model's bytes per token");
-  }
-  preset.bytes_per_token /= args.decode_tp;
-  PDKV_ASSIGN_OR_RETURN(Workload w,
-                        make_workload(preset, args.tokens, args.page, args.seed, args.head_split));
+  PDKV_ASSIGN_OR_RETURN(Workload w, bench_workload(args));
   PDKV_ASSIGN_OR_RETURN(engine::EngineOptions options, engine::EngineOptions::from_env());
   options.backend = args.backend;
   if (args.streams > 0) options.tcp.streams = args.streams;
@@ -94,24 +56,16 @@ Status run_engine_bench(const EngineBenchArgs& args) {
   engine::testing::fill_pattern(src.data, src.size, args.seed);
   PDKV_ASSIGN_OR_RETURN(std::unique_ptr<GuardedBuffer> dst, GuardedBuffer::create(w.layout_bytes));
 
-  std::vector<PeerRegion> regions;
-  for (size_t i = 0; i < w.buffer_offsets.size(); ++i) {
-    regions.push_back({w.buffer_offsets[i], w.buffer_lengths[i]});
-  }
   PDKV_ASSIGN_OR_RETURN(
       std::unique_ptr<EnginePeerProcess> peer,
-      EnginePeerProcess::start(*dst, regions, {"PDKV_ENGINE_BACKEND=" + args.backend}));
+      EnginePeerProcess::start(*dst, peer_regions(w), {"PDKV_ENGINE_BACKEND=" + args.backend}));
   PDKV_ASSIGN_OR_RETURN(std::unique_ptr<engine::TransferEngine> sender,
                         engine::TransferEngine::create(options));
   PDKV_RETURN_IF_ERROR(sender->register_memory(reinterpret_cast<uint64_t>(src.data), src.size));
   PDKV_ASSIGN_OR_RETURN(engine::SessionId session, sender->open_session(peer->endpoint()));
 
-  std::vector<engine::WriteBlock> blocks;
-  blocks.reserve(w.blocks.size());
-  const uint64_t src_base = reinterpret_cast<uint64_t>(src.data);
-  for (const auto& b : w.blocks) {
-    blocks.push_back({src_base + b.src_addr, peer->remote_base() + b.dst_addr, b.length});
-  }
+  const std::vector<engine::WriteBlock> blocks =
+      absolute_blocks(w, reinterpret_cast<uint64_t>(src.data), peer->remote_base());
 
   std::printf(
       "pdkv bench engine: backend %s, model %s, %lu tokens, page %lu (%lu B items), "
@@ -147,7 +101,7 @@ Status run_engine_bench(const EngineBenchArgs& args) {
   // image from an earlier round cannot pass.
   std::memset(dst->data(), 0xEE, dst->size());
   PDKV_RETURN_IF_ERROR(sender->transfer(session, blocks).with_context("verification round"));
-  const size_t bad_block = verify(w, src.data, dst->data());
+  const size_t bad_block = first_bad_block(w, src.data, dst->data());
   const bool verified = bad_block == w.blocks.size();
 
   Result<double> iperf_after =

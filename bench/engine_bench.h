@@ -29,6 +29,9 @@ struct EngineBenchArgs {
   // > 1: heterogeneous-TP block pattern (engine_workload.h). P6's geometry (llama3-8b,
   // prefill TP 4 -> decode TP 2) is --decode-tp 2 --head-split 2: 512 B blocks.
   uint64_t head_split = 1;
+  // Instead of the baseline comparison: authentication on vs off, interleaved
+  // (bench/engine_auth_ab.h).
+  bool auth_ab = false;
 };
 
 // Prints the table to stdout, writes the JSON if asked. Returns OK only if the run

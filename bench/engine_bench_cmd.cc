@@ -1,6 +1,7 @@
 // Registers `pdkv bench engine` (see bench/engine_bench.h).
 #include <cstdio>
 
+#include "bench/engine_auth_ab.h"
 #include "bench/engine_bench.h"
 #include "tools/cli_registry.h"
 
@@ -37,8 +38,12 @@ const pdkv::cli::CommandRegistrar kEngineBench("bench", [](CLI::App& bench) {
                   "= N x decode TP; one block per token)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  cmd->add_flag("--auth-ab", args->auth_ab,
+                "issue 15: the same workload with and without the cluster secret "
+                "(PDKV_SECRET_FILE), rounds alternating in one run (key P1_auth)");
   cmd->callback([args] {
-    pdkv::Status st = pdkv::bench::run_engine_bench(*args);
+    pdkv::Status st = args->auth_ab ? pdkv::bench::run_engine_auth_ab(*args)
+                                    : pdkv::bench::run_engine_bench(*args);
     if (!st.ok()) {
       std::fprintf(stderr, "pdkv bench engine: %s\n", st.to_string().c_str());
       pdkv::cli::set_exit_code(1);

@@ -17,6 +17,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import auth_ab  # noqa: E402
 import baselines  # noqa: E402
 import failures  # noqa: E402
 import hogs  # noqa: E402
@@ -85,6 +86,12 @@ def parse():
                    help="decode polling (polling.py); default per case")
     g.add_argument("--poll-sleep-us", type=float, default=50.0,
                    help="sleep between poll passes with --decode-poll sleep")
+    g.add_argument("--auth-ab", action="store_true",
+                   help="scale only (issue 15): a cluster with PDKV_SECRET_FILE and one "
+                   "without, rounds interleaved in one run; key P6_auth (auth_ab.py)")
+    g.add_argument("--auth-ab-control", action="store_true",
+                   help="with --auth-ab: neither cluster has a secret (an A/A run: the "
+                   "comparison's own bias)")
     s = ap.add_argument_group("soak (P8)")
     s.add_argument("--rate", type=float, default=SOAK_RATE, help="Poisson arrivals, requests/s")
     s.add_argument("--minutes", type=float, default=3.0, help="length of the arrival schedule")
@@ -110,6 +117,8 @@ def parse():
     except ValueError:
         ap.error("--rank-env takes KEY=VALUE")
     a.concurrency = [int(c) for c in str(a.concurrency).split(",")]
+    if a.auth_ab and a.case != "scale":
+        ap.error("--auth-ab compares the scale case (P6)")
     if a.case == "soak":
         why = soak.check_fits(a)
         if why:
@@ -194,6 +203,8 @@ def main():
     import pdkv
     bin_dir = os.environ.get("PDKV_BIN_DIR", os.path.join(os.getcwd(), "build", "bin"))
     print(describe(a))
+    if a.auth_ab:
+        return run_auth_ab(pdkv, a)
     base, runs, hog_info, interrupted = {}, [], {"hogs": 0}, None
     try:
         base.update(measure_baselines(a, bin_dir))
@@ -214,6 +225,16 @@ def main():
     if isinstance(interrupted, BaseException) and not isinstance(interrupted, Exception):
         raise interrupted
     return code
+
+
+def run_auth_ab(pdkv, a) -> int:
+    """--auth-ab: one interleaved run; prints and writes {"P6_auth": ...}."""
+    fig = auth_ab.run(pdkv, a)
+    shown = {k: v for k, v in fig.items() if k not in ("on_rounds", "off_rounds")}
+    print("P6_auth", shown)
+    if a.json:
+        report.write_json(a.json, {"P6_auth": fig, "e2e": {"case": a.case, "args": vars(a)}})
+    return 0 if fig["verified_bytes_ok"] and fig["ratio"] is not None else 1
 
 
 def finish(a, base, runs, hog_info, interrupted) -> int:

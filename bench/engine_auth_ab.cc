@@ -1,0 +1,148 @@
+#include "bench/engine_auth_ab.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/engine_bench_util.h"
+#include "common/clock.h"
+#include "engine/testing/engine_peer_process.h"
+#include "engine/testing/guarded_buffer.h"
+#include "engine/transfer_engine.h"
+
+namespace pdkv::bench {
+namespace {
+
+using engine::testing::EnginePeerProcess;
+using engine::testing::GuardedBuffer;
+
+constexpr double kTarget = 0.97;  // issue 15: authentication costs P1 at most 3 %
+
+// One side of the comparison: its own receiver process, destination and sender engine.
+struct Arm {
+  const char* name = "";
+  std::unique_ptr<GuardedBuffer> dst;
+  std::unique_ptr<EnginePeerProcess> peer;
+  std::unique_ptr<engine::TransferEngine> sender;
+  engine::SessionId session{};
+  std::vector<engine::WriteBlock> blocks;
+  std::vector<double> gbps;
+  bool verified = false;
+};
+
+// `secret`: the arm authenticates (its receiver inherits PDKV_SECRET_FILE); otherwise
+// neither its sender nor its receiver has a secret.
+Result<std::unique_ptr<Arm>> start_arm(const char* name, bool secret, const Workload& w,
+                                       const SourceMemory& src, engine::EngineOptions options) {
+  auto arm = std::make_unique<Arm>();
+  arm->name = name;
+  PDKV_ASSIGN_OR_RETURN(arm->dst, GuardedBuffer::create(w.layout_bytes));
+  std::vector<std::string> env = {"PDKV_ENGINE_BACKEND=" + options.backend};
+  if (!secret) {
+    env.push_back("PDKV_SECRET_FILE=");
+    options.cluster_key.reset();
+  }
+  PDKV_ASSIGN_OR_RETURN(arm->peer, EnginePeerProcess::start(*arm->dst, peer_regions(w), env));
+  PDKV_ASSIGN_OR_RETURN(arm->sender, engine::TransferEngine::create(options));
+  PDKV_RETURN_IF_ERROR(
+      arm->sender->register_memory(reinterpret_cast<uint64_t>(src.data), src.size));
+  PDKV_ASSIGN_OR_RETURN(arm->session, arm->sender->open_session(arm->peer->endpoint()));
+  arm->blocks = absolute_blocks(w, reinterpret_cast<uint64_t>(src.data), arm->peer->remote_base());
+  // One untimed round faults the destination pages in.
+  PDKV_RETURN_IF_ERROR(arm->sender->transfer(arm->session, arm->blocks)
+                           .with_context(std::string(name) + " warm-up round"));
+  return arm;
+}
+
+Status timed_round(Arm& arm, const Workload& w) {
+  const TimePoint start = now();
+  PDKV_RETURN_IF_ERROR(
+      arm.sender->transfer(arm.session, arm.blocks).with_context(std::string(arm.name) + " round"));
+  arm.gbps.push_back(static_cast<double>(w.payload_bytes) / elapsed_s(start) / kGiga);
+  return Status();
+}
+
+// Poisons the destination, moves one more round and checks every byte of it.
+Status verify_arm(Arm& arm, const Workload& w, const SourceMemory& src) {
+  std::memset(arm.dst->data(), 0xEE, arm.dst->size());
+  PDKV_RETURN_IF_ERROR(arm.sender->transfer(arm.session, arm.blocks)
+                           .with_context(std::string(arm.name) + " verification round"));
+  arm.verified = first_bad_block(w, src.data, arm.dst->data()) == w.blocks.size();
+  return Status();
+}
+
+}  // namespace
+
+Status run_engine_auth_ab(const EngineBenchArgs& args) {
+  if (args.backend != "tcp") return invalid_argument("--auth-ab measures the tcp backend (P1)");
+  PDKV_ASSIGN_OR_RETURN(Workload w, bench_workload(args));
+  PDKV_ASSIGN_OR_RETURN(engine::EngineOptions options, engine::EngineOptions::from_env());
+  if (!options.cluster_key) {
+    return invalid_argument(
+        "--auth-ab needs PDKV_SECRET_FILE: the secret of the authenticated arm");
+  }
+  options.backend = args.backend;
+  if (args.streams > 0) options.tcp.streams = args.streams;
+
+  SourceMemory src(w.layout_bytes);
+  if (src.data == nullptr) return internal_error("cannot map the source layout");
+  engine::testing::fill_pattern(src.data, src.size, args.seed);
+  PDKV_ASSIGN_OR_RETURN(std::unique_ptr<Arm> off, start_arm("off", false, w, src, options));
+  PDKV_ASSIGN_OR_RETURN(std::unique_ptr<Arm> on, start_arm("on", true, w, src, options));
+
+  std::printf(
+      "pdkv bench engine --auth-ab: model %s, %lu tokens, page %lu, %.1f MiB per round, "
+      "%d streams, %d rounds per arm, ABBA order\n%6s %10s %10s %8s\n",
+      args.model.c_str(), static_cast<unsigned long>(w.tokens),
+      static_cast<unsigned long>(w.page_tokens), w.payload_bytes / 1048576.0, options.tcp.streams,
+      args.rounds, "pair", "off GB/s", "on GB/s", "on/off");
+  std::vector<double> ratios;
+  for (int r = 0; r < args.rounds; ++r) {
+    Arm& first = r % 2 == 0 ? *off : *on;
+    Arm& second = r % 2 == 0 ? *on : *off;
+    PDKV_RETURN_IF_ERROR(timed_round(first, w));
+    PDKV_RETURN_IF_ERROR(timed_round(second, w));
+    ratios.push_back(on->gbps.back() / off->gbps.back());
+    std::printf("%6d %10.3f %10.3f %8.3f\n", r, off->gbps.back(), on->gbps.back(), ratios.back());
+  }
+  PDKV_RETURN_IF_ERROR(verify_arm(*off, w, src));
+  PDKV_RETURN_IF_ERROR(verify_arm(*on, w, src));
+  const bool verified = off->verified && on->verified;
+  const double ratio = median(ratios);
+  std::printf(
+      "\n| id | on GB/s (median) | off GB/s (median) | on/off (median of pairs) | target | "
+      "verified |\n|---|---|---|---|---|---|\n| P1_auth | %.3f | %.3f | %.3f | >= %.2f | %s |\n",
+      median(on->gbps), median(off->gbps), ratio, kTarget, verified ? "yes" : "NO");
+
+  if (!args.json_path.empty()) {
+    nlohmann::json j;
+    j["P1_auth"] = {{"ratio", ratio},
+                    {"value", median(on->gbps)},
+                    {"baseline", median(off->gbps)},
+                    {"unit", "GB/s"},
+                    {"verified_bytes_ok", verified},
+                    {"baseline_kind",
+                     "the same workload without a cluster secret, rounds interleaved ABBA in "
+                     "the same run; ratio = median of the per-pair on/off ratios"},
+                    {"target_ratio", kTarget},
+                    {"pair_ratios", ratios},
+                    {"on_rounds", on->gbps},
+                    {"off_rounds", off->gbps},
+                    {"model", args.model},
+                    {"tokens", args.tokens},
+                    {"page", args.page},
+                    {"streams", options.tcp.streams},
+                    {"bytes_per_round", w.payload_bytes}};
+    std::ofstream out(args.json_path);
+    out << j.dump(2) << "\n";
+    if (!out) return internal_error("cannot write " + args.json_path);
+  }
+  if (!verified) return data_loss("destination bytes do not match the source");
+  return Status();
+}
+
+}  // namespace pdkv::bench

@@ -1,0 +1,60 @@
+#include "bench/engine_bench_util.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace pdkv::bench {
+
+SourceMemory::SourceMemory(size_t bytes) : size(bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  data = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+}
+
+SourceMemory::~SourceMemory() {
+  if (data != nullptr) munmap(data, size);
+}
+
+Result<Workload> bench_workload(const EngineBenchArgs& args) {
+  PDKV_ASSIGN_OR_RETURN(ModelPreset preset, find_preset(args.model));
+  if (args.decode_tp == 0 || preset.bytes_per_token % args.decode_tp != 0) {
+    return invalid_argument("--decode-tp must divide the model's bytes per token");
+  }
+  preset.bytes_per_token /= args.decode_tp;
+  return make_workload(preset, args.tokens, args.page, args.seed, args.head_split);
+}
+
+std::vector<engine::testing::PeerRegion> peer_regions(const Workload& w) {
+  std::vector<engine::testing::PeerRegion> regions;
+  for (size_t i = 0; i < w.buffer_offsets.size(); ++i) {
+    regions.push_back({w.buffer_offsets[i], w.buffer_lengths[i]});
+  }
+  return regions;
+}
+
+std::vector<engine::WriteBlock> absolute_blocks(const Workload& w, uint64_t src_base,
+                                                uint64_t dst_base) {
+  std::vector<engine::WriteBlock> blocks;
+  blocks.reserve(w.blocks.size());
+  for (const auto& b : w.blocks) {
+    blocks.push_back({src_base + b.src_addr, dst_base + b.dst_addr, b.length});
+  }
+  return blocks;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+size_t first_bad_block(const Workload& w, const uint8_t* src, const uint8_t* dst) {
+  for (size_t i = 0; i < w.blocks.size(); ++i) {
+    const auto& b = w.blocks[i];
+    if (std::memcmp(dst + b.dst_addr, src + b.src_addr, b.length) != 0) return i;
+  }
+  return w.blocks.size();
+}
+
+}  // namespace pdkv::bench

@@ -1,0 +1,46 @@
+// Pieces both engine benchmarks use (engine_bench.cc, engine_auth_ab.cc): the sender's
+// source memory, a median, and the byte check of a workload's destination.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "bench/engine_bench.h"
+#include "bench/engine_workload.h"
+#include "common/status.h"
+#include "engine/testing/engine_peer_process.h"
+
+namespace pdkv::bench {
+
+inline constexpr double kGiga = 1e9;
+
+// Anonymous source memory, pre-faulted by the pattern fill so the timed rounds measure
+// transfer, not page faults.
+class SourceMemory {
+ public:
+  explicit SourceMemory(size_t bytes);
+  ~SourceMemory();
+  SourceMemory(const SourceMemory&) = delete;
+  SourceMemory& operator=(const SourceMemory&) = delete;
+  uint8_t* data = nullptr;  // null if the mapping failed
+  size_t size = 0;
+};
+
+// The workload of --model, --tokens, --page, --seed, --decode-tp and --head-split.
+Result<Workload> bench_workload(const EngineBenchArgs& args);
+
+// The receiver's registered regions: every KV buffer (and state slot) of the layout.
+std::vector<engine::testing::PeerRegion> peer_regions(const Workload& w);
+
+// The workload's blocks with the source and destination layouts at these addresses.
+std::vector<engine::WriteBlock> absolute_blocks(const Workload& w, uint64_t src_base,
+                                                uint64_t dst_base);
+
+double median(std::vector<double> v);  // v must not be empty
+
+// Index of the first block whose destination bytes differ from its source, or
+// w.blocks.size() when every byte matches.
+size_t first_bad_block(const Workload& w, const uint8_t* src, const uint8_t* dst);
+
+}  // namespace pdkv::bench
