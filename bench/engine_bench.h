@@ -32,6 +32,7 @@ struct EngineBenchArgs {
   // Instead of the baseline comparison: authentication on vs off, interleaved
   // (bench/engine_auth_ab.h).
   bool auth_ab = false;
+  bool auth_ab_on_first = false;  // --auth-ab-first on: the authenticated arm starts first
 };
 
 // Prints the table to stdout, writes the JSON if asked. Returns OK only if the run

@@ -41,6 +41,10 @@ const pdkv::cli::CommandRegistrar kEngineBench("bench", [](CLI::App& bench) {
   cmd->add_flag("--auth-ab", args->auth_ab,
                 "issue 15: the same workload with and without the cluster secret "
                 "(PDKV_SECRET_FILE), rounds alternating in one run (key P1_auth)");
+  cmd->add_option_function<std::string>(
+         "--auth-ab-first", [args](const std::string& v) { args->auth_ab_on_first = v == "on"; },
+         "with --auth-ab: which arm starts first (off or on)")
+      ->check(CLI::IsMember({"off", "on"}));
   cmd->callback([args] {
     pdkv::Status st = args->auth_ab ? pdkv::bench::run_engine_auth_ab(*args)
                                     : pdkv::bench::run_engine_bench(*args);

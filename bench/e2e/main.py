@@ -89,6 +89,8 @@ def parse():
     g.add_argument("--auth-ab", action="store_true",
                    help="scale only (issue 15): a cluster with PDKV_SECRET_FILE and one "
                    "without, rounds interleaved in one run; key P6_auth (auth_ab.py)")
+    g.add_argument("--auth-ab-first", choices=["off", "on"], default="off",
+                   help="with --auth-ab: which cluster starts first")
     g.add_argument("--auth-ab-control", action="store_true",
                    help="with --auth-ab: neither cluster has a secret (an A/A run: the "
                    "comparison's own bias)")
