@@ -1,6 +1,6 @@
 // KVSender / KVReceiver: one room's view for a serving engine's scheduler thread, the C++
-// twins of the Python contract's classes (../shared/KV_API.md). Every method returns at
-// once: the managers' own threads do the waiting. poll() reads the room's handle, so it
+// twins of the Python contract's classes (../shared/KV_API.md). Every method but wait()
+// returns at once: the managers' own threads do the waiting. poll() reads the room's handle, so it
 // keeps answering with the final state after the room left the manager's tables.
 //
 // Thread safety: one object per room, used from one thread (the scheduler); the managers
@@ -31,6 +31,8 @@ class KVSender {
               std::optional<ChunkOwnership> ownership = std::nullopt,
               std::optional<bool> layerwise = std::nullopt);
   RoomState poll() const { return handle_->status().state; }
+  // Blocks until the room ends (Success or Failed) or `deadline`; returns poll() then.
+  RoomState wait(TimePoint deadline) const { return handle_->wait_terminal(deadline).state; }
   // The reason of a Failed room; OK otherwise.
   Status failure() const;
   // The whole status: state, and for a Failed room its cause, stage and reason.
@@ -50,6 +52,10 @@ class KVReceiver {
   Status init(std::optional<int64_t> prefill_dp_rank = std::nullopt);
   Status send_metadata(PreAllocationRequest request);
   RoomState poll() const { return handles_.status->status().state; }
+  // Blocks until the room ends (Success or Failed) or `deadline`; returns poll() then.
+  RoomState wait(TimePoint deadline) const {
+    return handles_.status->wait_terminal(deadline).state;
+  }
   Status failure() const;
   RoomStatus status() const { return handles_.status->status(); }
   void abort(const std::string& reason = "");

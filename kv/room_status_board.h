@@ -41,8 +41,17 @@ class RoomHandle {
  public:
   RoomStatus status() const {
     MutexLock lock(mu_);
-    if (holds_ > 0 && is_terminal(status_.state)) return before_terminal_;
-    return status_;
+    return visible();
+  }
+
+  // Blocks until status() is terminal or `deadline` passes, then returns status(): a
+  // caller that has nothing else to do until the room ends (a decode step waiting for
+  // its KV) wakes when it ends instead of polling on a timer.
+  RoomStatus wait_terminal(TimePoint deadline) const {
+    MutexLock lock(mu_);
+    changed_.wait_until(mu_, deadline,
+                        [&]() PDKV_REQUIRES(mu_) { return is_terminal(visible().state); });
+    return visible();
   }
 
   // Fencing (engine/write_grant.h): between the revocation of a room's write grant and
@@ -56,6 +65,7 @@ class RoomHandle {
   void release_terminal() {
     MutexLock lock(mu_);
     if (holds_ > 0) --holds_;
+    if (holds_ == 0) changed_.notify_all();
   }
 
  private:
@@ -64,8 +74,14 @@ class RoomHandle {
     MutexLock lock(mu_);
     status_ = s;
     if (!is_terminal(s.state)) before_terminal_ = s;
+    changed_.notify_all();
+  }
+  RoomStatus visible() const PDKV_REQUIRES(mu_) {
+    if (holds_ > 0 && is_terminal(status_.state)) return before_terminal_;
+    return status_;
   }
   mutable Mutex mu_;
+  mutable CondVar changed_;
   RoomStatus status_ PDKV_GUARDED_BY(mu_);
   RoomStatus before_terminal_ PDKV_GUARDED_BY(mu_);
   int holds_ PDKV_GUARDED_BY(mu_) = 0;

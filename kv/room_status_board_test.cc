@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 namespace pdkv::kv {
@@ -130,6 +131,38 @@ TEST(RoomStatusBoardTest, EraseRemovesAndWakesWaiters) {
   t.join();
   EXPECT_FALSE(status.has_value());
   EXPECT_EQ(board.size(), 0u);
+}
+
+// A KVSender's / KVReceiver's wait(): wakes when the room ends, not on a timer, and not
+// while fencing holds the end back (the engine would reuse the pages too early).
+TEST(RoomStatusBoardTest, HandleWaitWakesWhenTheEndIsShownAndNotBefore) {
+  RoomStatusBoard board;
+  auto handle = board.open(11, now() + milliseconds(60000), FailureCause::kBootstrapTimeout, "t");
+  TimePoint before = now();
+  EXPECT_EQ(handle->wait_terminal(now() + milliseconds(50)).state, RoomState::kBootstrapping);
+  EXPECT_GE(now() - before, milliseconds(45));
+
+  board.advance(11, RoomState::kWaitingForInput);  // not an end: the waiter sleeps on
+  board.handle(11)->hold_terminal();
+  std::atomic<bool> success_set{false}, released{false};
+  std::thread t([&] {
+    std::this_thread::sleep_for(milliseconds(20));
+    board.advance(11, RoomState::kSuccess);
+    success_set = true;
+    std::this_thread::sleep_for(milliseconds(50));
+    released = true;
+    board.handle(11)->release_terminal();
+  });
+  const RoomStatus seen = handle->wait_terminal(now() + milliseconds(10000));
+  const bool was_released = released.load();
+  t.join();
+  EXPECT_EQ(seen.state, RoomState::kSuccess);
+  EXPECT_TRUE(success_set.load());
+  EXPECT_TRUE(was_released) << "woke while the end was held";
+  // Already ended: returns at once.
+  before = now();
+  EXPECT_EQ(handle->wait_terminal(now() + milliseconds(10000)).state, RoomState::kSuccess);
+  EXPECT_LT(now() - before, milliseconds(1000));
 }
 
 }  // namespace

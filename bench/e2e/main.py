@@ -82,7 +82,7 @@ def parse():
                    "--kill-after-s after each cluster is up: checks failure reporting")
     g.add_argument("--kill-after-s", type=float, default=2.0, help="delay of --kill-rank")
     g.add_argument("--kill-signal", default="KILL", help="KILL (a dead rank) or STOP (a hung one)")
-    g.add_argument("--decode-poll", choices=["spin", "sleep", "engine"],
+    g.add_argument("--decode-poll", choices=["spin", "sleep", "engine", "wait"],
                    help="decode polling (polling.py); default per case")
     g.add_argument("--poll-sleep-us", type=float, default=50.0,
                    help="sleep between poll passes with --decode-poll sleep")

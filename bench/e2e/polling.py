@@ -9,9 +9,11 @@ receivers polled every 0.5 ms cost most of a core per decode process). Modes:
   scale and soak latencies is ~2-3 ms.
 - "spin": passes back to back (a whole core per polling process).
 - "sleep": a short sleep between passes (sleep_us; the rank lowers its timer slack to
-  1 us, so 50 us sleeps ~80 us here instead of ~100 us): the latency case's decode, where
-  one room is pending and ~100 us resolution matters; it measured lower p50 and p99 than
-  spinning on 2 cores (main.py, DECODE_POLL)."""
+  1 us, so 50 us sleeps ~80 us here instead of ~100 us); it measured lower p50 and p99
+  than spinning on 2 cores.
+- "wait": KVReceiver.wait() on each room in turn, which wakes when the room ends (no
+  timer): exact for one pending room, as in the latency case's decode (main.py,
+  DECODE_POLL); with several, a room that ended while another was waited on is seen late."""
 from __future__ import annotations
 
 import time
@@ -24,14 +26,14 @@ class Pacer:
     """Sleeps between passes according to the mode (see the module comment)."""
 
     def __init__(self, mode: str = "engine", sleep_us: float = 50.0):
-        if mode not in ("engine", "spin", "sleep"):
+        if mode not in ("engine", "spin", "sleep", "wait"):
             raise ValueError(f"unknown poll mode {mode!r}")
         self.mode, self.sleep_s = mode, sleep_us / 1e6
         self.next_pass = time.monotonic()
 
     def wait(self, until: float = float("inf")) -> None:
         """Sleep before the next pass (never past `until`, e.g. the next arrival)."""
-        if self.mode == "spin":
+        if self.mode in ("spin", "wait"):  # "wait" blocks in wait_all instead
             return
         if self.mode == "sleep":
             time.sleep(self.sleep_s)
@@ -59,6 +61,12 @@ def wait_all(objs: dict, timeout: float, mode: str = "engine", sleep_us: float =
     it was seen terminal)}; rooms still pending at the timeout keep their last state."""
     out, pending = {}, dict(objs)
     deadline = time.monotonic() + timeout
+    if mode == "wait":
+        for room in list(pending):
+            st = int(pending[room].wait(max(0.0, deadline - time.monotonic())))
+            if st == SUCCESS or st == FAILED:
+                out[room] = (st, time.monotonic())
+                del pending[room]
     pacer = Pacer(mode, sleep_us)
     while pending and time.monotonic() < deadline:
         poll_pass(pending, out)

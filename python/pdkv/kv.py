@@ -273,6 +273,15 @@ class _Room:
     def poll(self) -> KVPoll:
         return KVPoll(self._native.poll())
 
+    def wait(self, timeout_s: float) -> KVPoll:
+        """Blocks (without the GIL) until the room ends, Success or Failed, or until
+        `timeout_s` seconds pass; returns poll() then. For a caller with nothing else to
+        do until then: it wakes when the room ends instead of polling on a timer."""
+        timeout = float(timeout_s)
+        if not timeout >= 0:  # also NaN
+            raise ValueError(f"timeout_s must be a number >= 0, not {timeout_s!r}")
+        return KVPoll(self._native.wait(timeout))
+
     def failure_exception(self) -> None:
         """Raises KVTransferError with the reason, cause and stage if the room failed."""
         failure = self._native.failure()

@@ -199,6 +199,8 @@ class _Room:
     bootstrap_addr: str
     bootstrap_room: int
     def poll(self) -> KVPoll: ...
+    def wait(self, timeout_s: float) -> KVPoll:
+        """Blocks (GIL released) until the room ends or timeout_s passes; poll() then."""
     def failure_exception(self) -> None:
         """Raises KVTransferError (reason, cause, stage set) if the room failed."""
     def abort(self) -> None: ...

@@ -8,6 +8,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -35,6 +36,13 @@ namespace py = pybind11;
 
 namespace pdkv::python {
 namespace {
+
+// wait(timeout_s): Python checked timeout_s >= 0; a week bounds it so the sum cannot overflow.
+TimePoint deadline_after_s(double timeout_s) {
+  const double capped = std::min(timeout_s, 7.0 * 24 * 3600);
+  return now() +
+         std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(capped));
+}
 
 void raise_if_error(const Status& status) {
   if (status.ok()) return;
@@ -461,6 +469,14 @@ PYBIND11_MODULE(_native, m) {
           py::arg("pages"), py::arg("state"), py::arg("page_transfer_mask") = py::none(),
           py::arg("page_local_indices") = py::none(), py::arg("layerwise") = py::none())
       .def("poll", [](const kv::KVSender& self) { return static_cast<int>(self.poll()); })
+      .def(
+          "wait",
+          [](const kv::KVSender& self, double timeout_s) {
+            const TimePoint deadline = deadline_after_s(timeout_s);
+            py::gil_scoped_release release;
+            return static_cast<int>(self.wait(deadline));
+          },
+          py::arg("timeout_s"))
       .def("failure",
            [](const kv::KVSender& self) { return failure_info(self.failure(), self.status()); })
       .def("abort", &kv::KVSender::abort, py::call_guard<py::gil_scoped_release>());
@@ -514,6 +530,14 @@ PYBIND11_MODULE(_native, m) {
           py::arg("page_transfer_mask") = py::none(), py::arg("page_indices_mapping") = py::none(),
           py::arg("page_local_indices") = py::none())
       .def("poll", [](const kv::KVReceiver& self) { return static_cast<int>(self.poll()); })
+      .def(
+          "wait",
+          [](const kv::KVReceiver& self, double timeout_s) {
+            const TimePoint deadline = deadline_after_s(timeout_s);
+            py::gil_scoped_release release;
+            return static_cast<int>(self.wait(deadline));
+          },
+          py::arg("timeout_s"))
       .def("failure",
            [](const kv::KVReceiver& self) { return failure_info(self.failure(), self.status()); })
       .def("abort", &kv::KVReceiver::abort, py::call_guard<py::gil_scoped_release>())

@@ -1,6 +1,7 @@
 """Misuse of the Python API raises a clear exception instead of crashing or doing nothing
 (issue 15 item 5): bad ports, unmapped buffer pointers, calls after shutdown, a layer count
 out of range, send() after the room succeeded. Real managers, one process, loopback."""
+import threading
 import time
 
 import numpy as np
@@ -81,6 +82,40 @@ def test_send_after_success_raises_and_the_room_stays_succeeded(fast_env, server
         with pytest.raises(RuntimeError, match="after the room succeeded"):
             receiver.send_metadata(dst)
         assert sender.poll() == pdkv.KVPoll.Success
+    finally:
+        prefill.shutdown()
+        decode.shutdown()
+
+
+def test_wait_returns_when_the_room_ends_or_at_its_timeout(fast_env, server):
+    """wait() blocks without the GIL until the room ends: another Python thread sends the
+    chunk meanwhile; before that, a short wait comes back at its timeout, not ended."""
+    addr = f"127.0.0.1:{server.port}"
+    shape = Shape()
+    pmem, dmem = RankMemory(shape, 1, 0), RankMemory(shape, 1, 0)
+    prefill = pdkv.KVManager(pmem.kv_args(pdkv, 0, 1, 1), "prefill", addr)
+    decode = pdkv.KVManager(dmem.kv_args(pdkv, 0, 1, 1), "decode", addr)
+    try:
+        src, dst = np.arange(2, dtype=np.int64), np.arange(6, 8, dtype=np.int64)
+        pmem.fill(9, src)
+        sender = pdkv.KVSender(prefill, addr, 9)
+        sender.init(2)
+        receiver = pdkv.KVReceiver(decode, addr, 9)
+        receiver.init()
+        receiver.send_metadata(dst)
+        t0 = time.monotonic()
+        early = receiver.wait(0.2)
+        assert time.monotonic() - t0 >= 0.15
+        assert early not in (pdkv.KVPoll.Success, pdkv.KVPoll.Failed)
+        for bad in (-1, float("nan")):
+            with pytest.raises(ValueError, match="timeout_s"):
+                receiver.wait(bad)
+        sending = threading.Timer(0.1, sender.send, args=(src,))
+        sending.start()
+        assert receiver.wait(20) == pdkv.KVPoll.Success  # the GIL is free for the timer
+        sending.join()
+        assert sender.wait(20) == pdkv.KVPoll.Success
+        assert dmem.holds(9, dst)
     finally:
         prefill.shutdown()
         decode.shutdown()
