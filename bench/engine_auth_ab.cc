@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -144,9 +143,7 @@ Status run_engine_auth_ab(const EngineBenchArgs& args) {
                     {"streams", options.tcp.streams},
                     {"bytes_per_round", w.payload_bytes},
                     {"started_first", args.auth_ab_on_first ? "on" : "off"}};
-    std::ofstream out(args.json_path);
-    out << j.dump(2) << "\n";
-    if (!out) return internal_error("cannot write " + args.json_path);
+    PDKV_RETURN_IF_ERROR(write_json_file(args.json_path, j));
   }
   if (!verified) return data_loss("destination bytes do not match the source");
   return Status();

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -161,9 +160,7 @@ Status run_engine_bench(const EngineBenchArgs& args) {
              {"blocks", blocks.size()},
              {"bytes_per_round", w.payload_bytes}};
     if (args.backend == "ucx") j["P3"] = j[id];  // TARGETS.md key; per-transport key beside it
-    std::ofstream out(args.json_path);
-    out << j.dump(2) << "\n";
-    if (!out) return internal_error("cannot write " + args.json_path);
+    PDKV_RETURN_IF_ERROR(write_json_file(args.json_path, j));
   }
   if (!verified) return data_loss("destination bytes do not match the source");
   return Status();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 
 namespace pdkv::bench {
 
@@ -47,6 +48,13 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+Status write_json_file(const std::string& path, const nlohmann::json& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) return internal_error("cannot write " + path);
+  return Status();
 }
 
 size_t first_bad_block(const Workload& w, const uint8_t* src, const uint8_t* dst) {

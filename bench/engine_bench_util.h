@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "bench/engine_bench.h"
@@ -38,6 +40,9 @@ std::vector<engine::WriteBlock> absolute_blocks(const Workload& w, uint64_t src_
                                                 uint64_t dst_base);
 
 double median(std::vector<double> v);  // v must not be empty
+
+// Writes `j` (indented) to `path`; Internal if the file cannot be written.
+Status write_json_file(const std::string& path, const nlohmann::json& j);
 
 // Index of the first block whose destination bytes differ from its source, or
 // w.blocks.size() when every byte matches.

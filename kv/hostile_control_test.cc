@@ -52,6 +52,24 @@ class HostileControlTest : public ::testing::Test {
     return o;
   }
 
+  // Sends `reg` to the prefill (again, up to 20 times) until its RegistrationResult
+  // reaches `listener`, the endpoint the registration names; nullopt if none did.
+  std::optional<proto::RegistrationResult> register_and_read_answer(
+      const proto::BufferRegistration& reg, zmq::socket_t& listener) {
+    for (int i = 0; i < 20; ++i) {
+      if (!stranger_->send(pair_.prefill().control_endpoint(), reg).ok()) continue;
+      std::vector<zmq::message_t> frames;
+      if (!zmq::recv_multipart(listener, std::back_inserter(frames))) continue;
+      std::vector<std::string> owned;
+      for (auto& f : frames) owned.push_back(f.to_string());
+      std::vector<std::string_view> views(owned.begin(), owned.end());
+      auto decoded = proto::decode_message(views);
+      if (!decoded.ok()) continue;
+      if (auto* r = std::get_if<proto::RegistrationResult>(&*decoded)) return *r;
+    }
+    return std::nullopt;
+  }
+
   testing::RoomPair pair_{pair_options()};
   std::unique_ptr<ControlChannel> stranger_;
 };
@@ -202,18 +220,7 @@ TEST_F(HostileControlTest, AnotherIncarnationReplacesADecodeOnlyByProvingItListe
       return false;  // the decode's socket is still closing
     }
   }));
-  std::optional<proto::RegistrationResult> answer;
-  for (int i = 0; i < 20 && !answer; ++i) {
-    ASSERT_TRUE(stranger_->send(pair_.prefill().control_endpoint(), reg).ok());
-    std::vector<zmq::message_t> frames;
-    if (!zmq::recv_multipart(listener, std::back_inserter(frames))) continue;
-    std::vector<std::string> owned;
-    for (auto& f : frames) owned.push_back(f.to_string());
-    std::vector<std::string_view> views(owned.begin(), owned.end());
-    auto decoded = proto::decode_message(views);
-    if (!decoded.ok()) continue;
-    if (auto* r = std::get_if<proto::RegistrationResult>(&*decoded)) answer = *r;
-  }
+  std::optional<proto::RegistrationResult> answer = register_and_read_answer(reg, listener);
   ASSERT_TRUE(answer.has_value()) << "no answer reached the decode's endpoint";
   ASSERT_TRUE(answer->accepted) << answer->reason;
   EXPECT_EQ(answer->decode_incarnation, 0xbadu);
@@ -249,18 +256,7 @@ TEST_F(HostileControlTest, RegisteredFragmentsReadingPastOnePageAreRefusedWithTh
   whole.bytes_per_page = pair_.prefill_buffers().args(0).kv_data_lens[0];
   whole.dst_page_stride_bytes = whole.bytes_per_page;
   reg.fragments = {whole};
-  std::optional<proto::RegistrationResult> answer;
-  for (int i = 0; i < 20 && !answer; ++i) {
-    ASSERT_TRUE(stranger_->send(pair_.prefill().control_endpoint(), reg).ok());
-    std::vector<zmq::message_t> frames;
-    if (!zmq::recv_multipart(listener, std::back_inserter(frames))) continue;
-    std::vector<std::string> owned;
-    for (auto& f : frames) owned.push_back(f.to_string());
-    std::vector<std::string_view> views(owned.begin(), owned.end());
-    auto decoded = proto::decode_message(views);
-    if (!decoded.ok()) continue;
-    if (auto* r = std::get_if<proto::RegistrationResult>(&*decoded)) answer = *r;
-  }
+  std::optional<proto::RegistrationResult> answer = register_and_read_answer(reg, listener);
   ASSERT_TRUE(answer.has_value()) << "the registration was never answered";
   EXPECT_FALSE(answer->accepted);
   EXPECT_EQ(answer->challenge, 0u);  // nothing to pre-allocate with

@@ -1,6 +1,7 @@
 """Misuse of the Python API raises a clear exception instead of crashing or doing nothing
 (issue 15 item 5): bad ports, unmapped buffer pointers, calls after shutdown, a layer count
 out of range, send() after the room succeeded. Real managers, one process, loopback."""
+import contextlib
 import threading
 import time
 
@@ -59,13 +60,23 @@ def test_calls_after_shutdown_and_layer_counts_out_of_range_raise(fast_env, serv
         mgr.set_prefill_metadata(7, 1)
 
 
-def test_send_after_success_raises_and_the_room_stays_succeeded(fast_env, server):
+@contextlib.contextmanager
+def one_to_one(server):
+    """A TP 1 prefill and decode manager on `server`: (addr, pmem, dmem, prefill, decode)."""
     addr = f"127.0.0.1:{server.port}"
     shape = Shape()
     pmem, dmem = RankMemory(shape, 1, 0), RankMemory(shape, 1, 0)
     prefill = pdkv.KVManager(pmem.kv_args(pdkv, 0, 1, 1), "prefill", addr)
     decode = pdkv.KVManager(dmem.kv_args(pdkv, 0, 1, 1), "decode", addr)
     try:
+        yield addr, pmem, dmem, prefill, decode
+    finally:
+        prefill.shutdown()
+        decode.shutdown()
+
+
+def test_send_after_success_raises_and_the_room_stays_succeeded(fast_env, server):
+    with one_to_one(server) as (addr, pmem, dmem, prefill, decode):
         src, dst = np.arange(4, dtype=np.int64), np.arange(10, 14, dtype=np.int64)
         pmem.fill(5, src)
         sender = pdkv.KVSender(prefill, addr, 5)
@@ -82,20 +93,12 @@ def test_send_after_success_raises_and_the_room_stays_succeeded(fast_env, server
         with pytest.raises(RuntimeError, match="after the room succeeded"):
             receiver.send_metadata(dst)
         assert sender.poll() == pdkv.KVPoll.Success
-    finally:
-        prefill.shutdown()
-        decode.shutdown()
 
 
 def test_wait_returns_when_the_room_ends_or_at_its_timeout(fast_env, server):
     """wait() blocks without the GIL until the room ends: another Python thread sends the
     chunk meanwhile; before that, a short wait comes back at its timeout, not ended."""
-    addr = f"127.0.0.1:{server.port}"
-    shape = Shape()
-    pmem, dmem = RankMemory(shape, 1, 0), RankMemory(shape, 1, 0)
-    prefill = pdkv.KVManager(pmem.kv_args(pdkv, 0, 1, 1), "prefill", addr)
-    decode = pdkv.KVManager(dmem.kv_args(pdkv, 0, 1, 1), "decode", addr)
-    try:
+    with one_to_one(server) as (addr, pmem, dmem, prefill, decode):
         src, dst = np.arange(2, dtype=np.int64), np.arange(6, 8, dtype=np.int64)
         pmem.fill(9, src)
         sender = pdkv.KVSender(prefill, addr, 9)
@@ -116,9 +119,6 @@ def test_wait_returns_when_the_room_ends_or_at_its_timeout(fast_env, server):
         sending.join()
         assert sender.wait(20) == pdkv.KVPoll.Success
         assert dmem.holds(9, dst)
-    finally:
-        prefill.shutdown()
-        decode.shutdown()
 
 
 def test_the_registry_is_chosen_by_pdkv_config_too(fast_env, monkeypatch):
