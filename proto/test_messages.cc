@@ -210,7 +210,14 @@ std::vector<Message> sample_messages(uint64_t seed) {
   pre.fragments = {Fragment{BufferKind::kTargetK, 0, 1, 0, 1024, 2048, 0, 1024, 1024, {}},
                    Fragment{BufferKind::kMambaState, 3, 1, 0, 4096, 4096, 0, 0, 4096, 1}};
 
-  TransferStatus st{seed * 1000 + 7, TransferState::kSuccess, 5, 1, 42, {7, 8, 9}, 0xdeadbeef, ""};
+  TransferStatus st;
+  st.room = seed * 1000 + 7;
+  st.state = TransferState::kSuccess;
+  st.prefill_engine_rank = 5;
+  st.prefill_attn_tp_rank = 1;
+  st.bootstrap_token = 42;
+  st.spec_candidate_ids = {7, 8, 9};
+  st.checksum_crc32c = 0xdeadbeef;
   Abort ab{seed * 1000 + 7, sample_identity(Role::kPrefill, 5), "embedding never arrived", 8};
   RegistrationResult rr{sample_identity(Role::kPrefill, 5), reg.decode.incarnation, false,
                         "page_layout differs: prefill NHD, decode HND"};
