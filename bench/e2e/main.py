@@ -121,6 +121,11 @@ def parse():
     a.concurrency = [int(c) for c in str(a.concurrency).split(",")]
     if a.auth_ab and a.case != "scale":
         ap.error("--auth-ab compares the scale case (P6)")
+    if a.auth_ab and (a.repeat != 1 or a.hogs or a.kill_rank or len(a.concurrency) != 1):
+        ap.error("--auth-ab is one interleaved run at one concurrency, without --repeat, "
+                 "--hogs or --kill-rank (bench/auth_overhead.py --runs N repeats it)")
+    if a.auth_ab_control and not a.auth_ab:
+        ap.error("--auth-ab-control goes with --auth-ab")
     if a.case == "soak":
         why = soak.check_fits(a)
         if why:
