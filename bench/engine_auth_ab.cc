@@ -1,7 +1,6 @@
 #include "bench/engine_auth_ab.h"
 
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -9,26 +8,16 @@
 
 #include "bench/engine_bench_util.h"
 #include "common/clock.h"
-#include "engine/testing/engine_peer_process.h"
-#include "engine/testing/guarded_buffer.h"
-#include "engine/transfer_engine.h"
 
 namespace pdkv::bench {
 namespace {
-
-using engine::testing::EnginePeerProcess;
-using engine::testing::GuardedBuffer;
 
 constexpr double kTarget = 0.97;  // issue 15: authentication costs P1 at most 3 %
 
 // One side of the comparison: its own receiver process, destination and sender engine.
 struct Arm {
   const char* name = "";
-  std::unique_ptr<GuardedBuffer> dst;
-  std::unique_ptr<EnginePeerProcess> peer;
-  std::unique_ptr<engine::TransferEngine> sender;
-  engine::SessionId session{};
-  std::vector<engine::WriteBlock> blocks;
+  std::unique_ptr<BenchLink> link;
   std::vector<double> gbps;
   bool verified = false;
 };
@@ -39,38 +28,29 @@ Result<std::unique_ptr<Arm>> start_arm(const char* name, bool secret, const Work
                                        const SourceMemory& src, engine::EngineOptions options) {
   auto arm = std::make_unique<Arm>();
   arm->name = name;
-  PDKV_ASSIGN_OR_RETURN(arm->dst, GuardedBuffer::create(w.layout_bytes));
   std::vector<std::string> env = {"PDKV_ENGINE_BACKEND=" + options.backend};
   if (!secret) {
     env.push_back("PDKV_SECRET_FILE=");
     options.cluster_key.reset();
   }
-  PDKV_ASSIGN_OR_RETURN(arm->peer, EnginePeerProcess::start(*arm->dst, peer_regions(w), env));
-  PDKV_ASSIGN_OR_RETURN(arm->sender, engine::TransferEngine::create(options));
-  PDKV_RETURN_IF_ERROR(
-      arm->sender->register_memory(reinterpret_cast<uint64_t>(src.data), src.size));
-  PDKV_ASSIGN_OR_RETURN(arm->session, arm->sender->open_session(arm->peer->endpoint()));
-  arm->blocks = absolute_blocks(w, reinterpret_cast<uint64_t>(src.data), arm->peer->remote_base());
+  PDKV_ASSIGN_OR_RETURN(arm->link, start_link(w, src, options, env));
   // One untimed round faults the destination pages in.
-  PDKV_RETURN_IF_ERROR(arm->sender->transfer(arm->session, arm->blocks)
-                           .with_context(std::string(name) + " warm-up round"));
+  PDKV_RETURN_IF_ERROR(arm->link->round(std::string(name) + " warm-up round"));
   return arm;
 }
 
 Status timed_round(Arm& arm, const Workload& w) {
   const TimePoint start = now();
-  PDKV_RETURN_IF_ERROR(
-      arm.sender->transfer(arm.session, arm.blocks).with_context(std::string(arm.name) + " round"));
+  PDKV_RETURN_IF_ERROR(arm.link->round(std::string(arm.name) + " round"));
   arm.gbps.push_back(static_cast<double>(w.payload_bytes) / elapsed_s(start) / kGiga);
   return Status();
 }
 
-// Poisons the destination, moves one more round and checks every byte of it.
 Status verify_arm(Arm& arm, const Workload& w, const SourceMemory& src) {
-  std::memset(arm.dst->data(), 0xEE, arm.dst->size());
-  PDKV_RETURN_IF_ERROR(arm.sender->transfer(arm.session, arm.blocks)
-                           .with_context(std::string(arm.name) + " verification round"));
-  arm.verified = first_bad_block(w, src.data, arm.dst->data()) == w.blocks.size();
+  PDKV_ASSIGN_OR_RETURN(
+      const size_t bad,
+      arm.link->verification_round(w, src, std::string(arm.name) + " verification round"));
+  arm.verified = bad == w.blocks.size();
   return Status();
 }
 

@@ -13,15 +13,9 @@
 #include "bench/engine_iperf.h"
 #include "bench/engine_workload.h"
 #include "common/clock.h"
-#include "engine/testing/engine_peer_process.h"
-#include "engine/testing/guarded_buffer.h"
-#include "engine/transfer_engine.h"
 
 namespace pdkv::bench {
 namespace {
-
-using engine::testing::EnginePeerProcess;
-using engine::testing::GuardedBuffer;
 
 std::string target_id(const EngineBenchArgs& a) {
   if (a.backend == "shm") return "P2";
@@ -53,18 +47,9 @@ Status run_engine_bench(const EngineBenchArgs& args) {
   SourceMemory src(w.layout_bytes);
   if (src.data == nullptr) return internal_error("cannot map the source layout");
   engine::testing::fill_pattern(src.data, src.size, args.seed);
-  PDKV_ASSIGN_OR_RETURN(std::unique_ptr<GuardedBuffer> dst, GuardedBuffer::create(w.layout_bytes));
-
-  PDKV_ASSIGN_OR_RETURN(
-      std::unique_ptr<EnginePeerProcess> peer,
-      EnginePeerProcess::start(*dst, peer_regions(w), {"PDKV_ENGINE_BACKEND=" + args.backend}));
-  PDKV_ASSIGN_OR_RETURN(std::unique_ptr<engine::TransferEngine> sender,
-                        engine::TransferEngine::create(options));
-  PDKV_RETURN_IF_ERROR(sender->register_memory(reinterpret_cast<uint64_t>(src.data), src.size));
-  PDKV_ASSIGN_OR_RETURN(engine::SessionId session, sender->open_session(peer->endpoint()));
-
-  const std::vector<engine::WriteBlock> blocks =
-      absolute_blocks(w, reinterpret_cast<uint64_t>(src.data), peer->remote_base());
+  PDKV_ASSIGN_OR_RETURN(std::unique_ptr<BenchLink> link,
+                        start_link(w, src, options, {"PDKV_ENGINE_BACKEND=" + args.backend}));
+  const std::vector<engine::WriteBlock>& blocks = link->blocks;
 
   std::printf(
       "pdkv bench engine: backend %s, model %s, %lu tokens, page %lu (%lu B items), "
@@ -86,21 +71,18 @@ Status run_engine_bench(const EngineBenchArgs& args) {
   }
 
   // One untimed round faults in the destination pages in the receiver.
-  PDKV_RETURN_IF_ERROR(sender->transfer(session, blocks).with_context("warm-up round"));
+  PDKV_RETURN_IF_ERROR(link->round("warm-up round"));
   std::vector<double> gbps;
   std::printf("%6s %10s %8s\n", "round", "seconds", "GB/s");
   for (int r = 0; r < args.rounds; ++r) {
     const TimePoint start = now();
-    PDKV_RETURN_IF_ERROR(sender->transfer(session, blocks).with_context("timed round"));
+    PDKV_RETURN_IF_ERROR(link->round("timed round"));
     const double s = elapsed_s(start);
     gbps.push_back(w.payload_bytes / s / kGiga);
     std::printf("%6d %10.4f %8.3f\n", r, s, gbps.back());
   }
-  // Poison the destination, run one more transfer, and verify every byte of it: a stale
-  // image from an earlier round cannot pass.
-  std::memset(dst->data(), 0xEE, dst->size());
-  PDKV_RETURN_IF_ERROR(sender->transfer(session, blocks).with_context("verification round"));
-  const size_t bad_block = first_bad_block(w, src.data, dst->data());
+  PDKV_ASSIGN_OR_RETURN(const size_t bad_block,
+                        link->verification_round(w, src, "verification round"));
   const bool verified = bad_block == w.blocks.size();
 
   Result<double> iperf_after =

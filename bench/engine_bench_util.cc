@@ -65,4 +65,26 @@ size_t first_bad_block(const Workload& w, const uint8_t* src, const uint8_t* dst
   return w.blocks.size();
 }
 
+Result<size_t> BenchLink::verification_round(const Workload& w, const SourceMemory& src,
+                                             const std::string& what) {
+  std::memset(dst->data(), 0xEE, dst->size());
+  PDKV_RETURN_IF_ERROR(round(what));
+  return first_bad_block(w, src.data, dst->data());
+}
+
+Result<std::unique_ptr<BenchLink>> start_link(const Workload& w, const SourceMemory& src,
+                                              const engine::EngineOptions& options,
+                                              const std::vector<std::string>& peer_env) {
+  auto link = std::make_unique<BenchLink>();
+  PDKV_ASSIGN_OR_RETURN(link->dst, engine::testing::GuardedBuffer::create(w.layout_bytes));
+  PDKV_ASSIGN_OR_RETURN(
+      link->peer, engine::testing::EnginePeerProcess::start(*link->dst, peer_regions(w), peer_env));
+  PDKV_ASSIGN_OR_RETURN(link->sender, engine::TransferEngine::create(options));
+  const auto src_base = reinterpret_cast<uint64_t>(src.data);
+  PDKV_RETURN_IF_ERROR(link->sender->register_memory(src_base, src.size));
+  PDKV_ASSIGN_OR_RETURN(link->session, link->sender->open_session(link->peer->endpoint()));
+  link->blocks = absolute_blocks(w, src_base, link->peer->remote_base());
+  return link;
+}
+
 }  // namespace pdkv::bench

@@ -1,9 +1,11 @@
 // Pieces both engine benchmarks use (engine_bench.cc, engine_auth_ab.cc): the sender's
-// source memory, a median, and the byte check of a workload's destination.
+// source memory, a sender connected to a receiver process, a median, and the byte check of
+// a workload's destination.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -11,7 +13,10 @@
 #include "bench/engine_bench.h"
 #include "bench/engine_workload.h"
 #include "common/status.h"
+#include "engine/engine_options.h"
 #include "engine/testing/engine_peer_process.h"
+#include "engine/testing/guarded_buffer.h"
+#include "engine/transfer_engine.h"
 
 namespace pdkv::bench {
 
@@ -47,5 +52,30 @@ Status write_json_file(const std::string& path, const nlohmann::json& j);
 // Index of the first block whose destination bytes differ from its source, or
 // w.blocks.size() when every byte matches.
 size_t first_bad_block(const Workload& w, const uint8_t* src, const uint8_t* dst);
+
+// A sender engine with `src` registered and a session to a receiver process that holds
+// its own destination layout: the workload's blocks move from one to the other.
+struct BenchLink {
+  std::unique_ptr<engine::testing::GuardedBuffer> dst;
+  std::unique_ptr<engine::testing::EnginePeerProcess> peer;
+  std::unique_ptr<engine::TransferEngine> sender;
+  engine::SessionId session{};
+  std::vector<engine::WriteBlock> blocks;
+
+  // One round of every block; `what` names it in an error.
+  Status round(const std::string& what) {
+    return sender->transfer(session, blocks).with_context(what);
+  }
+  // Poisons the destination, moves one more round and checks every byte of it (a stale
+  // image from an earlier round cannot pass): first_bad_block() of that round.
+  Result<size_t> verification_round(const Workload& w, const SourceMemory& src,
+                                    const std::string& what);
+};
+
+// Starts the receiver process (`peer_env` entries override its inherited environment),
+// creates the sender from `options` and opens the session.
+Result<std::unique_ptr<BenchLink>> start_link(const Workload& w, const SourceMemory& src,
+                                              const engine::EngineOptions& options,
+                                              const std::vector<std::string>& peer_env);
 
 }  // namespace pdkv::bench

@@ -58,13 +58,18 @@ Status check_fragment_sources(const KvArgs& prefill, std::span<const plan::Fragm
   return Status();
 }
 
+// `fragments` as a shared list, once check_fragment_sources() passed.
+Result<FragmentList> checked_and_shared(const KvArgs& prefill,
+                                        std::vector<plan::Fragment> fragments) {
+  PDKV_RETURN_IF_ERROR(check_fragment_sources(prefill, fragments));
+  return FragmentList(std::make_shared<const std::vector<plan::Fragment>>(std::move(fragments)));
+}
+
 }  // namespace
 
 Result<FragmentList> checked_fragment_list(const KvArgs& prefill,
                                            std::span<const proto::Fragment> fragments) {
-  std::vector<plan::Fragment> list = to_plan_fragments(fragments);
-  PDKV_RETURN_IF_ERROR(check_fragment_sources(prefill, list));
-  return FragmentList(std::make_shared<const std::vector<plan::Fragment>>(std::move(list)));
+  return checked_and_shared(prefill, to_plan_fragments(fragments));
 }
 
 std::vector<plan::Fragment> to_plan_fragments(std::span<const proto::Fragment> fragments) {
@@ -138,8 +143,7 @@ Result<DestinationPlan> DestinationPlan::create(const KvArgs& prefill,
     if (share.fragments && *share.fragments == fragments) {
       plan.fragments_ = share.fragments;  // an earlier plan's, checked then
     } else {
-      PDKV_RETURN_IF_ERROR(check_fragment_sources(prefill, fragments));
-      plan.fragments_ = std::make_shared<const std::vector<plan::Fragment>>(std::move(fragments));
+      PDKV_ASSIGN_OR_RETURN(plan.fragments_, checked_and_shared(prefill, std::move(fragments)));
     }
     std::vector<proto::Fragment>().swap(pre_allocation.fragments);  // the wire copy
   }

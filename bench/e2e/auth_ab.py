@@ -64,7 +64,8 @@ def run(pdkv, a) -> dict:
             starts.reverse()
         for name, arm_secret in starts:
             arms.append(Arm(pdkv, a, name, arm_secret, cfg))
-        off, on = sorted(arms, key=lambda arm: arm.name != "off")
+        by_name = {arm.name: arm for arm in arms}
+        off, on = by_name["off"], by_name["on"]
         room = 1
         ratios = []
         for i in range(a.rounds + 1):  # round 0 of each arm: warm-up, not timed

@@ -37,11 +37,15 @@ namespace py = pybind11;
 namespace pdkv::python {
 namespace {
 
-// wait(timeout_s): Python checked timeout_s >= 0; a week bounds it so the sum cannot overflow.
-TimePoint deadline_after_s(double timeout_s) {
+// KVSender / KVReceiver .wait(timeout_s), without the GIL: Python checked timeout_s >= 0;
+// a week bounds it so the deadline cannot overflow.
+template <typename RoomEnd>
+int wait_for_end(const RoomEnd& self, double timeout_s) {
   const double capped = std::min(timeout_s, 7.0 * 24 * 3600);
-  return now() +
-         std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(capped));
+  const TimePoint deadline = now() + std::chrono::duration_cast<SteadyClock::duration>(
+                                         std::chrono::duration<double>(capped));
+  py::gil_scoped_release release;
+  return static_cast<int>(self.wait(deadline));
 }
 
 void raise_if_error(const Status& status) {
@@ -469,14 +473,7 @@ PYBIND11_MODULE(_native, m) {
           py::arg("pages"), py::arg("state"), py::arg("page_transfer_mask") = py::none(),
           py::arg("page_local_indices") = py::none(), py::arg("layerwise") = py::none())
       .def("poll", [](const kv::KVSender& self) { return static_cast<int>(self.poll()); })
-      .def(
-          "wait",
-          [](const kv::KVSender& self, double timeout_s) {
-            const TimePoint deadline = deadline_after_s(timeout_s);
-            py::gil_scoped_release release;
-            return static_cast<int>(self.wait(deadline));
-          },
-          py::arg("timeout_s"))
+      .def("wait", &wait_for_end<kv::KVSender>, py::arg("timeout_s"))
       .def("failure",
            [](const kv::KVSender& self) { return failure_info(self.failure(), self.status()); })
       .def("abort", &kv::KVSender::abort, py::call_guard<py::gil_scoped_release>());
@@ -530,14 +527,7 @@ PYBIND11_MODULE(_native, m) {
           py::arg("page_transfer_mask") = py::none(), py::arg("page_indices_mapping") = py::none(),
           py::arg("page_local_indices") = py::none())
       .def("poll", [](const kv::KVReceiver& self) { return static_cast<int>(self.poll()); })
-      .def(
-          "wait",
-          [](const kv::KVReceiver& self, double timeout_s) {
-            const TimePoint deadline = deadline_after_s(timeout_s);
-            py::gil_scoped_release release;
-            return static_cast<int>(self.wait(deadline));
-          },
-          py::arg("timeout_s"))
+      .def("wait", &wait_for_end<kv::KVReceiver>, py::arg("timeout_s"))
       .def("failure",
            [](const kv::KVReceiver& self) { return failure_info(self.failure(), self.status()); })
       .def("abort", &kv::KVReceiver::abort, py::call_guard<py::gil_scoped_release>())

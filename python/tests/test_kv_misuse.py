@@ -60,34 +60,46 @@ def test_calls_after_shutdown_and_layer_counts_out_of_range_raise(fast_env, serv
         mgr.set_prefill_metadata(7, 1)
 
 
+class OneToOne:
+    """A TP 1 prefill and decode manager on one bootstrap server."""
+
+    def __init__(self, server):
+        self.addr = f"127.0.0.1:{server.port}"
+        shape = Shape()
+        self.pmem, self.dmem = RankMemory(shape, 1, 0), RankMemory(shape, 1, 0)
+        self.prefill = pdkv.KVManager(self.pmem.kv_args(pdkv, 0, 1, 1), "prefill", self.addr)
+        self.decode = pdkv.KVManager(self.dmem.kv_args(pdkv, 0, 1, 1), "decode", self.addr)
+
+    def open_room(self, room, src, dst):
+        """(sender, receiver) of `room`: its source pages filled, both sides initialised,
+        the decode's metadata sent; nothing sent by the prefill yet."""
+        self.pmem.fill(room, src)
+        sender = pdkv.KVSender(self.prefill, self.addr, room)
+        sender.init(len(src))
+        receiver = pdkv.KVReceiver(self.decode, self.addr, room)
+        receiver.init()
+        receiver.send_metadata(dst)
+        return sender, receiver
+
+
 @contextlib.contextmanager
 def one_to_one(server):
-    """A TP 1 prefill and decode manager on `server`: (addr, pmem, dmem, prefill, decode)."""
-    addr = f"127.0.0.1:{server.port}"
-    shape = Shape()
-    pmem, dmem = RankMemory(shape, 1, 0), RankMemory(shape, 1, 0)
-    prefill = pdkv.KVManager(pmem.kv_args(pdkv, 0, 1, 1), "prefill", addr)
-    decode = pdkv.KVManager(dmem.kv_args(pdkv, 0, 1, 1), "decode", addr)
+    pair = OneToOne(server)
     try:
-        yield addr, pmem, dmem, prefill, decode
+        yield pair
     finally:
-        prefill.shutdown()
-        decode.shutdown()
+        pair.prefill.shutdown()
+        pair.decode.shutdown()
 
 
 def test_send_after_success_raises_and_the_room_stays_succeeded(fast_env, server):
-    with one_to_one(server) as (addr, pmem, dmem, prefill, decode):
+    with one_to_one(server) as pair:
         src, dst = np.arange(4, dtype=np.int64), np.arange(10, 14, dtype=np.int64)
-        pmem.fill(5, src)
-        sender = pdkv.KVSender(prefill, addr, 5)
-        sender.init(4)
-        receiver = pdkv.KVReceiver(decode, addr, 5)
-        receiver.init()
-        receiver.send_metadata(dst)
+        sender, receiver = pair.open_room(5, src, dst)
         sender.send(src)
         assert wait_terminal(receiver, 20) == pdkv.KVPoll.Success
         assert wait_terminal(sender, 20) == pdkv.KVPoll.Success
-        assert dmem.holds(5, dst)
+        assert pair.dmem.holds(5, dst)
         with pytest.raises(RuntimeError, match="after the room succeeded"):
             sender.send(src)
         with pytest.raises(RuntimeError, match="after the room succeeded"):
@@ -98,14 +110,9 @@ def test_send_after_success_raises_and_the_room_stays_succeeded(fast_env, server
 def test_wait_returns_when_the_room_ends_or_at_its_timeout(fast_env, server):
     """wait() blocks without the GIL until the room ends: another Python thread sends the
     chunk meanwhile; before that, a short wait comes back at its timeout, not ended."""
-    with one_to_one(server) as (addr, pmem, dmem, prefill, decode):
+    with one_to_one(server) as pair:
         src, dst = np.arange(2, dtype=np.int64), np.arange(6, 8, dtype=np.int64)
-        pmem.fill(9, src)
-        sender = pdkv.KVSender(prefill, addr, 9)
-        sender.init(2)
-        receiver = pdkv.KVReceiver(decode, addr, 9)
-        receiver.init()
-        receiver.send_metadata(dst)
+        sender, receiver = pair.open_room(9, src, dst)
         t0 = time.monotonic()
         early = receiver.wait(0.2)
         assert time.monotonic() - t0 >= 0.15
@@ -118,7 +125,7 @@ def test_wait_returns_when_the_room_ends_or_at_its_timeout(fast_env, server):
         assert receiver.wait(20) == pdkv.KVPoll.Success  # the GIL is free for the timer
         sending.join()
         assert sender.wait(20) == pdkv.KVPoll.Success
-        assert dmem.holds(9, dst)
+        assert pair.dmem.holds(9, dst)
 
 
 def test_the_registry_is_chosen_by_pdkv_config_too(fast_env, monkeypatch):
