@@ -1,5 +1,6 @@
 """Same-run baselines: raw ZeroMQ PUSH/PULL round trip (P5), iperf3 loopback (reported),
-`pdkv bench engine` P1 (P6)."""
+`pdkv bench engine` P1 (P6's target) and the engine alone at P6's own geometry (what
+bounds P6)."""
 from __future__ import annotations
 
 import json
@@ -73,13 +74,32 @@ def iperf3_gbps(seconds: int = 2, streams: int = 4):
         srv.wait(10) if srv.poll() is None and not srv.kill() else None
 
 
-def engine_p1(bin_dir: str, rounds: int = 3) -> dict:
-    """`pdkv bench engine` P1 (tcp, llama3-8b, 4 k tokens, page 16) in this run."""
+def engine_figure(bin_dir: str, args: list, rounds: int = 3) -> dict:
+    """The one figure `pdkv bench engine <args>` writes (tcp) in this run."""
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "p1.json")
+        path = os.path.join(d, "engine.json")
         subprocess.run([os.path.join(bin_dir, "pdkv"), "bench", "engine", "--backend", "tcp",
-                        "--model", "llama3-8b", "--tokens", "4096", "--page", "16",
-                        "--rounds", str(rounds), "--iperf-seconds", "2", "--json", path],
+                        *args, "--rounds", str(rounds), "--iperf-seconds", "2", "--json", path],
                        check=True, stdout=subprocess.DEVNULL, timeout=900)
         with open(path) as f:
-            return json.load(f)["P1"]
+            figures = json.load(f)
+        return next(iter(figures.values()))
+
+
+def engine_p1(bin_dir: str, rounds: int = 3) -> dict:
+    """`pdkv bench engine` P1 (tcp, llama3-8b, 4 k tokens, page 16) in this run."""
+    return engine_figure(bin_dir, ["--model", "llama3-8b", "--tokens", "4096", "--page", "16"], rounds)
+
+
+def geometry_args(model: str, tokens: int, page: int, prefill_tp: int, decode_tp: int):
+    """`pdkv bench engine` arguments that move exactly the blocks one prefill rank of the
+    scale case moves in a round (`tokens` = requests x tokens each): the engine alone (one
+    sender, one receiver process; no managers, control plane or Python) moving P6's own
+    block pattern (512 B head-split pieces for llama3-8b TP 4 -> 2) bounds what the whole
+    system can reach. None when the engine bench cannot express the geometry (prefill TP
+    < decode TP: one prefill rank feeds several decode ranks)."""
+    if prefill_tp % decode_tp:
+        return None
+    return ["--model", model, "--tokens", str(tokens), "--page", str(page),
+            "--decode-tp", str(decode_tp), "--head-split", str(prefill_tp // decode_tp)]
+

@@ -12,7 +12,7 @@ import report
 import rounds
 
 KEYS = {"latency": "P5", "scale": "P6", "layerwise": "P7", "soak": "P8"}
-MEDIAN = ("ratio", "value", "baseline", "p99_us", "p99_ratio", "lat_p50_us", "lat_p99_us",
+MEDIAN = ("ratio", "ratio_to_engine_at_geometry", "value", "baseline", "p99_us", "p99_ratio", "lat_p50_us", "lat_p99_us",
           "tail_us", "achieved_gbps", "offered_gbps", "achieved_req_per_s",
           "offered_req_per_s", "seconds")
 WORST = ("rss_growth", "lat_max_us")
@@ -52,9 +52,12 @@ def latency_run(rr, zmq) -> dict:
             "baseline_what": "ZeroMQ PUSH/PULL RTT p50"}
 
 
-def scale_run(rr, p1) -> dict:
+def scale_run(rr, p1, geometry) -> dict:
+    """`geometry`: the engine alone moving this case's own blocks, in this run
+    (baselines.geometry_args); the target's ratio stays the one to P1."""
     top = _top(rr)
     return {"value": top.get("gbps"), "baseline": p1, "ratio": _ratio(top.get("gbps"), p1),
+            "ratio_to_engine_at_geometry": _ratio(top.get("gbps"), geometry),
             "unit": "GB/s", "rss_growth": rounds.rss_growth(rr["rss_rounds"]) if rr else None,
             "lat_p50_us": top.get("lat_p50_us"), "lat_p99_us": top.get("lat_p99_us"),
             "req_per_s": top.get("req_per_s"), "per_rank_gbps": top.get("per_rank_gbps"),
@@ -75,7 +78,8 @@ def run_figures(case, rr, log, extra) -> dict:
         checked = bool(extra["soak"]) and fig["verified_rooms"] == want
     else:
         fig = {"latency": lambda: latency_run(rr, extra.get("zmq")),
-               "scale": lambda: scale_run(rr, extra.get("p1")),
+               "scale": lambda: scale_run(rr, extra.get("p1"),
+                                           extra.get("engine_at_geometry")),
                "layerwise": lambda: layerwise_run(rr, extra["layer_ms"] * 1000.0)}[case]()
         checked = _complete(rr)
         if rr:
