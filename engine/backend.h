@@ -27,6 +27,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "engine/batch_note.h"
 #include "engine/engine_options.h"
 #include "engine/write_block.h"
 
@@ -43,6 +44,9 @@ struct BackendCapabilities {
   // session; the engine refuses to start a backend that does not with a secret, since it
   // would look authenticated and not be.
   bool authenticates_sessions = false;
+  // Implements post_with_note() and delivers received notes to BackendContext::notes
+  // (batch_note.h).
+  bool carries_notes = false;
 };
 
 // Where a backend reports completions. Implemented by the engine core.
@@ -55,11 +59,24 @@ class CompletionSink {
   ~CompletionSink() = default;
 };
 
+// Where a receiving backend hands the notes of parts it applied (batch_note.h).
+// Implemented by the engine core.
+class NoteSink {
+ public:
+  // On a backend thread, after every byte of the note's batch landed and before the
+  // batch is acknowledged; `note` is 1..kMaxNoteBytes bytes, valid during the call.
+  virtual void on_note(std::span<const uint8_t> note) = 0;
+
+ protected:
+  ~NoteSink() = default;
+};
+
 // What the engine lends a backend; every pointer outlives the backend.
 struct BackendContext {
   const EngineOptions* options = nullptr;
   MemoryRegistry* registry = nullptr;  // this process's registered memory (receiver side)
   CompletionSink* sink = nullptr;
+  NoteSink* notes = nullptr;
 };
 
 // A connection to one peer engine. Destroying it completes every post still in flight on
@@ -99,6 +116,15 @@ class Backend {
   // An error return means nothing was posted and the sink will not be called for
   // `token`; OK means the sink will be called exactly once for it.
   virtual Status post(BackendPeer& peer, std::span<const WriteBlock> blocks, uint64_t token) = 0;
+
+  // post() plus a note (1..kMaxNoteBytes bytes, copied) that the peer's NoteSink gets
+  // after every byte of `blocks` landed there and before the post completes here. Only
+  // backends with capabilities().carries_notes implement it.
+  virtual Status post_with_note(BackendPeer& peer, std::span<const WriteBlock> blocks,
+                                uint64_t token, std::span<const uint8_t> note) {
+    (void)peer, (void)blocks, (void)token, (void)note;
+    return failed_precondition("this backend does not carry batch notes");
+  }
 };
 
 // Creates the backend named by ctx.options->backend. InvalidArgument for an unknown name;

@@ -14,7 +14,7 @@
 
 namespace pdkv::engine {
 
-class TransferEngine::Impl final : public CompletionSink {
+class TransferEngine::Impl final : public CompletionSink, public NoteSink {
  public:
   explicit Impl(const EngineOptions& options) : options_(options) {}
 
@@ -34,7 +34,7 @@ class TransferEngine::Impl final : public CompletionSink {
 
   Status start() {
     registry_.set_require_grants(options_.require_write_grants);
-    BackendContext ctx{&options_, &registry_, this};
+    BackendContext ctx{&options_, &registry_, this, this};
     PDKV_ASSIGN_OR_RETURN(backend_, make_backend(ctx));
     // Checked before listen(): a backend that cannot run the session handshake would look
     // authenticated with a secret and not be.
@@ -52,6 +52,23 @@ class TransferEngine::Impl final : public CompletionSink {
   void on_complete(uint64_t token, Status status) override {
     batches_.complete(token, std::move(status));
   }
+
+  void on_note(std::span<const uint8_t> note) override {
+    std::shared_ptr<const NoteHandler> handler;
+    {
+      MutexLock lock(note_mu_);
+      handler = note_handler_;
+    }
+    if (handler) (*handler)(note);
+  }
+
+  void set_note_handler(NoteHandler handler) {
+    auto shared = handler ? std::make_shared<const NoteHandler>(std::move(handler)) : nullptr;
+    MutexLock lock(note_mu_);
+    note_handler_ = std::move(shared);
+  }
+
+  bool carries_notes() const { return backend_->capabilities().carries_notes; }
 
   Status register_memory(uint64_t addr, uint64_t length, MemoryAccess access) {
     PDKV_RETURN_IF_ERROR(check_mapped(addr, length));
@@ -134,14 +151,22 @@ class TransferEngine::Impl final : public CompletionSink {
   }
 
   Status submit_async(SessionId id, std::span<const WriteBlock> blocks,
-                      std::function<void(Status)> on_done) {
+                      std::function<void(Status)> on_done, std::span<const uint8_t> note) {
     if (!on_done) return invalid_argument("submit_async needs a completion callback");
-    return submit_with(id, blocks, std::move(on_done)).status();
+    if (!note.empty() && !carries_notes()) {
+      return failed_precondition("backend '" + options_.backend + "' does not carry batch notes");
+    }
+    if (note.size() > kMaxNoteBytes) {
+      return invalid_argument("a batch note has at most " + std::to_string(kMaxNoteBytes) +
+                              " bytes, not " + std::to_string(note.size()));
+    }
+    return submit_with(id, blocks, std::move(on_done), note).status();
   }
 
   // A null on_done gives a batch to poll/wait; otherwise the callback gets the result.
   Result<BatchId> submit_with(SessionId id, std::span<const WriteBlock> blocks,
-                              std::function<void(Status)> on_done) {
+                              std::function<void(Status)> on_done,
+                              std::span<const uint8_t> note = {}) {
     std::shared_ptr<BackendPeer> peer;
     {
       MutexLock lock(sessions_mu_);
@@ -160,6 +185,8 @@ class TransferEngine::Impl final : public CompletionSink {
       }
       any_bytes = true;
     }
+    // A note needs a part to ride on: nothing to write would deliver it nowhere.
+    if (!any_bytes && !note.empty()) return invalid_argument("a batch note needs bytes to write");
     if (!any_bytes && on_done) {
       on_done(Status());
       return BatchId{};
@@ -170,7 +197,9 @@ class TransferEngine::Impl final : public CompletionSink {
       batches_.complete(BatchTable::token_of(batch), Status());
       return batch;
     }
-    Status posted = backend_->post(*peer, blocks, BatchTable::token_of(batch));
+    Status posted =
+        note.empty() ? backend_->post(*peer, blocks, BatchTable::token_of(batch))
+                     : backend_->post_with_note(*peer, blocks, BatchTable::token_of(batch), note);
     if (!posted.ok()) {
       // Nothing was posted, so no completion will come: free the slot without reporting
       // (an error return means the callback is never called).
@@ -269,6 +298,9 @@ class TransferEngine::Impl final : public CompletionSink {
   MemoryRegistry registry_;   // peer-writable memory and its grants
   MemoryRegistry read_only_;  // kLocalReadOnly regions: bookkeeping only, never admits
   BatchTable batches_;        // declared before backend_: outlives every completion
+  // Also before backend_: its receiving threads deliver notes until it is destroyed.
+  Mutex note_mu_;
+  std::shared_ptr<const NoteHandler> note_handler_ PDKV_GUARDED_BY(note_mu_);
   std::unique_ptr<Backend> backend_;
   std::string endpoint_;  // immutable after start()
 
@@ -320,8 +352,13 @@ Result<BatchId> TransferEngine::submit(SessionId session, std::span<const WriteB
   return impl_->submit(session, blocks);
 }
 Status TransferEngine::submit_async(SessionId session, std::span<const WriteBlock> blocks,
-                                    std::function<void(Status)> on_done) {
-  return impl_->submit_async(session, blocks, std::move(on_done));
+                                    std::function<void(Status)> on_done,
+                                    std::span<const uint8_t> note) {
+  return impl_->submit_async(session, blocks, std::move(on_done), note);
+}
+bool TransferEngine::carries_notes() const { return impl_->carries_notes(); }
+void TransferEngine::set_note_handler(NoteHandler handler) {
+  impl_->set_note_handler(std::move(handler));
 }
 Result<BatchStatus> TransferEngine::poll(BatchId batch) const { return impl_->poll(batch); }
 Result<BatchStatus> TransferEngine::wait(BatchId batch, std::chrono::milliseconds timeout) {

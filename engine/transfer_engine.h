@@ -37,6 +37,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "engine/batch_note.h"
 #include "engine/engine_options.h"
 #include "engine/write_block.h"
 #include "engine/write_grant.h"
@@ -120,8 +121,23 @@ class TransferEngine {
   // `on_done` runs exactly once if (and only if) this returns OK, on an engine thread or
   // on the caller's before submit_async returns (an empty list); it must be short, must not
   // block, and must not call this engine's blocking methods (transfer, wait, close_session).
+  //
+  // `note` (optional, at most kMaxNoteBytes, copied): bytes the peer engine hands to its
+  // note handler after every byte of the batch landed there and before it acknowledges
+  // the batch, so on_done(OK) implies the peer handled the note (batch_note.h). Needs a
+  // non-empty batch (InvalidArgument) and a backend that carries notes
+  // (FailedPrecondition: see carries_notes()).
   Status submit_async(SessionId session, std::span<const WriteBlock> blocks,
-                      std::function<void(Status)> on_done);
+                      std::function<void(Status)> on_done, std::span<const uint8_t> note = {});
+  // Whether this engine's backend carries batch notes (tcp does; shm and ucx do not).
+  bool carries_notes() const;
+  // Receives the notes of batches peers wrote into this engine (batch_note.h); replaces
+  // the previous handler, an empty one drops notes (the default). It runs on an engine
+  // receiving thread, one note at a time per connection; it must be short, must not block
+  // and must not call this engine's blocking methods (transfer, wait, close_session); it
+  // may call grant_writes / revoke_writes. Notes are peer input: validate them.
+  using NoteHandler = std::function<void(std::span<const uint8_t> note)>;
+  void set_note_handler(NoteHandler handler);
   // Current state. NotFound for a stale or released id.
   Result<BatchStatus> poll(BatchId batch) const;
   // Blocks until the batch finishes or `timeout` passes; on timeout the state is kPending

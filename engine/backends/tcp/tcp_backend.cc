@@ -29,8 +29,10 @@ class TcpPeer final : public BackendPeer {
     return Status();
   }
 
+  // `note` (empty: none) rides the last part, and then every part goes on one stream:
+  // a stream applies its parts in order, so the note is handled after all of them.
   Status post(std::span<const WriteBlock> blocks, uint64_t token, CompletionSink* sink,
-              const TcpOptions& options) {
+              const TcpOptions& options, std::span<const uint8_t> note) {
     // A broken stream would fail its share anyway; refusing the whole post up front
     // keeps a dead peer from accepting new work at all.
     PDKV_RETURN_IF_ERROR(health());
@@ -38,8 +40,8 @@ class TcpPeer final : public BackendPeer {
     post->token = token;
     post->sink = sink;
     post->blocks.assign(blocks.begin(), blocks.end());
-    const PlanLimits limits{static_cast<uint32_t>(streams_.size()), options.min_split_bytes,
-                            options.max_part_entries};
+    const auto streams = note.empty() ? static_cast<uint32_t>(streams_.size()) : 1u;
+    const PlanLimits limits{streams, options.min_split_bytes, options.max_part_entries};
     // Rotate the starting stream so small batches spread over all streams too.
     const auto first = static_cast<uint32_t>(next_stream_.fetch_add(1, std::memory_order_relaxed) %
                                              streams_.size());
@@ -51,11 +53,18 @@ class TcpPeer final : public BackendPeer {
       OutPart out;
       out.post = post;
       out.part_index = static_cast<uint32_t>(i);
-      out.head.resize(kHeaderSize + size_t{part.entry_count} * kEntrySize);
+      const bool noted = !note.empty() && i + 1 == n_parts;
+      const size_t table_end = kHeaderSize + size_t{part.entry_count} * kEntrySize;
+      out.head.resize(table_end + (noted ? note.size() : 0));
       FrameHeader h;
       h.type = FrameType::kPart;
       h.count = part.entry_count;
       h.payload_bytes = part.bytes;
+      if (noted) {
+        h.flags = kPartHasNote;
+        h.aux = static_cast<uint32_t>(note.size());
+        std::copy(note.begin(), note.end(), out.head.begin() + static_cast<ptrdiff_t>(table_end));
+      }
       // part_id is filled in by the stream; it is patched into the header there.
       encode_header(h, out.head.data());
       const PartEntry* e = post->plan.entries.data() + part.first_entry;
@@ -80,11 +89,15 @@ class TcpBackend final : public Backend {
   explicit TcpBackend(const BackendContext& ctx)
       : options_(*ctx.options),
         sink_(ctx.sink),
-        receiver_(options_.tcp, ctx.registry, options_.cluster_key) {}
+        receiver_(options_.tcp, ctx.registry, options_.cluster_key, ctx.notes) {}
 
   BackendCapabilities capabilities() const override {
-    return BackendCapabilities{"tcp", /*cross_host=*/true, /*software_bounds_check=*/true,
-                               /*wants_memory_hooks=*/false, /*authenticates_sessions=*/true};
+    return BackendCapabilities{"tcp",
+                               /*cross_host=*/true,
+                               /*software_bounds_check=*/true,
+                               /*wants_memory_hooks=*/false,
+                               /*authenticates_sessions=*/true,
+                               /*carries_notes=*/true};
   }
 
   Result<std::string> listen() override {
@@ -119,7 +132,15 @@ class TcpBackend final : public Backend {
   }
 
   Status post(BackendPeer& peer, std::span<const WriteBlock> blocks, uint64_t token) override {
-    return static_cast<TcpPeer&>(peer).post(blocks, token, sink_, options_.tcp);
+    return static_cast<TcpPeer&>(peer).post(blocks, token, sink_, options_.tcp, {});
+  }
+  Status post_with_note(BackendPeer& peer, std::span<const WriteBlock> blocks, uint64_t token,
+                        std::span<const uint8_t> note) override {
+    if (note.empty() || note.size() > kMaxNoteBytes) {
+      return invalid_argument("a batch note has 1 to " + std::to_string(kMaxNoteBytes) +
+                              " bytes, not " + std::to_string(note.size()));
+    }
+    return static_cast<TcpPeer&>(peer).post(blocks, token, sink_, options_.tcp, note);
   }
 
  private:

@@ -25,8 +25,8 @@ void encode_header(const FrameHeader& h, uint8_t* out) {
   put_u32(out, kMagic);
   out[4] = kVersion;
   out[5] = static_cast<uint8_t>(h.type);
-  out[6] = 0;
-  out[7] = 0;
+  out[6] = static_cast<uint8_t>(h.flags);
+  out[7] = static_cast<uint8_t>(h.flags >> 8);
   put_u64(out + 8, h.part_id);
   put_u32(out + 16, h.count);
   put_u32(out + 20, h.aux);
@@ -38,8 +38,12 @@ Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, uint32_t max_p
   const uint8_t* p = bytes.data();
   if (get_u32(p) != kMagic) return data_loss(fmt::format("bad frame magic {:#x}", get_u32(p)));
   if (p[4] != kVersion) return data_loss(fmt::format("unsupported frame version {}", p[4]));
-  if (p[6] != 0 || p[7] != 0) return data_loss("non-zero frame flags");
   FrameHeader h;
+  h.flags = static_cast<uint16_t>(p[6] | (p[7] << 8));
+  if (h.flags != 0 &&
+      !(p[5] == static_cast<uint8_t>(FrameType::kPart) && h.flags == kPartHasNote)) {
+    return data_loss(fmt::format("frame flags {:#x} not allowed here", h.flags));
+  }
   h.part_id = get_u64(p + 8);
   h.count = get_u32(p + 16);
   h.aux = get_u32(p + 20);
@@ -69,7 +73,14 @@ Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, uint32_t max_p
         return data_loss(
             fmt::format("part frame declares {} entries, limit {}", h.count, max_part_entries));
       }
-      if (h.aux != 0) return data_loss("part frame with non-zero aux");
+      if ((h.flags & kPartHasNote) != 0) {
+        if (h.aux == 0 || h.aux > kMaxNoteBytes) {
+          return data_loss(
+              fmt::format("part frame note of {} bytes (1..{})", h.aux, kMaxNoteBytes));
+        }
+      } else if (h.aux != 0) {
+        return data_loss("part frame with non-zero aux");
+      }
       if (h.payload_bytes < h.count || h.payload_bytes > kMaxPartPayload) {
         return data_loss(fmt::format("part frame payload {} out of range", h.payload_bytes));
       }

@@ -3,7 +3,7 @@
 // copied onto the wire, so padding is never protocol.
 //
 // Every frame starts with a 32-byte header:
-//   0 u32 magic "PDKV"   4 u8 version (3)   5 u8 type   6 u16 flags (0)
+//   0 u32 magic "PDKV"   4 u8 version (4)   5 u8 type   6 u16 flags (0 but on PART)
 //   8 u64 part_id        16 u32 count       20 u32 aux   24 u64 payload_bytes
 // AUTH_HELLO / AUTH_CHALLENGE / AUTH_PROOF (only with a cluster secret, before HELLO;
 //   tcp_auth.h): `count` = the body's fixed size (32 / 64 / 32 bytes), payload 0.
@@ -16,7 +16,12 @@
 //   run, not per block. pieces 1 has stride 0; pieces > 1 has stride >= length
 //   (ascending, never overlapping). `grant` names the write grant the bytes land under
 //   (write_grant.h; 0 = none): a batch may mix rooms, so it travels per entry.
-//   (Version 1 had 16-byte entries without pieces/stride, version 2 no grant.)
+//   PART flags: kPartHasNote, or 0. With it, `aux` (1..kMaxNoteBytes) note bytes follow
+//   the entry table, before the data: the batch's note (batch_note.h), delivered once
+//   the part's data landed; it travels on the batch's last part only, and a batch with a
+//   note keeps all its parts on one stream, so their order is TCP's. Without it aux is 0.
+//   (Version 1 had 16-byte entries without pieces/stride, version 2 no grant, version 3
+//   no notes.)
 // ACK (receiver -> sender, one per PART, in order): aux = StatusCode (0 = applied),
 //   payload_bytes = bytes written; `count` body bytes follow: u64 entry index and
 //   u64 first bad address (meaningful on error), then a message of count-16 bytes.
@@ -36,12 +41,14 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/batch_note.h"
 #include "engine/memory_registry.h"
 
 namespace pdkv::engine::tcp {
 
 constexpr uint32_t kMagic = 0x564b4450;  // "PDKV" read as little-endian u32
-constexpr uint8_t kVersion = 3;
+constexpr uint8_t kVersion = 4;
+constexpr uint16_t kPartHasNote = 1;
 constexpr size_t kHeaderSize = 32;
 constexpr size_t kEntrySize = 40;
 constexpr size_t kAckFixedSize = 16;
@@ -66,6 +73,7 @@ constexpr uint32_t kAuthProofBody = 32;
 
 struct FrameHeader {
   FrameType type = FrameType::kHello;
+  uint16_t flags = 0;  // kPartHasNote on a PART, else 0
   uint64_t part_id = 0;
   uint32_t count = 0;
   uint32_t aux = 0;

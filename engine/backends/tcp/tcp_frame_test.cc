@@ -33,7 +33,7 @@ TEST(TcpFrame, EntryCarriesItsWriteGrantLast) {
 
 TEST(TcpFrame, HeaderByteOrderIsLittleEndian) {
   std::vector<uint8_t> f = part_frame(3, 0x1122);
-  const uint8_t expected[] = {'P', 'D', 'K', 'V', 3, 3, 0, 0, 8,    7,    6, 5, 4, 3, 2, 1,
+  const uint8_t expected[] = {'P', 'D', 'K', 'V', 4, 3, 0, 0, 8,    7,    6, 5, 4, 3, 2, 1,
                               3,   0,   0,   0,   0, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0};
   ASSERT_EQ(f.size(), sizeof expected);
   EXPECT_EQ(0, memcmp(f.data(), expected, sizeof expected));
@@ -52,6 +52,32 @@ TEST(TcpFrame, RejectsTruncatedBadMagicVersionTypeFlags) {
     bad[byte] ^= 0x40;
     EXPECT_EQ(decode_header(bad, 16).status().code(), StatusCode::kDataLoss) << byte;
   }
+}
+
+TEST(TcpFrame, OnlyAPartMayCarryANoteAndItsLengthIsBounded) {
+  auto with = [](FrameType type, uint16_t flags, uint32_t aux) {
+    FrameHeader h;
+    h.type = type;
+    h.flags = flags;
+    h.aux = aux;
+    h.count = type == FrameType::kPart ? 1 : 0;
+    h.payload_bytes = type == FrameType::kPart ? 10 : 0;
+    std::vector<uint8_t> out(kHeaderSize);
+    encode_header(h, out.data());
+    return decode_header(out, 16);
+  };
+  auto noted = with(FrameType::kPart, kPartHasNote, 100);
+  ASSERT_TRUE(noted.ok()) << noted.status().to_string();
+  EXPECT_EQ(noted->flags, kPartHasNote);
+  EXPECT_EQ(noted->aux, 100u);
+  EXPECT_TRUE(with(FrameType::kPart, kPartHasNote, kMaxNoteBytes).ok());
+  for (uint32_t bad_len : {0u, static_cast<uint32_t>(kMaxNoteBytes) + 1, 0xffffffffu}) {
+    EXPECT_EQ(with(FrameType::kPart, kPartHasNote, bad_len).status().code(), StatusCode::kDataLoss)
+        << bad_len;
+  }
+  EXPECT_EQ(with(FrameType::kPart, 0, 5).status().code(), StatusCode::kDataLoss);  // aux, no note
+  EXPECT_EQ(with(FrameType::kPart, 2, 5).status().code(), StatusCode::kDataLoss);  // unknown flag
+  EXPECT_EQ(with(FrameType::kHello, kPartHasNote, 0).status().code(), StatusCode::kDataLoss);
 }
 
 TEST(TcpFrame, EnforcesCountLimitBeforeAllocating) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "engine/backend.h"
 #include "engine/backends/tcp/stage_buffer.h"
 #include "engine/backends/tcp/tcp_auth.h"
 #include "engine/backends/tcp/tcp_frame.h"
@@ -34,6 +35,7 @@ struct ReceiveBuffers {
   std::vector<MemoryRegistry::WriteRun> runs;  // the entries, as the registry checks them
   MemoryRegistry::Admission admission;         // held while a part's bytes land
   std::vector<uint8_t> scratch;                // discarded payload of a rejected part
+  std::vector<uint8_t> note;                   // the part's batch note (batch_note.h)
   StageBuffer stage;  // small entries land here, then memcpy to their places
   iovec iov[kMaxIov];
 };
@@ -106,8 +108,8 @@ Status TcpReceiver::scatter(int fd, ReceiveBuffers& buf, int stop) const {
 }
 
 TcpReceiver::TcpReceiver(const TcpOptions& options, const MemoryRegistry* registry,
-                         std::shared_ptr<const ClusterKey> cluster_key)
-    : options_(options), registry_(registry), cluster_key_(std::move(cluster_key)) {}
+                         std::shared_ptr<const ClusterKey> cluster_key, NoteSink* notes)
+    : options_(options), registry_(registry), cluster_key_(std::move(cluster_key)), notes_(notes) {}
 
 TcpReceiver::~TcpReceiver() {
   stop_.signal();
@@ -230,6 +232,9 @@ void TcpReceiver::serve(int raw_fd) {
     if (!st.ok()) return drop(st);
     st = decode_entries(buf.table, *header, &buf.entries);
     if (!st.ok()) return drop(st);
+    buf.note.resize((header->flags & kPartHasNote) != 0 ? header->aux : 0);  // aux is bounded
+    if (!buf.note.empty()) st = read_full(fd.get(), buf.note.data(), buf.note.size(), stop, io, io);
+    if (!st.ok()) return drop(st);
 
     uint64_t bad_addr = 0;
     const size_t bad = admit_entries(buf, &bad_addr);
@@ -256,6 +261,9 @@ void TcpReceiver::serve(int raw_fd) {
       written = header->payload_bytes;
     }
     if (!st.ok()) return drop(st);
+    // After the bytes landed and their admission ended (the handler may revoke the grant
+    // they landed under), before the ACK: a batch that succeeded had its note handled.
+    if (verdict.ok() && !buf.note.empty() && notes_ != nullptr) notes_->on_note(buf.note);
     std::vector<uint8_t> ack =
         encode_ack(header->part_id, written, verdict, bad < buf.entries.size() ? bad : 0, bad_addr);
     st = write_full(fd.get(), ack.data(), ack.size(), stop, io);

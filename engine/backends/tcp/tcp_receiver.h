@@ -7,10 +7,11 @@
 // then scatters the payload with readv() straight into the destinations (adjacent
 // destinations share an iovec; IOV_MAX per call), or, for runs of small entries (at most
 // TcpOptions::stage_max_bytes each), reads them into a staging buffer and copies them into
-// place with memcpy. It ACKs the part after its last byte
-// landed. A part with an entry outside registered memory or its grant is read into a scratch buffer
-// and discarded (not one byte of it reaches memory) and ACKed with OutOfRange naming the
-// entry; the connection stays usable.
+// place with memcpy. It ACKs the part after its last byte landed (and, if the part
+// carries its batch's note, after handing the note to the NoteSink: batch_note.h). A part
+// with an entry outside registered memory or its grant is read into a scratch buffer and
+// discarded (not one byte of it reaches memory, its note is not delivered) and ACKed with
+// OutOfRange naming the entry; the connection stays usable.
 //
 // With a cluster secret a connection first passes the mutual handshake of tcp_auth.h; one
 // that fails it is closed before any frame is read. A new connection must send its first
@@ -36,7 +37,8 @@
 
 namespace pdkv::engine {
 class MemoryRegistry;
-}
+class NoteSink;
+}  // namespace pdkv::engine
 
 namespace pdkv::engine::tcp {
 
@@ -46,8 +48,9 @@ class TcpReceiver {
  public:
   // `registry` outlives the receiver. With `cluster_key`, every connection must pass the
   // handshake of tcp_auth.h before its first frame is read.
+  // `notes` (may be null: notes are then dropped) gets the note of every part applied.
   TcpReceiver(const TcpOptions& options, const MemoryRegistry* registry,
-              std::shared_ptr<const ClusterKey> cluster_key);
+              std::shared_ptr<const ClusterKey> cluster_key, NoteSink* notes);
   ~TcpReceiver();
   TcpReceiver(const TcpReceiver&) = delete;
   TcpReceiver& operator=(const TcpReceiver&) = delete;
@@ -69,6 +72,7 @@ class TcpReceiver {
   const TcpOptions options_;
   const MemoryRegistry* const registry_;
   const std::shared_ptr<const ClusterKey> cluster_key_;
+  NoteSink* const notes_;
   EventFd stop_;
   UniqueFd listen_fd_;  // acceptor thread only, after start()
   std::thread acceptor_;
