@@ -3,6 +3,7 @@
 
 #include <limits>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "common/logging.h"
@@ -54,18 +55,29 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
   }
 
   void on_note(std::span<const uint8_t> note) override {
-    std::shared_ptr<const NoteHandler> handler;
+    std::shared_ptr<NoteSlot> slot;
     {
       MutexLock lock(note_mu_);
-      handler = note_handler_;
+      if (!note_slot_) return;
+      slot = note_slot_;
+      ++slot->running;
     }
-    if (handler) (*handler)(note);
+    slot->handler(note);
+    MutexLock lock(note_mu_);
+    if (--slot->running == 0) note_idle_.notify_all();
   }
 
   void set_note_handler(NoteHandler handler) {
-    auto shared = handler ? std::make_shared<const NoteHandler>(std::move(handler)) : nullptr;
+    std::shared_ptr<NoteSlot> next;
+    if (handler) next = std::make_shared<NoteSlot>(NoteSlot{std::move(handler), 0});
     MutexLock lock(note_mu_);
-    note_handler_ = std::move(shared);
+    std::shared_ptr<NoteSlot> previous = std::exchange(note_slot_, std::move(next));
+    // Calls already in the previous handler finish first: its owner may go away next.
+    // They are short by contract; the slice only keeps each wait bounded.
+    while (previous && previous->running > 0) {
+      note_idle_.wait_for(note_mu_, std::chrono::seconds(1),
+                          [&]() PDKV_REQUIRES(note_mu_) { return previous->running == 0; });
+    }
   }
 
   bool carries_notes() const { return backend_->capabilities().carries_notes; }
@@ -299,8 +311,13 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
   MemoryRegistry read_only_;  // kLocalReadOnly regions: bookkeeping only, never admits
   BatchTable batches_;        // declared before backend_: outlives every completion
   // Also before backend_: its receiving threads deliver notes until it is destroyed.
+  struct NoteSlot {
+    NoteHandler handler;
+    int running = 0;  // calls inside handler, guarded by note_mu_
+  };
   Mutex note_mu_;
-  std::shared_ptr<const NoteHandler> note_handler_ PDKV_GUARDED_BY(note_mu_);
+  CondVar note_idle_;
+  std::shared_ptr<NoteSlot> note_slot_ PDKV_GUARDED_BY(note_mu_);
   std::unique_ptr<Backend> backend_;
   std::string endpoint_;  // immutable after start()
 

@@ -132,7 +132,9 @@ class TransferEngine {
   // Whether this engine's backend carries batch notes (tcp does; shm and ucx do not).
   bool carries_notes() const;
   // Receives the notes of batches peers wrote into this engine (batch_note.h); replaces
-  // the previous handler, an empty one drops notes (the default). It runs on an engine
+  // the previous handler, an empty one drops notes (the default), and returns once no
+  // call of the previous handler is running (so its owner may then go away; never call
+  // it from inside a handler). The handler runs on an engine
   // receiving thread, one note at a time per connection; it must be short, must not block
   // and must not call this engine's blocking methods (transfer, wait, close_session); it
   // may call grant_writes / revoke_writes. Notes are peer input: validate them.

@@ -6,6 +6,7 @@
 #include "common/logging.h"
 #include "kv/manager_common.h"
 #include "kv/page_ownership.h"
+#include "kv/status_note.h"
 
 namespace pdkv::kv {
 DecodeManager::DecodeManager(DecodeManagerConfig config, std::shared_ptr<RouteDirectory> directory)
@@ -58,6 +59,9 @@ Status DecodeManager::start(const ControlChannelFactory& channels) {
       make_rank_identity(proto::Role::kDecode, a, channel_->endpoint(), engine_->endpoint());
   started_.store(true, std::memory_order_release);
   started_.notify_all();
+  // A prefill's Success status may ride the room's last batch (prefill_transfer.cc): the
+  // engine hands it over once every byte of that batch landed here.
+  engine_->set_note_handler([this](std::span<const uint8_t> note) { on_note(note); });
   route_subscription_ =
       directory_->subscribe([this](const RouteChange& change) { on_route_change(change); });
   for (int i = 0; i < kResolverThreads; ++i) resolvers_.emplace_back([this] { resolver_loop(); });
@@ -98,6 +102,8 @@ void DecodeManager::shutdown() {
     }
   };
   fail_open_rooms();
+  // No note handler runs after this (it may send through the channel).
+  if (engine_) engine_->set_note_handler({});
   if (channel_) channel_->stop();  // no handler runs after this
   fail_open_rooms();
   channel_.reset();
@@ -569,6 +575,20 @@ void DecodeManager::on_message(proto::Message message) {
       PDKV_LOG_DEBUG("pong to {} not sent: {}", ping->sender.control_endpoint, sent.to_string());
   } else {
     PDKV_LOG_WARN("decode rank {} ignores an unexpected message type", identity_.engine_rank);
+  }
+}
+
+void DecodeManager::on_note(std::span<const uint8_t> note) {
+  if (stopping_) return;
+  // Peer input like any control message: each record decoded and checked, then the same
+  // checks as a status from ZeroMQ (the room, a target prefill rank, the room's ticket).
+  Status read = for_each_status(note, [this](const proto::TransferStatus& status) {
+    metrics_.status_in_band();
+    on_status(status);
+  });
+  if (!read.ok()) {
+    PDKV_LOG_WARN_LIMITED("decode rank {} drops the rest of a batch note: {}",
+                          identity_.engine_rank, read.to_string());
   }
 }
 

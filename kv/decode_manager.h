@@ -202,6 +202,8 @@ class DecodeManager {
 
   void on_message(proto::Message message) PDKV_EXCLUDES(mu_);
   void on_status(const proto::TransferStatus& status) PDKV_EXCLUDES(mu_);
+  // A batch note (engine thread): a Success status that rode the room's last batch.
+  void on_note(std::span<const uint8_t> note) PDKV_EXCLUDES(mu_);
   // PDKV_VERIFY_CHECKSUM: OK, or why this success status must not count.
   Status check_status_checksum(const proto::TransferStatus& status) const;
   void on_registration_result(const proto::RegistrationResult& result) PDKV_EXCLUDES(mu_);

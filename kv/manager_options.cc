@@ -44,6 +44,7 @@ Result<KvManagerOptions> KvManagerOptions::from(const config::Settings& settings
                         config::read_int(settings, "PDKV_TRANSFER_BATCH_BYTES", int64_t{4} << 20,
                                          int64_t{4} << 10, int64_t{1} << 32));
   PDKV_ASSIGN_OR_RETURN(bool checksum, config::read_bool(settings, "PDKV_VERIFY_CHECKSUM", false));
+  PDKV_ASSIGN_OR_RETURN(bool in_band, config::read_bool(settings, "PDKV_STATUS_IN_BAND", true));
   PDKV_ASSIGN_OR_RETURN(int64_t max_peers,
                         config::read_int(settings, "PDKV_MAX_DECODE_PEERS", 4096, 1, 1 << 20));
   PDKV_ASSIGN_OR_RETURN(int64_t max_pending, config::read_int(settings, "PDKV_MAX_PENDING_ROOMS",
@@ -74,6 +75,7 @@ Result<KvManagerOptions> KvManagerOptions::from(const config::Settings& settings
   o.transfer_window_bytes = static_cast<uint64_t>(window);
   o.transfer_batch_bytes = static_cast<uint64_t>(batch);
   o.verify_checksum = checksum;
+  o.status_in_band = in_band;
   o.max_decode_peers = max_peers;
   o.max_pending_rooms = max_pending;
   o.max_pending_rooms_per_decode = pending_per_decode;

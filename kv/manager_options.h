@@ -40,6 +40,10 @@ struct KvManagerOptions {
   uint64_t transfer_batch_bytes = 4ull << 20;
   // crc32c of every written region sent with the status and checked by the decode.
   bool verify_checksum = false;
+  // Prefill: a room's Success status rides its last data batch (kv/status_note.h) when
+  // the engine carries notes (tcp) and the status can be decided then; otherwise, or off,
+  // it is a ZeroMQ message after the batch's acknowledgement.
+  bool status_in_band = true;
   // What peers can make a prefill rank hold (issue 15): registered decode ranks at once,
   // and rooms that decodes pre-allocated (or aborted) before this rank's KVSender for them
   // existed. Past either, new ones are refused with a reason (not silently dropped), and

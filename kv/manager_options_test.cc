@@ -42,8 +42,12 @@ TEST_F(ManagerOptionsTest, ExplicitBeatsEnvironmentBeatsDefault) {
     if (r.name == "PDKV_BOOTSTRAP_TIMEOUT_S") {
       saw_explicit = r.origin == config::Origin::kExplicit;
     }
-    if (r.name == "PDKV_WAITING_TIMEOUT_S") EXPECT_EQ(r.origin, config::Origin::kEnvironment);
-    if (r.name == "PDKV_METADATA_TIMEOUT_S") EXPECT_EQ(r.origin, config::Origin::kDefault);
+    if (r.name == "PDKV_WAITING_TIMEOUT_S") {
+      EXPECT_EQ(r.origin, config::Origin::kEnvironment);
+    }
+    if (r.name == "PDKV_METADATA_TIMEOUT_S") {
+      EXPECT_EQ(r.origin, config::Origin::kDefault);
+    }
   }
   EXPECT_TRUE(saw_explicit);
 }

@@ -61,10 +61,15 @@ struct WriteBatch {
   TimePoint not_before{};     // retry backoff
   engine::SessionId session;  // what it was last submitted on
   TimePoint submitted_at{};   // last submission (stage wire)
+  // The Success statuses riding this batch (status_note.h) and the rooms they are for;
+  // built when the batch is first submitted, kept for its retries.
+  std::string note;
+  std::vector<RoomKey> noted;
 };
 
 // The part of `batch` whose segments `keep` accepts, as a batch of its own (blocks
-// compacted, segments renumbered, bytes summed; id, attempt, session and flags copied).
+// compacted, segments renumbered, bytes summed; id, attempt, session and flags copied;
+// the note is not: its rooms changed, so it is built again when the part is submitted).
 WriteBatch select_segments(const WriteBatch& batch,
                            const std::function<bool(const RoomKey&)>& keep);
 

@@ -55,9 +55,12 @@ Status PrefillManager::start(const ControlChannelFactory& channels) {
   po.layerwise_interval = std::max<int64_t>(config_.layerwise_interval, 1);
   po.mla_l1_5 = config_.enable_mla_l1_5_cache;
   TransferPipeline::Hooks hooks;
-  hooks.on_transferred = [this](const std::vector<uint64_t>& rooms) {
+  hooks.on_transferred = [this](const std::vector<TransferredRoom>& rooms) {
     on_rooms_transferred(rooms);
   };
+  if (config_.options.status_in_band) {
+    hooks.status_note = [this](uint64_t room) { return success_for_note(room); };
+  }
   hooks.on_failed = [this](uint64_t room, FailureCause cause, const std::string& reason) {
     fail_room(room, cause, reason);
   };
@@ -278,7 +281,7 @@ void PrefillManager::set_prefill_metadata(uint64_t room, int64_t token, std::vec
     auto it = rooms_.find(room);
     auto meta = metadata_.peek(room);
     if (it == rooms_.end() || !meta) return;
-    complete_room(room, it->second, *meta, out);
+    complete_room(room, it->second, *meta, /*delivered=*/false, out);
   }
   flush(out);
 }

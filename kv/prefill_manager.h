@@ -179,11 +179,20 @@ class PrefillManager {
   void hand_to_pipeline(uint64_t room, Room& r, TransferChunk chunk) PDKV_REQUIRES(mu_);
 
   // Pipeline hooks (dispatcher thread), in prefill_transfer.cc.
-  void on_rooms_transferred(const std::vector<uint64_t>& rooms) PDKV_EXCLUDES(mu_);
+  void on_rooms_transferred(const std::vector<TransferredRoom>& rooms) PDKV_EXCLUDES(mu_);
+  // The room's Success status for its one decode rank, to ride its last batch
+  // (status_note.h), if it can be decided now: nullopt with checksums on (computed after
+  // the bytes), while the first token is awaited, or with several decode ranks.
+  std::optional<proto::TransferStatus> success_for_note(uint64_t room) PDKV_EXCLUDES(mu_);
+  // The room's Success status for one destination (checksum: that destination's).
+  proto::TransferStatus success_status(uint64_t room, const Room& r, const std::string& key,
+                                       const DestinationPlan& dest,
+                                       const PrefillMetadata& meta) const PDKV_REQUIRES(mu_);
   // Success statuses of a room whose bytes are all written and whose metadata is in (or
-  // not waited for); the room leaves the tables.
-  void complete_room(uint64_t room, Room& r, const PrefillMetadata& meta, Outbox& out)
-      PDKV_REQUIRES(mu_);
+  // not waited for), unless `delivered` (they rode its last batch); the room leaves the
+  // tables.
+  void complete_room(uint64_t room, Room& r, const PrefillMetadata& meta, bool delivered,
+                     Outbox& out) PDKV_REQUIRES(mu_);
   void expire_metadata_waits() PDKV_EXCLUDES(mu_);
 
   // Fails the room, notifies every non-dummy destination, and drops it from the tables.

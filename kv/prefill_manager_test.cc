@@ -4,7 +4,10 @@
 // kv/decode_manager_test.cc, whole-pair transfers in kv/manager_pair_test.cc.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <memory>
 #include <thread>
+#include <variant>
 
 #include "kv/kv_sender.h"
 #include "kv/testing/room_pair.h"
@@ -157,6 +160,9 @@ TEST(PrefillManagerTest, AStatusThatCannotBeSentYetIsRetried) {
   RoomPairOptions options;
   options.prefill_options.heartbeat_interval = milliseconds(300);  // the outage must stay
   options.decode_options.heartbeat_interval = milliseconds(300);   // below liveness
+  // The status must take the control channel (in band it would not need it at all: the
+  // next test).
+  options.prefill_options.status_in_band = false;
   RoomPair pair(options);
   const std::vector<int64_t> src = {0, 2}, dst = {5, 3};
   ASSERT_NO_FATAL_FAILURE(pair.open(64, src, dst));
@@ -171,6 +177,33 @@ TEST(PrefillManagerTest, AStatusThatCannotBeSentYetIsRetried) {
   ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }))
       << receiver.failure().to_string();
   EXPECT_TRUE(pair.decode_buffers().holds_request(dst));
+}
+
+// The Success status rides the room's last batch (kv/status_note.h): the decode's engine
+// hands it over once the bytes landed, so the room succeeds on the decode while its
+// control channel refuses every message, and the prefill sends no status there at all.
+TEST(PrefillManagerTest, ASuccessStatusRidesTheLastBatchSoTheDecodeNeedsNoControlMessage) {
+  RoomPairOptions options;
+  options.prefill_options.heartbeat_interval = milliseconds(300);
+  options.decode_options.heartbeat_interval = milliseconds(300);
+  RoomPair pair(options);
+  const std::vector<int64_t> src = {0, 2}, dst = {5, 3};
+  ASSERT_NO_FATAL_FAILURE(pair.open(66, src, dst));
+  auto statuses = std::make_shared<std::atomic<int>>(0);
+  pair.maker().bus().set_tap([statuses](const std::string&, const proto::Message& m, size_t) {
+    if (std::holds_alternative<proto::TransferStatus>(m)) ++*statuses;
+  });
+  pair.maker().bus().set_refusing(pair.decode().control_endpoint(), true);
+  ASSERT_TRUE(pair.sender().send(src).ok());
+  ASSERT_TRUE(eventually([&] { return pair.receiver().poll() == RoomState::kSuccess; }))
+      << pair.receiver().failure().to_string();
+  EXPECT_TRUE(pair.decode_buffers().holds_request(dst));
+  ASSERT_TRUE(eventually([&] { return pair.sender().poll() == RoomState::kSuccess; }));
+  EXPECT_EQ(pair.prefill().metrics().statuses_in_band, 1u);
+  EXPECT_EQ(pair.decode().metrics().statuses_in_band, 1u);
+  EXPECT_EQ(statuses->load(), 0);
+  pair.maker().bus().set_tap(nullptr);
+  pair.maker().bus().set_refusing(pair.decode().control_endpoint(), false);
 }
 
 // A bootstrap server that restarts comes back empty; the prefill registers again every

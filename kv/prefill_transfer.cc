@@ -7,48 +7,74 @@
 
 namespace pdkv::kv {
 
-void PrefillManager::on_rooms_transferred(const std::vector<uint64_t>& rooms) {
+void PrefillManager::on_rooms_transferred(const std::vector<TransferredRoom>& rooms) {
   Outbox out;
   const TimePoint at = now();
   {
     MutexLock lock(mu_);
-    for (uint64_t room : rooms) {
-      auto it = rooms_.find(room);
+    for (const TransferredRoom& done : rooms) {
+      auto it = rooms_.find(done.room);
       if (it == rooms_.end()) continue;  // ended meanwhile (failed, aborted)
       Room& r = it->second;
       r.transferred_at = at;
-      std::optional<PrefillMetadata> meta = metadata_.peek(room);
-      if (!meta && config_.wait_for_prefill_metadata) {
+      std::optional<PrefillMetadata> meta = metadata_.peek(done.room);
+      if (!done.status_delivered && !meta && config_.wait_for_prefill_metadata) {
         // An event, not a wait: set_prefill_metadata() completes it, the timer expires it.
         r.metadata_deadline = now() + config_.options.metadata_timeout;
-        awaiting_metadata_.insert(room);
+        awaiting_metadata_.insert(done.room);
         continue;
       }
-      complete_room(room, r, meta.value_or(PrefillMetadata{}), out);
+      complete_room(done.room, r, meta.value_or(PrefillMetadata{}), done.status_delivered, out);
     }
   }
   flush(out);
 }
 
-void PrefillManager::complete_room(uint64_t room, Room& r, const PrefillMetadata& meta,
-                                   Outbox& out) {
-  auto status = board_.get(room);
-  if (!status || status->state == RoomState::kFailed) return;
+std::optional<proto::TransferStatus> PrefillManager::success_for_note(uint64_t room) {
+  if (config_.options.verify_checksum) return std::nullopt;
+  MutexLock lock(mu_);
+  auto it = rooms_.find(room);
+  if (it == rooms_.end()) return std::nullopt;
+  const Room& r = it->second;
+  std::optional<PrefillMetadata> meta = metadata_.peek(room);
+  if (!meta && config_.wait_for_prefill_metadata) return std::nullopt;
+  const std::pair<const std::string, std::shared_ptr<const DestinationPlan>>* only = nullptr;
+  for (const auto& entry : r.destinations) {
+    if (entry.second->is_dummy()) continue;
+    if (only != nullptr) return std::nullopt;  // several decode ranks: several statuses
+    only = &entry;
+  }
+  if (only == nullptr) return std::nullopt;
+  return success_status(room, r, only->first, *only->second, meta.value_or(PrefillMetadata{}));
+}
+
+proto::TransferStatus PrefillManager::success_status(uint64_t room, const Room& r,
+                                                     const std::string& key,
+                                                     const DestinationPlan& dest,
+                                                     const PrefillMetadata& meta) const {
   proto::TransferStatus success = status_of(room, proto::TransferState::kSuccess);
   success.bootstrap_token = meta.bootstrap_token;
   success.spec_candidate_ids = meta.spec_candidate_ids;
-  for (const auto& [key, dest] : r.destinations) {
-    if (dest->is_dummy()) continue;
-    if (config_.options.verify_checksum) {
-      // A destination sent nothing (all its pages owned elsewhere) still gets a checksum:
-      // the decode, checking, fails closed on a status without one.
-      auto sum = r.checksums.find(key);
-      const bool has = sum != r.checksums.end() && sum->second;
-      success.checksum_crc32c = has ? sum->second->value() : 0;
-      success.checksum_ranges = has ? sum->second->ranges() : std::vector<uint64_t>{};
+  if (config_.options.verify_checksum) {
+    // A destination sent nothing (all its pages owned elsewhere) still gets a checksum:
+    // the decode, checking, fails closed on a status without one.
+    auto sum = r.checksums.find(key);
+    const bool has = sum != r.checksums.end() && sum->second;
+    success.checksum_crc32c = has ? sum->second->value() : 0;
+    success.checksum_ranges = has ? sum->second->ranges() : std::vector<uint64_t>{};
+  }
+  success.ticket = dest.pre_allocation().ticket;
+  return success;
+}
+
+void PrefillManager::complete_room(uint64_t room, Room& r, const PrefillMetadata& meta,
+                                   bool delivered, Outbox& out) {
+  auto status = board_.get(room);
+  if (!status || status->state == RoomState::kFailed) return;
+  if (!delivered) {
+    for (const auto& [key, dest] : r.destinations) {
+      if (!dest->is_dummy()) out.add(key, success_status(room, r, key, *dest, meta));
     }
-    success.ticket = dest->pre_allocation().ticket;
-    out.add(key, success);
   }
   const TimePoint done = now();
   metrics_.observe(RoomStage::kStatusDelivery, done - r.transferred_at);

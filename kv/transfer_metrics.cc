@@ -63,6 +63,7 @@ TransferMetricsSnapshot TransferMetrics::snapshot() const {
   s.rooms_succeeded = succeeded_.load(std::memory_order_relaxed);
   s.bytes_written = bytes_.load(std::memory_order_relaxed);
   s.blocks_written = blocks_.load(std::memory_order_relaxed);
+  s.statuses_in_band = in_band_.load(std::memory_order_relaxed);
   s.queued_chunks = queued_.load(std::memory_order_relaxed);
   for (size_t i = 0; i < causes_.size(); ++i) {
     const uint64_t n = causes_[i].load(std::memory_order_relaxed);
@@ -89,6 +90,10 @@ void TransferMetrics::render(PrometheusText& out, const MetricLabels& labels, bo
     out.sample("pdkv_room_failures_total", with(labels, "cause", std::string(to_string(cause))),
                static_cast<double>(causes_[i].load(std::memory_order_relaxed)));
   }
+  out.declare("pdkv_statuses_in_band_total", MetricType::kCounter,
+              "Success statuses that rode the room's last data batch (prefill: sent so; "
+              "decode: received so) instead of a ZeroMQ message after the acknowledgement.");
+  out.sample("pdkv_statuses_in_band_total", labels, static_cast<double>(s.statuses_in_band));
   out.declare("pdkv_room_stage_seconds", MetricType::kHistogram,
               "Time a room spent in each stage (queue_wait, planning, wire, status_delivery: "
               "prefill; end_to_end: both roles).");

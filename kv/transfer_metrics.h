@@ -51,6 +51,9 @@ struct TransferMetricsSnapshot {
   uint64_t rooms_failed = 0;
   uint64_t bytes_written = 0;
   uint64_t blocks_written = 0;
+  // Success statuses that rode a room's last data batch (prefill: sent so; decode:
+  // received so) instead of a ZeroMQ message after the acknowledgement.
+  uint64_t statuses_in_band = 0;
   // Causes that occurred, keyed by to_string(FailureCause) (the metric label).
   std::map<std::string, uint64_t> failures_by_cause;
   int64_t queued_chunks = 0;
@@ -65,6 +68,7 @@ class TransferMetrics {
   TransferMetrics& operator=(const TransferMetrics&) = delete;
 
   void room_succeeded() { succeeded_.fetch_add(1, std::memory_order_relaxed); }
+  void status_in_band() { in_band_.fetch_add(1, std::memory_order_relaxed); }
   // Counted under the cause's stable label (to_string(FailureCause)).
   void room_failed(FailureCause cause);
   // A batch the decode acknowledged.
@@ -86,7 +90,7 @@ class TransferMetrics {
   void render(PrometheusText& out, const MetricLabels& labels, bool sender) const;
 
  private:
-  std::atomic<uint64_t> succeeded_{0}, bytes_{0}, blocks_{0};
+  std::atomic<uint64_t> succeeded_{0}, bytes_{0}, blocks_{0}, in_band_{0};
   std::atomic<int64_t> queued_{0};
   std::array<std::atomic<uint64_t>, kMaxFailureCause + 1> causes_{};
   std::array<Histogram, kRoomStages> stages_;

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 
 #include "common/logging.h"
+#include "kv/status_note.h"
 #include "kv/transfer_retry.h"
 
 namespace pdkv::kv {
@@ -41,7 +43,8 @@ TransferPipeline::TransferPipeline(engine::TransferEngine& engine, PipelineOptio
       failed_peers_(failed_peers),
       metrics_(metrics),
       steps_(steps),
-      hooks_(std::move(hooks)) {
+      hooks_(std::move(hooks)),
+      notes_(engine.carries_notes() && static_cast<bool>(hooks_.status_note)) {
   connector_ = std::make_unique<SessionConnector>(
       engine_, [this](const std::string& endpoint, Result<engine::SessionId> session) {
         MutexLock lock(mu_);
@@ -159,7 +162,7 @@ void TransferPipeline::run() {
       if (ready_.empty() || ready_.size() == before) break;
     }
     // Report outside any lock; the hooks may call back into the pipeline.
-    std::vector<uint64_t> finished;
+    std::vector<TransferredRoom> finished;
     finished.swap(finished_);
     std::vector<std::tuple<uint64_t, FailureCause, std::string>> failed;
     failed.swap(failed_);
@@ -250,13 +253,14 @@ void TransferPipeline::fail(uint64_t room, FailureCause cause, const std::string
   failed_.emplace_back(room, cause, reason);
 }
 
-void TransferPipeline::maybe_finished(uint64_t room, RoomState& r) {
+void TransferPipeline::maybe_finished(uint64_t room, RoomState& r, bool status_delivered) {
   if (!r.last_chunk_added || !r.jobs.empty() || r.outstanding_bytes != 0) return;
   metrics_.observe(RoomStage::kQueueWait, r.queue_wait);
   metrics_.observe(RoomStage::kPlanning, r.planning);
   if (r.planned_bytes != 0) metrics_.observe(RoomStage::kWire, r.last_ack - r.first_submit);
   metrics_.observe_room_size(r.planned_bytes, r.planned_blocks);
-  finished_.push_back(room);
+  if (status_delivered) metrics_.status_in_band();
+  finished_.push_back(TransferredRoom{room, status_delivered});
   rooms_.erase(room);
 }
 
@@ -465,21 +469,55 @@ void TransferPipeline::submit_link(PeerLink& link, TimePoint at,
     next->id = id;
     next->session = *link.session;
     next->submitted_at = at;
+    if (notes_ && next->note.empty()) attach_statuses(*next);
     const uint64_t bytes = next->bytes;
     auto [it, inserted] = inflight_.emplace(id, std::move(*next));
     link.inflight_bytes += bytes;
+    const std::string& note = it->second.note;
     Status submitted =
-        engine_.submit_async(it->second.session, it->second.blocks, [this, id](Status status) {
-          MutexLock lock(mu_);
-          completions_.push_back(Completion{id, std::move(status)});
-          wake_.notify_one();
-        });
+        engine_.submit_async(it->second.session, it->second.blocks,
+                             [this, id](Status status) {
+                               MutexLock lock(mu_);
+                               completions_.push_back(Completion{id, std::move(status)});
+                               wake_.notify_one();
+                             },
+                             {reinterpret_cast<const uint8_t*>(note.data()), note.size()});
     if (!submitted.ok()) {
       link.inflight_bytes -= bytes;
       WriteBatch failed = std::move(it->second);
       inflight_.erase(it);
       handle_batch_failure(link, std::move(failed), submitted);
     }
+  }
+}
+
+void TransferPipeline::attach_statuses(WriteBatch& batch) {
+  batch.noted.clear();
+  // The bytes of each room in this batch, summed by room (its pieces need not be adjacent).
+  room_bytes_.clear();
+  for (const BatchSegment& seg : batch.segments) {
+    room_bytes_.emplace_back(seg.key, seg.bytes);
+  }
+  std::stable_sort(room_bytes_.begin(), room_bytes_.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.first.room, a.first.serial) < std::tie(b.first.room, b.first.serial);
+  });
+  for (size_t i = 0; i < room_bytes_.size();) {
+    const RoomKey key = room_bytes_[i].first;
+    uint64_t bytes = 0;
+    for (; i < room_bytes_.size() && room_bytes_[i].first == key; ++i) {
+      bytes += room_bytes_[i].second;
+    }
+    const RoomState* r = find_room(key);
+    // Only a batch that completes the room may say so: every chunk planned and no byte
+    // of it pending or in flight elsewhere; one destination, so one status.
+    if (r == nullptr || !r->last_chunk_added || !r->jobs.empty() || r->destinations.size() != 1 ||
+        r->outstanding_bytes != bytes) {
+      continue;
+    }
+    std::optional<proto::TransferStatus> status = hooks_.status_note(key.room);
+    if (!status) continue;
+    if (!append_status(&batch.note, *status)) break;  // full: the rest go the usual way
+    batch.noted.push_back(key);
   }
 }
 
@@ -526,7 +564,9 @@ void TransferPipeline::on_completion(Completion& completion) {
     r->outstanding_bytes -= seg.bytes;
     r->first_submit = std::min(r->first_submit, batch.submitted_at);
     r->last_ack = acked;
-    maybe_finished(seg.key.room, *r);
+    const bool noted =
+        std::find(batch.noted.begin(), batch.noted.end(), seg.key) != batch.noted.end();
+    maybe_finished(seg.key.room, *r, noted);
   }
 }
 

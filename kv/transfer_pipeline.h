@@ -51,6 +51,7 @@
 #include "kv/transfer_checksum.h"
 #include "kv/transfer_metrics.h"
 #include "plan/schedule.h"
+#include "proto/messages.h"
 
 namespace pdkv::kv {
 
@@ -92,13 +93,25 @@ struct PipelineOptions {
   bool mla_l1_5 = false;
 };
 
+// A room whose last chunk was planned and every planned byte acknowledged.
+struct TransferredRoom {
+  uint64_t room = 0;
+  // Its Success status rode its last batch as a note (status_note.h), and the decode
+  // handled it before acknowledging that batch: nothing is left to send.
+  bool status_delivered = false;
+};
+
 class TransferPipeline {
  public:
   struct Hooks {
-    // Rooms whose last chunk was planned and every planned byte acknowledged.
-    std::function<void(const std::vector<uint64_t>& rooms)> on_transferred;
+    std::function<void(const std::vector<TransferredRoom>& rooms)> on_transferred;
     // A room the pipeline failed (not called for cancel_room()).
     std::function<void(uint64_t room, FailureCause cause, const std::string& reason)> on_failed;
+    // Optional: the room's Success status for its one decode rank if it may ride the
+    // room's last batch now (nullopt: it goes over the control channel after the
+    // acknowledgement). Asked only when that batch carries every byte still due to the
+    // room's only destination and the engine carries notes.
+    std::function<std::optional<proto::TransferStatus>(uint64_t room)> status_note;
   };
 
   // Every reference outlives the pipeline.
@@ -189,11 +202,14 @@ class TransferPipeline {
   Status plan_blocks(RoomState& r, size_t dest, const Job& job, const BlockSpec& spec);
   void submit_ready_links(TimePoint now, std::optional<TimePoint>* wake_at);
   void submit_link(PeerLink& link, TimePoint now, std::optional<TimePoint>* wake_at);
+  // Puts the Success statuses of the rooms `batch` completes into its note (status_note.h).
+  void attach_statuses(WriteBatch& batch);
   void handle_batch_failure(PeerLink& link, WriteBatch batch, const Status& status);
   void give_up_link(PeerLink& link, const Status& why);
   void fail(uint64_t room, FailureCause cause, const std::string& reason);
-  // Ends the room if nothing is left of it (r is gone then).
-  void maybe_finished(uint64_t room, RoomState& r);
+  // Ends the room if nothing is left of it (r is gone then); `status_delivered`: the
+  // batch that completed it carried its status.
+  void maybe_finished(uint64_t room, RoomState& r, bool status_delivered = false);
   // The room `key` names if it is still the same room; nullptr once it ended.
   RoomState* find_room(const RoomKey& key);
   // How a failure reason names the decode behind `engine_endpoint`: its control endpoint.
@@ -226,9 +242,11 @@ class TransferPipeline {
   std::unordered_map<uint64_t, WriteBatch> inflight_;
   uint64_t next_serial_ = 1;
   uint64_t next_batch_id_ = 1;
-  std::vector<uint64_t> finished_;                                       // this pass
+  const bool notes_ = false;               // the engine carries batch notes (engine/batch_note.h)
+  std::vector<TransferredRoom> finished_;  // this pass
   std::vector<std::tuple<uint64_t, FailureCause, std::string>> failed_;  // this pass
   std::vector<plan::Block> scratch_;
+  std::vector<std::pair<RoomKey, uint64_t>> room_bytes_;  // attach_statuses' scratch
 
   std::unique_ptr<SessionConnector> connector_;
   std::thread dispatcher_;

@@ -110,6 +110,17 @@ Result<Message> decode_message(FrameViews frames) {
   return data_loss("message: unknown type");
 }
 
+std::string encode_flat(const Message& msg) {
+  Multipart frames = encode_message(msg);
+  return frames.at(0) + frames.at(1);
+}
+
+Result<Message> decode_flat(std::string_view bytes) {
+  if (bytes.size() < kHeaderBytes) return data_loss("flat message: shorter than its header");
+  const std::string_view frames[2] = {bytes.substr(0, kHeaderBytes), bytes.substr(kHeaderBytes)};
+  return decode_message(frames);
+}
+
 // ---- TransferStatus ----
 
 Multipart encode(const TransferStatus& m) {

@@ -46,6 +46,13 @@ Result<Pong> decode_pong(FrameViews frames);
 // Dispatches on the header's type.
 Result<Message> decode_message(FrameViews frames);
 
+// One message as a single byte string, header then body: how a control message rides a
+// data batch as its note (engine/batch_note.h; the prefill's Success status on the
+// room's last batch). decode_flat splits at the fixed header size and checks everything
+// decode_message checks, and that the header's body length matches what follows.
+std::string encode_flat(const Message& msg);
+Result<Message> decode_flat(std::string_view bytes);
+
 // Views over owned frames, for tests and in-process use.
 std::vector<std::string_view> views_of(const Multipart& frames);
 

@@ -39,6 +39,22 @@ TEST(CodecTest, RandomMessagesRoundTrip) {
   }
 }
 
+// The one-string form a status takes as a batch note: same checks, one buffer.
+TEST(CodecTest, FlatMessagesRoundTripAndAnyCutOrExtraByteIsRejected) {
+  for (const Message& m : testing::sample_messages()) {
+    const std::string flat = encode_flat(m);
+    auto back = decode_flat(flat);
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_TRUE(*back == m) << message_type_name(type_of(m));
+    for (size_t n = 0; n < flat.size(); ++n) {
+      auto cut = decode_flat(std::string_view(flat).substr(0, n));
+      ASSERT_FALSE(cut.ok()) << message_type_name(type_of(m)) << " cut to " << n;
+      ASSERT_EQ(cut.status().code(), StatusCode::kDataLoss);
+    }
+    EXPECT_EQ(decode_flat(flat + "x").status().code(), StatusCode::kDataLoss);
+  }
+}
+
 TEST(CodecTest, TypedDecoderRejectsAnotherType) {
   Multipart f = encode(Ping{testing::sample_identity(Role::kDecode, 0), 1});
   auto views = views_of(f);

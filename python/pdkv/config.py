@@ -123,6 +123,7 @@ SETTINGS: tuple[Setting, ...] = (
     _i("PDKV_TRANSFER_WINDOW_BYTES", 64 << 20, 1 << 16, _TiB),
     _i("PDKV_TRANSFER_BATCH_BYTES", 4 << 20, 4 << 10, 1 << 32),
     Setting("PDKV_VERIFY_CHECKSUM", bool, False),
+    Setting("PDKV_STATUS_IN_BAND", bool, True),
     _i("PDKV_MAX_DECODE_PEERS", 4096, 1, 1 << 20),
     _i("PDKV_MAX_PENDING_ROOMS", 65536, 1, 1 << 24),
     _i("PDKV_MAX_PENDING_ROOMS_PER_DECODE", 8192, 1, 1 << 24),
