@@ -143,6 +143,7 @@ class Config:
     transfer_window_bytes: Optional[int]  # PDKV_TRANSFER_WINDOW_BYTES, default 67108864
     transfer_batch_bytes: Optional[int]  # PDKV_TRANSFER_BATCH_BYTES, default 4194304
     verify_checksum: Optional[bool]  # PDKV_VERIFY_CHECKSUM, default False
+    status_in_band: Optional[bool]  # PDKV_STATUS_IN_BAND, default True
     max_decode_peers: Optional[int]  # PDKV_MAX_DECODE_PEERS, default 4096
     max_pending_rooms: Optional[int]  # PDKV_MAX_PENDING_ROOMS, default 65536
     max_pending_rooms_per_decode: Optional[int]  # PDKV_MAX_PENDING_ROOMS_PER_DECODE, default 8192
