@@ -227,6 +227,11 @@ def test_endpoints_follow_conventions_and_counters_only_grow(cluster):
                      cause="aborted_locally") == 1
         assert value(d2_text, "pdkv_room_stage_seconds_count", role="decode", rank="1",
                      stage="end_to_end") == 3
+        # Each room has one decode rank, so its Success status rode its last data batch
+        # (PDKV_STATUS_IN_BAND, on by default) and was counted on both sides.
+        assert value(p2, "pdkv_statuses_in_band_total", role="prefill", rank="0") == 5
+        assert value(d2_text, "pdkv_statuses_in_band_total", role="decode", rank="0") == 2
+        assert value(d2_text, "pdkv_statuses_in_band_total", role="decode", rank="1") == 3
         # A fixed port other than the running one is refused, naming the running one.
         with pytest.raises(RuntimeError, match=f"port {d0.metrics_port}"):
             pdkv.metrics.serve(port=1 if d0.metrics_port != 1 else 2)
