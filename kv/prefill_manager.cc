@@ -112,6 +112,8 @@ void PrefillManager::shutdown() {
   started_.store(true, std::memory_order_release);  // a handler still waiting returns
   started_.notify_all();
   metrics_registration_.reset();  // waits for a scrape that is reading this manager
+  // A KVSender::send running a pass on its own thread (run_pipeline_here) ends first.
+  for (int n = inline_passes_.load(); n != 0; n = inline_passes_.load()) inline_passes_.wait(n);
   // The pipeline and the timer send through the channel, so they stop first; the
   // channel's receive thread (handlers) stops with the channel.
   if (pipeline_) pipeline_->stop();
@@ -197,6 +199,23 @@ Status PrefillManager::send_chunk(uint64_t room, std::span<const int64_t> pages,
                                   std::span<const int64_t> state_slots,
                                   std::optional<ChunkOwnership> ownership,
                                   std::optional<bool> layerwise) {
+  Status handed = hand_chunk_over(room, pages, state_slots, std::move(ownership), layerwise);
+  if (handed.ok()) run_pipeline_here();
+  return handed;
+}
+
+void PrefillManager::run_pipeline_here() {
+  // Counted before stopping_ is read (both seq_cst), so shutdown() either sees this pass
+  // and waits for it, or this call sees shutdown and leaves the pipeline alone.
+  inline_passes_.fetch_add(1);
+  if (!stopping_ && pipeline_) pipeline_->run_here();
+  if (inline_passes_.fetch_sub(1) == 1) inline_passes_.notify_all();
+}
+
+Status PrefillManager::hand_chunk_over(uint64_t room, std::span<const int64_t> pages,
+                                       std::span<const int64_t> state_slots,
+                                       std::optional<ChunkOwnership> ownership,
+                                       std::optional<bool> layerwise) {
   // Ownership is checked here, not when the chunk is planned, so a malformed mask fails
   // the engine's call instead of the room (and its decode ranks) later.
   if (ownership && !config_.enable_mla_l1_5_cache) {
@@ -256,7 +275,8 @@ Status PrefillManager::send_chunk(uint64_t room, std::span<const int64_t> pages,
   r.next_page += n;
   r.last_chunk_sent = c.is_last;
   if (r.bootstrapped) {
-    hand_to_pipeline(room, r, std::move(c));
+    // No wake: send_chunk runs the pass itself next (run_pipeline_here).
+    hand_to_pipeline(room, r, std::move(c), /*wake=*/false);
   } else {
     r.waiting_chunks.push_back(std::move(c));
   }
@@ -344,12 +364,12 @@ void PrefillManager::maybe_bootstrap(uint64_t room, Room& r) {
   }
 }
 
-void PrefillManager::hand_to_pipeline(uint64_t room, Room& r, TransferChunk chunk) {
+void PrefillManager::hand_to_pipeline(uint64_t room, Room& r, TransferChunk chunk, bool wake) {
   if (!r.transferring) {
     r.transferring = true;
     board_.advance(room, RoomState::kTransferring);
   }
-  pipeline_->add_chunk(room, std::move(chunk));
+  pipeline_->add_chunk(room, std::move(chunk), wake);
 }
 
 Result<PrefillManager::Room*> PrefillManager::room_for_peer_message(uint64_t room,

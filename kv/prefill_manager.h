@@ -176,7 +176,16 @@ class PrefillManager {
   void on_peer_gone(const std::string& endpoint) PDKV_EXCLUDES(mu_);
 
   void maybe_bootstrap(uint64_t room, Room& r) PDKV_REQUIRES(mu_);
-  void hand_to_pipeline(uint64_t room, Room& r, TransferChunk chunk) PDKV_REQUIRES(mu_);
+  // `wake` false: the caller runs the pipeline's pass itself next (run_pipeline_here).
+  void hand_to_pipeline(uint64_t room, Room& r, TransferChunk chunk, bool wake = true)
+      PDKV_REQUIRES(mu_);
+  // send_chunk's checks and hand-over (under mu_), then, with no lock held, a pipeline
+  // pass on the caller's thread (TransferPipeline::run_here).
+  Status hand_chunk_over(uint64_t room, std::span<const int64_t> pages,
+                         std::span<const int64_t> state_slots,
+                         std::optional<ChunkOwnership> ownership, std::optional<bool> layerwise)
+      PDKV_EXCLUDES(mu_);
+  void run_pipeline_here() PDKV_EXCLUDES(mu_);
 
   // Pipeline hooks (dispatcher thread), in prefill_transfer.cc.
   void on_rooms_transferred(const std::vector<TransferredRoom>& rooms) PDKV_EXCLUDES(mu_);
@@ -281,6 +290,7 @@ class PrefillManager {
   Mutex timer_mu_;
   CondVar timer_wake_;
   std::atomic<bool> stopping_{false};
+  std::atomic<int> inline_passes_{0};  // run_pipeline_here calls under way
   // Set once start() has set identity_ (or shutdown() began): the channel's handlers
   // wait for it, since the channel starts receiving before its endpoint is known.
   std::atomic<bool> started_{false};

@@ -63,13 +63,14 @@ void TransferPipeline::stop() {
     wake_.notify_all();
   }
   if (dispatcher_.joinable()) dispatcher_.join();
+  { MutexLock pass_lock(pass_mu_); }  // a caller's pass still running ends first
   if (connector_) connector_->stop();
 }
 
-void TransferPipeline::push(Command command) {
+void TransferPipeline::push(Command command, bool wake) {
   MutexLock lock(mu_);
   commands_.push_back(std::move(command));
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 void TransferPipeline::start_room(uint64_t room, std::vector<TransferDestination> destinations) {
@@ -80,14 +81,14 @@ void TransferPipeline::start_room(uint64_t room, std::vector<TransferDestination
   push(std::move(c));
 }
 
-void TransferPipeline::add_chunk(uint64_t room, TransferChunk chunk) {
+void TransferPipeline::add_chunk(uint64_t room, TransferChunk chunk, bool wake) {
   metrics_.queue_depth_delta(1);
   chunk.queued_at = now();
   Command c;
   c.kind = Command::Kind::kAddChunk;
   c.room = room;
   c.chunk = std::move(chunk);
-  push(std::move(c));
+  push(std::move(c), wake);
 }
 
 void TransferPipeline::cancel_room(uint64_t room) {
@@ -122,53 +123,99 @@ void TransferPipeline::steps_advanced() {
 void TransferPipeline::run() {
   std::optional<TimePoint> wake_at;
   while (true) {
-    std::vector<Command> commands;
-    std::vector<Completion> completions;
-    std::vector<Opened> opened;
-    bool steps = false;
     {
       MutexLock lock(mu_);
       wake_.wait_until(mu_, wake_at.value_or(TimePoint::max()), [this]() PDKV_REQUIRES(mu_) {
-        return stopping_ || !commands_.empty() || !completions_.empty() || !opened_.empty() ||
-               steps_advanced_;
+        return stopping_ || rerun_ || !commands_.empty() || !completions_.empty() ||
+               !opened_.empty() || steps_advanced_;
       });
       if (stopping_) return;
-      commands.swap(commands_);
-      completions.swap(completions_);
-      opened.swap(opened_);
-      steps = steps_advanced_;
-      steps_advanced_ = false;
+      rerun_ = false;
     }
-    for (Command& c : commands) apply(c);
-    for (Completion& c : completions) on_completion(c);
-    for (Opened& o : opened) on_opened(o);
-    if (steps || !waiting_steps_.empty()) {
-      const int64_t ready = steps_.ready();
-      while (!waiting_steps_.empty() && waiting_steps_.begin()->first <= ready) {
-        const uint64_t room = waiting_steps_.begin()->second;
-        waiting_steps_.erase(waiting_steps_.begin());
-        auto it = rooms_.find(room);
-        if (it != rooms_.end() && !it->second.queued) {
-          it->second.queued = true;
-          ready_.push_back(room);
-        }
+    Reports reports;
+    {
+      MutexLock pass_lock(pass_mu_);
+      wake_at = pass(reports);
+    }
+    report(reports);
+  }
+}
+
+void TransferPipeline::run_here() {
+  if (!pass_mu_.try_lock()) {
+    // Another pass is running (the dispatcher's, another caller's) and may have taken the
+    // commands before ours: the dispatcher's next pass takes it.
+    MutexLock lock(mu_);
+    rerun_ = true;
+    wake_.notify_one();
+    return;
+  }
+  bool stopping = false;
+  {
+    MutexLock lock(mu_);
+    stopping = stopping_;
+  }
+  if (stopping) {
+    pass_mu_.unlock();
+    return;
+  }
+  Reports reports;
+  const bool timers = pass(reports).has_value();
+  pass_mu_.unlock();
+  report(reports);
+  if (timers) {
+    // The dispatcher keeps the timers (backoffs, reconnects): it runs a pass to see them.
+    MutexLock lock(mu_);
+    rerun_ = true;
+    wake_.notify_one();
+  }
+}
+
+std::optional<TimePoint> TransferPipeline::pass(Reports& reports) {
+  std::vector<Command> commands;
+  std::vector<Completion> completions;
+  std::vector<Opened> opened;
+  bool steps = false;
+  {
+    MutexLock lock(mu_);
+    commands.swap(commands_);
+    completions.swap(completions_);
+    opened.swap(opened_);
+    steps = steps_advanced_;
+    steps_advanced_ = false;
+  }
+  for (Command& c : commands) apply(c);
+  for (Completion& c : completions) on_completion(c);
+  for (Opened& o : opened) on_opened(o);
+  if (steps || !waiting_steps_.empty()) {
+    const int64_t ready = steps_.ready();
+    while (!waiting_steps_.empty() && waiting_steps_.begin()->first <= ready) {
+      const uint64_t room = waiting_steps_.begin()->second;
+      waiting_steps_.erase(waiting_steps_.begin());
+      auto it = rooms_.find(room);
+      if (it != rooms_.end() && !it->second.queued) {
+        it->second.queued = true;
+        ready_.push_back(room);
       }
     }
-    for (int round = 0; round < kRoundsPerPass; ++round) {
-      const size_t before = ready_.size();
-      plan_ready_rooms();
-      wake_at.reset();
-      submit_ready_links(now(), &wake_at);
-      if (ready_.empty() || ready_.size() == before) break;
-    }
-    // Report outside any lock; the hooks may call back into the pipeline.
-    std::vector<TransferredRoom> finished;
-    finished.swap(finished_);
-    std::vector<std::tuple<uint64_t, FailureCause, std::string>> failed;
-    failed.swap(failed_);
-    for (auto& [room, cause, reason] : failed) hooks_.on_failed(room, cause, reason);
-    if (!finished.empty()) hooks_.on_transferred(finished);
   }
+  std::optional<TimePoint> wake_at;
+  for (int round = 0; round < kRoundsPerPass; ++round) {
+    const size_t before = ready_.size();
+    plan_ready_rooms();
+    wake_at.reset();
+    submit_ready_links(now(), &wake_at);
+    if (ready_.empty() || ready_.size() == before) break;
+  }
+  reports.finished.swap(finished_);
+  reports.failed.swap(failed_);
+  return wake_at;
+}
+
+void TransferPipeline::report(Reports& reports) {
+  // Outside every pipeline lock: the hooks may call back into the pipeline.
+  for (auto& [room, cause, reason] : reports.failed) hooks_.on_failed(room, cause, reason);
+  if (!reports.finished.empty()) hooks_.on_transferred(reports.finished);
 }
 
 void TransferPipeline::apply(Command& command) {

@@ -3,7 +3,10 @@
 // the rooms (issue 20: the blocking one-chunk-per-worker path reached a sixth of the
 // engine's throughput at 1024 concurrent rooms).
 //
-// One dispatcher thread owns all state. Each pass it
+// All state belongs to whoever runs a pass, under pass_mu_: the dispatcher thread, or a
+// caller of run_here() (KVSender::send, right after handing a chunk over) when no pass is
+// running, so a small request's bytes leave from the caller's thread without waiting for
+// the dispatcher to wake (issue 20's P5). Each pass
 //  1. takes what other threads handed over (rooms, chunks, cancellations, completions,
 //     opened sessions, layer-step advances),
 //  2. plans ready chunks into blocks per destination (DestinationPlan over plan/), as
@@ -36,6 +39,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -124,8 +128,9 @@ class TransferPipeline {
 
   // The room is bootstrapped: its non-dummy destinations (possibly none).
   void start_room(uint64_t room, std::vector<TransferDestination> destinations);
-  // One chunk of a started room, in the order the engine sent them.
-  void add_chunk(uint64_t room, TransferChunk chunk);
+  // One chunk of a started room, in the order the engine sent them. `wake` false: the
+  // caller calls run_here() next (which wakes the dispatcher if it cannot run the pass).
+  void add_chunk(uint64_t room, TransferChunk chunk, bool wake = true);
   // The room ended elsewhere (failed, aborted): drop its work; nothing is reported.
   void cancel_room(uint64_t room);
   // A decode restarted or was declared dead: its session is not used again.
@@ -135,6 +140,10 @@ class TransferPipeline {
   void prepare_peer(const std::string& engine_endpoint);
   // The forward marked more layers ready (StepCounter advanced).
   void steps_advanced();
+  // Runs one pass on this thread if none is running (else returns at once: the running
+  // one or the dispatcher's next takes the work). REQUIRES: none of the hooks' locks held
+  // (the pass calls status_note, then the other hooks). Not after stop().
+  void run_here();
   // Joins the threads; batches still in flight finish into the void. Idempotent.
   void stop();
 
@@ -181,8 +190,17 @@ class TransferPipeline {
     uint64_t planned_bytes = 0, planned_blocks = 0;
   };
 
-  void push(Command command) PDKV_EXCLUDES(mu_);
+  // What a pass reports through the hooks once its locks are released.
+  struct Reports {
+    std::vector<TransferredRoom> finished;
+    std::vector<std::tuple<uint64_t, FailureCause, std::string>> failed;
+  };
+
+  void push(Command command, bool wake = true) PDKV_EXCLUDES(mu_);
   void run();
+  // One pass (see the file comment); the earliest timer it left, if any.
+  std::optional<TimePoint> pass(Reports& reports) PDKV_REQUIRES(pass_mu_);
+  void report(Reports& reports) PDKV_EXCLUDES(pass_mu_, mu_);
   void apply(Command& command);
   void on_completion(Completion& completion);
   void on_opened(Opened& opened);
@@ -233,8 +251,11 @@ class TransferPipeline {
   std::vector<Opened> opened_ PDKV_GUARDED_BY(mu_);
   bool steps_advanced_ PDKV_GUARDED_BY(mu_) = false;
   bool stopping_ PDKV_GUARDED_BY(mu_) = false;
+  bool rerun_ PDKV_GUARDED_BY(mu_) = false;  // a caller ran a pass: timers may have changed
 
-  // Dispatcher-thread state.
+  // Held by whoever runs a pass; guards the state below (lock order: pass_mu_, then mu_).
+  Mutex pass_mu_;
+  // State of the passes.
   std::unordered_map<uint64_t, RoomState> rooms_;
   std::deque<uint64_t> ready_;                      // rooms with a chunk to plan, in arrival order
   std::multimap<int64_t, uint64_t> waiting_steps_;  // layerwise: step needed -> room
