@@ -5,13 +5,16 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 
+#include <future>
 #include <iterator>
 #include <optional>
 #include <thread>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "engine/transfer_engine.h"
 #include "kv/kv_sender.h"
+#include "kv/status_note.h"
 #include "kv/testing/room_pair.h"
 #include "kv/zmq_control_channel.h"
 #include "proto/codec.h"
@@ -167,6 +170,52 @@ TEST_F(HostileControlTest, StatusesAndAbortsWithoutTheRoomTicketAreDropped) {
   ASSERT_NO_FATAL_FAILURE(pair_.finish_and_check());
   // The token is the real prefill's (none was published), not the forger's 666.
   EXPECT_NE(pair_.receiver().bootstrap_token(), 666);
+}
+
+// A Success status can also ride a data batch as its note (kv/status_note.h). A stranger
+// that reaches the decode's transfer engine but holds none of the room's write grant
+// writes nothing there, and its note is never handed over: the part is refused before a
+// byte lands, whatever the note claims (tickets guessed or not). The room still succeeds
+// with the real prefill's bytes.
+TEST_F(HostileControlTest, BatchNotesFromAStrangerWithoutTheRoomsGrantAreNeverHandled) {
+  const std::vector<int64_t> src{1, 3}, dst{7, 2};
+  ASSERT_NO_FATAL_FAILURE(pair_.open(67, src, dst));
+  auto stranger = engine::TransferEngine::create(engine::EngineOptions{});
+  ASSERT_TRUE(stranger.ok()) << stranger.status().to_string();
+  auto session = (*stranger)->open_session(pair_.decode().engine_endpoint());
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  std::string note;
+  proto::TransferStatus status;
+  status.room = 67;
+  status.state = proto::TransferState::kSuccess;
+  status.prefill_attn_tp_rank = 0;  // the room's real target
+  status.bootstrap_token = 667;
+  for (uint64_t ticket : {uint64_t{0}, uint64_t{1}, ~uint64_t{0}}) {
+    status.ticket = ticket;
+    ASSERT_TRUE(append_status(&note, status));
+  }
+  // Bytes aimed at the room's first destination page, under grants it does not hold.
+  const KvArgs args = pair_.decode_buffers().args(0);
+  std::vector<uint8_t> junk(64, 0xee);
+  const uint64_t target =
+      args.kv_data_ptrs[0] + static_cast<uint64_t>(dst[0]) * args.kv_item_lens[0];
+  for (uint64_t grant : {uint64_t{0}, uint64_t{0x5eed}}) {
+    engine::WriteBlock block{reinterpret_cast<uint64_t>(junk.data()), target, junk.size(), grant};
+    std::promise<Status> done;
+    ASSERT_TRUE((*stranger)
+                    ->submit_async(*session, std::span(&block, 1),
+                                   [&](Status st) { done.set_value(std::move(st)); },
+                                   {reinterpret_cast<const uint8_t*>(note.data()), note.size()})
+                    .ok());
+    auto fut = done.get_future();
+    ASSERT_EQ(fut.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    EXPECT_EQ(fut.get().code(), StatusCode::kOutOfRange);
+  }
+  EXPECT_EQ(pair_.decode().metrics().statuses_in_band, 0u);
+  EXPECT_EQ(pair_.receiver().poll(), RoomState::kWaitingForInput)
+      << pair_.receiver().failure().to_string();
+  ASSERT_NO_FATAL_FAILURE(pair_.finish_and_check());
+  EXPECT_NE(pair_.receiver().bootstrap_token(), 667);
 }
 
 // A registration naming a registered decode's endpoint under another incarnation (a
