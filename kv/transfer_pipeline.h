@@ -27,9 +27,11 @@
 // are spent), and (unless aborted) opens the peer's circuit breaker (FailedPeerTracker),
 // which fails later rooms to it at once.
 //
-// Thread safety: public methods may be called from any thread and never block (except
-// stop()). Hooks run on the dispatcher thread with no pipeline lock held; they may call
-// back into the pipeline.
+// Thread safety: public methods may be called from any thread and never block on the
+// network (stop() joins the dispatcher; run_here() runs a pass, which plans, submits and
+// calls the hooks). on_transferred and on_failed run on whichever thread ran the pass
+// (the dispatcher or a run_here() caller), possibly two at once, with no pipeline lock
+// held; they may call back into the pipeline. status_note runs inside a pass.
 #pragma once
 
 #include <cstdint>
