@@ -40,9 +40,9 @@ struct KvManagerOptions {
   uint64_t transfer_batch_bytes = 4ull << 20;
   // crc32c of every written region sent with the status and checked by the decode.
   bool verify_checksum = false;
-  // Prefill: a room's Success status rides its last data batch (kv/status_note.h) when
-  // the engine carries notes (tcp) and the status can be decided then; otherwise, or off,
-  // it is a ZeroMQ message after the batch's acknowledgement.
+  // Prefill: a room's Success status to each decode rank rides its last data batch to
+  // that rank (kv/status_note.h) when the engine carries notes (tcp) and the status can
+  // be decided then; otherwise, or off, it is a ZeroMQ message after the acknowledgement.
   bool status_in_band = true;
   // What peers can make a prefill rank hold (issue 15): registered decode ranks at once,
   // and rooms that decodes pre-allocated (or aborted) before this rank's KVSender for them

@@ -186,12 +186,22 @@ TEST_P(HeterogeneousTpTest, EveryDecodeRankGetsItsHeads) {
         << "decode rank " << d << ": " << receivers[d]->failure().to_string();
     EXPECT_TRUE(dbufs[d]->holds_request(dst[d])) << "decode rank " << d;
   }
+  uint64_t noted_sent = 0, noted_received = 0;
   for (int p = 0; p < P; ++p) {
     // Prefill ranks nobody needs learn it (dummy) and succeed too (SPEC §12 item 18).
     EXPECT_TRUE(eventually([&] { return senders[p]->poll() == RoomState::kSuccess; }))
         << "prefill rank " << p << ": " << senders[p]->failure().to_string();
     EXPECT_TRUE(eventually([&] { return prefills[p]->active_rooms() == 0; }));
+    noted_sent += prefills[p]->metrics().statuses_in_band;
   }
+  // Every decode rank's Success statuses rode the last batch to it, each prefill rank's
+  // own (a prefill rank feeding several decode ranks notes each of them).
+  for (int d = 0; d < D; ++d) {
+    const uint64_t got = decodes[d]->metrics().statuses_in_band;
+    EXPECT_GE(got, 1u) << "decode rank " << d;
+    noted_received += got;
+  }
+  EXPECT_EQ(noted_sent, noted_received);
 }
 
 INSTANTIATE_TEST_SUITE_P(

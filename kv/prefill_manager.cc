@@ -59,7 +59,9 @@ Status PrefillManager::start(const ControlChannelFactory& channels) {
     on_rooms_transferred(rooms);
   };
   if (config_.options.status_in_band) {
-    hooks.status_note = [this](uint64_t room) { return success_for_note(room); };
+    hooks.status_note = [this](uint64_t room, const std::string& key) {
+      return success_for_note(room, key);
+    };
   }
   hooks.on_failed = [this](uint64_t room, FailureCause cause, const std::string& reason) {
     fail_room(room, cause, reason);
@@ -301,7 +303,7 @@ void PrefillManager::set_prefill_metadata(uint64_t room, int64_t token, std::vec
     auto it = rooms_.find(room);
     auto meta = metadata_.peek(room);
     if (it == rooms_.end() || !meta) return;
-    complete_room(room, it->second, *meta, /*delivered=*/false, out);
+    complete_room(room, it->second, *meta, /*delivered=*/{}, out);
   }
   flush(out);
 }

@@ -189,19 +189,20 @@ class PrefillManager {
 
   // Pipeline hooks (dispatcher thread), in prefill_transfer.cc.
   void on_rooms_transferred(const std::vector<TransferredRoom>& rooms) PDKV_EXCLUDES(mu_);
-  // The room's Success status for its one decode rank, to ride its last batch
-  // (status_note.h), if it can be decided now: nullopt with checksums on (computed after
-  // the bytes), while the first token is awaited, or with several decode ranks.
-  std::optional<proto::TransferStatus> success_for_note(uint64_t room) PDKV_EXCLUDES(mu_);
+  // The room's Success status for decode rank `key`, to ride the room's last batch to
+  // it (status_note.h), if it can be decided now: nullopt with checksums on (computed
+  // after the bytes) and while the first token is awaited.
+  std::optional<proto::TransferStatus> success_for_note(uint64_t room, const std::string& key)
+      PDKV_EXCLUDES(mu_);
   // The room's Success status for one destination (checksum: that destination's).
   proto::TransferStatus success_status(uint64_t room, const Room& r, const std::string& key,
                                        const DestinationPlan& dest,
                                        const PrefillMetadata& meta) const PDKV_REQUIRES(mu_);
   // Success statuses of a room whose bytes are all written and whose metadata is in (or
-  // not waited for), unless `delivered` (they rode its last batch); the room leaves the
-  // tables.
-  void complete_room(uint64_t room, Room& r, const PrefillMetadata& meta, bool delivered,
-                     Outbox& out) PDKV_REQUIRES(mu_);
+  // not waited for), to every decode rank but those in `delivered` (theirs rode the
+  // room's last batch to them); the room leaves the tables.
+  void complete_room(uint64_t room, Room& r, const PrefillMetadata& meta,
+                     const std::vector<std::string>& delivered, Outbox& out) PDKV_REQUIRES(mu_);
   void expire_metadata_waits() PDKV_EXCLUDES(mu_);
 
   // Fails the room, notifies every non-dummy destination, and drops it from the tables.

@@ -1,6 +1,8 @@
 // The completion half of PrefillManager: the pipeline reports rooms whose bytes all
 // landed; their Success statuses go out (after the first token, if the engine waits for
 // it), in one send burst per decode rank.
+#include <algorithm>
+
 #include "common/logging.h"
 #include "kv/manager_common.h"
 #include "kv/prefill_manager.h"
@@ -18,19 +20,22 @@ void PrefillManager::on_rooms_transferred(const std::vector<TransferredRoom>& ro
       Room& r = it->second;
       r.transferred_at = at;
       std::optional<PrefillMetadata> meta = metadata_.peek(done.room);
-      if (!done.status_delivered && !meta && config_.wait_for_prefill_metadata) {
+      // A note is built only with the metadata in (or not waited for), so a room that
+      // still waits for it delivered none.
+      if (done.delivered_to.empty() && !meta && config_.wait_for_prefill_metadata) {
         // An event, not a wait: set_prefill_metadata() completes it, the timer expires it.
         r.metadata_deadline = now() + config_.options.metadata_timeout;
         awaiting_metadata_.insert(done.room);
         continue;
       }
-      complete_room(done.room, r, meta.value_or(PrefillMetadata{}), done.status_delivered, out);
+      complete_room(done.room, r, meta.value_or(PrefillMetadata{}), done.delivered_to, out);
     }
   }
   flush(out);
 }
 
-std::optional<proto::TransferStatus> PrefillManager::success_for_note(uint64_t room) {
+std::optional<proto::TransferStatus> PrefillManager::success_for_note(uint64_t room,
+                                                                      const std::string& key) {
   if (config_.options.verify_checksum) return std::nullopt;
   MutexLock lock(mu_);
   auto it = rooms_.find(room);
@@ -38,14 +43,9 @@ std::optional<proto::TransferStatus> PrefillManager::success_for_note(uint64_t r
   const Room& r = it->second;
   std::optional<PrefillMetadata> meta = metadata_.peek(room);
   if (!meta && config_.wait_for_prefill_metadata) return std::nullopt;
-  const std::pair<const std::string, std::shared_ptr<const DestinationPlan>>* only = nullptr;
-  for (const auto& entry : r.destinations) {
-    if (entry.second->is_dummy()) continue;
-    if (only != nullptr) return std::nullopt;  // several decode ranks: several statuses
-    only = &entry;
-  }
-  if (only == nullptr) return std::nullopt;
-  return success_status(room, r, only->first, *only->second, meta.value_or(PrefillMetadata{}));
+  auto dest = r.destinations.find(key);
+  if (dest == r.destinations.end() || dest->second->is_dummy()) return std::nullopt;
+  return success_status(room, r, key, *dest->second, meta.value_or(PrefillMetadata{}));
 }
 
 proto::TransferStatus PrefillManager::success_status(uint64_t room, const Room& r,
@@ -68,13 +68,14 @@ proto::TransferStatus PrefillManager::success_status(uint64_t room, const Room& 
 }
 
 void PrefillManager::complete_room(uint64_t room, Room& r, const PrefillMetadata& meta,
-                                   bool delivered, Outbox& out) {
+                                   const std::vector<std::string>& delivered, Outbox& out) {
   auto status = board_.get(room);
   if (!status || status->state == RoomState::kFailed) return;
-  if (!delivered) {
-    for (const auto& [key, dest] : r.destinations) {
-      if (!dest->is_dummy()) out.add(key, success_status(room, r, key, *dest, meta));
+  for (const auto& [key, dest] : r.destinations) {
+    if (dest->is_dummy() || std::find(delivered.begin(), delivered.end(), key) != delivered.end()) {
+      continue;
     }
+    out.add(key, success_status(room, r, key, *dest, meta));
   }
   const TimePoint done = now();
   metrics_.observe(RoomStage::kStatusDelivery, done - r.transferred_at);

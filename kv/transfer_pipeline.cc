@@ -226,6 +226,7 @@ void TransferPipeline::apply(Command& command) {
       r.id = command.room;
       r.serial = next_serial_++;
       r.destinations = std::move(command.destinations);
+      r.dest_outstanding.assign(r.destinations.size(), 0);
       for (const TransferDestination& d : r.destinations) link_for(d.engine_endpoint);
       return;
     }
@@ -281,6 +282,13 @@ TransferPipeline::RoomState* TransferPipeline::find_room(const RoomKey& key) {
   return it != rooms_.end() && it->second.serial == key.serial ? &it->second : nullptr;
 }
 
+size_t TransferPipeline::dest_index(const RoomState& r, const std::string& engine_endpoint) {
+  for (size_t i = 0; i < r.destinations.size(); ++i) {
+    if (r.destinations[i].engine_endpoint == engine_endpoint) return i;
+  }
+  return r.destinations.size();
+}
+
 std::string TransferPipeline::decode_name(const RoomState& r, const std::string& engine_endpoint) {
   for (const TransferDestination& d : r.destinations) {
     if (d.engine_endpoint == engine_endpoint) return d.key;
@@ -300,14 +308,14 @@ void TransferPipeline::fail(uint64_t room, FailureCause cause, const std::string
   failed_.emplace_back(room, cause, reason);
 }
 
-void TransferPipeline::maybe_finished(uint64_t room, RoomState& r, bool status_delivered) {
+void TransferPipeline::maybe_finished(uint64_t room, RoomState& r) {
   if (!r.last_chunk_added || !r.jobs.empty() || r.outstanding_bytes != 0) return;
   metrics_.observe(RoomStage::kQueueWait, r.queue_wait);
   metrics_.observe(RoomStage::kPlanning, r.planning);
   if (r.planned_bytes != 0) metrics_.observe(RoomStage::kWire, r.last_ack - r.first_submit);
   metrics_.observe_room_size(r.planned_bytes, r.planned_blocks);
-  if (status_delivered) metrics_.status_in_band();
-  finished_.push_back(TransferredRoom{room, status_delivered});
+  for (size_t i = 0; i < r.delivered.size(); ++i) metrics_.status_in_band();
+  finished_.push_back(TransferredRoom{room, std::move(r.delivered)});
   rooms_.erase(room);
 }
 
@@ -472,6 +480,7 @@ Status TransferPipeline::plan_blocks(RoomState& r, size_t d, const Job& job,
   // Summed now: the bytes the forward pass wrote, which is what must arrive.
   if (dest.checksum) dest.checksum->add(*writes);
   r.outstanding_bytes += bytes;
+  r.dest_outstanding[d] += bytes;
   r.planned_bytes += bytes;
   r.planned_blocks += writes->size();
   const size_t n = writes->size();
@@ -555,13 +564,16 @@ void TransferPipeline::attach_statuses(WriteBatch& batch) {
       bytes += room_bytes_[i].second;
     }
     const RoomState* r = find_room(key);
-    // Only a batch that completes the room may say so: every chunk planned and no byte
-    // of it pending or in flight elsewhere; one destination, so one status.
-    if (r == nullptr || !r->last_chunk_added || !r->jobs.empty() || r->destinations.size() != 1 ||
-        r->outstanding_bytes != bytes) {
+    const size_t d = r != nullptr ? dest_index(*r, batch.endpoint) : 0;
+    // Only a batch that completes the room's bytes to this decode rank may say so: every
+    // chunk planned and no byte for this rank pending or in flight elsewhere. The status
+    // is this rank's (each decode rank gets its own).
+    if (r == nullptr || d == r->destinations.size() || !r->last_chunk_added || !r->jobs.empty() ||
+        r->dest_outstanding[d] != bytes) {
       continue;
     }
-    std::optional<proto::TransferStatus> status = hooks_.status_note(key.room);
+    std::optional<proto::TransferStatus> status =
+        hooks_.status_note(key.room, r->destinations[d].key);
     if (!status) continue;
     if (!append_status(&batch.note, *status)) break;  // full: the rest go the usual way
     batch.noted.push_back(key);
@@ -605,15 +617,21 @@ void TransferPipeline::on_completion(Completion& completion) {
   failed_peers_.record_success(batch.endpoint);
   metrics_.wrote(batch.bytes, batch.blocks.size());
   const TimePoint acked = now();
+  for (const RoomKey& key : batch.noted) {
+    // Its status rode this batch, and the decode handled it before acknowledging.
+    RoomState* r = find_room(key);
+    const size_t d = r != nullptr ? dest_index(*r, batch.endpoint) : 0;
+    if (r != nullptr && d < r->destinations.size()) r->delivered.push_back(r->destinations[d].key);
+  }
   for (const BatchSegment& seg : batch.segments) {
     RoomState* r = find_room(seg.key);
     if (r == nullptr) continue;
     r->outstanding_bytes -= seg.bytes;
+    const size_t d = dest_index(*r, batch.endpoint);
+    if (d < r->destinations.size()) r->dest_outstanding[d] -= seg.bytes;
     r->first_submit = std::min(r->first_submit, batch.submitted_at);
     r->last_ack = acked;
-    const bool noted =
-        std::find(batch.noted.begin(), batch.noted.end(), seg.key) != batch.noted.end();
-    maybe_finished(seg.key.room, *r, noted);
+    maybe_finished(seg.key.room, *r);
   }
 }
 

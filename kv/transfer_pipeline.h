@@ -102,9 +102,10 @@ struct PipelineOptions {
 // A room whose last chunk was planned and every planned byte acknowledged.
 struct TransferredRoom {
   uint64_t room = 0;
-  // Its Success status rode its last batch as a note (status_note.h), and the decode
-  // handled it before acknowledging that batch: nothing is left to send.
-  bool status_delivered = false;
+  // Decode ranks (TransferDestination::key) whose Success status rode the room's last
+  // batch to them as a note (status_note.h) and was handled before that batch was
+  // acknowledged: nothing is left to send them.
+  std::vector<std::string> delivered_to;
 };
 
 class TransferPipeline {
@@ -113,11 +114,12 @@ class TransferPipeline {
     std::function<void(const std::vector<TransferredRoom>& rooms)> on_transferred;
     // A room the pipeline failed (not called for cancel_room()).
     std::function<void(uint64_t room, FailureCause cause, const std::string& reason)> on_failed;
-    // Optional: the room's Success status for its one decode rank if it may ride the
-    // room's last batch now (nullopt: it goes over the control channel after the
-    // acknowledgement). Asked only when that batch carries every byte still due to the
-    // room's only destination and the engine carries notes.
-    std::function<std::optional<proto::TransferStatus>(uint64_t room)> status_note;
+    // Optional: the room's Success status for decode rank `key` if it may ride the
+    // room's last batch to that rank now (nullopt: it goes over the control channel
+    // after the acknowledgement). Asked only when that batch carries every byte still due
+    // to that rank and the engine carries notes.
+    std::function<std::optional<proto::TransferStatus>(uint64_t room, const std::string& key)>
+        status_note;
   };
 
   // Every reference outlives the pipeline.
@@ -183,8 +185,10 @@ class TransferPipeline {
     std::vector<TransferDestination> destinations;
     std::deque<Job> jobs;
     bool last_chunk_added = false;
-    bool queued = false;             // in ready_
-    uint64_t outstanding_bytes = 0;  // planned, not acknowledged yet
+    bool queued = false;                     // in ready_
+    uint64_t outstanding_bytes = 0;          // planned, not acknowledged yet
+    std::vector<uint64_t> dest_outstanding;  // the same, per destination
+    std::vector<std::string> delivered;      // destinations whose status rode a batch
     // Stage timings and size, observed when the room finishes (TransferMetrics).
     std::chrono::nanoseconds queue_wait{0}, planning{0};
     TimePoint first_submit = TimePoint::max();  // of the batches acknowledged
@@ -227,13 +231,14 @@ class TransferPipeline {
   void handle_batch_failure(PeerLink& link, WriteBatch batch, const Status& status);
   void give_up_link(PeerLink& link, const Status& why);
   void fail(uint64_t room, FailureCause cause, const std::string& reason);
-  // Ends the room if nothing is left of it (r is gone then); `status_delivered`: the
-  // batch that completed it carried its status.
-  void maybe_finished(uint64_t room, RoomState& r, bool status_delivered = false);
+  // Ends the room if nothing is left of it (r is gone then).
+  void maybe_finished(uint64_t room, RoomState& r);
   // The room `key` names if it is still the same room; nullptr once it ended.
   RoomState* find_room(const RoomKey& key);
   // How a failure reason names the decode behind `engine_endpoint`: its control endpoint.
   static std::string decode_name(const RoomState& r, const std::string& engine_endpoint);
+  // The index of the destination behind `engine_endpoint`; destinations.size() if none.
+  static size_t dest_index(const RoomState& r, const std::string& engine_endpoint);
   void erase_room(uint64_t room);
   bool alive(const RoomKey& key) const;
   PeerLink& link_for(const std::string& endpoint);
