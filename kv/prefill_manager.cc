@@ -58,7 +58,9 @@ Status PrefillManager::start(const ControlChannelFactory& channels) {
   hooks.on_transferred = [this](const std::vector<TransferredRoom>& rooms) {
     on_rooms_transferred(rooms);
   };
-  if (config_.options.status_in_band) {
+  // With checksums on, a status carries the sum of the bytes sent, decided after they were
+  // acknowledged: it cannot ride a batch, so the pipeline never asks.
+  if (config_.options.status_in_band && !config_.options.verify_checksum) {
     hooks.status_note = [this](uint64_t room, const std::string& key) {
       return success_for_note(room, key);
     };

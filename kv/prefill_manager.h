@@ -190,8 +190,8 @@ class PrefillManager {
   // Pipeline hooks (dispatcher thread), in prefill_transfer.cc.
   void on_rooms_transferred(const std::vector<TransferredRoom>& rooms) PDKV_EXCLUDES(mu_);
   // The room's Success status for decode rank `key`, to ride the room's last batch to
-  // it (status_note.h), if it can be decided now: nullopt with checksums on (computed
-  // after the bytes) and while the first token is awaited.
+  // it (status_note.h), if it can be decided now: nullopt while the first token is
+  // awaited. Never asked with checksums on (the hook is not installed then).
   std::optional<proto::TransferStatus> success_for_note(uint64_t room, const std::string& key)
       PDKV_EXCLUDES(mu_);
   // The room's Success status for one destination (checksum: that destination's).

@@ -36,7 +36,6 @@ void PrefillManager::on_rooms_transferred(const std::vector<TransferredRoom>& ro
 
 std::optional<proto::TransferStatus> PrefillManager::success_for_note(uint64_t room,
                                                                       const std::string& key) {
-  if (config_.options.verify_checksum) return std::nullopt;
   MutexLock lock(mu_);
   auto it = rooms_.find(room);
   if (it == rooms_.end()) return std::nullopt;

@@ -309,7 +309,9 @@ void TransferPipeline::fail(uint64_t room, FailureCause cause, const std::string
 }
 
 void TransferPipeline::maybe_finished(uint64_t room, RoomState& r) {
-  if (!r.last_chunk_added || !r.jobs.empty() || r.outstanding_bytes != 0) return;
+  const bool acked = std::all_of(r.dest_outstanding.begin(), r.dest_outstanding.end(),
+                                 [](uint64_t bytes) { return bytes == 0; });
+  if (!r.last_chunk_added || !r.jobs.empty() || !acked) return;
   metrics_.observe(RoomStage::kQueueWait, r.queue_wait);
   metrics_.observe(RoomStage::kPlanning, r.planning);
   if (r.planned_bytes != 0) metrics_.observe(RoomStage::kWire, r.last_ack - r.first_submit);
@@ -479,7 +481,6 @@ Status TransferPipeline::plan_blocks(RoomState& r, size_t d, const Job& job,
   if (bytes == 0) return Status();
   // Summed now: the bytes the forward pass wrote, which is what must arrive.
   if (dest.checksum) dest.checksum->add(*writes);
-  r.outstanding_bytes += bytes;
   r.dest_outstanding[d] += bytes;
   r.planned_bytes += bytes;
   r.planned_blocks += writes->size();
@@ -626,9 +627,8 @@ void TransferPipeline::on_completion(Completion& completion) {
   for (const BatchSegment& seg : batch.segments) {
     RoomState* r = find_room(seg.key);
     if (r == nullptr) continue;
-    r->outstanding_bytes -= seg.bytes;
-    const size_t d = dest_index(*r, batch.endpoint);
-    if (d < r->destinations.size()) r->dest_outstanding[d] -= seg.bytes;
+    // A link carries only the pieces of destinations behind its endpoint.
+    r->dest_outstanding[dest_index(*r, batch.endpoint)] -= seg.bytes;
     r->first_submit = std::min(r->first_submit, batch.submitted_at);
     r->last_ack = acked;
     maybe_finished(seg.key.room, *r);

@@ -186,8 +186,7 @@ class TransferPipeline {
     std::deque<Job> jobs;
     bool last_chunk_added = false;
     bool queued = false;                     // in ready_
-    uint64_t outstanding_bytes = 0;          // planned, not acknowledged yet
-    std::vector<uint64_t> dest_outstanding;  // the same, per destination
+    std::vector<uint64_t> dest_outstanding;  // per destination: planned, not acknowledged
     std::vector<std::string> delivered;      // destinations whose status rode a batch
     // Stage timings and size, observed when the room finishes (TransferMetrics).
     std::chrono::nanoseconds queue_wait{0}, planning{0};
