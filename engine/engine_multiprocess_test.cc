@@ -398,6 +398,94 @@ TEST(EngineMultiProcess, SilentReceiverFailsBatchAfterIoTimeout) {
   EXPECT_TRUE(peer.process->ping().ok());  // the receiver itself lives on
 }
 
+// A part this small is written by the submitting thread (TcpOptions::
+// inline_write_max_bytes), so the stream's thread never saw it go out: it must still watch
+// it and fail it when no ACK comes, not wait forever.
+TEST(EngineMultiProcess, SilentReceiverFailsASmallInlineWrittenBatchAfterIoTimeout) {
+  std::vector<uint8_t> src(4096, 3);
+  const int io_timeout_ms = 500;
+  auto engine = make_engine(1, io_timeout_ms);
+  Peer peer = start_peer(1 << 20, {{0, 1 << 20}});
+  auto session = engine->open_session(peer.process->endpoint());
+  ASSERT_TRUE(session.ok());
+  // The stream is idle (its thread asleep with no work) when the silent peer gets the part.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  peer.process->send_signal(SIGSTOP);
+  std::vector<WriteBlock> blocks = {
+      {reinterpret_cast<uint64_t>(src.data()), peer.process->remote_base(), src.size()}};
+  const TimePoint start = now();
+  auto batch = engine->submit(*session, blocks);
+  ASSERT_TRUE(batch.ok());
+  auto st = engine->wait(*batch, kGenerous);
+  const int64_t took = elapsed_ms(start);
+  peer.process->send_signal(SIGCONT);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->state, BatchState::kFailed);
+  EXPECT_EQ(st->error.code(), StatusCode::kDeadlineExceeded) << st->error.to_string();
+  EXPECT_GE(took, io_timeout_ms);
+  EXPECT_LE(took, 2 * io_timeout_ms + 20000);  // generous for a loaded 2-core machine
+  (void)engine->release(*batch);
+}
+
+// Small batches from several threads on one stream per peer: inline writers race each
+// other and the stream's thread (which writes whatever they leave and reads every ACK).
+// Every batch succeeds and every byte lands where it belongs.
+TEST(EngineMultiProcess, SmallBatchesFromManyThreadsOnOneStreamAllLand) {
+  constexpr int kPeers = 2, kThreads = 4, kBatchesPerThread = 150;
+  constexpr size_t kBlock = 2048, kBlocksPerBatch = 8;
+  constexpr size_t kSlot = kBlock * kBlocksPerBatch;
+  const size_t peer_bytes = kSlot * kThreads * kBatchesPerThread;
+  std::vector<uint8_t> src(peer_bytes);
+  fill_pattern(src.data(), src.size(), kSourceSeed);
+  std::vector<Peer> peers;
+  for (int p = 0; p < kPeers; ++p) peers.push_back(start_peer(peer_bytes, {{0, peer_bytes}}));
+  auto engine = make_engine(1);
+  std::vector<SessionId> sessions;
+  for (auto& p : peers) sessions.push_back(engine->open_session(p.process->endpoint()).value());
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<BatchId> ids;
+      std::vector<WriteBlock> blocks;
+      for (int b = 0; b < kBatchesPerThread; ++b) {
+        const size_t slot = (size_t(t) * kBatchesPerThread + b) * kSlot;
+        for (int p = 0; p < kPeers; ++p) {
+          blocks.clear();
+          for (size_t i = 0; i < kBlocksPerBatch; ++i) {
+            // Reversed order: no two blocks coalesce, so each is its own entry.
+            const size_t at = slot + (kBlocksPerBatch - 1 - i) * kBlock;
+            blocks.push_back({reinterpret_cast<uint64_t>(src.data()) + at,
+                              peers[p].process->remote_base() + at, kBlock});
+          }
+          auto id = engine->submit(sessions[p], blocks);
+          if (id.ok()) {
+            ids.push_back(*id);
+          } else {
+            ++failures;
+          }
+        }
+        if (b % 16 == 15) {  // keep some in flight, and let the streams go idle now and then
+          for (BatchId id : ids) {
+            auto st = engine->wait(id, kGenerous);
+            if (!st.ok() || st->state != BatchState::kSucceeded) ++failures;
+            (void)engine->release(id);
+          }
+          ids.clear();
+        }
+      }
+      for (BatchId id : ids) {
+        auto st = engine->wait(id, kGenerous);
+        if (!st.ok() || st->state != BatchState::kSucceeded) ++failures;
+        (void)engine->release(id);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (auto& p : peers) EXPECT_EQ(std::memcmp(p.buffer->data(), src.data(), peer_bytes), 0);
+}
+
 TEST(EngineMultiProcess, ConnectToClosedPortFailsFastWithClearError) {
   uint16_t port = 0;
   {

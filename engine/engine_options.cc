@@ -37,6 +37,11 @@ Result<EngineOptions> EngineOptions::from(const config::Settings& settings) {
                                                         static_cast<int64_t>(o.tcp.stage_max_bytes),
                                                         0, int64_t{1} << 20));
   o.tcp.stage_max_bytes = static_cast<uint64_t>(stage);
+  PDKV_ASSIGN_OR_RETURN(
+      int64_t inline_bytes,
+      config::read_int(settings, "PDKV_TCP_INLINE_WRITE_BYTES",
+                       static_cast<int64_t>(o.tcp.inline_write_max_bytes), 0, int64_t{16} << 20));
+  o.tcp.inline_write_max_bytes = static_cast<uint64_t>(inline_bytes);
   PDKV_ASSIGN_OR_RETURN(int64_t conns, config::read_int(settings, "PDKV_TCP_MAX_CONNECTIONS",
                                                         o.tcp.max_connections, 1, 65536));
   o.tcp.max_connections = static_cast<int>(conns);

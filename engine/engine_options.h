@@ -46,6 +46,12 @@ struct TcpOptions {
   uint64_t stage_max_bytes = 0;
   // Largest run staged at once (the staging buffer of each stream).
   uint64_t stage_buffer_bytes = 4 << 20;
+  // A part of at most this many bytes (header and table included), enqueued while its
+  // stream writes nothing, is written by the submitting thread itself with one
+  // non-blocking sendmsg() instead of waking the stream's thread (tcp_sender.h). 0 = never.
+  // Small: a large part would hold the caller (the KV pipeline) for its whole copy; a
+  // 1-page request (128 KiB) is what it is for.
+  uint64_t inline_write_max_bytes = 256 << 10;
   // Most connections a receiver serves at once (a thread each); more are closed at accept.
   // 512 = 128 peer sessions of 4 streams.
   int max_connections = 512;

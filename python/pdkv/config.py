@@ -98,6 +98,7 @@ SETTINGS: tuple[Setting, ...] = (
     _i("PDKV_TCP_MIN_SPLIT_BYTES", 1 << 20, 4096, _TiB),
     _i("PDKV_TCP_MAX_PART_ENTRIES", 1 << 20, 1, 1 << 24),
     _i("PDKV_TCP_STAGE_MAX_BYTES", 0, 0, 1 << 20),
+    _i("PDKV_TCP_INLINE_WRITE_BYTES", 256 << 10, 0, 16 << 20),
     _i("PDKV_TCP_MAX_CONNECTIONS", 512, 1, 65536),
     _i("PDKV_SHM_COPY_THREADS", 2, 1, 16),
     _i("PDKV_SHM_PART_BYTES", 64 << 20, 1 << 20, 1 << 30),

@@ -1,6 +1,8 @@
 """pdkv._progress: a tqdm bar on a terminal, plain lines (no carriage returns) otherwise."""
 import io
 import os
+import select
+import time
 
 import pytest
 
@@ -37,7 +39,12 @@ def test_bar_on_a_terminal():
             for i in range(1, 5):
                 p.update(i, "case")
             tty.flush()
-            drawn = os.read(master, 65536).decode(errors="replace")
+            # The pty hands written bytes to the reading side through a kernel work queue,
+            # so one read may see only the first redraws: read until the last one arrives.
+            drawn, deadline = "", time.monotonic() + 10
+            while "4/4" not in drawn and time.monotonic() < deadline:
+                if select.select([master], [], [], 0.1)[0]:
+                    drawn += os.read(master, 65536).decode(errors="replace")
     finally:
         os.close(master)
     assert "\r" in drawn and "chaos" in drawn and "4/4" in drawn

@@ -76,8 +76,13 @@ Result<std::unique_ptr<StreamSender>> StreamSender::connect(const std::string& e
 }
 
 StreamSender::StreamSender(UniqueFd fd, std::string endpoint, const TcpOptions& options)
-    : endpoint_(std::move(endpoint)), options_(options), fd_(std::move(fd)) {
-  ack_buf_.resize(kAckBufBytes);
+    : endpoint_(std::move(endpoint)), options_(options) {
+  {
+    MutexLock io(io_mu_);
+    fd_ = std::move(fd);
+    ack_buf_.resize(kAckBufBytes);
+    last_progress_ = now();
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -88,7 +93,12 @@ StreamSender::~StreamSender() {
   }
   wake_.signal();
   thread_.join();
-  fail_all(aborted("stream to " + endpoint_ + " closed"));
+  std::vector<Ended> ended;
+  {
+    MutexLock io(io_mu_);
+    fail_all(aborted("stream to " + endpoint_ + " closed"), &ended);
+  }
+  complete(&ended);
 }
 
 Status StreamSender::health() const {
@@ -96,18 +106,50 @@ Status StreamSender::health() const {
   return broken_;
 }
 
+void StreamSender::complete(std::vector<Ended>* ended) {
+  for (Ended& e : *ended) e.post->part_done(e.status);
+  ended->clear();
+}
+
 void StreamSender::enqueue(OutPart part) {
+  const bool small = wire_bytes(part) <= options_.inline_write_max_bytes;
   Status broken;
   {
     MutexLock lock(mu_);
     if (broken_.ok() && !stop_) {
       queued_.push_back(std::move(part));
-      wake_.signal();
-      return;
+    } else {
+      broken = broken_.ok() ? aborted("stream closing") : broken_;
     }
-    broken = broken_.ok() ? aborted("stream closing") : broken_;
   }
-  part.post->part_done(broken);
+  if (!broken.ok()) {
+    part.post->part_done(broken);
+    return;
+  }
+  if (small && write_inline()) return;
+  wake_.signal();
+}
+
+uint64_t StreamSender::wire_bytes(const OutPart& part) {
+  return part.head.size() + part.post->plan.parts[part.part_index].bytes;
+}
+
+bool StreamSender::write_inline() {
+  // A busy stream (its thread at work, another inline writer) takes the part itself.
+  if (!io_mu_.try_lock()) return false;
+  bool all_sent = false;
+  if (fd_.valid() && sending_.empty()) {
+    take_queued();
+    // One small part only: what others queued meanwhile may be large (or the thread may
+    // have sent ours already and this is theirs).
+    if (sending_.size() == 1 && wire_bytes(sending_.front()) <= options_.inline_write_max_bytes) {
+      std::vector<Ended> none;  // an inline writer never ends a part
+      all_sent = write_some(true, &none) == WriteOutcome::kAllSent;
+      last_progress_ = now();
+    }
+  }
+  io_mu_.unlock();
+  return all_sent;
 }
 
 void StreamSender::take_queued() {
@@ -121,7 +163,7 @@ void StreamSender::take_queued() {
   }
 }
 
-void StreamSender::fail_all(const Status& status) {
+void StreamSender::fail_all(const Status& status, std::vector<Ended>* ended) {
   std::deque<OutPart> queued;
   {
     MutexLock lock(mu_);
@@ -143,9 +185,13 @@ void StreamSender::fail_all(const Status& status) {
     fd_.reset();
   }
   for (auto* list : {&awaiting_, &sending_, &queued}) {
-    for (OutPart& p : *list) p.post->part_done(status);
+    for (OutPart& p : *list) ended->push_back(Ended{std::move(p.post), status});
     list->clear();
   }
+  head_sent_ = 0;
+  entry_cursor_ = 0;
+  entry_offset_ = 0;
+  staged_end_ = 0;
 }
 
 void StreamSender::stage_next_run(const PartEntry* entries, uint32_t entry_count) {
@@ -167,7 +213,7 @@ void StreamSender::stage_next_run(const PartEntry* entries, uint32_t entry_count
   stage_sent_ = 0;
 }
 
-bool StreamSender::write_some() {
+StreamSender::WriteOutcome StreamSender::write_some(bool inline_writer, std::vector<Ended>* ended) {
   iovec iov[kMaxIov];
   while (!sending_.empty()) {
     OutPart& part = sending_.front();
@@ -212,9 +258,11 @@ bool StreamSender::write_some() {
     ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      fail_all(unavailable("send to " + endpoint_ + ": " + std::strerror(errno)));
-      return false;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return WriteOutcome::kBlocked;
+      if (!inline_writer) {
+        fail_all(unavailable("send to " + endpoint_ + ": " + std::strerror(errno)), ended);
+      }
+      return WriteOutcome::kBroken;
     }
     auto done = static_cast<uint64_t>(n);
     const size_t head_left = part.head.size() - head_sent_;
@@ -249,18 +297,20 @@ bool StreamSender::write_some() {
       entry_offset_ = 0;
     }
   }
-  return true;
+  return WriteOutcome::kAllSent;
 }
 
-bool StreamSender::finish_ack(const FrameHeader& header, std::span<const uint8_t> body) {
+bool StreamSender::finish_ack(const FrameHeader& header, std::span<const uint8_t> body,
+                              std::vector<Ended>* ended) {
   if (awaiting_.empty() || awaiting_.front().part_id != header.part_id) {
     fail_all(data_loss("unexpected ACK for part " + std::to_string(header.part_id) + " from " +
-                       endpoint_));
+                       endpoint_),
+             ended);
     return false;
   }
   Result<AckBody> ack = decode_ack_body(body, header);
   if (!ack.ok()) {
-    fail_all(ack.status());
+    fail_all(ack.status(), ended);
     return false;
   }
   OutPart part = std::move(awaiting_.front());
@@ -284,22 +334,22 @@ bool StreamSender::finish_ack(const FrameHeader& header, std::span<const uint8_t
     result = data_loss(fmt::format("peer {} acknowledged {} of {} bytes", endpoint_,
                                    header.payload_bytes, plan.bytes));
   }
-  part.post->part_done(result);
+  ended->push_back(Ended{std::move(part.post), std::move(result)});
   return true;
 }
 
-bool StreamSender::read_acks() {
+bool StreamSender::read_acks(std::vector<Ended>* ended) {
   while (true) {
     ssize_t n =
         ::recv(fd_.get(), ack_buf_.data() + ack_fill_, ack_buf_.size() - ack_fill_, MSG_DONTWAIT);
     if (n == 0) {
-      fail_all(unavailable("peer " + endpoint_ + " closed the connection"));
+      fail_all(unavailable("peer " + endpoint_ + " closed the connection"), ended);
       return false;
     }
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      fail_all(unavailable("recv from " + endpoint_ + ": " + std::strerror(errno)));
+      fail_all(unavailable("recv from " + endpoint_ + ": " + std::strerror(errno)), ended);
       return false;
     }
     ack_fill_ += static_cast<size_t>(n);
@@ -309,12 +359,13 @@ bool StreamSender::read_acks() {
           decode_header(std::span<const uint8_t>(ack_buf_.data() + pos, kHeaderSize), 1);
       if (!h.ok() || h->type != FrameType::kAck) {
         fail_all(data_loss("malformed ACK from " + endpoint_ + ": " +
-                           (h.ok() ? std::string("not an ACK") : h.status().to_string())));
+                           (h.ok() ? std::string("not an ACK") : h.status().to_string())),
+                 ended);
         return false;
       }
       if (ack_fill_ - pos < kHeaderSize + h->count) break;  // body not complete yet
-      if (!finish_ack(*h,
-                      std::span<const uint8_t>(ack_buf_.data() + pos + kHeaderSize, h->count))) {
+      if (!finish_ack(*h, std::span<const uint8_t>(ack_buf_.data() + pos + kHeaderSize, h->count),
+                      ended)) {
         return false;
       }
       pos += kHeaderSize + h->count;
@@ -326,53 +377,66 @@ bool StreamSender::read_acks() {
 }
 
 void StreamSender::run() {
-  TimePoint last_progress = now();
+  std::vector<Ended> ended;
   while (true) {
     {
       MutexLock lock(mu_);
       if (stop_) return;
     }
-    take_queued();
-    if (!fd_.valid()) {
-      // Broken: parts enqueued before broken_ was seen are failed here.
-      fail_all(health());
-    } else if (!sending_.empty()) {
-      const size_t before = sending_.size();
-      const uint32_t cursor = entry_cursor_;
-      const uint64_t offset = entry_offset_;
-      const size_t head = head_sent_;
-      const size_t staged = stage_sent_;
-      if (!write_some()) continue;
-      if (sending_.size() != before || cursor != entry_cursor_ || offset != entry_offset_ ||
-          head != head_sent_ || staged != stage_sent_) {
-        last_progress = now();
+    pollfd p[2] = {{-1, 0, 0}, {wake_.fd(), POLLIN, 0}};
+    int timeout = options_.io_timeout_ms;
+    {
+      MutexLock io(io_mu_);
+      take_queued();
+      if (!fd_.valid()) {
+        // Broken: parts enqueued before broken_ was seen are failed here.
+        fail_all(health(), &ended);
+      } else if (!sending_.empty()) {
+        const size_t before = sending_.size();
+        const uint32_t cursor = entry_cursor_;
+        const uint64_t offset = entry_offset_;
+        const size_t head = head_sent_;
+        const size_t staged = stage_sent_;
+        (void)write_some(false, &ended);
+        if (sending_.size() != before || cursor != entry_cursor_ || offset != entry_offset_ ||
+            head != head_sent_ || staged != stage_sent_) {
+          last_progress_ = now();
+        }
+      }
+      const bool outstanding = !sending_.empty() || !awaiting_.empty();
+      if (!outstanding) last_progress_ = now();
+      if (outstanding && fd_.valid()) {
+        timeout =
+            std::max<int>(0, options_.io_timeout_ms - static_cast<int>(elapsed_ms(last_progress_)));
+      }
+      // Idle, the thread still wakes every io_timeout_ms: an inline writer may have put
+      // a part in flight without waking it, and its ACK must not be awaited forever.
+      if (fd_.valid()) {
+        p[0] = {fd_.get(), static_cast<short>(POLLIN | (sending_.empty() ? 0 : POLLOUT)), 0};
       }
     }
-    const bool outstanding = !sending_.empty() || !awaiting_.empty();
-    if (!outstanding) last_progress = now();
-    int timeout = -1;
-    if (outstanding && fd_.valid()) {
-      timeout =
-          std::max<int>(0, options_.io_timeout_ms - static_cast<int>(elapsed_ms(last_progress)));
-    }
-    pollfd p[2] = {{fd_.get(), static_cast<short>(POLLIN | (sending_.empty() ? 0 : POLLOUT)), 0},
-                   {wake_.fd(), POLLIN, 0}};
+    complete(&ended);
+    // Only this thread closes fd_, so the descriptor polled here stays open meanwhile.
     int n = ::poll(p, 2, timeout);
     if (n < 0 && errno != EINTR) {
-      fail_all(internal_error(std::string("poll: ") + std::strerror(errno)));
-      continue;
+      MutexLock io(io_mu_);
+      fail_all(internal_error(std::string("poll: ") + std::strerror(errno)), &ended);
     }
     if (p[1].revents & POLLIN) wake_.drain();
-    if (fd_.valid() && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-      const size_t waiting = awaiting_.size();
-      if (!read_acks()) continue;
-      if (awaiting_.size() != waiting) last_progress = now();
+    {
+      MutexLock io(io_mu_);
+      if (fd_.valid() && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+        const size_t waiting = awaiting_.size();
+        if (read_acks(&ended) && awaiting_.size() != waiting) last_progress_ = now();
+      }
+      const bool outstanding = !sending_.empty() || !awaiting_.empty();
+      if (fd_.valid() && outstanding && elapsed_ms(last_progress_) >= options_.io_timeout_ms) {
+        fail_all(deadline_exceeded(fmt::format("no progress on the stream to {} for {} ms",
+                                               endpoint_, options_.io_timeout_ms)),
+                 &ended);
+      }
     }
-    if (fd_.valid() && outstanding && n == 0 &&
-        elapsed_ms(last_progress) >= options_.io_timeout_ms) {
-      fail_all(deadline_exceeded(fmt::format("no progress on the stream to {} for {} ms", endpoint_,
-                                             options_.io_timeout_ms)));
-    }
+    complete(&ended);
   }
 }
 

@@ -14,8 +14,20 @@
 // with DeadlineExceeded. The stream is then broken for good (health() reports why);
 // later parts fail immediately. A malformed or unexpected ACK is DataLoss.
 //
-// Thread safety: enqueue() and health() may be called from any thread. The destructor
-// stops and joins the thread and completes whatever is left with Aborted.
+// Inline writes: a small part (TcpOptions::inline_write_max_bytes) enqueued while the
+// stream has nothing being written goes out with one non-blocking sendmsg() from the
+// caller's thread instead of waking the stream's thread: on 2 shared cores that hand-over
+// cost a P5 request ~60-100 us of its ~250 (BENCHMARKS.md, P5). What the write leaves
+// (a full socket buffer, an error) is the thread's, woken then; the thread keeps reading
+// ACKs (it always polls the socket for input) and watching progress (an idle thread still
+// wakes every io_timeout_ms, so an inline part whose ACK never comes fails in time).
+//
+// Thread safety: enqueue() and health() may be called from any thread. The connection's
+// send and ACK state is guarded by io_mu_, held by the thread while it works (never across
+// poll()) and by an inline writer (try_lock only: a busy stream is simply woken). Parts
+// are completed (PostState::part_done, which runs the sink's callbacks) outside io_mu_, so
+// a callback may enqueue again. The destructor stops and joins the thread and completes
+// whatever is left with Aborted.
 #pragma once
 
 #include <atomic>
@@ -26,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "engine/backend.h"
@@ -72,19 +85,39 @@ class StreamSender {
 
  private:
   StreamSender(UniqueFd fd, std::string endpoint, const TcpOptions& options);
+  // A part that ended (ACKed, or failed) and the status to complete it with, once io_mu_
+  // is released.
+  struct Ended {
+    std::shared_ptr<PostState> post;
+    Status status;
+  };
+  enum class WriteOutcome : uint8_t {
+    kAllSent,  // sending_ is empty
+    kBlocked,  // the socket buffer is full: wait for POLLOUT
+    kBroken,   // the socket failed (fail_all was called, unless the writer was inline)
+  };
+
   void run();
-  // Each returns false once the stream broke (fail_all was called).
-  bool write_some();
+  // Writes from the front of sending_ until it is empty or the socket would block. An
+  // inline writer does not fail the stream on a socket error: it leaves that to the
+  // thread, which meets the same error on its next write.
+  WriteOutcome write_some(bool inline_writer, std::vector<Ended>* ended) PDKV_REQUIRES(io_mu_);
   // Copies the run of small entries at entry_cursor_ into stage_.
-  void stage_next_run(const PartEntry* entries, uint32_t entry_count);
-  bool read_acks();
-  bool finish_ack(const FrameHeader& header, std::span<const uint8_t> body);
-  void fail_all(const Status& status);
-  void take_queued();
+  void stage_next_run(const PartEntry* entries, uint32_t entry_count) PDKV_REQUIRES(io_mu_);
+  // Each returns false once the stream broke (fail_all was called).
+  bool read_acks(std::vector<Ended>* ended) PDKV_REQUIRES(io_mu_);
+  bool finish_ack(const FrameHeader& header, std::span<const uint8_t> body,
+                  std::vector<Ended>* ended) PDKV_REQUIRES(io_mu_);
+  void fail_all(const Status& status, std::vector<Ended>* ended) PDKV_REQUIRES(io_mu_);
+  void take_queued() PDKV_REQUIRES(io_mu_);
+  // From enqueue(): true if the caller's thread wrote every queued part (see the header).
+  bool write_inline();
+  // Header, entry table and payload of a part.
+  static uint64_t wire_bytes(const OutPart& part);
+  static void complete(std::vector<Ended>* ended);
 
   const std::string endpoint_;
   const TcpOptions options_;
-  UniqueFd fd_;  // used by the thread only
   EventFd wake_;
   std::thread thread_;
 
@@ -93,20 +126,25 @@ class StreamSender {
   Status broken_ PDKV_GUARDED_BY(mu_);
   bool stop_ PDKV_GUARDED_BY(mu_) = false;
 
-  // Thread-only state.
-  std::deque<OutPart> sending_;   // front is being written
-  std::deque<OutPart> awaiting_;  // fully written, ACK pending, in order
-  size_t head_sent_ = 0;
-  uint32_t entry_cursor_ = 0;  // within the front part's entries
-  uint64_t entry_offset_ = 0;  // bytes of that entry already sent
+  // The connection's state: the thread's, or an inline writer's while it holds io_mu_.
+  // Lock order: io_mu_ before mu_.
+  Mutex io_mu_;
+  UniqueFd fd_ PDKV_GUARDED_BY(io_mu_);                   // reset (closed) only by the thread
+  std::deque<OutPart> sending_ PDKV_GUARDED_BY(io_mu_);   // front is being written
+  std::deque<OutPart> awaiting_ PDKV_GUARDED_BY(io_mu_);  // fully written, ACK pending, in order
+  size_t head_sent_ PDKV_GUARDED_BY(io_mu_) = 0;
+  uint32_t entry_cursor_ PDKV_GUARDED_BY(io_mu_) = 0;  // within the front part's entries
+  uint64_t entry_offset_ PDKV_GUARDED_BY(io_mu_) = 0;  // bytes of that entry already sent
   // Staged run of small entries [entry_cursor_, staged_end_) of the front part; 0 = none.
-  StageBuffer stage_;
-  uint32_t staged_end_ = 0;
-  size_t stage_len_ = 0;
-  size_t stage_sent_ = 0;
-  uint64_t next_part_id_ = 1;
-  std::vector<uint8_t> ack_buf_;
-  size_t ack_fill_ = 0;
+  StageBuffer stage_ PDKV_GUARDED_BY(io_mu_);
+  uint32_t staged_end_ PDKV_GUARDED_BY(io_mu_) = 0;
+  size_t stage_len_ PDKV_GUARDED_BY(io_mu_) = 0;
+  size_t stage_sent_ PDKV_GUARDED_BY(io_mu_) = 0;
+  uint64_t next_part_id_ PDKV_GUARDED_BY(io_mu_) = 1;
+  std::vector<uint8_t> ack_buf_ PDKV_GUARDED_BY(io_mu_);
+  size_t ack_fill_ PDKV_GUARDED_BY(io_mu_) = 0;
+  // Last byte sent or ACK received while work was outstanding (the stall watch).
+  TimePoint last_progress_ PDKV_GUARDED_BY(io_mu_);
 };
 
 }  // namespace pdkv::engine::tcp
