@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <vector>
 
 #include "bench/engine_baselines.h"
@@ -20,8 +21,9 @@ namespace {
 std::string target_id(const EngineBenchArgs& a) {
   if (a.backend == "shm") return "P2";
   if (a.backend == "ucx") return "P3_" + tls_key(effective_ucx_tls(a.ucx_tls));
-  if (a.head_split > 1 || a.decode_tp > 1) {
-    return fmt::format("engine_page{}_dtp{}_split{}", a.page, a.decode_tp, a.head_split);
+  if (a.head_split > 1 || a.decode_tp > 1 || a.pairs > 1) {
+    return fmt::format("engine_page{}_dtp{}_split{}", a.page, a.decode_tp, a.head_split) +
+           (a.pairs > 1 ? fmt::format("_pairs{}", a.pairs) : "");
   }
   if (a.page == 16) return "P1";
   if (a.page == 1) return "P1s";
@@ -31,6 +33,20 @@ std::string target_id(const EngineBenchArgs& a) {
 double target_ratio(const EngineBenchArgs& a) {
   if (a.backend == "shm") return 0.80;
   return a.page == 1 && a.backend == "tcp" ? 0.60 : 0.90;
+}
+
+// One round on every link at once (a thread each beyond the first); the first error.
+Status round_together(const std::vector<std::unique_ptr<BenchLink>>& links,
+                      const std::string& what) {
+  std::vector<Status> results(links.size());
+  std::vector<std::thread> others;
+  for (size_t i = 1; i < links.size(); ++i) {
+    others.emplace_back([&, i] { results[i] = links[i]->round(what); });
+  }
+  results[0] = links[0]->round(what);
+  for (std::thread& t : others) t.join();
+  for (Status& st : results) PDKV_RETURN_IF_ERROR(st);
+  return Status();
 }
 
 }  // namespace
@@ -47,16 +63,21 @@ Status run_engine_bench(const EngineBenchArgs& args) {
   SourceMemory src(w.layout_bytes);
   if (src.data == nullptr) return internal_error("cannot map the source layout");
   engine::testing::fill_pattern(src.data, src.size, args.seed);
-  PDKV_ASSIGN_OR_RETURN(std::unique_ptr<BenchLink> link,
-                        start_link(w, src, options, {"PDKV_ENGINE_BACKEND=" + args.backend}));
-  const std::vector<engine::WriteBlock>& blocks = link->blocks;
+  std::vector<std::unique_ptr<BenchLink>> links;
+  for (int p = 0; p < args.pairs; ++p) {
+    PDKV_ASSIGN_OR_RETURN(std::unique_ptr<BenchLink> link,
+                          start_link(w, src, options, {"PDKV_ENGINE_BACKEND=" + args.backend}));
+    links.push_back(std::move(link));
+  }
+  const std::vector<engine::WriteBlock>& blocks = links.front()->blocks;
+  const uint64_t bytes_per_round = w.payload_bytes * links.size();
 
   std::printf(
       "pdkv bench engine: backend %s, model %s, %lu tokens, page %lu (%lu B items), "
-      "%zu buffers, %zu blocks, %.1f MiB per round, %d streams\n",
+      "%zu buffers, %zu blocks, %.1f MiB per round, %d streams, %d pair(s)\n",
       args.backend.c_str(), args.model.c_str(), static_cast<unsigned long>(w.tokens),
       static_cast<unsigned long>(w.page_tokens), static_cast<unsigned long>(w.item_bytes),
-      w.buffer_offsets.size(), blocks.size(), w.payload_bytes / 1048576.0, streams);
+      w.buffer_offsets.size(), blocks.size(), bytes_per_round / 1048576.0, streams, args.pairs);
   std::fflush(stdout);
 
   // Baseline with the same stream count, once before and once after the engine rounds
@@ -70,19 +91,22 @@ Status run_engine_bench(const EngineBenchArgs& args) {
     std::printf("baseline: %s\n", iperf_before.status().to_string().c_str());
   }
 
-  // One untimed round faults in the destination pages in the receiver.
-  PDKV_RETURN_IF_ERROR(link->round("warm-up round"));
+  // One untimed round faults in the destination pages in the receivers.
+  PDKV_RETURN_IF_ERROR(round_together(links, "warm-up round"));
   std::vector<double> gbps;
   std::printf("%6s %10s %8s\n", "round", "seconds", "GB/s");
   for (int r = 0; r < args.rounds; ++r) {
     const TimePoint start = now();
-    PDKV_RETURN_IF_ERROR(link->round("timed round"));
+    PDKV_RETURN_IF_ERROR(round_together(links, "timed round"));
     const double s = elapsed_s(start);
-    gbps.push_back(w.payload_bytes / s / kGiga);
+    gbps.push_back(bytes_per_round / s / kGiga);
     std::printf("%6d %10.4f %8.3f\n", r, s, gbps.back());
   }
-  PDKV_ASSIGN_OR_RETURN(const size_t bad_block,
-                        link->verification_round(w, src, "verification round"));
+  size_t bad_block = w.blocks.size();
+  for (auto& link : links) {
+    PDKV_ASSIGN_OR_RETURN(bad_block, link->verification_round(w, src, "verification round"));
+    if (bad_block != w.blocks.size()) break;
+  }
   const bool verified = bad_block == w.blocks.size();
 
   Result<double> iperf_after =
@@ -140,7 +164,8 @@ Status run_engine_bench(const EngineBenchArgs& args) {
              {"head_split", args.head_split},
              {"streams", streams},
              {"blocks", blocks.size()},
-             {"bytes_per_round", w.payload_bytes}};
+             {"pairs", args.pairs},
+             {"bytes_per_round", bytes_per_round}};
     if (args.backend == "ucx") j["P3"] = j[id];  // TARGETS.md key; per-transport key beside it
     PDKV_RETURN_IF_ERROR(write_json_file(args.json_path, j));
   }

@@ -1,5 +1,5 @@
 // `pdkv bench engine`: one sender process (this one) and one receiver process
-// (pdkv_engine_peer, fork/exec'd) over loopback, the workload of engine_workload.h,
+// (pdkv_engine_peer, fork/exec'd) over loopback (or --pairs of them, moving at once), the workload of engine_workload.h,
 // against a baseline measured in the same run (TARGETS.md "How the figures are
 // reported"): iperf3 with the same stream count for the TCP backend (P1 page 16, P1s
 // page 1). Every destination byte is verified after the timed rounds.
@@ -29,6 +29,10 @@ struct EngineBenchArgs {
   // > 1: heterogeneous-TP block pattern (engine_workload.h). P6's geometry (llama3-8b,
   // prefill TP 4 -> decode TP 2) is --decode-tp 2 --head-split 2: 512 B blocks.
   uint64_t head_split = 1;
+  // > 1: that many sender/receiver pairs (each its own engine and receiver process) move
+  // their rounds at the same time and the aggregate is reported: P6's data movement (4
+  // prefill ranks at once) without the managers, on the same cores (issue 20).
+  int pairs = 1;
   // Instead of the baseline comparison: authentication on vs off, interleaved
   // (bench/engine_auth_ab.h).
   bool auth_ab = false;

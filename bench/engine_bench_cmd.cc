@@ -38,6 +38,12 @@ const pdkv::cli::CommandRegistrar kEngineBench("bench", [](CLI::App& bench) {
                   "= N x decode TP; one block per token)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  cmd->add_option("--pairs", args->pairs,
+                  "sender/receiver pairs moving their rounds at the same time (aggregate "
+                  "GB/s); 4 with --tokens 16384 --decode-tp 2 --head-split 2 is one P6 round "
+                  "without the managers")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
   cmd->add_flag("--auth-ab", args->auth_ab,
                 "issue 15: the same workload with and without the cluster secret "
                 "(PDKV_SECRET_FILE), rounds alternating in one run (key P1_auth)");

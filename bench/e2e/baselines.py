@@ -1,5 +1,5 @@
 """Same-run baselines: raw ZeroMQ PUSH/PULL round trip (P5), iperf3 loopback (reported),
-`pdkv bench engine` P1 (P6's target) and the engine alone at P6's own geometry (what
+`pdkv bench engine` P1 (P6's target) and the engines alone moving P6's own round (what
 bounds P6)."""
 from __future__ import annotations
 
@@ -91,15 +91,16 @@ def engine_p1(bin_dir: str, rounds: int = 3) -> dict:
     return engine_figure(bin_dir, ["--model", "llama3-8b", "--tokens", "4096", "--page", "16"], rounds)
 
 
-def geometry_args(model: str, tokens: int, page: int, prefill_tp: int, decode_tp: int):
-    """`pdkv bench engine` arguments that move exactly the blocks one prefill rank of the
-    scale case moves in a round (`tokens` = requests x tokens each): the engine alone (one
-    sender, one receiver process; no managers, control plane or Python) moving P6's own
-    block pattern (512 B head-split pieces for llama3-8b TP 4 -> 2) bounds what the whole
+def topology_args(model: str, tokens: int, page: int, prefill_tp: int, decode_tp: int):
+    """`pdkv bench engine` arguments that move exactly what the scale case moves in a round
+    (`tokens` = requests x tokens each, per prefill rank), with nothing else: one
+    sender/receiver pair per prefill rank, all moving at once (--pairs), each pair the
+    blocks of one prefill rank (512 B head-split pieces for llama3-8b TP 4 -> 2). No
+    managers, control plane or Python: on the same cores, this bounds what the whole
     system can reach. None when the engine bench cannot express the geometry (prefill TP
     < decode TP: one prefill rank feeds several decode ranks)."""
     if prefill_tp % decode_tp:
         return None
     return ["--model", model, "--tokens", str(tokens), "--page", str(page),
-            "--decode-tp", str(decode_tp), "--head-split", str(prefill_tp // decode_tp)]
-
+            "--decode-tp", str(decode_tp), "--head-split", str(prefill_tp // decode_tp),
+            "--pairs", str(prefill_tp)]

@@ -156,14 +156,14 @@ def measure_baselines(a, bin_dir) -> dict:
             base["P1"] = baselines.engine_p1(bin_dir)
         except Exception as e:  # no P1 means no ratio, not a lost run
             base["P1_error"] = f"{type(e).__name__}: {e}"
-        geo = baselines.geometry_args(a.model, a.concurrency[-1] * a.tokens, a.page,
+        topo = baselines.topology_args(a.model, a.concurrency[-1] * a.tokens, a.page,
                                       a.prefill_tp, a.decode_tp)
         try:
-            if geo:
-                base["engine_at_geometry"] = dict(baselines.engine_figure(bin_dir, geo),
-                                                  args=" ".join(geo))
+            if topo:
+                base["engine_at_topology"] = dict(baselines.engine_figure(bin_dir, topo),
+                                                  args=" ".join(topo))
         except Exception as e:
-            base["engine_at_geometry_error"] = f"{type(e).__name__}: {e}"
+            base["engine_at_topology_error"] = f"{type(e).__name__}: {e}"
     return base
 
 
@@ -173,7 +173,7 @@ def one_run(pdkv, a, base):
     log, t_start, stop = failures.FailureLog(), time.monotonic(), None
     rr = rounds.new_result(a) if a.case != "soak" else None
     extra = dict(p1=base.get("P1", {}).get("value"), layer_ms=a.layer_ms,
-                 engine_at_geometry=base.get("engine_at_geometry", {}).get("value"),
+                 engine_at_topology=base.get("engine_at_topology", {}).get("value"),
                  decode_tp=a.decode_tp, soak=None)
     try:
         if a.case == "latency":
@@ -199,7 +199,7 @@ def one_run(pdkv, a, base):
 
 
 def print_run(i, n, fig) -> None:
-    keys = ("value", "baseline", "ratio", "ratio_to_engine_at_geometry", "p99_us", "min_us",
+    keys = ("value", "baseline", "ratio", "ratio_to_engine_at_topology", "p99_us", "min_us",
             "lat_p50_us", "lat_p99_us", "rss_growth", "offered_gbps", "achieved_gbps")
     shown = ", ".join(f"{k} {fig[k]:.4g}" for k in keys if isinstance(fig.get(k), float))
     print(f"run {i}/{n}: {shown}; failed rooms {fig['failed_rooms']}, "

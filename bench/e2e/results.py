@@ -12,7 +12,7 @@ import report
 import rounds
 
 KEYS = {"latency": "P5", "scale": "P6", "layerwise": "P7", "soak": "P8"}
-MEDIAN = ("ratio", "ratio_to_engine_at_geometry", "value", "baseline", "p99_us", "p99_ratio", "lat_p50_us", "lat_p99_us",
+MEDIAN = ("ratio", "ratio_to_engine_at_topology", "value", "baseline", "p99_us", "p99_ratio", "lat_p50_us", "lat_p99_us",
           "tail_us", "achieved_gbps", "offered_gbps", "achieved_req_per_s",
           "offered_req_per_s", "seconds")
 WORST = ("rss_growth", "lat_max_us")
@@ -52,12 +52,12 @@ def latency_run(rr, zmq) -> dict:
             "baseline_what": "ZeroMQ PUSH/PULL RTT p50"}
 
 
-def scale_run(rr, p1, geometry) -> dict:
-    """`geometry`: the engine alone moving this case's own blocks, in this run
-    (baselines.geometry_args); the target's ratio stays the one to P1."""
+def scale_run(rr, p1, topology) -> dict:
+    """`topology`: the engines alone moving this case's whole round at once, in this run
+    (baselines.topology_args); the target's ratio stays the one to P1."""
     top = _top(rr)
     return {"value": top.get("gbps"), "baseline": p1, "ratio": _ratio(top.get("gbps"), p1),
-            "ratio_to_engine_at_geometry": _ratio(top.get("gbps"), geometry),
+            "ratio_to_engine_at_topology": _ratio(top.get("gbps"), topology),
             "unit": "GB/s", "rss_growth": rounds.rss_growth(rr["rss_rounds"]) if rr else None,
             "lat_p50_us": top.get("lat_p50_us"), "lat_p99_us": top.get("lat_p99_us"),
             "req_per_s": top.get("req_per_s"), "per_rank_gbps": top.get("per_rank_gbps"),
@@ -79,7 +79,7 @@ def run_figures(case, rr, log, extra) -> dict:
     else:
         fig = {"latency": lambda: latency_run(rr, extra.get("zmq")),
                "scale": lambda: scale_run(rr, extra.get("p1"),
-                                           extra.get("engine_at_geometry")),
+                                           extra.get("engine_at_topology")),
                "layerwise": lambda: layerwise_run(rr, extra["layer_ms"] * 1000.0)}[case]()
         checked = _complete(rr)
         if rr:
