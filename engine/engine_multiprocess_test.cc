@@ -411,6 +411,10 @@ TEST(EngineMultiProcess, SilentReceiverFailsASmallInlineWrittenBatchAfterIoTimeo
   // The stream is idle (its thread asleep with no work) when the silent peer gets the part.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   peer.process->send_signal(SIGSTOP);
+  // A signal lands asynchronously: a part this small would otherwise be applied first.
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(peer.process->pid(), &wstatus, WUNTRACED), peer.process->pid());
+  ASSERT_TRUE(WIFSTOPPED(wstatus));
   std::vector<WriteBlock> blocks = {
       {reinterpret_cast<uint64_t>(src.data()), peer.process->remote_base(), src.size()}};
   const TimePoint start = now();

@@ -40,6 +40,9 @@ void append_folded(const PartEntry& e, std::vector<PartEntry>* out) {
     if (extends_run(run, e, &src_stride, &dst_stride)) {
       run.src_stride = src_stride;
       run.dst_stride = dst_stride;
+      run.one_block_per_piece = run.one_block_per_piece && e.one_block_per_piece &&
+                                e.block_index == run.block_index + run.pieces;
+      run.block_span = e.block_index + e.block_span - run.block_index;
       ++run.pieces;
       return;
     }
@@ -64,11 +67,17 @@ void coalesce(std::span<const WriteBlock> blocks, std::vector<PartEntry>* out, u
         pending.dst_addr + pending.length == b.dst_addr &&
         pending.length <= UINT64_MAX - b.length) {
       pending.length += b.length;
+      pending.block_span = static_cast<uint32_t>(i) - pending.block_index + 1;
+      pending.one_block_per_piece = false;
       continue;
     }
     if (have) append_folded(pending, out);
-    pending =
-        PartEntry{b.src_addr, b.dst_addr, b.length, 1, 0, 0, static_cast<uint32_t>(i), b.grant};
+    pending = PartEntry{};
+    pending.src_addr = b.src_addr;
+    pending.dst_addr = b.dst_addr;
+    pending.length = b.length;
+    pending.block_index = static_cast<uint32_t>(i);
+    pending.grant = b.grant;
     have = true;
   }
   if (have) append_folded(pending, out);
@@ -91,6 +100,11 @@ PartEntry take_front(PartEntry* e, uint64_t want) {
   e->src_addr += k * e->src_stride;
   e->dst_addr += k * e->dst_stride;
   e->pieces -= k;
+  if (e->one_block_per_piece) {  // otherwise both halves keep naming the whole range
+    front.block_span = static_cast<uint32_t>(k);
+    e->block_index += static_cast<uint32_t>(k);
+    e->block_span -= static_cast<uint32_t>(k);
+  }
   for (PartEntry* p : {&front, e}) {
     if (p->pieces == 1) p->src_stride = p->dst_stride = 0;
   }
@@ -151,13 +165,21 @@ void plan_parts(std::span<const WriteBlock> blocks, const PlanLimits& limits, ui
   }
 }
 
-uint32_t block_for_address(std::span<const WriteBlock> blocks, const PartEntry& entry,
-                           uint64_t addr) {
-  for (size_t i = entry.block_index; i < blocks.size(); ++i) {
-    const WriteBlock& b = blocks[i];
-    if (addr >= b.dst_addr && addr - b.dst_addr < b.length) return static_cast<uint32_t>(i);
+BlockName name_block(const PartEntry& entry, uint64_t addr) {
+  uint64_t piece = 0;
+  if (entry.pieces > 1 && addr >= entry.dst_addr) {
+    piece = std::min((addr - entry.dst_addr) / entry.dst_stride, entry.pieces - 1);
   }
-  return entry.block_index;
+  BlockName name;
+  name.dst = entry.dst_addr + piece * entry.dst_stride;
+  name.length = entry.length;
+  if (entry.one_block_per_piece) {
+    name.first = name.last = entry.block_index + static_cast<uint32_t>(piece);
+  } else {
+    name.first = entry.block_index;
+    name.last = entry.block_index + entry.block_span - 1;
+  }
+  return name;
 }
 
 }  // namespace pdkv::engine::tcp

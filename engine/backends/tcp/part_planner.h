@@ -10,8 +10,9 @@
 //    piece boundary) so a single huge block still uses every stream. Smaller batches go
 //    to `first_stream` alone.
 // 3. Bound: a share with more than max_part_entries entries becomes several parts.
-// Each entry remembers the index of the block it starts in, so a receiver's rejection
-// can be reported against the caller's own list (block_for_address()).
+// Each entry remembers which of the caller's blocks it carries (the first index and how
+// many, and whether piece i is exactly block first + i), so a receiver's rejection can be
+// reported against the caller's own list (name_block()) without keeping a copy of it.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -33,8 +34,13 @@ struct PartEntry {
   uint64_t pieces = 1;
   uint64_t src_stride = 0;
   uint64_t dst_stride = 0;
-  uint32_t block_index = 0;  // a caller's block at or before the entry's first byte
-  uint64_t grant = 0;        // every block of an entry lands under the same grant
+  // The caller's blocks [block_index, block_index + block_span) are the ones this entry
+  // carries (contiguous blocks merge into one piece; zero-length blocks among them count).
+  // one_block_per_piece: piece i is exactly block block_index + i.
+  uint32_t block_index = 0;
+  uint32_t block_span = 1;
+  bool one_block_per_piece = true;
+  uint64_t grant = 0;  // every block of an entry lands under the same grant
 
   uint64_t bytes() const { return length * pieces; }
 };
@@ -63,11 +69,16 @@ struct PlanLimits {
 void plan_parts(std::span<const WriteBlock> blocks, const PlanLimits& limits, uint32_t first_stream,
                 PartPlan* plan);
 
-// The index of a caller's block that contains `addr`, searching forward from
-// entry.block_index (the blocks of one entry are consecutive in the list, and any block
-// containing an address the receiver refused is itself out of range). Falls back to
-// entry.block_index if no block contains addr.
-uint32_t block_for_address(std::span<const WriteBlock> blocks, const PartEntry& entry,
-                           uint64_t addr);
+// Which of the caller's blocks holds destination address `addr` of `entry`: exactly one
+// (first == last) when the entry keeps one block per piece or carries a single block;
+// otherwise the range of blocks merged into that piece. `dst` and `length` describe the
+// piece (= the block, when exact).
+struct BlockName {
+  uint32_t first = 0;
+  uint32_t last = 0;
+  uint64_t dst = 0;
+  uint64_t length = 0;
+};
+BlockName name_block(const PartEntry& entry, uint64_t addr);
 
 }  // namespace pdkv::engine::tcp

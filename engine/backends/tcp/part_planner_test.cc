@@ -24,8 +24,16 @@ TEST(PartPlanner, MergesBlocksContinuingInSourceAndDestination) {
   EXPECT_EQ(plan.entries[1].block_index, 2u);
   ASSERT_EQ(plan.parts.size(), 1u);
   EXPECT_EQ(plan.parts[0].bytes, 21u);
-  EXPECT_EQ(block_for_address(blocks, plan.entries[1], 2005), 4u);
-  EXPECT_EQ(block_for_address(blocks, plan.entries[0], 1012), 1u);
+  // Entry 1 merged blocks 2-4 (3 is empty), entry 0 blocks 0-1: a bad address names the
+  // range merged into its piece.
+  BlockName b = name_block(plan.entries[1], 2005);
+  EXPECT_EQ(b.first, 2u);
+  EXPECT_EQ(b.last, 4u);
+  EXPECT_EQ(b.dst, 2000u);
+  EXPECT_EQ(b.length, 6u);
+  b = name_block(plan.entries[0], 1012);
+  EXPECT_EQ(b.first, 0u);
+  EXPECT_EQ(b.last, 1u);
 }
 
 TEST(PartPlanner, BlocksOfDifferentGrantsNeverShareAnEntry) {
@@ -98,7 +106,36 @@ TEST(PartPlanner, FoldsEquallySpacedBlocksIntoRuns) {
   EXPECT_EQ(plan.entries[2].pieces, 1u);
   EXPECT_EQ(plan.entries[2].dst_stride, 0u);
   EXPECT_EQ(sum_bytes(plan), 32u * 512 + 100);
-  EXPECT_EQ(block_for_address(blocks, plan.entries[1], 500000 + 3 * 1024 + 7), 19u);
+  const BlockName b = name_block(plan.entries[1], 500000 + 3 * 1024 + 7);
+  EXPECT_EQ(b.first, 19u);
+  EXPECT_EQ(b.last, 19u);
+  EXPECT_EQ(b.dst, 500000u + 3 * 1024);
+  EXPECT_EQ(b.length, 512u);
+}
+
+// Runs cut across streams still name single blocks exactly; a run with an empty block in
+// the middle of it (no longer one block per piece) names its whole range.
+TEST(PartPlanner, RunsSplitAcrossStreamsNameTheirBlocksExactly) {
+  std::vector<WriteBlock> blocks;
+  for (uint64_t i = 0; i < 1000; ++i) blocks.push_back({i * 4096, i * 8192, 4096});
+  PartPlan plan;
+  plan_parts(blocks, PlanLimits{4, 1 << 18, 100}, 0, &plan);
+  ASSERT_GT(plan.entries.size(), 1u);
+  for (const PartEntry& e : plan.entries) {
+    const uint64_t last_piece = e.dst_addr + (e.pieces - 1) * e.dst_stride;
+    const BlockName b = name_block(e, last_piece + 5);
+    EXPECT_EQ(b.first, b.last);
+    EXPECT_EQ(b.first, last_piece / 8192);
+    EXPECT_EQ(b.dst, last_piece);
+  }
+  std::vector<WriteBlock> gap = {{0, 0, 512}, {512, 1024, 512}, {1024, 1024, 0}, {1024, 2048, 512}};
+  plan_parts(gap, PlanLimits{1, 1 << 20, 100}, 0, &plan);
+  ASSERT_EQ(plan.entries.size(), 1u);
+  EXPECT_EQ(plan.entries[0].pieces, 3u);
+  const BlockName b = name_block(plan.entries[0], 2048 + 3);
+  EXPECT_EQ(b.first, 0u);
+  EXPECT_EQ(b.last, 3u);
+  EXPECT_EQ(b.dst, 2048u);
 }
 
 TEST(PartPlanner, OverlappingOrDescendingBlocksStayApart) {

@@ -39,13 +39,12 @@ class TcpPeer final : public BackendPeer {
     auto post = std::make_shared<PostState>();
     post->token = token;
     post->sink = sink;
-    post->blocks.assign(blocks.begin(), blocks.end());
     const auto streams = note.empty() ? static_cast<uint32_t>(streams_.size()) : 1u;
     const PlanLimits limits{streams, options.min_split_bytes, options.max_part_entries};
     // Rotate the starting stream so small batches spread over all streams too.
     const auto first = static_cast<uint32_t>(next_stream_.fetch_add(1, std::memory_order_relaxed) %
                                              streams_.size());
-    plan_parts(post->blocks, limits, first, &post->plan);
+    plan_parts(blocks, limits, first, &post->plan);
     const size_t n_parts = post->plan.parts.size();
     post->parts_left.store(n_parts, std::memory_order_relaxed);
     for (size_t i = 0; i < n_parts; ++i) {

@@ -321,12 +321,15 @@ bool StreamSender::finish_ack(const FrameHeader& header, std::span<const uint8_t
     const auto code = static_cast<StatusCode>(header.aux);
     if (code == StatusCode::kOutOfRange && ack->entry_index < plan.entry_count) {
       const PartEntry& e = part.post->plan.entries[plan.first_entry + ack->entry_index];
-      const uint32_t k = block_for_address(part.post->blocks, e, ack->bad_addr);
-      const WriteBlock& b = part.post->blocks[k];
+      const BlockName b = name_block(e, ack->bad_addr);
+      const std::string which =
+          b.first == b.last
+              ? fmt::format("block {} (dst {:#x}, length {})", b.first, b.dst, b.length)
+              : fmt::format("one of blocks {}-{} (merged into dst {:#x}, length {})", b.first,
+                            b.last, b.dst, b.length);
       result = out_of_range(fmt::format(
-          "block {} (dst {:#x}, length {}) is outside the registered memory of {} (first bad "
-          "address {:#x}); peer: {}",
-          k, b.dst_addr, b.length, endpoint_, ack->bad_addr, ack->message));
+          "{} is outside the registered memory of {} (first bad address {:#x}); peer: {}", which,
+          endpoint_, ack->bad_addr, ack->message));
     } else {
       result = Status(code, "peer " + endpoint_ + ": " + ack->message);
     }

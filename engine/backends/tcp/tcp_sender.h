@@ -54,8 +54,7 @@ namespace pdkv::engine::tcp {
 struct PostState {
   uint64_t token = 0;
   CompletionSink* sink = nullptr;
-  std::vector<WriteBlock> blocks;  // the caller's list, for naming a rejected block
-  PartPlan plan;
+  PartPlan plan;  // its entries name the caller's blocks (a copy of the list is not kept)
   std::atomic<size_t> parts_left{0};
   Mutex error_mu;
   Status first_error PDKV_GUARDED_BY(error_mu);
