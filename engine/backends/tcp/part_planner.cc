@@ -40,8 +40,6 @@ void append_folded(const PartEntry& e, std::vector<PartEntry>* out) {
     if (extends_run(run, e, &src_stride, &dst_stride)) {
       run.src_stride = src_stride;
       run.dst_stride = dst_stride;
-      run.one_block_per_piece = run.one_block_per_piece && e.one_block_per_piece &&
-                                e.block_index == run.block_index + run.pieces;
       run.block_span = e.block_index + e.block_span - run.block_index;
       ++run.pieces;
       return;
@@ -68,7 +66,6 @@ void coalesce(std::span<const WriteBlock> blocks, std::vector<PartEntry>* out, u
         pending.length <= UINT64_MAX - b.length) {
       pending.length += b.length;
       pending.block_span = static_cast<uint32_t>(i) - pending.block_index + 1;
-      pending.one_block_per_piece = false;
       continue;
     }
     if (have) append_folded(pending, out);
@@ -96,11 +93,12 @@ PartEntry take_front(PartEntry* e, uint64_t want) {
     return front;
   }
   const uint64_t k = std::min(e->pieces, std::max<uint64_t>(1, want / e->length));
+  const bool exact = e->one_block_per_piece();
   front.pieces = k;
   e->src_addr += k * e->src_stride;
   e->dst_addr += k * e->dst_stride;
   e->pieces -= k;
-  if (e->one_block_per_piece) {  // otherwise both halves keep naming the whole range
+  if (exact) {  // otherwise both halves keep naming the whole range
     front.block_span = static_cast<uint32_t>(k);
     e->block_index += static_cast<uint32_t>(k);
     e->block_span -= static_cast<uint32_t>(k);
@@ -173,7 +171,7 @@ BlockName name_block(const PartEntry& entry, uint64_t addr) {
   BlockName name;
   name.dst = entry.dst_addr + piece * entry.dst_stride;
   name.length = entry.length;
-  if (entry.one_block_per_piece) {
+  if (entry.one_block_per_piece()) {
     name.first = name.last = entry.block_index + static_cast<uint32_t>(piece);
   } else {
     name.first = entry.block_index;

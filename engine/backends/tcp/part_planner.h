@@ -36,13 +36,14 @@ struct PartEntry {
   uint64_t dst_stride = 0;
   // The caller's blocks [block_index, block_index + block_span) are the ones this entry
   // carries (contiguous blocks merge into one piece; zero-length blocks among them count).
-  // one_block_per_piece: piece i is exactly block block_index + i.
   uint32_t block_index = 0;
   uint32_t block_span = 1;
-  bool one_block_per_piece = true;
   uint64_t grant = 0;  // every block of an entry lands under the same grant
 
   uint64_t bytes() const { return length * pieces; }
+  // Piece i is exactly the caller's block block_index + i (every piece is non-empty, so
+  // the span equals the piece count only when no piece merged blocks or skipped one).
+  bool one_block_per_piece() const { return block_span == pieces; }
 };
 
 struct PlannedPart {
