@@ -33,8 +33,11 @@ def _zmq_echo(port_in: int, port_out: int, n: int) -> None:
     ctx.destroy(linger=1000)
 
 
-def zmq_rtt_us(n: int = 2000, size: int = 64) -> dict:
-    """Ping-pong over two PUSH/PULL pairs between two processes; RTT percentiles in us."""
+def zmq_rtt_us(n: int = 2000, size: int = 64, gap_s: float = 0.0) -> dict:
+    """Ping-pong over two PUSH/PULL pairs between two processes; RTT percentiles in us.
+    gap_s > 0 idles that long before each ping, as P5's cold samples idle between rounds:
+    on this VM a woken idle vCPU costs tens of us, so a round trip after 10 ms of idle
+    measured 2-3 x a back-to-back one (BENCHMARKS.md, P5)."""
     import zmq
     a, b = _free_port(), _free_port()
     proc = CTX.Process(target=_zmq_echo, args=(a, b, n + 50))
@@ -46,6 +49,8 @@ def zmq_rtt_us(n: int = 2000, size: int = 64) -> dict:
     push.connect(f"tcp://127.0.0.1:{a}")
     msg, rtts = b"x" * size, []
     for i in range(n + 50):
+        if gap_s > 0:
+            time.sleep(gap_s)
         t0 = time.monotonic()
         push.send(msg)
         pull.recv()
@@ -54,7 +59,8 @@ def zmq_rtt_us(n: int = 2000, size: int = 64) -> dict:
     proc.join(10)
     ctx.destroy(linger=0)
     r = np.array(rtts)
-    return {"p50": float(np.percentile(r, 50)), "p99": float(np.percentile(r, 99)), "n": n}
+    return {"p50": float(np.percentile(r, 50)), "p99": float(np.percentile(r, 99)), "n": n,
+            "gap_ms": gap_s * 1e3}
 
 
 def iperf3_gbps(seconds: int = 2, streams: int = 4):

@@ -21,6 +21,7 @@ import auth_ab  # noqa: E402
 import baselines  # noqa: E402
 import failures  # noqa: E402
 import hogs  # noqa: E402
+import latency  # noqa: E402
 import report  # noqa: E402
 import results  # noqa: E402
 import rounds  # noqa: E402
@@ -30,7 +31,9 @@ from presets import PRESETS  # noqa: E402
 # Per case: model, tokens, page, prefill TP, decode TP, concurrency, rounds.
 CASE_DEFAULTS = {
     # One page of one token: 64 x 2 KiB blocks, so latency is not dominated by bandwidth.
-    "latency": ("llama3-8b", 1, 1, 1, 1, "1", 200),
+    # Warm samples (latency.MODES): 101 rooms per round sent one at a time, 2 timed rounds:
+    # 200 samples (a round's first room is none, report.summarize).
+    "latency": ("llama3-8b", 1, 1, 1, 1, "101", 2),
     # 1024 concurrent requests of llama3-8b x 16 tokens = 2 MiB each, 2 GiB per round on each
     # side: 4 k tokens each would be 0.5 TB, far above the machine's 24 GiB.
     "scale": ("llama3-8b", 16, 16, 4, 2, "1024", 10),
@@ -84,6 +87,14 @@ def parse():
     g.add_argument("--kill-signal", default="KILL", help="KILL (a dead rank) or STOP (a hung one)")
     g.add_argument("--decode-poll", choices=["spin", "sleep", "engine", "wait"],
                    help="decode polling (polling.py); default per case")
+    g.add_argument("--latency-mode", choices=latency.MODES, default="both",
+                   help="latency (P5): warm = a round's rooms sent one at a time, each after "
+                   "the previous ended (the headline, like its back-to-back baseline); cold = "
+                   "one room per round, idle in between (reported under `cold`); both")
+    g.add_argument("--cold-samples", type=int, default=200,
+                   help="latency: rounds of one room each in the cold mode")
+    g.add_argument("--idle-gap-ms", type=float, default=10.0,
+                   help="latency: idle before each ping of the cold mode's ZeroMQ baseline")
     g.add_argument("--poll-sleep-us", type=float, default=50.0,
                    help="sleep between poll passes with --decode-poll sleep")
     g.add_argument("--auth-ab", action="store_true",
@@ -110,6 +121,9 @@ def parse():
             setattr(a, name, v)
     if a.decode_poll is None:
         a.decode_poll = DECODE_POLL[a.case]
+    a.sequential = False  # set per mode by latency_modes()
+    if a.cold_samples < 1 or a.idle_gap_ms < 0:
+        ap.error("--cold-samples >= 1, --idle-gap-ms >= 0")
     if a.case != "soak" and a.tokens % a.page:
         ap.error("--tokens must be a multiple of --page")
     if a.repeat < 1 or a.hogs < 0 or a.rate <= 0 or a.minutes <= 0 or a.max_tokens < 1:
@@ -139,8 +153,15 @@ def describe(a) -> str:
     if a.case == "soak":
         return (f"case soak: {topo}, {a.rate} req/s Poisson for {a.minutes} min, sizes 1.."
                 f"{a.max_tokens} tokens ({soak.DISTRIBUTION}), seed {a.seed}")
+    if a.case == "latency":
+        modes = {"warm": f"warm: {a.rounds} rounds (+1 warm-up) of {a.concurrency[-1]} rooms "
+                 "sent one at a time", "cold": f"cold: {a.cold_samples} rounds of 1 room"}
+        shown = "; ".join(v for k, v in modes.items() if a.latency_mode in (k, "both"))
+        return f"case latency: {topo}, {a.tokens} tokens, {shown}, destination pages shuffled"
     return (f"case {a.case}: {topo}, {a.tokens} tokens, concurrency {a.concurrency}, "
             f"{a.rounds} rounds (+1 warm-up), destination pages shuffled")
+
+
 
 
 def measure_baselines(a, bin_dir) -> dict:
@@ -171,31 +192,38 @@ def one_run(pdkv, a, base):
     """One run on a fresh cluster -> (its figures, the Ctrl-C / SIGTERM that cut it short
     or None). An exception is the run's failure, not the bench's: it is logged."""
     log, t_start, stop = failures.FailureLog(), time.monotonic(), None
-    rr = rounds.new_result(a) if a.case != "soak" else None
+    modes = latency.modes(a) if a.case == "latency" else {"": a}
+    # The headline's rounds (warm unless only cold runs) and, for latency, the cold ones.
+    main_mode = next(iter(modes))
+    rrs = {m: rounds.new_result(o) for m, o in modes.items()} if a.case != "soak" else {}
+    rr = rrs.get(main_mode)
     extra = dict(p1=base.get("P1", {}).get("value"), layer_ms=a.layer_ms,
                  engine_at_topology=base.get("engine_at_topology", {}).get("value"),
-                 decode_tp=a.decode_tp, soak=None)
+                 decode_tp=a.decode_tp, soak=None, cold=None)
     try:
         if a.case == "latency":
-            try:
-                extra["zmq"] = baselines.zmq_rtt_us()
-            except Exception as e:
-                extra["zmq"] = {"error": f"{type(e).__name__}: {e}"}
+            extra["zmq"] = latency.zmq_baseline(False, a.idle_gap_ms)  # the target's baseline
+            if "cold" in modes:
+                extra["cold"] = {"rr": rrs["cold"],
+                                 "zmq_idle": latency.zmq_baseline(True, a.idle_gap_ms)}
         if a.case == "soak":
             extra["soak"] = soak.run_soak(pdkv, a, log)
         else:
-            rounds.run_rounds(pdkv, a, log, rr)
+            for m, o in modes.items():
+                rounds.run_rounds(pdkv, o, log, rrs[m])
     except Exception as e:
         traceback.print_exc()
         log.problem("driver", f"bench raised {type(e).__name__}: {e}", time.monotonic())
     except BaseException as e:  # noqa: B036 -- recorded, then re-raised by main()
         log.problem("driver", f"interrupted ({e!r})", time.monotonic())
         stop = e
-    if rr is not None:
-        print(report.table(rr["rows"], f"pdkv bench e2e --case {a.case}"))
+    for m, r in rrs.items():
+        print(report.table(r["rows"], f"pdkv bench e2e --case {a.case}" + (f" ({m})" if m else "")))
     fig = results.run_figures(a.case, rr, log, extra)
     fig["seconds"] = time.monotonic() - t_start
     return fig, stop
+
+
 
 
 def print_run(i, n, fig) -> None:
@@ -204,6 +232,12 @@ def print_run(i, n, fig) -> None:
     shown = ", ".join(f"{k} {fig[k]:.4g}" for k in keys if isinstance(fig.get(k), float))
     print(f"run {i}/{n}: {shown}; failed rooms {fig['failed_rooms']}, "
           f"verified_bytes_ok {fig['verified_bytes_ok']}")
+    if fig.get("cold"):
+        c = fig["cold"]
+        print("  cold (one room per round, idle between): " + ", ".join(
+            f"{k} {c[k]:.4g}" for k in ("value", "p99_us", "min_us", "ratio", "p99_ratio",
+                                        "idle_baseline", "ratio_to_idle_rtt",
+                                        "p99_ratio_to_idle_rtt") if isinstance(c.get(k), float)))
     for f in fig["first_failures"]:
         rooms = f"{f['count']} rooms (e.g. {f['rooms'][:5]})" if f["count"] else "no room"
         print(f"  {rooms} at {','.join(f['where'])}: {f['reason']}")

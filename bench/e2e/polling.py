@@ -77,3 +77,19 @@ def wait_all(objs: dict, timeout: float, mode: str = "engine", sleep_us: float =
     for room, o in pending.items():
         out[room] = (int(o.poll()), time.monotonic())
     return out
+
+
+def wait_in_order(objs: dict, timeout: float, mode: str = "sleep", sleep_us: float = 50.0) -> dict:
+    """wait_all for rooms that end one after another in `objs`' order (the prefill sends
+    each only after the previous one ended: P5's warm samples, latency.py): each pass polls
+    only the first pending room, so a pass costs one poll() however many rooms wait."""
+    out, deadline = {}, time.monotonic() + timeout
+    pacer = Pacer(mode, sleep_us)
+    for room, obj in objs.items():
+        while True:
+            st = int(obj.poll())
+            if st == SUCCESS or st == FAILED or time.monotonic() >= deadline:
+                out[room] = (st, time.monotonic())
+                break
+            pacer.wait(deadline)
+    return out

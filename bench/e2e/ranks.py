@@ -4,10 +4,11 @@ queue; ranks report (role, rank, kind, payload) on a shared result queue.
 Round protocol (latency, scale, layerwise): decode "prepare" (receivers, destination pages
 poisoned, metadata sent, then poll until every room ends), prefill "prepare" (senders,
 source pages filled, wait for the pre-allocation), prefill "go" (send, or the simulated
-layerwise forward). The soak case is one "soak" command (soak_rank.py). Times are
-time.monotonic(), which is CLOCK_MONOTONIC and system-wide on Linux, so they compare across
-processes. Every room that does not reach Success is reported with its reason
-(failure_exception()), so the driver can say why a run failed."""
+layerwise forward; with cfg "sequential", each room is sent once the previous one ended on
+the prefill, and the decode polls them in that order). The soak case is one "soak" command
+(soak_rank.py). Times are time.monotonic(), which is CLOCK_MONOTONIC and system-wide on
+Linux, so they compare across processes. Every room that does not reach Success is
+reported with its reason (failure_exception()), so the driver can say why a run failed."""
 from __future__ import annotations
 
 import faulthandler
@@ -106,8 +107,9 @@ class Rank:
             self.objs[room] = r
         self.put("prepared")
         timeout = self.cfg["timeout"]
-        states = polling.wait_all(self.objs, timeout, self.cfg.get("decode_poll", "engine"),
-                                  self.cfg.get("poll_sleep_us", 50.0))
+        wait = polling.wait_in_order if self.cfg.get("sequential") else polling.wait_all
+        states = wait(self.objs, timeout, self.cfg.get("decode_poll", "engine"),
+                      self.cfg.get("poll_sleep_us", 50.0))
         ok_rooms = {r for r, (st, _) in states.items() if st == polling.SUCCESS}
         bad = verify_rooms(mem, self.layout, ok_rooms)
         self.put("done", {
@@ -150,6 +152,11 @@ class Rank:
             # busy host could stamp a time later than the decode's Success (P5 saw -44 us).
             send_t[room] = time.monotonic()
             s.send(pages[k * ppr:(k + 1) * ppr])
+            if cfg.get("sequential"):
+                # P5's warm samples (latency.py): one transfer in flight, the next sent as
+                # soon as this one ended here; polled the way the decode polls.
+                polling.wait_in_order({room: s}, cfg["timeout"], cfg.get("decode_poll", "sleep"),
+                                      cfg.get("poll_sleep_us", 50.0))
         if cfg.get("layerwise_interval"):
             layer_s = cfg["layer_ms"] / 1000.0
             for layer, bufs in enumerate(self.preset.layer_buffers()):

@@ -42,14 +42,30 @@ def _ratio(value, baseline):
     return value / baseline if value is not None and baseline else None
 
 
-def latency_run(rr, zmq) -> dict:
+def latency_run(rr, zmq, cold=None) -> dict:
+    """P5: the headline samples `rr` against the back-to-back round trip `zmq`; `cold`
+    ({"rr", "zmq_idle"}, main.py LATENCY_MODES) adds the idle-between-samples figure,
+    against both that round trip and one taken after the same kind of idle."""
     top, zb = _top(rr), (zmq or {}).get("p50")
     p50, p99 = top.get("lat_p50_us"), top.get("lat_p99_us")
-    return {"value": p50, "baseline": zb, "ratio": _ratio(p50, zb), "unit": "us",
-            "p99_us": p99, "p99_ratio": _ratio(p99, zb), "min_us": top.get("lat_min_us"),
-            "lat_max_us": top.get("lat_max_us"), "samples": top.get("lat_samples", 0),
-            "negative_samples": top.get("negative_samples", 0), "zmq_rtt_us": zmq,
-            "baseline_what": "ZeroMQ PUSH/PULL RTT p50"}
+    fig = {"value": p50, "baseline": zb, "ratio": _ratio(p50, zb), "unit": "us",
+           "p99_us": p99, "p99_ratio": _ratio(p99, zb), "min_us": top.get("lat_min_us"),
+           "lat_max_us": top.get("lat_max_us"), "samples": top.get("lat_samples", 0),
+           "negative_samples": top.get("negative_samples", 0), "zmq_rtt_us": zmq,
+           "baseline_what": "ZeroMQ PUSH/PULL RTT p50"}
+    if cold:
+        c, zi = _top(cold["rr"]), (cold["zmq_idle"] or {}).get("p50")
+        cp50, cp99 = c.get("lat_p50_us"), c.get("lat_p99_us")
+        fig["cold"] = {"value": cp50, "p99_us": cp99, "min_us": c.get("lat_min_us"),
+                       "samples": c.get("lat_samples", 0), "ratio": _ratio(cp50, zb),
+                       "p99_ratio": _ratio(cp99, zb), "idle_baseline": zi,
+                       "ratio_to_idle_rtt": _ratio(cp50, zi),
+                       "p99_ratio_to_idle_rtt": _ratio(cp99, (cold["zmq_idle"] or {}).get("p99")),
+                       "zmq_idle_rtt_us": cold["zmq_idle"],
+                       "negative_samples": c.get("negative_samples", 0)}
+        if cold["rr"] is not rr:  # --latency-mode cold: the headline is these samples
+            fig["negative_samples"] += fig["cold"]["negative_samples"]
+    return fig
 
 
 def scale_run(rr, p1, topology) -> dict:
@@ -77,11 +93,11 @@ def run_figures(case, rr, log, extra) -> dict:
         want = fig.get("requests", 0) * extra["decode_tp"]  # every room on every decode rank
         checked = bool(extra["soak"]) and fig["verified_rooms"] == want
     else:
-        fig = {"latency": lambda: latency_run(rr, extra.get("zmq")),
+        fig = {"latency": lambda: latency_run(rr, extra.get("zmq"), extra.get("cold")),
                "scale": lambda: scale_run(rr, extra.get("p1"),
                                            extra.get("engine_at_topology")),
                "layerwise": lambda: layerwise_run(rr, extra["layer_ms"] * 1000.0)}[case]()
-        checked = _complete(rr)
+        checked = _complete(rr) and (not extra.get("cold") or _complete(extra["cold"]["rr"]))
         if rr:
             fig.update(rows=rr["rows"], rounds_run=rr["rounds_run"],
                        rounds_planned=rr["rounds_planned"])
@@ -106,6 +122,10 @@ def aggregate(runs: list, base: dict) -> dict:
             out[k] = min(vals(k), default=None)
     for k in SUMS:
         out[k] = sum(vals(k))
+    colds = [r["cold"] for r in runs if r.get("cold")]
+    if colds:  # P5's cold figure: the median of each of its numbers over the runs
+        out["cold"] = {k: report.med([c[k] for c in colds if c.get(k) is not None])
+                       for k, v in colds[0].items() if isinstance(v, (int, float))}
     out.update(verified_bytes_ok=bool(runs) and all(r["verified_bytes_ok"] for r in runs),
                all_succeeded=bool(runs) and all(r["all_succeeded"] for r in runs),
                runs_with_failures=sum(1 for r in runs if not r["all_succeeded"]),

@@ -18,7 +18,8 @@ def rank_cfg(a, pages_per_req: int, capacity: int) -> dict:
     """What every rank needs (cluster.py adds role, rank, tp and the bootstrap address)."""
     return dict(model=a.model, page=a.page, pages_per_req=pages_per_req, capacity=capacity,
                 backend=a.backend, timeout=a.timeout, decode_poll=a.decode_poll,
-                poll_sleep_us=a.poll_sleep_us, layer_ms=a.layer_ms, env=a.rank_env,
+                poll_sleep_us=a.poll_sleep_us, sequential=a.sequential, layer_ms=a.layer_ms,
+                env=a.rank_env,
                 layerwise_interval=a.layerwise_interval if a.case == "layerwise" else 0)
 
 
@@ -56,7 +57,8 @@ def run_rounds(pdkv, a, log, rr: dict) -> None:
                         break
                     rooms = list(range(room, room + conc))
                     room += conc
-                    s = report.summarize(cl.run_round(rooms, a.timeout), rooms, log)
+                    s = report.summarize(cl.run_round(rooms, a.timeout), rooms, log,
+                                         sequential=a.sequential)
                     rr["rounds_run"] += 1
                     if i:
                         timed.append(s)
