@@ -133,6 +133,9 @@ def parse():
     except ValueError:
         ap.error("--rank-env takes KEY=VALUE")
     a.concurrency = [int(c) for c in str(a.concurrency).split(",")]
+    if a.case == "latency" and a.latency_mode != "cold" and min(a.concurrency) < 2:
+        ap.error("--latency-mode warm/both sends a round's rooms one at a time and takes no "
+                 "sample of its first: --concurrency must be >= 2 (101 by default)")
     if a.auth_ab and a.case != "scale":
         ap.error("--auth-ab compares the scale case (P6)")
     if a.auth_ab and (a.repeat != 1 or a.hogs or a.kill_rank or len(a.concurrency) != 1):
