@@ -101,6 +101,7 @@ class PeerLink {
   // Session state, managed by the pipeline.
   std::optional<engine::SessionId> session;
   bool opening = false;
+  TimePoint opening_since{};  // when the open in progress began (a failure's attempt time)
   int connect_failures = 0;
   TimePoint reconnect_at{};
   uint64_t inflight_bytes = 0;

@@ -664,6 +664,9 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
             identity_.engine_rank, room, key);
         return;
       }
+      // It is up and wants KV: a breaker opened while it was unreachable (a cut link)
+      // lets its next transfer through as a probe instead of refusing its new rooms.
+      failed_peers_.end_cooldown(peer->registration.decode.engine_endpoint);
       // Its first proof (or a restart's): connect the data plane now, not at registration
       // (which anyone can send naming any engine address).
       if (proof.first && peer->layout_status.ok())

@@ -250,6 +250,7 @@ void TransferPipeline::apply(Command& command) {
       PeerLink& link = link_for(command.engine_endpoint);
       if (!link.session && !link.opening) {
         link.opening = true;
+        link.opening_since = now();
         connector_->open(link.endpoint());
       }
       return;
@@ -511,6 +512,7 @@ void TransferPipeline::submit_link(PeerLink& link, TimePoint at,
     if (link.opening) return;
     if (at >= link.reconnect_at) {
       link.opening = true;
+      link.opening_since = at;
       connector_->open(link.endpoint());
     } else if (!*wake_at || link.reconnect_at < **wake_at) {
       *wake_at = link.reconnect_at;
@@ -597,7 +599,7 @@ void TransferPipeline::on_opened(Opened& opened) {
   ++link.connect_failures;
   if (link.connect_failures >= options_.transfer_attempts) {
     link.connect_failures = 0;
-    failed_peers_.mark_failed(link.endpoint());
+    failed_peers_.mark_failed(link.endpoint(), link.opening_since);
     give_up_link(link, opened.session.status());
     return;
   }
@@ -670,7 +672,9 @@ void TransferPipeline::handle_batch_failure(PeerLink& link, WriteBatch batch,
     }
     return;
   }
-  if (status.code() != StatusCode::kAborted) failed_peers_.mark_failed(batch.endpoint);
+  if (status.code() != StatusCode::kAborted) {
+    failed_peers_.mark_failed(batch.endpoint, batch.submitted_at);
+  }
   const FailureCause cause = cause_of_batch_failure(status);
   for (const RoomKey& k : keys) {
     const RoomState* r = find_room(k);

@@ -95,7 +95,7 @@ def reasons(c, rooms):
         for r in rooms:
             ev = rk.states().get(r)
             if ev and ev.get("reason"):
-                out.append(f"{rk.cfg['role']}{rk.cfg['rank']} room {r}: {ev['reason'][:120]}")
+                out.append(f"{rk.cfg['role']}{rk.cfg['rank']} room {r}: {ev['reason'][:300]}")
             elif not ev or ev["state"] not in (0, 4):
                 out.append(f"{rk.cfg['role']}{rk.cfg['rank']} room {r}: "
                            f"{'unknown' if not ev else 'state ' + str(ev['state'])}")
