@@ -19,10 +19,10 @@ void FailedPeerTracker::mark_failed(const std::string& peer, TimePoint began, Ti
   sweep(at);
   Mark& mark = marks_[peer];
   if (began < mark.closed_at) return;  // began before the peer last proved healthy
-  if (mark.failures > 0 && at - mark.failed_at < ttl_ && began < mark.failed_at) {
+  if (mark.failures > 0 && at - mark.failed_at >= ttl_) mark.failures = 0;  // aged out
+  if (mark.failures > 0 && began < mark.failed_at) {
     return;  // in flight when the breaker opened (or last doubled): already counted
   }
-  if (mark.failures > 0 && at - mark.failed_at >= ttl_) mark.failures = 0;  // aged out
   mark.failed_at = at;
   ++mark.failures;
   // Doubling, capped at the TTL; the shift is bounded so it cannot overflow.

@@ -248,11 +248,7 @@ void TransferPipeline::apply(Command& command) {
     case Command::Kind::kCancelRoom: erase_room(command.room); return;
     case Command::Kind::kPreparePeer: {
       PeerLink& link = link_for(command.engine_endpoint);
-      if (!link.session && !link.opening) {
-        link.opening = true;
-        link.opening_since = now();
-        connector_->open(link.endpoint());
-      }
+      if (!link.session && !link.opening) open_link(link, now());
       return;
     }
     case Command::Kind::kResetPeer: {
@@ -511,9 +507,7 @@ void TransferPipeline::submit_link(PeerLink& link, TimePoint at,
   if (!link.session) {
     if (link.opening) return;
     if (at >= link.reconnect_at) {
-      link.opening = true;
-      link.opening_since = at;
-      connector_->open(link.endpoint());
+      open_link(link, at);
     } else if (!*wake_at || link.reconnect_at < **wake_at) {
       *wake_at = link.reconnect_at;
     }
@@ -548,6 +542,12 @@ void TransferPipeline::submit_link(PeerLink& link, TimePoint at,
       handle_batch_failure(link, std::move(failed), submitted);
     }
   }
+}
+
+void TransferPipeline::open_link(PeerLink& link, TimePoint at) {
+  link.opening = true;
+  link.opening_since = at;
+  connector_->open(link.endpoint());
 }
 
 void TransferPipeline::attach_statuses(WriteBatch& batch) {

@@ -225,6 +225,8 @@ class TransferPipeline {
   Status plan_blocks(RoomState& r, size_t dest, const Job& job, const BlockSpec& spec);
   void submit_ready_links(TimePoint now, std::optional<TimePoint>* wake_at);
   void submit_link(PeerLink& link, TimePoint now, std::optional<TimePoint>* wake_at);
+  // Starts opening the link's session; `at` is the attempt's start (a failure's age).
+  void open_link(PeerLink& link, TimePoint at);
   // Puts the Success statuses of the rooms `batch` completes into its note (status_note.h).
   void attach_statuses(WriteBatch& batch);
   void handle_batch_failure(PeerLink& link, WriteBatch batch, const Status& status);

@@ -121,7 +121,7 @@ def parse():
             setattr(a, name, v)
     if a.decode_poll is None:
         a.decode_poll = DECODE_POLL[a.case]
-    a.sequential = False  # set per mode by latency_modes()
+    a.sequential = False  # set per mode by latency.modes()
     if a.cold_samples < 1 or a.idle_gap_ms < 0:
         ap.error("--cold-samples >= 1, --idle-gap-ms >= 0")
     if a.case != "soak" and a.tokens % a.page:
@@ -163,8 +163,6 @@ def describe(a) -> str:
         return f"case latency: {topo}, {a.tokens} tokens, {shown}, destination pages shuffled"
     return (f"case {a.case}: {topo}, {a.tokens} tokens, concurrency {a.concurrency}, "
             f"{a.rounds} rounds (+1 warm-up), destination pages shuffled")
-
-
 
 
 def measure_baselines(a, bin_dir) -> dict:
@@ -225,8 +223,6 @@ def one_run(pdkv, a, base):
     fig = results.run_figures(a.case, rr, log, extra)
     fig["seconds"] = time.monotonic() - t_start
     return fig, stop
-
-
 
 
 def print_run(i, n, fig) -> None:
