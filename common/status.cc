@@ -18,6 +18,7 @@ std::string_view status_code_name(StatusCode code) {
     case StatusCode::kAborted: return "Aborted";
     case StatusCode::kInternal: return "Internal";
     case StatusCode::kUnauthenticated: return "Unauthenticated";
+    case StatusCode::kAlreadyCompleted: return "AlreadyCompleted";
   }
   return "Unknown";
 }
@@ -72,6 +73,9 @@ Status data_loss(std::string m) { return Status(StatusCode::kDataLoss, std::move
 Status aborted(std::string m) { return Status(StatusCode::kAborted, std::move(m)); }
 Status internal_error(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 Status unauthenticated(std::string m) { return Status(StatusCode::kUnauthenticated, std::move(m)); }
+Status already_completed(std::string m) {
+  return Status(StatusCode::kAlreadyCompleted, std::move(m));
+}
 
 void die_on_bad_result_access(const Status& status) {
   std::fprintf(stderr, "pdkv: value() called on an error Result: %s\n", status.to_string().c_str());

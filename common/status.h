@@ -18,6 +18,9 @@
 //   kInternal           a pdkv bug or an unexpected failure of a dependency.
 //   kUnauthenticated    a peer did not prove it holds the cluster secret (or this side
 //                       has none while the peer requires it); retrying will not help.
+//   kAlreadyCompleted   what the call would do is already done: a write naming a write
+//                       grant whose room already succeeded (its bytes are in place, the
+//                       grant is closed); a retry that finds this has nothing left to do.
 //
 // Thread safety: const methods may be called concurrently; a Status or Result that is
 // being modified needs outside synchronisation, like any value type.
@@ -42,7 +45,8 @@ enum class StatusCode : unsigned char {
   kDataLoss,
   kAborted,
   kInternal,
-  kUnauthenticated,  // last: wire formats carry codes as numbers up to this one
+  kUnauthenticated,
+  kAlreadyCompleted,  // last: wire formats carry codes as numbers up to this one
 };
 
 // "InvalidArgument", "OutOfRange", ...: the names used in messages and in Python.
@@ -93,6 +97,7 @@ Status data_loss(std::string message);
 Status aborted(std::string message);
 Status internal_error(std::string message);
 Status unauthenticated(std::string message);
+Status already_completed(std::string message);
 
 // Result<T>: a T or an error Status. Constructing from an OK Status is a bug and is
 // turned into kInternal so it cannot masquerade as a value.

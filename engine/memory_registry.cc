@@ -156,13 +156,20 @@ Status MemoryRegistry::add_grant(uint64_t id, WriteGrant grant) {
   return Status();
 }
 
-Status MemoryRegistry::revoke_grant(uint64_t id, std::function<void()> on_drained) {
+Status MemoryRegistry::revoke_grant(uint64_t id, std::function<void()> on_drained, GrantEnd end) {
   {
     MutexLock lock(mu_);
     auto it = grants_.find(id);
     if (it == grants_.end()) return not_found(fmt::format("write grant {:#x} is not live", id));
     std::shared_ptr<Admission::GrantState> state = std::move(it->second);
     grants_.erase(it);
+    if (end == GrantEnd::kCompleted && completed_.insert(id).second) {
+      completed_order_.push_back(id);
+      if (completed_order_.size() > kRememberedCompletedGrants) {
+        completed_.erase(completed_order_.front());
+        completed_order_.pop_front();
+      }
+    }
     state->revoked = true;
     if (state->pins > 0) {
       state->on_drained = std::move(on_drained);
@@ -211,12 +218,13 @@ bool MemoryRegistry::admits(const WriteRun& run, const Admission::GrantState* gr
 }
 
 size_t MemoryRegistry::admit(std::span<const WriteRun> runs, Admission& admission,
-                             uint64_t* first_bad) const {
+                             uint64_t* first_bad, Refusal* why) const {
   admission.release();
   uint64_t bad = 0;
   MutexLock lock(mu_);
   auto& held = admission.grants_;
   held.clear();
+  if (why != nullptr) *why = Refusal::kNotWritable;
   for (size_t i = 0; i < runs.size(); ++i) {
     const WriteRun& run = runs[i];
     const Admission::GrantState* grant = nullptr;
@@ -229,6 +237,7 @@ size_t MemoryRegistry::admit(std::span<const WriteRun> runs, Admission& admissio
         if (it == grants_.end()) {
           held.clear();
           if (first_bad != nullptr) *first_bad = run.addr;
+          if (why != nullptr && completed_.contains(run.grant)) *why = Refusal::kGrantCompleted;
           return i;
         }
         held.push_back(it->second);

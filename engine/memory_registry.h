@@ -18,17 +18,23 @@
 // write that names a grant is checked against it even when grants are not required.
 // revoke_grant() unlinks a grant at once (later writes naming it are refused) and reports
 // when the writes admitted under it before have landed, so a room's pages can be reused
-// without a late write of the old room landing in them.
+// without a late write of the old room landing in them. A grant revoked because its room
+// succeeded (GrantEnd::kCompleted) is remembered for a while (the last
+// kRememberedCompletedGrants): a later write naming it is still refused, but as
+// kGrantCompleted, so a sender whose acknowledgement was lost learns that its bytes and
+// status arrived instead of that it wrote out of bounds.
 //
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/mutex.h"
@@ -49,6 +55,16 @@ struct DstRange {
   uint64_t length = 0;
   uint64_t grant = 0;
 };
+
+// Why admit() refused a run.
+enum class Refusal : uint8_t {
+  kNotWritable,     // outside registered memory, or outside (or naming no) live grant
+  kGrantCompleted,  // names a grant revoked with GrantEnd::kCompleted (remembered)
+};
+
+// How many completed grants a registry remembers (oldest forgotten first): a retry comes
+// within a second or two, when thousands of rooms end per second at most.
+inline constexpr size_t kRememberedCompletedGrants = 16384;
 
 class MemoryRegistry {
  public:
@@ -82,8 +98,10 @@ class MemoryRegistry {
   // Unlinks the grant. `on_drained` (may be empty) runs exactly once, when no write
   // admitted under the grant is still landing: at once on this thread if none is, else
   // on the receiver thread whose write finishes last (it must be short and not block).
-  // NotFound if `id` is not live (on_drained is then not called).
-  Status revoke_grant(uint64_t id, std::function<void()> on_drained);
+  // NotFound if `id` is not live (on_drained is then not called). `end` kCompleted
+  // remembers the id (see the file comment).
+  Status revoke_grant(uint64_t id, std::function<void()> on_drained,
+                      GrantEnd end = GrantEnd::kWithdrawn);
   size_t grant_count() const;
 
   // One incoming write as a receiver sees it: `pieces` writes of `length` bytes, the i-th
@@ -116,9 +134,11 @@ class MemoryRegistry {
   // Checks every run (registered memory; its grant, when grants are required or the run
   // names one) under one lock. Returns runs.size() and pins (unregister and revoke wait
   // for `admission`) if all are admitted; else the index of the first refused run, with
-  // its first refused address in *first_bad, and pins nothing. `admission` must be
-  // released. A refusal names nothing outside the run itself: an address in the run.
-  size_t admit(std::span<const WriteRun> runs, Admission& admission, uint64_t* first_bad) const;
+  // its first refused address in *first_bad and why in *why (each if given), and pins
+  // nothing. `admission` must be released. A refusal names nothing outside the run
+  // itself: an address in the run.
+  size_t admit(std::span<const WriteRun> runs, Admission& admission, uint64_t* first_bad,
+               Refusal* why = nullptr) const;
 
  private:
   // Caller holds mu_.
@@ -138,6 +158,9 @@ class MemoryRegistry {
   mutable std::map<uint64_t, uint64_t> pins_ PDKV_GUARDED_BY(mu_);  // epoch -> live pins
   bool require_grants_ PDKV_GUARDED_BY(mu_) = false;
   std::unordered_map<uint64_t, std::shared_ptr<Admission::GrantState>> grants_ PDKV_GUARDED_BY(mu_);
+  // Grants revoked as completed, oldest first (bounded by kRememberedCompletedGrants).
+  std::deque<uint64_t> completed_order_ PDKV_GUARDED_BY(mu_);
+  std::unordered_set<uint64_t> completed_ PDKV_GUARDED_BY(mu_);
 };
 
 }  // namespace pdkv::engine

@@ -161,6 +161,58 @@ TEST(MemoryRegistryGrants, RevokeRefusesLaterWritesAndReportsDrainAfterAdmittedO
   EXPECT_EQ(r.grant_count(), 0u);
 }
 
+TEST(MemoryRegistryGrants, AWriteNamingACompletedGrantIsRefusedAsCompletedNotOutOfBounds) {
+  MemoryRegistry r;
+  ASSERT_TRUE(r.add(0x1000, 0x1000).ok());
+  r.set_require_grants(true);
+  ASSERT_TRUE(r.add_grant(5, WriteGrant::of_range(0x1000, 0x100)).ok());
+  ASSERT_TRUE(r.add_grant(6, WriteGrant::of_range(0x1100, 0x100)).ok());
+  ASSERT_TRUE(r.revoke_grant(5, {}, GrantEnd::kCompleted).ok());
+  ASSERT_TRUE(r.revoke_grant(6, {}).ok());  // withdrawn (the default)
+  uint64_t bad = 0;
+  Refusal why = Refusal::kNotWritable;
+  MemoryRegistry::Admission admission;
+  // Refused either way: nothing lands in a completed room's pages.
+  const WriteRun completed[] = {{0x1000, 0x100, 1, 0, 5}};
+  EXPECT_EQ(r.admit(completed, admission, &bad, &why), 0u);
+  EXPECT_EQ(why, Refusal::kGrantCompleted);
+  EXPECT_EQ(bad, 0x1000u);
+  const WriteRun withdrawn[] = {{0x1100, 0x100, 1, 0, 6}};
+  EXPECT_EQ(r.admit(withdrawn, admission, &bad, &why), 0u);
+  EXPECT_EQ(why, Refusal::kNotWritable);
+  const WriteRun never_granted[] = {{0x1100, 0x100, 1, 0, 77}};
+  EXPECT_EQ(r.admit(never_granted, admission, &bad, &why), 0u);
+  EXPECT_EQ(why, Refusal::kNotWritable);
+  // A refusal of the second run names the completed grant of that run.
+  ASSERT_TRUE(r.add_grant(7, WriteGrant::of_range(0x1200, 0x100)).ok());
+  const WriteRun mixed[] = {{0x1200, 0x100, 1, 0, 7}, {0x1000, 0x100, 1, 0, 5}};
+  EXPECT_EQ(r.admit(mixed, admission, &bad, &why), 1u);
+  EXPECT_EQ(why, Refusal::kGrantCompleted);
+}
+
+TEST(MemoryRegistryGrants, CompletedGrantsAreRememberedUpToABoundOldestForgottenFirst) {
+  MemoryRegistry r;
+  ASSERT_TRUE(r.add(0x1000, 0x1000).ok());
+  r.set_require_grants(true);
+  const uint64_t n = kRememberedCompletedGrants + 1;
+  for (uint64_t id = 1; id <= n; ++id) {
+    ASSERT_TRUE(r.add_grant(id, WriteGrant::of_range(0x1000, 0x10)).ok());
+    ASSERT_TRUE(r.revoke_grant(id, {}, GrantEnd::kCompleted).ok());
+  }
+  uint64_t bad = 0;
+  Refusal why = Refusal::kNotWritable;
+  MemoryRegistry::Admission admission;
+  const WriteRun oldest[] = {{0x1000, 0x10, 1, 0, 1}};
+  EXPECT_EQ(r.admit(oldest, admission, &bad, &why), 0u);
+  EXPECT_EQ(why, Refusal::kNotWritable);  // forgotten: a plain refusal
+  const WriteRun second[] = {{0x1000, 0x10, 1, 0, 2}};
+  EXPECT_EQ(r.admit(second, admission, &bad, &why), 0u);
+  EXPECT_EQ(why, Refusal::kGrantCompleted);
+  const WriteRun newest[] = {{0x1000, 0x10, 1, 0, n}};
+  EXPECT_EQ(r.admit(newest, admission, &bad, &why), 0u);
+  EXPECT_EQ(why, Refusal::kGrantCompleted);
+}
+
 TEST(MemoryRegistryGrants, UnregisterWaitsForAdmittedWrites) {
   MemoryRegistry r;
   ASSERT_TRUE(r.add(0x1000, 0x1000).ok());

@@ -117,8 +117,8 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
   Status grant_writes(uint64_t grant_id, WriteGrant grant) {
     return registry_.add_grant(grant_id, std::move(grant));
   }
-  Status revoke_writes(uint64_t grant_id, std::function<void()> on_drained) {
-    return registry_.revoke_grant(grant_id, std::move(on_drained));
+  Status revoke_writes(uint64_t grant_id, std::function<void()> on_drained, GrantEnd end) {
+    return registry_.revoke_grant(grant_id, std::move(on_drained), end);
   }
 
   Status unregister_memory(uint64_t addr) {
@@ -357,8 +357,9 @@ Status TransferEngine::register_memory(uint64_t addr, uint64_t length, MemoryAcc
 Status TransferEngine::grant_writes(uint64_t grant_id, WriteGrant grant) {
   return impl_->grant_writes(grant_id, std::move(grant));
 }
-Status TransferEngine::revoke_writes(uint64_t grant_id, std::function<void()> on_drained) {
-  return impl_->revoke_writes(grant_id, std::move(on_drained));
+Status TransferEngine::revoke_writes(uint64_t grant_id, std::function<void()> on_drained,
+                                     GrantEnd end) {
+  return impl_->revoke_writes(grant_id, std::move(on_drained), end);
 }
 Status TransferEngine::unregister_memory(uint64_t addr) { return impl_->unregister_memory(addr); }
 Result<SessionId> TransferEngine::open_session(const std::string& peer_endpoint) {

@@ -102,7 +102,10 @@ class TransferEngine {
   // Closes the grant at once: later writes naming it are refused. `on_drained` runs
   // once every write admitted under it has landed: on this thread before return if none
   // is in flight, else on an engine thread (short, non-blocking). NotFound if not live.
-  Status revoke_writes(uint64_t grant_id, std::function<void()> on_drained = {});
+  // GrantEnd::kCompleted (the room succeeded): a later write naming the grant is refused
+  // with AlreadyCompleted instead of OutOfRange, for a while (memory_registry.h).
+  Status revoke_writes(uint64_t grant_id, std::function<void()> on_drained = {},
+                       GrantEnd end = GrantEnd::kWithdrawn);
 
   // Connects to a peer engine. Unavailable with the cause if it does not answer within
   // options.connect_timeout_ms. Sessions are independent; several to one peer are fine.

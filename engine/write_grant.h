@@ -39,6 +39,10 @@ struct ItemSet {
   std::vector<uint64_t> items;
 };
 
+// Why a grant is revoked: its room ended some other way (failed, aborted, or the grant
+// was never used), or the room succeeded (a late write is then told so: memory_registry.h).
+enum class GrantEnd : uint8_t { kWithdrawn, kCompleted };
+
 struct WriteGrant {
   std::vector<ItemSet> sets;
 

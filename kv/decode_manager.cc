@@ -665,7 +665,7 @@ void DecodeManager::on_status(const proto::TransferStatus& status) {
       }
       metrics_.observe(RoomStage::kEndToEnd, now() - r.opened);
       metrics_.room_succeeded();
-      revoke_grant(room, r);
+      revoke_grant(room, r, engine::GrantEnd::kCompleted);
       board_.advance(room, RoomState::kSuccess);
       drop_room(room);
       return;
@@ -826,7 +826,7 @@ void DecodeManager::on_route_change(const RouteChange& change) {
 
 // --- failures ----------------------------------------------------------------------
 
-void DecodeManager::revoke_grant(uint64_t room, Room& r) {
+void DecodeManager::revoke_grant(uint64_t room, Room& r, engine::GrantEnd end) {
   if (r.grant == 0) return;
   const uint64_t grant = std::exchange(r.grant, 0);
   std::shared_ptr<RoomHandle> handle = board_.handle(room);
@@ -834,9 +834,12 @@ void DecodeManager::revoke_grant(uint64_t room, Room& r) {
   // Runs at once when nothing admitted under the grant is still landing (the usual case:
   // a Success status comes after every batch was acknowledged), else on the receiver
   // thread that finishes the last such write.
-  Status st = engine_->revoke_writes(grant, [handle] {
-    if (handle) handle->release_terminal();
-  });
+  Status st = engine_->revoke_writes(
+      grant,
+      [handle] {
+        if (handle) handle->release_terminal();
+      },
+      end);
   if (!st.ok()) {
     if (handle) handle->release_terminal();
     PDKV_LOG_WARN("room {}: revoking its write grant: {}", room, st.to_string());

@@ -258,7 +258,10 @@ class DecodeManager {
   void drop_room(uint64_t room) PDKV_REQUIRES(mu_);
   // Revokes the room's write grant, if it has one, before its end is published: until
   // the writes admitted under it have landed, the room's handle keeps its end hidden.
-  void revoke_grant(uint64_t room, Room& r) PDKV_REQUIRES(mu_);
+  // `end` kCompleted only when the room succeeded: a prefill retrying a batch whose
+  // acknowledgement it lost is then told the room is done (AlreadyCompleted).
+  void revoke_grant(uint64_t room, Room& r, engine::GrantEnd end = engine::GrantEnd::kWithdrawn)
+      PDKV_REQUIRES(mu_);
   // Sends what `out` holds; pre-allocations the channel refused go back to the timer.
   void flush(Outbox& out) PDKV_EXCLUDES(mu_);
 

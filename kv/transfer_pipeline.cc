@@ -19,7 +19,7 @@ constexpr int kRoundsPerPass = 4;
 // Errors that say something about the blocks, not the connection: the session stays.
 bool is_rejection(const Status& s) {
   return s.code() == StatusCode::kOutOfRange || s.code() == StatusCode::kInvalidArgument ||
-         s.code() == StatusCode::kFailedPrecondition;
+         s.code() == StatusCode::kFailedPrecondition || s.code() == StatusCode::kAlreadyCompleted;
 }
 
 // Why a batch that failed for good fails its rooms. A rejection is the decode refusing a
@@ -227,6 +227,7 @@ void TransferPipeline::apply(Command& command) {
       r.serial = next_serial_++;
       r.destinations = std::move(command.destinations);
       r.dest_outstanding.assign(r.destinations.size(), 0);
+      r.status_sent.assign(r.destinations.size(), 0);
       for (const TransferDestination& d : r.destinations) link_for(d.engine_endpoint);
       return;
     }
@@ -523,6 +524,12 @@ void TransferPipeline::submit_link(PeerLink& link, TimePoint at,
     next->session = *link.session;
     next->submitted_at = at;
     if (notes_ && next->note.empty()) attach_statuses(*next);
+    for (const RoomKey& key : next->noted) {
+      if (RoomState* r = find_room(key); r != nullptr) {
+        const size_t d = dest_index(*r, next->endpoint);
+        if (d < r->status_sent.size()) r->status_sent[d] = 1;
+      }
+    }
     const uint64_t bytes = next->bytes;
     auto [it, inserted] = inflight_.emplace(id, std::move(*next));
     link.inflight_bytes += bytes;
@@ -619,12 +626,20 @@ void TransferPipeline::on_completion(Completion& completion) {
   }
   failed_peers_.record_success(batch.endpoint);
   metrics_.wrote(batch.bytes, batch.blocks.size());
+  acknowledge(batch, batch.noted);
+}
+
+void TransferPipeline::acknowledge(const WriteBatch& batch, const std::vector<RoomKey>& noted) {
   const TimePoint acked = now();
-  for (const RoomKey& key : batch.noted) {
-    // Its status rode this batch, and the decode handled it before acknowledging.
+  for (const RoomKey& key : noted) {
+    // Its status rode this batch (or an earlier attempt), and the decode handled it.
     RoomState* r = find_room(key);
     const size_t d = r != nullptr ? dest_index(*r, batch.endpoint) : 0;
-    if (r != nullptr && d < r->destinations.size()) r->delivered.push_back(r->destinations[d].key);
+    if (r == nullptr || d >= r->destinations.size()) continue;
+    const std::string& dest = r->destinations[d].key;
+    if (std::find(r->delivered.begin(), r->delivered.end(), dest) == r->delivered.end()) {
+      r->delivered.push_back(dest);
+    }
   }
   for (const BatchSegment& seg : batch.segments) {
     RoomState* r = find_room(seg.key);
@@ -662,6 +677,19 @@ void TransferPipeline::handle_batch_failure(PeerLink& link, WriteBatch batch,
     return keys;
   };
   std::vector<RoomKey> keys = rooms_of();
+  if (status.code() == StatusCode::kAlreadyCompleted && keys.size() == 1) {
+    // The decode says this room already succeeded: a retry of a batch whose first
+    // attempt landed, status and all, and whose acknowledgement was lost. Believed only
+    // when the room's status did ride a batch we sent there; else the decode is wrong
+    // about our room and it fails below like any refusal.
+    RoomState* r = find_room(keys.front());
+    const size_t d = r != nullptr ? dest_index(*r, batch.endpoint) : 0;
+    if (r != nullptr && d < r->status_sent.size() && r->status_sent[d] != 0) {
+      failed_peers_.record_success(batch.endpoint);
+      acknowledge(batch, keys);
+      return;
+    }
+  }
   if (is_rejection(status) && !batch.single_room && keys.size() > 1) {
     // The decode refused a block: send each room alone, so only the guilty one fails.
     for (const RoomKey& k : keys) {

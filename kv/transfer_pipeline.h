@@ -188,6 +188,9 @@ class TransferPipeline {
     bool queued = false;                     // in ready_
     std::vector<uint64_t> dest_outstanding;  // per destination: planned, not acknowledged
     std::vector<std::string> delivered;      // destinations whose status rode a batch
+    // Per destination: its status rode a submitted batch, so it may have reached the
+    // decode even if that batch's acknowledgement never came back.
+    std::vector<uint8_t> status_sent;
     // Stage timings and size, observed when the room finishes (TransferMetrics).
     std::chrono::nanoseconds queue_wait{0}, planning{0};
     TimePoint first_submit = TimePoint::max();  // of the batches acknowledged
@@ -208,6 +211,10 @@ class TransferPipeline {
   void report(Reports& reports) PDKV_EXCLUDES(pass_mu_, mu_);
   void apply(Command& command);
   void on_completion(Completion& completion);
+  // Counts the batch's bytes acknowledged (and `noted`'s statuses delivered) and finishes
+  // the rooms it completes. `noted` is the batch's own or, for a retry the decode
+  // answered AlreadyCompleted, the room whose status rode an earlier attempt.
+  void acknowledge(const WriteBatch& batch, const std::vector<RoomKey>& noted);
   void on_opened(Opened& opened);
   void plan_ready_rooms();
   // Plans what of the room can go now; false if its links are too full to take more.

@@ -14,6 +14,10 @@
  *   PDKV_FAULT_SKIP      let this many matching calls through first (default 0)
  *   PDKV_FAULT_MAX       stop after injecting this many faults (0 = never stop): a
  *                        transient burst, after which the process must heal
+ *   PDKV_FAULT_PREFIX    hex bytes (up to 32): only sends (send, write, sendmsg's first
+ *                        iovec) whose data starts with them match, and no receive does;
+ *                        e.g. the header of one kind of frame, to break a connection at
+ *                        one exact point of a protocol
  * Build: cc -shared -fPIC -O2 -o libpdkv_fault_shim.so fault_shim.c -ldl */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -31,6 +35,8 @@ enum { C_SEND, C_SENDMSG, C_RECV, C_RECVMSG, C_CONNECT, C_WRITE, C_READ, C_N };
 static const char *kNames[C_N] = {"send", "sendmsg", "recv", "recvmsg", "connect", "write", "read"};
 static int g_init, g_every, g_mode, g_errno = ECONNRESET, g_stall_ms = 200, g_enabled[C_N];
 static long g_skip, g_max;
+static unsigned char g_prefix[32];
+static size_t g_prefix_len;
 static atomic_long g_count, g_injected;
 
 static void init(void) {
@@ -47,6 +53,11 @@ static void init(void) {
   g_skip = k ? atol(k) : 0;
   const char *mx = getenv("PDKV_FAULT_MAX");
   g_max = mx ? atol(mx) : 0;
+  const char *px = getenv("PDKV_FAULT_PREFIX");
+  for (g_prefix_len = 0; px && px[0] && px[1] && g_prefix_len < sizeof g_prefix; px += 2) {
+    char byte[3] = {px[0], px[1], 0};
+    g_prefix[g_prefix_len++] = (unsigned char)strtoul(byte, NULL, 16);
+  }
   const char *c = getenv("PDKV_FAULT_CALLS");
   for (int i = 0; i < C_N; ++i) {
     if (!c || !*c) { g_enabled[i] = 1; continue; }
@@ -65,10 +76,16 @@ static int is_sock(int fd) {
   return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
-/* 0 = pass, 1 = fail, 2 = short, 3 = stalled (then pass) */
-static int decide(int call, int fd) {
+/* Whether a call's data passes PDKV_FAULT_PREFIX (data NULL: a receive, no data yet). */
+static int has_prefix(const void *data, size_t n) {
+  if (g_prefix_len == 0) return 1;
+  return data != NULL && n >= g_prefix_len && memcmp(data, g_prefix, g_prefix_len) == 0;
+}
+
+/* 0 = pass, 1 = fail, 2 = short, 3 = stalled (then pass). `data`, `len`: what a send sends. */
+static int decide(int call, int fd, const void *data, size_t len) {
   init();
-  if (g_every <= 0 || !g_enabled[call] || !is_sock(fd)) return 0;
+  if (g_every <= 0 || !g_enabled[call] || !has_prefix(data, len) || !is_sock(fd)) return 0;
   long n = atomic_fetch_add(&g_count, 1) + 1;
   if (n <= g_skip || (n - g_skip) % g_every != 0) return 0;
   if (atomic_fetch_add(&g_injected, 1) >= g_max && g_max > 0) {
@@ -96,7 +113,7 @@ static int broken(int fd) {
 
 ssize_t send(int fd, const void *b, size_t n, int fl) {
   REAL(send, ssize_t, int, const void *, size_t, int);
-  int d = decide(C_SEND, fd);
+  int d = decide(C_SEND, fd, b, n);
   if (d == 1) return broken(fd);
   if (d == 2 && n > 1) n = n / 2;
   return real_send(fd, b, n, fl);
@@ -104,7 +121,7 @@ ssize_t send(int fd, const void *b, size_t n, int fl) {
 
 ssize_t write(int fd, const void *b, size_t n) {
   REAL(write, ssize_t, int, const void *, size_t);
-  int d = decide(C_WRITE, fd);
+  int d = decide(C_WRITE, fd, b, n);
   if (d == 1) return broken(fd);
   if (d == 2 && n > 1) n = n / 2;
   return real_write(fd, b, n);
@@ -112,7 +129,8 @@ ssize_t write(int fd, const void *b, size_t n) {
 
 ssize_t sendmsg(int fd, const struct msghdr *m, int fl) {
   REAL(sendmsg, ssize_t, int, const struct msghdr *, int);
-  int d = decide(C_SENDMSG, fd);
+  int d = decide(C_SENDMSG, fd, m->msg_iovlen > 0 ? m->msg_iov[0].iov_base : NULL,
+                 m->msg_iovlen > 0 ? m->msg_iov[0].iov_len : 0);
   if (d == 1) return broken(fd);
   if (d == 2 && m->msg_iovlen > 0) {
     /* short: send only the first half of the first iovec */
@@ -128,7 +146,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int fl) {
 
 ssize_t recv(int fd, void *b, size_t n, int fl) {
   REAL(recv, ssize_t, int, void *, size_t, int);
-  int d = decide(C_RECV, fd);
+  int d = decide(C_RECV, fd, NULL, 0);
   if (d == 1) return broken(fd);
   if (d == 2 && n > 1) n = n / 2;
   return real_recv(fd, b, n, fl);
@@ -136,7 +154,7 @@ ssize_t recv(int fd, void *b, size_t n, int fl) {
 
 ssize_t read(int fd, void *b, size_t n) {
   REAL(read, ssize_t, int, void *, size_t);
-  int d = decide(C_READ, fd);
+  int d = decide(C_READ, fd, NULL, 0);
   if (d == 1) return broken(fd);
   if (d == 2 && n > 1) n = n / 2;
   return real_read(fd, b, n);
@@ -144,7 +162,7 @@ ssize_t read(int fd, void *b, size_t n) {
 
 ssize_t recvmsg(int fd, struct msghdr *m, int fl) {
   REAL(recvmsg, ssize_t, int, struct msghdr *, int);
-  int d = decide(C_RECVMSG, fd);
+  int d = decide(C_RECVMSG, fd, NULL, 0);
   if (d == 1) return broken(fd);
   if (d == 2 && m->msg_iovlen > 0 && m->msg_iov[0].iov_len > 1) {
     size_t keep = m->msg_iov[0].iov_len;
@@ -161,7 +179,7 @@ ssize_t recvmsg(int fd, struct msghdr *m, int fl) {
 
 int connect(int fd, const struct sockaddr *a, socklen_t l) {
   REAL(connect, int, int, const struct sockaddr *, socklen_t);
-  int d = decide(C_CONNECT, fd);
+  int d = decide(C_CONNECT, fd, NULL, 0);
   if (d == 1) { errno = ECONNREFUSED; return -1; }
   return real_connect(fd, a, l);
 }

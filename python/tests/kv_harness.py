@@ -385,9 +385,13 @@ class Cluster:
     rank processes."""
 
     def __init__(self, pdkv, shape: Shape, p_tp=1, p_dp=1, d_tp=1, d_dp=1, rooms=(1,),
-                 pages=8, addr=None, **extra):
+                 pages=8, addr=None, spawn_env=None, **extra):
         # With `addr`, the ranks find each other elsewhere (PDKV_REGISTRY=etcd in `env`);
         # `addr` then only names the prefill instance.
+        # `spawn_env`: {"prefill" or "decode": {VAR: value}}, in that role's environment
+        # from its first instruction (LD_PRELOAD must be there when the process starts;
+        # `env` is applied only once the rank runs).
+        self.spawn_env = spawn_env or {}
         self.server = None if addr else pdkv.BootstrapServer("127.0.0.1", 0)
         self.addr = addr or f"127.0.0.1:{self.server.port}"
         self.results = CTX.Queue()
@@ -407,8 +411,18 @@ class Cluster:
         self.ready, self.done, self.errors = {}, {}, []
 
     def start(self, wait_ready=True):
-        for p in self.procs.values():
-            p.start()
+        for (role, _), p in self.procs.items():
+            extra = self.spawn_env.get(role, {})
+            saved = {k: os.environ.get(k) for k in extra}
+            os.environ.update(extra)
+            try:
+                p.start()
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
         if wait_ready:
             self.collect(lambda: len(self.ready) == len(self.procs), 60)
         return self

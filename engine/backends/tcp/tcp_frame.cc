@@ -90,7 +90,7 @@ Result<FrameHeader> decode_header(std::span<const uint8_t> bytes, uint32_t max_p
       if (h.count < kAckFixedSize || h.count > kAckFixedSize + kMaxAckMessage) {
         return data_loss(fmt::format("ack frame body of {} bytes", h.count));
       }
-      if (h.aux > static_cast<uint32_t>(StatusCode::kUnauthenticated)) {
+      if (h.aux > static_cast<uint32_t>(StatusCode::kAlreadyCompleted)) {
         return data_loss(fmt::format("ack frame with unknown status code {}", h.aux));
       }
       return h;

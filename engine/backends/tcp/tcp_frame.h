@@ -22,9 +22,11 @@
 //   note keeps all its parts on one stream, so their order is TCP's. Without it aux is 0.
 //   (Version 1 had 16-byte entries without pieces/stride, version 2 no grant, version 3
 //   no notes.)
-// ACK (receiver -> sender, one per PART, in order): aux = StatusCode (0 = applied),
-//   payload_bytes = bytes written; `count` body bytes follow: u64 entry index and
-//   u64 first bad address (meaningful on error), then a message of count-16 bytes.
+// ACK (receiver -> sender, one per PART, in order): aux = StatusCode (0 = applied;
+//   OutOfRange = refused, nothing written; AlreadyCompleted = refused because an entry
+//   names a grant whose room already succeeded), payload_bytes = bytes written; `count`
+//   body bytes follow: u64 entry index and u64 first bad address (meaningful on error),
+//   then a message of count-16 bytes.
 //
 // decode_* validate before anything is allocated or read further: magic, version, type,
 // flags, count limits, per-type invariants; decode_entries checks the exact size,

@@ -51,12 +51,12 @@ bool is_staged(const WireEntry& e, uint64_t stage_max) {
 // Index of the first entry the registry refuses (outside registered memory, or outside
 // the write grant it names), with its first refused address; or entries.size(), with the
 // part's destinations pinned in buf.admission until it is released.
-size_t TcpReceiver::admit_entries(ReceiveBuffers& buf, uint64_t* bad_addr) const {
+size_t TcpReceiver::admit_entries(ReceiveBuffers& buf, uint64_t* bad_addr, Refusal* why) const {
   buf.runs.clear();
   for (const WireEntry& e : buf.entries) {
     buf.runs.push_back({e.addr, e.length, e.pieces, e.stride, e.grant});
   }
-  return registry_->admit(buf.runs, buf.admission, bad_addr);
+  return registry_->admit(buf.runs, buf.admission, bad_addr, why);
 }
 
 // Reads a validated part's payload into its destinations, in entry order: runs of small
@@ -237,16 +237,26 @@ void TcpReceiver::serve(int raw_fd) {
     if (!st.ok()) return drop(st);
 
     uint64_t bad_addr = 0;
-    const size_t bad = admit_entries(buf, &bad_addr);
+    Refusal why = Refusal::kNotWritable;
+    const size_t bad = admit_entries(buf, &bad_addr, &why);
     Status verdict;
     uint64_t written = 0;
     if (bad < buf.entries.size()) {
       const WireEntry& e = buf.entries[bad];
-      verdict = out_of_range(fmt::format(
-          "entry {} (dst {:#x}, {} x {} bytes, stride {}, grant {:#x}) is not inside registered "
-          "memory{}; part rejected",
-          bad, e.addr, e.pieces, e.length, e.stride, e.grant,
-          e.grant != 0 || registry_->requires_grants() ? " granted under that grant" : ""));
+      if (why == Refusal::kGrantCompleted) {
+        // A retry whose first attempt's acknowledgement was lost: the room already
+        // succeeded here, so the sender may count it done. Nothing is written.
+        verdict = already_completed(
+            fmt::format("entry {} names grant {:#x}, whose room already succeeded; part not "
+                        "written",
+                        bad, e.grant));
+      } else {
+        verdict = out_of_range(fmt::format(
+            "entry {} (dst {:#x}, {} x {} bytes, stride {}, grant {:#x}) is not inside "
+            "registered memory{}; part rejected",
+            bad, e.addr, e.pieces, e.length, e.stride, e.grant,
+            e.grant != 0 || registry_->requires_grants() ? " granted under that grant" : ""));
+      }
       PDKV_LOG_WARN_LIMITED("tcp receiver: {}", verdict.message());
       if (buf.scratch.empty()) buf.scratch.resize(kScratchBytes);
       uint64_t left = header->payload_bytes;

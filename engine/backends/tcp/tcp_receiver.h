@@ -25,6 +25,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <list>
 #include <memory>
 #include <thread>
@@ -38,6 +39,7 @@
 namespace pdkv::engine {
 class MemoryRegistry;
 class NoteSink;
+enum class Refusal : uint8_t;
 }  // namespace pdkv::engine
 
 namespace pdkv::engine::tcp {
@@ -66,7 +68,7 @@ class TcpReceiver {
   void accept_loop();
   void serve(int fd);
   Status scatter(int fd, ReceiveBuffers& buf, int stop) const;
-  size_t admit_entries(ReceiveBuffers& buf, uint64_t* bad_addr) const;
+  size_t admit_entries(ReceiveBuffers& buf, uint64_t* bad_addr, Refusal* why) const;
   void reap_finished(bool all) PDKV_REQUIRES(conns_mu_);
 
   const TcpOptions options_;
