@@ -22,15 +22,70 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _zmq_echo(port_in: int, port_out: int, n: int) -> None:
+def _zmq_echo(port_in: int, port_out: int) -> None:
+    """Echoes every message back until an empty one."""
     import zmq
     ctx = zmq.Context()
     pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
     pull.bind(f"tcp://127.0.0.1:{port_in}")
     push.connect(f"tcp://127.0.0.1:{port_out}")
-    for _ in range(n):
-        push.send(pull.recv())
+    while True:
+        msg = pull.recv()
+        if not msg:
+            break
+        push.send(msg)
     ctx.destroy(linger=1000)
+
+
+class ZmqPingPong:
+    """A ZeroMQ ping-pong over two PUSH/PULL pairs between this process and an echo
+    process, kept up between calls of sample(), so a bench can take its baseline in
+    stretches between its own samples (P5: the same minutes of this shared host for both).
+    A context manager; the first 50 round trips (connection set-up) are never samples."""
+
+    def __init__(self, size: int = 64):
+        import zmq
+        a, b = _free_port(), _free_port()
+        self._proc = CTX.Process(target=_zmq_echo, args=(a, b))
+        self._ctx = zmq.Context()
+        self._pull = self._ctx.socket(zmq.PULL)
+        self._pull.bind(f"tcp://127.0.0.1:{b}")
+        self._proc.start()
+        self._push = self._ctx.socket(zmq.PUSH)
+        self._push.connect(f"tcp://127.0.0.1:{a}")
+        self._msg = b"x" * size
+        self.sample(50)
+
+    def sample(self, n: int, gap_s: float = 0.0) -> list:
+        """n round trips, back to back or each after gap_s of idle; their times in us."""
+        rtts = []
+        for _ in range(n):
+            if gap_s > 0:
+                time.sleep(gap_s)
+            t0 = time.monotonic()
+            self._push.send(self._msg)
+            self._pull.recv()
+            rtts.append((time.monotonic() - t0) * 1e6)
+        return rtts
+
+    def close(self) -> None:
+        self._push.send(b"")
+        self._proc.join(10)
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._ctx.destroy(linger=0)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def rtt_summary(rtts: list, gap_s: float = 0.0, **extra) -> dict:
+    r = np.array(rtts)
+    return {"p50": float(np.percentile(r, 50)), "p99": float(np.percentile(r, 99)),
+            "n": len(rtts), "gap_ms": gap_s * 1e3, **extra}
 
 
 def zmq_rtt_us(n: int = 2000, size: int = 64, gap_s: float = 0.0) -> dict:
@@ -38,29 +93,8 @@ def zmq_rtt_us(n: int = 2000, size: int = 64, gap_s: float = 0.0) -> dict:
     gap_s > 0 idles that long before each ping, as P5's cold samples idle between rounds:
     on this VM a woken idle vCPU costs tens of us, so a round trip after 10 ms of idle
     measured 2-3 x a back-to-back one (BENCHMARKS.md, P5)."""
-    import zmq
-    a, b = _free_port(), _free_port()
-    proc = CTX.Process(target=_zmq_echo, args=(a, b, n + 50))
-    ctx = zmq.Context()
-    pull = ctx.socket(zmq.PULL)
-    pull.bind(f"tcp://127.0.0.1:{b}")
-    proc.start()
-    push = ctx.socket(zmq.PUSH)
-    push.connect(f"tcp://127.0.0.1:{a}")
-    msg, rtts = b"x" * size, []
-    for i in range(n + 50):
-        if gap_s > 0:
-            time.sleep(gap_s)
-        t0 = time.monotonic()
-        push.send(msg)
-        pull.recv()
-        if i >= 50:  # warm-up: connection setup
-            rtts.append((time.monotonic() - t0) * 1e6)
-    proc.join(10)
-    ctx.destroy(linger=0)
-    r = np.array(rtts)
-    return {"p50": float(np.percentile(r, 50)), "p99": float(np.percentile(r, 99)), "n": n,
-            "gap_ms": gap_s * 1e3}
+    with ZmqPingPong(size) as pp:
+        return rtt_summary(pp.sample(n, gap_s), gap_s)
 
 
 def iperf3_gbps(seconds: int = 2, streams: int = 4):

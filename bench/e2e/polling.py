@@ -13,9 +13,12 @@ receivers polled every 0.5 ms cost most of a core per decode process). Modes:
   than spinning on 2 cores.
 - "wait": KVReceiver.wait() on each room in turn, which wakes when the room ends (no
   timer); with several rooms, one that ended while another was waited on is seen late.
-  For the latency case it did not beat "sleep" (2026-12-04, 4 alternating runs: p50 465
-  and 525 us against 458 and 562, p99 4.3-4.7 ms against 0.9-1.2 ms), so "sleep" stays
-  its default (main.py, DECODE_POLL)."""
+  P5's default (main.py, DECODE_POLL): its warm rooms end one after another in a known
+  order (wait_in_order), so waiting on the next one sees each end at once, where "sleep"
+  adds up to one ~80 us sleep (and the wake-up of an idle vCPU) to every sample. On
+  2026-12-05, 3 alternating pairs of warm runs: p50 1.00-1.24 x the ZeroMQ round trip
+  against 1.63-1.79 x with "sleep", p99 2.49-3.32 x against 3.83-6.02 x. (For one room
+  per round it did not beat "sleep" on 2026-12-04, before statuses rode the last batch.)"""
 from __future__ import annotations
 
 import time
@@ -86,6 +89,8 @@ def wait_in_order(objs: dict, timeout: float, mode: str = "sleep", sleep_us: flo
     out, deadline = {}, time.monotonic() + timeout
     pacer = Pacer(mode, sleep_us)
     for room, obj in objs.items():
+        if mode == "wait":  # woken when the room ends; poll() below then sees it at once
+            obj.wait(max(0.0, deadline - time.monotonic()))
         while True:
             st = int(obj.poll())
             if st == SUCCESS or st == FAILED or time.monotonic() >= deadline:

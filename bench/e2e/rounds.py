@@ -41,8 +41,10 @@ def new_result(a) -> dict:
             "rounds_planned": len(a.concurrency) * (a.rounds + 1)}
 
 
-def run_rounds(pdkv, a, log, rr: dict) -> None:
-    """Fills `rr` (new_result): rows (one per concurrency), RSS per round, rounds run."""
+def run_rounds(pdkv, a, log, rr: dict, between=None) -> None:
+    """Fills `rr` (new_result): rows (one per concurrency), RSS per round, rounds run.
+    `between()`, if given, runs before each timed round and after the last one, with the
+    cluster up and idle (P5 takes its ZeroMQ baseline there: latency.py)."""
     ppr = a.tokens // a.page
     cfg = rank_cfg(a, ppr, max(a.concurrency) * ppr)
     cl = cluster.Cluster(pdkv, cfg, a.prefill_tp, a.decode_tp, log)
@@ -57,6 +59,8 @@ def run_rounds(pdkv, a, log, rr: dict) -> None:
                         break
                     rooms = list(range(room, room + conc))
                     room += conc
+                    if i and between:
+                        between()
                     s = report.summarize(cl.run_round(rooms, a.timeout), rooms, log,
                                          sequential=a.sequential)
                     rr["rounds_run"] += 1
@@ -69,6 +73,8 @@ def run_rounds(pdkv, a, log, rr: dict) -> None:
                 rr["rows"].append(report.merge(timed, conc))
             if not cl.healthy:
                 break
+        if between and cl.healthy:
+            between()
     finally:
         if killer:
             killer.cancel()
