@@ -227,7 +227,7 @@ void TransferPipeline::apply(Command& command) {
       r.serial = next_serial_++;
       r.destinations = std::move(command.destinations);
       r.dest_outstanding.assign(r.destinations.size(), 0);
-      r.status_sent.assign(r.destinations.size(), 0);
+      r.status_sent_at.assign(r.destinations.size(), TimePoint::max());
       for (const TransferDestination& d : r.destinations) link_for(d.engine_endpoint);
       return;
     }
@@ -527,7 +527,7 @@ void TransferPipeline::submit_link(PeerLink& link, TimePoint at,
     for (const RoomKey& key : next->noted) {
       if (RoomState* r = find_room(key); r != nullptr) {
         const size_t d = dest_index(*r, next->endpoint);
-        if (d < r->status_sent.size()) r->status_sent[d] = 1;
+        if (d < r->status_sent_at.size()) r->status_sent_at[d] = std::min(r->status_sent_at[d], at);
       }
     }
     const uint64_t bytes = next->bytes;
@@ -680,11 +680,12 @@ void TransferPipeline::handle_batch_failure(PeerLink& link, WriteBatch batch,
   if (status.code() == StatusCode::kAlreadyCompleted && keys.size() == 1) {
     // The decode says this room already succeeded: a retry of a batch whose first
     // attempt landed, status and all, and whose acknowledgement was lost. Believed only
-    // when the room's status did ride a batch we sent there; else the decode is wrong
-    // about our room and it fails below like any refusal.
+    // when the room's status rode an earlier submission to that decode (a refused part
+    // delivers no note, so this one's cannot count); else the decode is wrong about our
+    // room and it fails below like any refusal.
     RoomState* r = find_room(keys.front());
     const size_t d = r != nullptr ? dest_index(*r, batch.endpoint) : 0;
-    if (r != nullptr && d < r->status_sent.size() && r->status_sent[d] != 0) {
+    if (r != nullptr && d < r->status_sent_at.size() && r->status_sent_at[d] < batch.submitted_at) {
       failed_peers_.record_success(batch.endpoint);
       acknowledge(batch, keys);
       return;

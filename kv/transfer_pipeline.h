@@ -188,9 +188,9 @@ class TransferPipeline {
     bool queued = false;                     // in ready_
     std::vector<uint64_t> dest_outstanding;  // per destination: planned, not acknowledged
     std::vector<std::string> delivered;      // destinations whose status rode a batch
-    // Per destination: its status rode a submitted batch, so it may have reached the
-    // decode even if that batch's acknowledgement never came back.
-    std::vector<uint8_t> status_sent;
+    // Per destination: when its status first rode a submitted batch (max: never). A
+    // submission after that one may find the decode already has it (a lost ACK).
+    std::vector<TimePoint> status_sent_at;
     // Stage timings and size, observed when the room finishes (TransferMetrics).
     std::chrono::nanoseconds queue_wait{0}, planning{0};
     TimePoint first_submit = TimePoint::max();  // of the batches acknowledged
