@@ -18,6 +18,8 @@ packages=(
   python3-build python3-wheel python3-setuptools python3-venv python3-pip dpkg-dev file binutils
   # Cluster secret (libsodium) and the etcd route registry (its tests start real members).
   libsodium-dev etcd-server etcd-client
+  # DLPack (the device-memory registration of tensors from any framework).
+  libdlpack-dev
 )
 missing=()
 for p in "${packages[@]}"; do

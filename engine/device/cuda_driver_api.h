@@ -1,0 +1,117 @@
+// The part of the CUDA driver API pdkv calls, declared by pdkv itself.
+//
+// Debian main ships no CUDA toolkit (no cuda.h), and pdkv must build and run on machines
+// without one, so these declarations are written from NVIDIA's public driver API reference
+// (types, enumerator values, function signatures) and the driver library is opened at run
+// time (cuda_driver.h). Only what pdkv needs is here. Functions are named with the version
+// suffix the driver exports them under (cuMemcpyDtoHAsync_v2, ...): the un-suffixed names
+// are the old ABI with 32-bit sizes, kept by the driver for old binaries.
+//
+// The fake driver (engine/device/fake/) exports the same names with the same signatures,
+// so the loader cannot tell them apart.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+extern "C" {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;  // the driver's type on 64-bit platforms
+using CUcontext = struct CUctx_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+using CUarray = struct CUarray_st*;
+using CUhostFn = void (*)(void* user_data);
+
+// CUresult values pdkv distinguishes.
+inline constexpr CUresult CUDA_SUCCESS = 0;
+inline constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
+inline constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
+inline constexpr CUresult CUDA_ERROR_NOT_INITIALIZED = 3;
+inline constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
+inline constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
+inline constexpr CUresult CUDA_ERROR_INVALID_CONTEXT = 201;
+inline constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
+inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
+inline constexpr CUresult CUDA_ERROR_ILLEGAL_ADDRESS = 700;
+inline constexpr CUresult CUDA_ERROR_UNKNOWN = 999;
+
+// CUmemorytype.
+inline constexpr unsigned CU_MEMORYTYPE_HOST = 1;
+inline constexpr unsigned CU_MEMORYTYPE_DEVICE = 2;
+inline constexpr unsigned CU_MEMORYTYPE_ARRAY = 3;
+inline constexpr unsigned CU_MEMORYTYPE_UNIFIED = 4;
+
+// CUpointer_attribute.
+using CUpointer_attribute = int;
+inline constexpr CUpointer_attribute CU_POINTER_ATTRIBUTE_CONTEXT = 1;
+inline constexpr CUpointer_attribute CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;    // unsigned
+inline constexpr CUpointer_attribute CU_POINTER_ATTRIBUTE_IS_MANAGED = 8;     // int (bool)
+inline constexpr CUpointer_attribute CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;  // int
+
+// Flags.
+inline constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x1;
+inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
+inline constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
+inline constexpr unsigned CU_MEM_ATTACH_GLOBAL = 0x1;
+
+// CUDA_MEMCPY2D (the _v2 layout): a copy of Height rows of WidthInBytes bytes, row i at
+// src + srcY*srcPitch + srcXInBytes + i*srcPitch (and likewise for dst).
+struct CUDA_MEMCPY2D {
+  size_t srcXInBytes;
+  size_t srcY;
+  unsigned srcMemoryType;
+  const void* srcHost;
+  CUdeviceptr srcDevice;
+  CUarray srcArray;
+  size_t srcPitch;
+  size_t dstXInBytes;
+  size_t dstY;
+  unsigned dstMemoryType;
+  void* dstHost;
+  CUdeviceptr dstDevice;
+  CUarray dstArray;
+  size_t dstPitch;
+  size_t WidthInBytes;
+  size_t Height;
+};
+
+// Signatures, as function-pointer types (the loader resolves each by name).
+using PFN_cuInit = CUresult (*)(unsigned flags);
+using PFN_cuGetErrorString = CUresult (*)(CUresult error, const char** text);
+using PFN_cuDeviceGetCount = CUresult (*)(int* count);
+using PFN_cuDeviceGet = CUresult (*)(CUdevice* device, int ordinal);
+using PFN_cuDevicePrimaryCtxRetain = CUresult (*)(CUcontext* ctx, CUdevice device);
+using PFN_cuDevicePrimaryCtxRelease_v2 = CUresult (*)(CUdevice device);
+using PFN_cuCtxSetCurrent = CUresult (*)(CUcontext ctx);
+using PFN_cuCtxGetCurrent = CUresult (*)(CUcontext* ctx);
+using PFN_cuPointerGetAttributes = CUresult (*)(unsigned count, CUpointer_attribute* attributes,
+                                                void** data, CUdeviceptr ptr);
+using PFN_cuMemGetAddressRange_v2 = CUresult (*)(CUdeviceptr* base, size_t* size, CUdeviceptr ptr);
+using PFN_cuMemHostAlloc = CUresult (*)(void** ptr, size_t bytes, unsigned flags);
+using PFN_cuMemFreeHost = CUresult (*)(void* ptr);
+using PFN_cuStreamCreate = CUresult (*)(CUstream* stream, unsigned flags);
+using PFN_cuStreamDestroy_v2 = CUresult (*)(CUstream stream);
+using PFN_cuStreamSynchronize = CUresult (*)(CUstream stream);
+using PFN_cuStreamWaitEvent = CUresult (*)(CUstream stream, CUevent event, unsigned flags);
+using PFN_cuEventCreate = CUresult (*)(CUevent* event, unsigned flags);
+using PFN_cuEventDestroy_v2 = CUresult (*)(CUevent event);
+using PFN_cuEventRecord = CUresult (*)(CUevent event, CUstream stream);
+using PFN_cuEventQuery = CUresult (*)(CUevent event);
+using PFN_cuEventSynchronize = CUresult (*)(CUevent event);
+using PFN_cuMemcpyDtoHAsync_v2 = CUresult (*)(void* dst, CUdeviceptr src, size_t bytes,
+                                              CUstream stream);
+using PFN_cuMemcpyHtoDAsync_v2 = CUresult (*)(CUdeviceptr dst, const void* src, size_t bytes,
+                                              CUstream stream);
+using PFN_cuMemcpy2DAsync_v2 = CUresult (*)(const CUDA_MEMCPY2D* copy, CUstream stream);
+using PFN_cuLaunchHostFunc = CUresult (*)(CUstream stream, CUhostFn fn, void* user_data);
+// Used by tests and tools that make device buffers (never by the transfer path).
+using PFN_cuMemAlloc_v2 = CUresult (*)(CUdeviceptr* ptr, size_t bytes);
+using PFN_cuMemAllocManaged = CUresult (*)(CUdeviceptr* ptr, size_t bytes, unsigned flags);
+using PFN_cuMemFree_v2 = CUresult (*)(CUdeviceptr ptr);
+using PFN_cuMemcpyHtoD_v2 = CUresult (*)(CUdeviceptr dst, const void* src, size_t bytes);
+using PFN_cuMemcpyDtoH_v2 = CUresult (*)(void* dst, CUdeviceptr src, size_t bytes);
+
+}  // extern "C"
