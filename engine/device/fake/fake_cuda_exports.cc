@@ -1,0 +1,362 @@
+// libpdkv_fake_cuda.so: a stand-in for the CUDA driver (libcuda.so.1) so that pdkv's GPU
+// path runs in CI on machines without a GPU. pdkv opens it through PDKV_CUDA_LIBRARY and
+// resolves the same names, with the same signatures (engine/device/cuda_driver_api.h).
+//
+// What a test run against it proves:
+//  - pdkv never touches device memory with the CPU: device addresses are PROT_NONE, so a
+//    load or store faults and send()/recv()/process_vm_writev() on them fail with EFAULT.
+//  - pdkv waits for a copy before using its result: copies run on a stream thread, later
+//    than the call that enqueued them (PDKV_FAKE_CUDA_DELAY_US makes that later still), and
+//    in poison mode a host destination holds 0xA5 bytes until the copy really ran.
+//  - pdkv binds each thread to the registered device's primary context: every allocation,
+//    copy, stream and event call without a current context fails with
+//    CUDA_ERROR_INVALID_CONTEXT, and pdkvFakeContextCreated() says which devices got one.
+//  - pdkv handles driver errors: PDKV_FAKE_CUDA_FAIL_COPY_AFTER fails one copy, and that
+//    stream's error is sticky afterwards, as the driver's is.
+//  - pdkv merges strided runs into 2-D copies: pdkvFakeCopyCount() counts driver copies.
+//  - copies stay inside one allocation: a range that strays out is CUDA_ERROR_ILLEGAL_ADDRESS,
+//    and allocations are never adjacent.
+//
+// What it does not prove:
+//  - anything about speed: a copy is a memcpy on a CPU thread, with no DMA engine, no PCIe
+//    or NVLink, no overlap limits of real copy engines. Never quote timings taken with it.
+//  - unified addressing beyond what is described here: CU_MEMORYTYPE_UNIFIED means "look
+//    the pointer up", pageable host memory is accepted as is, a pinned host pointer is not
+//    accepted as a device address, and managed memory is only a flag (it is no more
+//    CPU-accessible than device memory).
+//  - the driver's own quirks: no peer access, no default (null) stream (pdkv always creates
+//    its own; the null stream is refused with CUDA_ERROR_INVALID_VALUE), no context reset,
+//    no limits on memory. Its behaviour follows the public reference as far as pdkv relies
+//    on it; where the reference is silent the fake is the stricter choice.
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/device/cuda_driver_api.h"
+#include "engine/device/fake/fake_memory.h"
+#include "engine/device/fake/fake_state.h"
+#include "engine/device/fake/fake_stream.h"
+
+#define PDKV_FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace fc = pdkv::fake_cuda;
+
+namespace {
+
+// Streams and events are used under the context they were created in; any other current
+// context is the driver's "invalid resource handle".
+CUresult require_stream(CUstream stream, CUcontext* ctx) {
+  if (CUresult r = fc::require_context(ctx); r != CUDA_SUCCESS) return r;
+  if (stream == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return stream->ctx == *ctx ? CUDA_SUCCESS : fc::kErrorInvalidHandle;
+}
+
+CUresult async_copy(CUstream stream, const fc::CopyDesc& copy) {
+  CUcontext ctx;
+  if (CUresult r = require_stream(stream, &ctx); r != CUDA_SUCCESS) return r;
+  return fc::enqueue_copy(stream, copy);
+}
+
+fc::CopyDesc linear_copy(unsigned src_type, uintptr_t src, unsigned dst_type, uintptr_t dst,
+                         size_t bytes) {
+  fc::CopyDesc c;
+  c.src = {src_type, src, bytes};
+  c.dst = {dst_type, dst, bytes};
+  c.width = bytes;
+  c.height = 1;
+  return c;
+}
+
+// A 2-D side: where row 0 starts, with the host or device pointer the type selects.
+fc::CopySide side(unsigned type, const void* host, CUdeviceptr device, size_t x, size_t y,
+                  size_t pitch) {
+  uintptr_t base = type == CU_MEMORYTYPE_HOST ? reinterpret_cast<uintptr_t>(host)
+                                              : static_cast<uintptr_t>(device);
+  return {type, base + y * pitch + x, pitch};
+}
+
+}  // namespace
+
+PDKV_FAKE_EXPORT CUresult cuInit(unsigned flags) { return fc::init(flags); }
+
+PDKV_FAKE_EXPORT CUresult cuGetErrorString(CUresult error, const char** text) {
+  if (text == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  switch (error) {
+    case CUDA_SUCCESS: *text = "CUDA_SUCCESS"; return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_VALUE: *text = "CUDA_ERROR_INVALID_VALUE"; return CUDA_SUCCESS;
+    case CUDA_ERROR_OUT_OF_MEMORY: *text = "CUDA_ERROR_OUT_OF_MEMORY"; return CUDA_SUCCESS;
+    case CUDA_ERROR_NOT_INITIALIZED: *text = "CUDA_ERROR_NOT_INITIALIZED"; return CUDA_SUCCESS;
+    case CUDA_ERROR_NO_DEVICE: *text = "CUDA_ERROR_NO_DEVICE"; return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_DEVICE: *text = "CUDA_ERROR_INVALID_DEVICE"; return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_CONTEXT: *text = "CUDA_ERROR_INVALID_CONTEXT"; return CUDA_SUCCESS;
+    case fc::kErrorInvalidHandle: *text = "CUDA_ERROR_INVALID_HANDLE"; return CUDA_SUCCESS;
+    case CUDA_ERROR_NOT_FOUND: *text = "CUDA_ERROR_NOT_FOUND"; return CUDA_SUCCESS;
+    case CUDA_ERROR_NOT_READY: *text = "CUDA_ERROR_NOT_READY"; return CUDA_SUCCESS;
+    case CUDA_ERROR_ILLEGAL_ADDRESS: *text = "CUDA_ERROR_ILLEGAL_ADDRESS"; return CUDA_SUCCESS;
+    case CUDA_ERROR_UNKNOWN: *text = "CUDA_ERROR_UNKNOWN"; return CUDA_SUCCESS;
+    default: *text = "unknown error"; return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+PDKV_FAKE_EXPORT CUresult cuDeviceGetCount(int* count) {
+  if (!fc::initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *count = fc::device_count();
+  return CUDA_SUCCESS;
+}
+
+PDKV_FAKE_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  if (!fc::initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (fc::primary_context(ordinal) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+PDKV_FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice device) {
+  if (!fc::initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* primary = fc::primary_context(device);
+  if (primary == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  primary->refcount.fetch_add(1);
+  primary->ever_retained.store(true);
+  *ctx = primary;
+  return CUDA_SUCCESS;
+}
+
+PDKV_FAKE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
+  if (!fc::initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  CUctx_st* primary = fc::primary_context(device);
+  if (primary == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  int n = primary->refcount.load();
+  while (n > 0 && !primary->refcount.compare_exchange_weak(n, n - 1)) {
+  }
+  return n > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;  // released more than retained
+}
+
+PDKV_FAKE_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+  if (!fc::initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (ctx != nullptr && !fc::is_context(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  fc::set_current_context(ctx);
+  return CUDA_SUCCESS;
+}
+
+PDKV_FAKE_EXPORT CUresult cuCtxGetCurrent(CUcontext* ctx) {
+  if (!fc::initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *ctx = fc::current_context();
+  return CUDA_SUCCESS;
+}
+
+// Works without a current context (the pointer says which context it belongs to). Unknown
+// pointers succeed with "unknown" values: memory type 0, not managed, ordinal -1, no context.
+PDKV_FAKE_EXPORT CUresult cuPointerGetAttributes(unsigned count, CUpointer_attribute* attributes,
+                                                 void** data, CUdeviceptr ptr) {
+  if (!fc::initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (count > 0 && (attributes == nullptr || data == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  fc::PointerInfo info = fc::lookup(static_cast<uintptr_t>(ptr));
+  const bool device = info.kind == fc::PointerKind::kDevice;
+  for (unsigned i = 0; i < count; ++i) {
+    if (data[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    switch (attributes[i]) {
+      case CU_POINTER_ATTRIBUTE_CONTEXT: *static_cast<CUcontext*>(data[i]) = info.ctx; break;
+      case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *static_cast<unsigned*>(data[i]) = device ? CU_MEMORYTYPE_DEVICE
+                                           : info.kind == fc::PointerKind::kPinnedHost
+                                               ? CU_MEMORYTYPE_HOST
+                                               : 0u;
+        break;
+      case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *static_cast<int*>(data[i]) = info.managed ? 1 : 0;
+        break;
+      case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *static_cast<int*>(data[i]) = device ? info.ctx->device : -1;
+        break;
+      default: return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+PDKV_FAKE_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size,
+                                                  CUdeviceptr ptr) {
+  CUcontext ctx;
+  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
+  fc::PointerInfo info = fc::lookup(static_cast<uintptr_t>(ptr));
+  if (info.kind != fc::PointerKind::kDevice) return CUDA_ERROR_NOT_FOUND;
+  if (base != nullptr) *base = info.base;
+  if (size != nullptr) *size = info.size;
+  return CUDA_SUCCESS;
+}
+
+PDKV_FAKE_EXPORT CUresult cuMemHostAlloc(void** ptr, size_t bytes, unsigned flags) {
+  CUcontext ctx;
+  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
+  return fc::alloc_pinned_host(bytes, ctx, ptr);
+}
+
+PDKV_FAKE_EXPORT CUresult cuMemFreeHost(void* ptr) {
+  CUcontext ctx;
+  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
+  return fc::free_pinned_host(ptr);
+}
+
+PDKV_FAKE_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned flags) {
+  CUcontext ctx;
+  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
+  if (stream == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *stream = fc::create_stream(ctx);
+  return CUDA_SUCCESS;
+}
+
+PDKV_FAKE_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
+  CUcontext ctx;
+  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
+  if (stream == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  fc::destroy_stream(stream);
+  return CUDA_SUCCESS;
+}
+
+PDKV_FAKE_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
+  CUcontext ctx;
+  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
+  if (stream == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return fc::synchronize_stream(stream);
+}
+
+// The event may belong to another context or device (the driver allows cross-device waits).
+PDKV_FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
+  CUcontext ctx;
+  if (CUresult r = require_stream(stream, &ctx); r != CUDA_SUCCESS) return r;
+  if (event == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  fc::enqueue_wait(stream, event);
+  return CUDA_SUCCESS;
+}
+
+PDKV_FAKE_EXPORT CUresult cuEventCreate(CUevent* event, unsigned flags) {
+  CUcontext ctx;
+  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
+  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto* e = new CUevent_st();
+  e->ctx = ctx;
+  *event = e;
+  return CUDA_SUCCESS;
+}
+
+// A record still queued holds its own marker, so destroying a pending event is safe.
+PDKV_FAKE_EXPORT CUresult cuEventDestroy_v2(CUevent event) {
+  CUcontext ctx;
+  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
+  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  delete event;
+  return CUDA_SUCCESS;
+}
+
+PDKV_FAKE_EXPORT CUresult cuEventRecord(CUevent event, CUstream stream) {
+  CUcontext ctx;
+  if (CUresult r = require_stream(stream, &ctx); r != CUDA_SUCCESS) return r;
+  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (event->ctx != ctx) return fc::kErrorInvalidHandle;
+  fc::enqueue_record(stream, event);
+  return CUDA_SUCCESS;
+}
+
+PDKV_FAKE_EXPORT CUresult cuEventQuery(CUevent event) {
+  CUcontext ctx;
+  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
+  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return fc::query_event(event);
+}
+
+PDKV_FAKE_EXPORT CUresult cuEventSynchronize(CUevent event) {
+  CUcontext ctx;
+  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
+  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return fc::synchronize_event(event);
+}
+
+PDKV_FAKE_EXPORT CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes,
+                                               CUstream stream) {
+  return async_copy(
+      stream, linear_copy(CU_MEMORYTYPE_DEVICE, static_cast<uintptr_t>(src), CU_MEMORYTYPE_HOST,
+                          reinterpret_cast<uintptr_t>(dst), bytes));
+}
+
+PDKV_FAKE_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes,
+                                               CUstream stream) {
+  return async_copy(stream, linear_copy(CU_MEMORYTYPE_HOST, reinterpret_cast<uintptr_t>(src),
+                                        CU_MEMORYTYPE_DEVICE, static_cast<uintptr_t>(dst), bytes));
+}
+
+PDKV_FAKE_EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* copy, CUstream stream) {
+  if (copy == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  fc::CopyDesc c;
+  c.src = side(copy->srcMemoryType, copy->srcHost, copy->srcDevice, copy->srcXInBytes, copy->srcY,
+               copy->srcPitch);
+  c.dst = side(copy->dstMemoryType, copy->dstHost, copy->dstDevice, copy->dstXInBytes, copy->dstY,
+               copy->dstPitch);
+  c.width = copy->WidthInBytes;
+  c.height = copy->Height;
+  return async_copy(stream, c);
+}
+
+PDKV_FAKE_EXPORT CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* user_data) {
+  CUcontext ctx;
+  if (CUresult r = require_stream(stream, &ctx); r != CUDA_SUCCESS) return r;
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  fc::enqueue_host_fn(stream, fn, user_data);
+  return CUDA_SUCCESS;
+}
+
+PDKV_FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
+  CUcontext ctx;
+  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
+  return fc::alloc_device(bytes, ctx, /*managed=*/false, ptr);
+}
+
+PDKV_FAKE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* ptr, size_t bytes, unsigned flags) {
+  CUcontext ctx;
+  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
+  return fc::alloc_device(bytes, ctx, /*managed=*/true, ptr);
+}
+
+PDKV_FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
+  CUcontext ctx;
+  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
+  return fc::free_device(ptr);
+}
+
+// The synchronous copies run on the caller's thread at once (tests' set-up and read-back);
+// they bypass the test modes and the copy count.
+PDKV_FAKE_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
+  CUcontext ctx;
+  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
+  return fc::copy_now(linear_copy(CU_MEMORYTYPE_HOST, reinterpret_cast<uintptr_t>(src),
+                                  CU_MEMORYTYPE_DEVICE, static_cast<uintptr_t>(dst), bytes));
+}
+
+PDKV_FAKE_EXPORT CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+  CUcontext ctx;
+  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
+  return fc::copy_now(linear_copy(CU_MEMORYTYPE_DEVICE, static_cast<uintptr_t>(src),
+                                  CU_MEMORYTYPE_HOST, reinterpret_cast<uintptr_t>(dst), bytes));
+}
+
+// --- Test controls (also set from the environment at the first cuInit, fake_state.cc)
+// --------------------------------------------------------------------
+
+PDKV_FAKE_EXPORT int pdkvFakeContextCreated(int device) {
+  CUctx_st* primary = fc::primary_context(device);
+  return primary != nullptr && primary->ever_retained.load() ? 1 : 0;
+}
+
+PDKV_FAKE_EXPORT void pdkvFakeSetCopyDelayUs(unsigned us) { fc::modes().copy_delay_us.store(us); }
+
+PDKV_FAKE_EXPORT void pdkvFakeSetPoison(int on) { fc::modes().poison.store(on != 0); }
+
+PDKV_FAKE_EXPORT void pdkvFakeFailCopyAfter(long n) {
+  fc::modes().fail_countdown.store(n > 0 ? n : -1);
+}
+
+// Async copies the stream threads took up (a 2-D copy is one; an injected failure counts; a
+// copy skipped because its stream had already failed does not). Synchronous copies do not.
+PDKV_FAKE_EXPORT long pdkvFakeCopyCount(void) { return fc::modes().copies_executed.load(); }

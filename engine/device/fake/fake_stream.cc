@@ -1,0 +1,246 @@
+#include "engine/device/fake/fake_stream.h"
+
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "engine/device/fake/fake_memory.h"
+#include "engine/device/fake/fake_state.h"
+
+namespace pdkv::fake_cuda {
+namespace {
+
+// CondVar has no unbounded wait (common/mutex.h); a driver wait has no deadline, so wait
+// in long slices until pred holds. Each slice sleeps on the condition variable: no spin.
+template <typename Pred>
+void wait_until_true(CondVar& cv, Mutex& mu, Pred pred) PDKV_REQUIRES(mu) {
+  while (!cv.wait_for(mu, std::chrono::hours(1), pred)) {
+  }
+}
+
+CondVar& marker_cv() {
+  static CondVar* cv = new CondVar();  // leaked: stream threads may outlive statics
+  return *cv;
+}
+
+// Where one side of a copy really is: a pointer the CPU may touch, plus the allocation
+// it lies in (held so that cuMemFree_v2 cannot unmap it mid-copy).
+struct Resolved {
+  uint8_t* ptr = nullptr;
+  std::shared_ptr<DeviceMapping> holder;
+};
+
+size_t extent(const CopyDesc& c, const CopySide& side) {
+  if (c.width == 0 || c.height == 0) return 0;
+  return (c.height - 1) * side.pitch + c.width;
+}
+
+bool is_device_address(uintptr_t addr) { return lookup(addr).kind == PointerKind::kDevice; }
+
+// A device side must lie wholly inside one allocation; a host side must not be device
+// memory (the CPU would fault on it: the driver's DMA engine would not, but a host pointer
+// that is really a device address is a bug the fake reports instead of crashing).
+CUresult resolve(const CopySide& side, size_t bytes, Resolved* out) {
+  unsigned type = side.type;
+  if (type == CU_MEMORYTYPE_UNIFIED) {
+    type = is_device_address(side.addr) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+  }
+  if (type == CU_MEMORYTYPE_DEVICE) {
+    out->holder = find_device_range(side.addr, bytes);
+    if (out->holder == nullptr) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    out->ptr = out->holder->shadow + (side.addr - out->holder->base);
+    return CUDA_SUCCESS;
+  }
+  if (is_device_address(side.addr)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+  out->ptr = reinterpret_cast<uint8_t*>(side.addr);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUresult copy_now(const CopyDesc& c) {
+  Resolved src, dst;
+  if (CUresult r = resolve(c.src, extent(c, c.src), &src); r != CUDA_SUCCESS) return r;
+  if (CUresult r = resolve(c.dst, extent(c, c.dst), &dst); r != CUDA_SUCCESS) return r;
+  for (size_t row = 0; row < c.height && c.width > 0; ++row) {
+    std::memmove(dst.ptr + row * c.dst.pitch, src.ptr + row * c.src.pitch, c.width);
+  }
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+// Runs one op given the stream's error so far; returns the error the op leaves.
+CUresult execute(Op& op, CUresult sticky) {
+  switch (op.kind) {
+    case Op::Kind::kCopy: {
+      if (sticky != CUDA_SUCCESS) return sticky;
+      unsigned delay = modes().copy_delay_us.load();
+      if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
+      CUresult r = op.inject_failure ? CUDA_ERROR_ILLEGAL_ADDRESS : copy_now(op.copy);
+      modes().copies_executed.fetch_add(1);
+      return r;
+    }
+    case Op::Kind::kRecord: {
+      MutexLock lock(marker_mutex());
+      op.marker->reached = true;
+      op.marker->error = sticky;
+      marker_cv().notify_all();
+      return sticky;
+    }
+    case Op::Kind::kWait: {
+      Marker* m = op.marker.get();
+      MutexLock lock(marker_mutex());
+      wait_until_true(marker_cv(), marker_mutex(),
+                      [m]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return m->reached; });
+      return sticky;
+    }
+    case Op::Kind::kHostFn:
+      // cuLaunchHostFunc's functions are not called once the context has faulted.
+      if (sticky == CUDA_SUCCESS) op.fn(op.user_data);
+      return sticky;
+  }
+  return sticky;
+}
+
+void worker_loop(CUstream_st* s) {
+  for (;;) {
+    Op op;
+    CUresult sticky;
+    {
+      MutexLock lock(s->mu);
+      wait_until_true(s->cv, s->mu, [s]() PDKV_NO_THREAD_SAFETY_ANALYSIS {
+        return !s->queue.empty() || s->stopping;
+      });
+      if (s->queue.empty()) return;  // stopping, and everything queued has run
+      op = std::move(s->queue.front());
+      s->queue.pop_front();
+      s->busy = true;
+      sticky = s->error;
+    }
+    CUresult result = execute(op, sticky);
+    op = Op();  // drop the allocation and marker it held before saying "done"
+    MutexLock lock(s->mu);
+    if (s->error == CUDA_SUCCESS) s->error = result;
+    s->busy = false;
+    s->cv.notify_all();
+  }
+}
+
+void push(CUstream_st* s, Op op) {
+  MutexLock lock(s->mu);
+  s->queue.push_back(std::move(op));
+  s->cv.notify_all();
+}
+
+void poison_host_destination(const CopyDesc& c) {
+  if (c.dst.type == CU_MEMORYTYPE_DEVICE || is_device_address(c.dst.addr)) return;
+  auto* dst = reinterpret_cast<uint8_t*>(c.dst.addr);
+  for (size_t row = 0; row < c.height; ++row) std::memset(dst + row * c.dst.pitch, 0xA5, c.width);
+}
+
+}  // namespace
+
+Mutex& marker_mutex() {
+  static Mutex* mu = new Mutex();  // leaked with marker_cv()
+  return *mu;
+}
+
+CUstream_st* create_stream(CUcontext ctx) {
+  auto* s = new CUstream_st();
+  s->ctx = ctx;
+  s->worker = std::thread(worker_loop, s);
+  return s;
+}
+
+void destroy_stream(CUstream_st* s) {
+  {
+    MutexLock lock(s->mu);
+    s->stopping = true;
+    s->cv.notify_all();
+  }
+  s->worker.join();
+  delete s;
+}
+
+CUresult synchronize_stream(CUstream_st* s) {
+  MutexLock lock(s->mu);
+  wait_until_true(s->cv, s->mu,
+                  [s]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return s->queue.empty() && !s->busy; });
+  return s->error;
+}
+
+CUresult enqueue_copy(CUstream_st* s, const CopyDesc& c) {
+  for (unsigned type : {c.src.type, c.dst.type}) {
+    if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_DEVICE &&
+        type != CU_MEMORYTYPE_UNIFIED) {
+      return CUDA_ERROR_INVALID_VALUE;  // arrays are not supported
+    }
+  }
+  if (c.height > 1 && (c.src.pitch < c.width || c.dst.pitch < c.width)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (modes().poison.load()) poison_host_destination(c);
+  Op op;
+  op.kind = Op::Kind::kCopy;
+  op.copy = c;
+  op.inject_failure = take_injected_failure();
+  push(s, std::move(op));
+  return CUDA_SUCCESS;
+}
+
+void enqueue_record(CUstream_st* s, CUevent_st* event) {
+  auto marker = std::make_shared<Marker>();
+  {
+    MutexLock lock(event->mu);
+    event->latest = marker;
+  }
+  Op op;
+  op.kind = Op::Kind::kRecord;
+  op.marker = std::move(marker);
+  push(s, std::move(op));
+}
+
+void enqueue_wait(CUstream_st* s, CUevent_st* event) {
+  Op op;
+  op.kind = Op::Kind::kWait;
+  {
+    MutexLock lock(event->mu);
+    op.marker = event->latest;
+  }
+  if (op.marker == nullptr) return;  // never recorded: nothing to wait for
+  push(s, std::move(op));
+}
+
+void enqueue_host_fn(CUstream_st* s, CUhostFn fn, void* user_data) {
+  Op op;
+  op.kind = Op::Kind::kHostFn;
+  op.fn = fn;
+  op.user_data = user_data;
+  push(s, std::move(op));
+}
+
+namespace {
+std::shared_ptr<Marker> latest(CUevent_st* event) {
+  MutexLock lock(event->mu);
+  return event->latest;
+}
+}  // namespace
+
+CUresult query_event(CUevent_st* event) {
+  std::shared_ptr<Marker> m = latest(event);
+  if (m == nullptr) return CUDA_SUCCESS;
+  MutexLock lock(marker_mutex());
+  return m->reached ? m->error : CUDA_ERROR_NOT_READY;
+}
+
+CUresult synchronize_event(CUevent_st* event) {
+  std::shared_ptr<Marker> m = latest(event);
+  if (m == nullptr) return CUDA_SUCCESS;
+  MutexLock lock(marker_mutex());
+  wait_until_true(marker_cv(), marker_mutex(),
+                  [&m]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return m->reached; });
+  return m->error;
+}
+
+}  // namespace pdkv::fake_cuda

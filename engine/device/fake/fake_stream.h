@@ -1,0 +1,91 @@
+// Fake streams and events. A stream is one worker thread running an in-order FIFO queue
+// of operations (copies, event records, waits on events, host functions), so the caller
+// sees the same asynchrony as with a GPU: an async copy has not happened when its call
+// returns, and only an event or a stream synchronisation says when it has.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <thread>
+
+#include "common/mutex.h"
+#include "engine/device/cuda_driver_api.h"
+
+namespace pdkv::fake_cuda {
+
+// One side of a copy. type is CU_MEMORYTYPE_HOST, _DEVICE or _UNIFIED (decided by the
+// pointer when the copy runs).
+struct CopySide {
+  unsigned type = CU_MEMORYTYPE_HOST;
+  uintptr_t addr = 0;  // first byte of the first row
+  size_t pitch = 0;
+};
+
+// Height rows of width bytes; a 1-D copy is one row.
+struct CopyDesc {
+  CopySide src;
+  CopySide dst;
+  size_t width = 0;
+  size_t height = 1;
+};
+
+// One record of an event: reached when the stream's thread gets to it. A wait enqueued
+// on another stream holds the record it was given, not the event, so re-recording or
+// destroying the event afterwards changes nothing for it (as with the driver).
+struct Marker {
+  bool reached = false;  // guarded by marker_mutex()
+  CUresult error = CUDA_SUCCESS;
+};
+Mutex& marker_mutex();
+
+struct Op {
+  enum class Kind { kCopy, kRecord, kWait, kHostFn } kind = Kind::kCopy;
+  CopyDesc copy;
+  bool inject_failure = false;
+  std::shared_ptr<Marker> marker;
+  CUhostFn fn = nullptr;
+  void* user_data = nullptr;
+};
+
+}  // namespace pdkv::fake_cuda
+
+struct CUstream_st {
+  CUcontext ctx = nullptr;
+  pdkv::Mutex mu;
+  pdkv::CondVar cv;  // work queued, work finished, or stopping
+  std::deque<pdkv::fake_cuda::Op> queue PDKV_GUARDED_BY(mu);
+  bool busy PDKV_GUARDED_BY(mu) = false;  // the thread is running an op taken off the queue
+  bool stopping PDKV_GUARDED_BY(mu) = false;
+  // Sticky: once a copy failed, every later record reports it and no later copy or host
+  // function runs (the driver treats such faults as fatal to the context).
+  CUresult error PDKV_GUARDED_BY(mu) = CUDA_SUCCESS;
+  std::thread worker;
+};
+
+struct CUevent_st {
+  CUcontext ctx = nullptr;
+  pdkv::Mutex mu;
+  std::shared_ptr<pdkv::fake_cuda::Marker> latest PDKV_GUARDED_BY(mu);  // null: never recorded
+};
+
+namespace pdkv::fake_cuda {
+
+CUstream_st* create_stream(CUcontext ctx);
+void destroy_stream(CUstream_st* stream);  // runs what is queued, then joins the thread
+CUresult synchronize_stream(CUstream_st* stream);
+
+// Checks the copy's shape, poisons a host destination in poison mode, and enqueues it.
+CUresult enqueue_copy(CUstream_st* stream, const CopyDesc& copy);
+// Runs a copy at once on the calling thread (the synchronous cuMemcpy*_v2 and the stream
+// threads): CUDA_ERROR_ILLEGAL_ADDRESS when a side is not where its type says.
+CUresult copy_now(const CopyDesc& copy);
+void enqueue_record(CUstream_st* stream, CUevent_st* event);
+void enqueue_wait(CUstream_st* stream, CUevent_st* event);
+void enqueue_host_fn(CUstream_st* stream, CUhostFn fn, void* user_data);
+
+CUresult query_event(CUevent_st* event);
+CUresult synchronize_event(CUevent_st* event);
+
+}  // namespace pdkv::fake_cuda
