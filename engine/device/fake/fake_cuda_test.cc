@@ -26,18 +26,40 @@ struct Fake {
   void* handle = nullptr;
   CUresult count_before_init = CUDA_SUCCESS;
 #define PDKV_FAKE_FN(name) PFN_##name name = nullptr;
-#define PDKV_FAKE_FNS(X)                                                                           \
-  X(cuInit)                                                                                        \
-  X(cuGetErrorString)                                                                              \
-  X(cuDeviceGetCount)                                                                              \
-  X(cuDeviceGet) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuCtxSetCurrent)    \
-      X(cuCtxGetCurrent) X(cuPointerGetAttributes) X(cuMemGetAddressRange_v2) X(cuMemHostAlloc)    \
-          X(cuMemFreeHost) X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamSynchronize)          \
-              X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy_v2) X(cuEventRecord)          \
-                  X(cuEventQuery) X(cuEventSynchronize) X(cuMemcpyDtoHAsync_v2)                    \
-                      X(cuMemcpyHtoDAsync_v2) X(cuMemcpy2DAsync_v2) X(cuLaunchHostFunc)            \
-                          X(cuMemAlloc_v2) X(cuMemAllocManaged) X(cuMemFree_v2) X(cuMemcpyHtoD_v2) \
-                              X(cuMemcpyDtoH_v2)
+// One name a line, unformatted: clang-format reflows X-macros differently on each run.
+// clang-format off
+#define PDKV_FAKE_FNS(X) \
+  X(cuInit) \
+  X(cuGetErrorString) \
+  X(cuDeviceGetCount) \
+  X(cuDeviceGet) \
+  X(cuDevicePrimaryCtxRetain) \
+  X(cuDevicePrimaryCtxRelease_v2) \
+  X(cuCtxSetCurrent) \
+  X(cuCtxGetCurrent) \
+  X(cuPointerGetAttributes) \
+  X(cuMemGetAddressRange_v2) \
+  X(cuMemHostAlloc) \
+  X(cuMemFreeHost) \
+  X(cuStreamCreate) \
+  X(cuStreamDestroy_v2) \
+  X(cuStreamSynchronize) \
+  X(cuStreamWaitEvent) \
+  X(cuEventCreate) \
+  X(cuEventDestroy_v2) \
+  X(cuEventRecord) \
+  X(cuEventQuery) \
+  X(cuEventSynchronize) \
+  X(cuMemcpyDtoHAsync_v2) \
+  X(cuMemcpyHtoDAsync_v2) \
+  X(cuMemcpy2DAsync_v2) \
+  X(cuLaunchHostFunc) \
+  X(cuMemAlloc_v2) \
+  X(cuMemAllocManaged) \
+  X(cuMemFree_v2) \
+  X(cuMemcpyHtoD_v2) \
+  X(cuMemcpyDtoH_v2)
+  // clang-format on
   PDKV_FAKE_FNS(PDKV_FAKE_FN)
   int (*pdkvFakeContextCreated)(int) = nullptr;
   void (*pdkvFakeSetCopyDelayUs)(unsigned) = nullptr;
