@@ -3,6 +3,7 @@
 
 #include "bench/engine_auth_ab.h"
 #include "bench/engine_bench.h"
+#include "bench/engine_device_bench.h"
 #include "tools/cli_registry.h"
 
 namespace {
@@ -51,8 +52,24 @@ const pdkv::cli::CommandRegistrar kEngineBench("bench", [](CLI::App& bench) {
          "--auth-ab-first", [args](const std::string& v) { args->auth_ab_on_first = v == "on"; },
          "with --auth-ab: which arm starts first (off or on)")
       ->check(CLI::IsMember({"off", "on"}));
+  const auto memory = CLI::IsMember({"host", "device"});
+  cmd->add_option_function<std::string>(
+         "--memory", [args](const std::string& v) { args->src_memory = args->dst_memory = v; },
+         "host or device: the source and the destination live there (P9 with --device cuda, "
+         "P9f with --device fake); the host-memory engine is measured in the same run")
+      ->check(memory);
+  cmd->add_option("--src-memory", args->src_memory, "host or device (mixed pairs)")->check(memory);
+  cmd->add_option("--dst-memory", args->dst_memory, "host or device (mixed pairs)")->check(memory);
+  cmd->add_option("--device", args->device_driver,
+                  "the driver for device memory: cuda (libcuda.so.1, or PDKV_CUDA_LIBRARY) or "
+                  "fake (pdkv's fake driver: its copies are memcpy, so the figure proves "
+                  "nothing about a GPU)")
+      ->check(CLI::IsMember({"cuda", "fake"}))
+      ->capture_default_str();
   cmd->callback([args] {
+    const bool device = args->src_memory == "device" || args->dst_memory == "device";
     pdkv::Status st = args->auth_ab ? pdkv::bench::run_engine_auth_ab(*args)
+                      : device      ? pdkv::bench::run_engine_device_bench(*args)
                                     : pdkv::bench::run_engine_bench(*args);
     if (!st.ok()) {
       std::fprintf(stderr, "pdkv bench engine: %s\n", st.to_string().c_str());

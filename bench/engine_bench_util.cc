@@ -74,13 +74,15 @@ Result<size_t> BenchLink::verification_round(const Workload& w, const SourceMemo
 
 Result<std::unique_ptr<BenchLink>> start_link(const Workload& w, const SourceMemory& src,
                                               const engine::EngineOptions& options,
-                                              const std::vector<std::string>& peer_env) {
+                                              const std::vector<std::string>& peer_env,
+                                              uint64_t src_base) {
   auto link = std::make_unique<BenchLink>();
   PDKV_ASSIGN_OR_RETURN(link->dst, engine::testing::GuardedBuffer::create(w.layout_bytes));
   PDKV_ASSIGN_OR_RETURN(
       link->peer, engine::testing::EnginePeerProcess::start(*link->dst, peer_regions(w), peer_env));
   PDKV_ASSIGN_OR_RETURN(link->sender, engine::TransferEngine::create(options));
-  const auto src_base = reinterpret_cast<uint64_t>(src.data);
+  if (src_base == 0) src_base = reinterpret_cast<uint64_t>(src.data);
+  // Auto: a device copy of the layout registers as device memory.
   PDKV_RETURN_IF_ERROR(link->sender->register_memory(src_base, src.size));
   PDKV_ASSIGN_OR_RETURN(link->session, link->sender->open_session(link->peer->endpoint()));
   link->blocks = absolute_blocks(w, src_base, link->peer->remote_base());

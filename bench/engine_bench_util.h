@@ -73,9 +73,11 @@ struct BenchLink {
 };
 
 // Starts the receiver process (`peer_env` entries override its inherited environment),
-// creates the sender from `options` and opens the session.
+// creates the sender from `options` and opens the session. `src_base` (0: src's own
+// address) is where the source layout lives: another copy of it, in device memory.
 Result<std::unique_ptr<BenchLink>> start_link(const Workload& w, const SourceMemory& src,
                                               const engine::EngineOptions& options,
-                                              const std::vector<std::string>& peer_env);
+                                              const std::vector<std::string>& peer_env,
+                                              uint64_t src_base = 0);
 
 }  // namespace pdkv::bench

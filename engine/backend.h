@@ -28,11 +28,13 @@
 
 #include "common/status.h"
 #include "engine/batch_note.h"
+#include "engine/device/memory_kind.h"
 #include "engine/engine_options.h"
 #include "engine/write_block.h"
 
 namespace pdkv::engine {
 
+class DeviceRegions;
 class MemoryRegistry;
 
 struct BackendCapabilities {
@@ -47,6 +49,11 @@ struct BackendCapabilities {
   // Implements post_with_note() and delivers received notes to BackendContext::notes
   // (batch_note.h).
   bool carries_notes = false;
+  // What the backend does with device memory (memory_kind.h) it reads from (source) and
+  // writes into (destination). The engine refuses to register device memory a backend
+  // cannot move, naming the backend, the kind and the fix.
+  DeviceSupport device_source = DeviceSupport::kNone;
+  DeviceSupport device_destination = DeviceSupport::kNone;
 };
 
 // Where a backend reports completions. Implemented by the engine core.
@@ -77,6 +84,9 @@ struct BackendContext {
   MemoryRegistry* registry = nullptr;  // this process's registered memory (receiver side)
   CompletionSink* sink = nullptr;
   NoteSink* notes = nullptr;
+  // Which registered ranges (read-only sources and peer-writable destinations alike) are
+  // device memory, and on which device (device_regions.h).
+  const DeviceRegions* device_regions = nullptr;
 };
 
 // A connection to one peer engine. Destroying it completes every post still in flight on

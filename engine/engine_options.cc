@@ -45,6 +45,14 @@ Result<EngineOptions> EngineOptions::from(const config::Settings& settings) {
   PDKV_ASSIGN_OR_RETURN(int64_t conns, config::read_int(settings, "PDKV_TCP_MAX_CONNECTIONS",
                                                         o.tcp.max_connections, 1, 65536));
   o.tcp.max_connections = static_cast<int>(conns);
+  PDKV_ASSIGN_OR_RETURN(int64_t slabs, config::read_int(settings, "PDKV_TCP_DEVICE_SLABS",
+                                                        o.tcp.device_slabs, 1, 64));
+  o.tcp.device_slabs = static_cast<int>(slabs);
+  PDKV_ASSIGN_OR_RETURN(
+      int64_t slab_bytes,
+      config::read_int(settings, "PDKV_TCP_DEVICE_SLAB_BYTES",
+                       static_cast<int64_t>(o.tcp.device_slab_bytes), 64 << 10, int64_t{1} << 30));
+  o.tcp.device_slab_bytes = static_cast<uint64_t>(slab_bytes);
   PDKV_ASSIGN_OR_RETURN(o.cluster_key, ClusterKey::from(settings));
   return o;
 }

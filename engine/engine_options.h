@@ -55,6 +55,13 @@ struct TcpOptions {
   // Most connections a receiver serves at once (a thread each); more are closed at accept.
   // 512 = 128 peer sessions of 4 streams.
   int max_connections = 512;
+  // Device memory (staged through pinned host memory): each stream stages parts read
+  // from a device, and lands parts written into one, through this many pinned slabs of
+  // this many bytes per device it touches; a part read from a device carries at most one
+  // slab. Two slabs or more let the next part's device copies overlap the socket work on
+  // the current one.
+  int device_slabs = 3;
+  uint64_t device_slab_bytes = 2 << 20;
 };
 
 struct EngineOptions {

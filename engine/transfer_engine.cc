@@ -10,7 +10,8 @@
 #include "common/mutex.h"
 #include "engine/backend.h"
 #include "engine/batch_table.h"
-#include "engine/mapped_memory.h"
+#include "engine/device/device_regions.h"
+#include "engine/device/registration_check.h"
 #include "engine/memory_registry.h"
 
 namespace pdkv::engine {
@@ -35,7 +36,7 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
 
   Status start() {
     registry_.set_require_grants(options_.require_write_grants);
-    BackendContext ctx{&options_, &registry_, this, this};
+    BackendContext ctx{&options_, &registry_, this, this, &device_regions_};
     PDKV_ASSIGN_OR_RETURN(backend_, make_backend(ctx));
     // Checked before listen(): a backend that cannot run the session handshake would look
     // authenticated with a secret and not be.
@@ -82,8 +83,42 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
 
   bool carries_notes() const { return backend_->capabilities().carries_notes; }
 
-  Status register_memory(uint64_t addr, uint64_t length, MemoryAccess access) {
-    PDKV_RETURN_IF_ERROR(check_mapped(addr, length));
+  Status register_memory(uint64_t addr, uint64_t length, MemoryAccess access, MemoryKind kind,
+                         int device) {
+    PDKV_ASSIGN_OR_RETURN(PointerInfo info, check_registration(addr, length, kind, device));
+    if (info.kind == MemoryKind::kCuda) {
+      PDKV_RETURN_IF_ERROR(check_device_support(access, info.device));
+      PDKV_RETURN_IF_ERROR(device_regions_.add(addr, length, info.device));
+    }
+    Status added = register_region(addr, length, access);
+    if (!added.ok() && info.kind == MemoryKind::kCuda) device_regions_.remove(addr);
+    return added;
+  }
+
+  // Whether the backend moves device memory on the side `access` puts this region on.
+  Status check_device_support(MemoryAccess access, int device) const {
+    const BackendCapabilities caps = backend_->capabilities();
+    const bool destination = access == MemoryAccess::kPeerWritable;
+    if ((destination ? caps.device_destination : caps.device_source) != DeviceSupport::kNone) {
+      return Status();
+    }
+    std::string fix = "use the tcp backend, which stages device memory through pinned host memory";
+    if (caps.name == "shm") {
+      fix = "process_vm_writev moves host memory only; " + fix +
+            " (it works over loopback between "
+            "processes of one host)";
+    } else if (caps.name == "ucx") {
+      fix =
+          "this UCX reports no CUDA memory support (ucp_context_query); build UCX with CUDA, "
+          "or " +
+          fix;
+    }
+    return failed_precondition(
+        fmt::format("register_memory: backend '{}' cannot {} CUDA device memory (device {}): {}",
+                    caps.name, destination ? "write into" : "read from", device, fix));
+  }
+
+  Status register_region(uint64_t addr, uint64_t length, MemoryAccess access) {
     if (access == MemoryAccess::kLocalReadOnly) {
       // Sends read local memory directly (TCP, CMA, UCX puts from host memory): nothing
       // to hand a backend, and nothing a peer may write. Tracked so that overlaps and
@@ -122,11 +157,18 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
   }
 
   Status unregister_memory(uint64_t addr) {
-    if (read_only_.remove(addr).ok()) return Status();
+    if (read_only_.remove(addr).ok()) {
+      device_regions_.remove(addr);
+      return Status();
+    }
     uint64_t length = 0;
     PDKV_RETURN_IF_ERROR(registry_.remove(addr, &length));
+    // After remove(): no write admitted into it is still landing.
+    device_regions_.remove(addr);
     return backend_->on_unregister_memory(addr, length);
   }
+
+  const DeviceRegions& device_regions() const { return device_regions_; }
 
   Result<SessionId> open_session(const std::string& endpoint) {
     PDKV_ASSIGN_OR_RETURN(std::unique_ptr<BackendPeer> peer, backend_->connect(endpoint));
@@ -307,9 +349,10 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
   }
 
   EngineOptions options_;
-  MemoryRegistry registry_;   // peer-writable memory and its grants
-  MemoryRegistry read_only_;  // kLocalReadOnly regions: bookkeeping only, never admits
-  BatchTable batches_;        // declared before backend_: outlives every completion
+  MemoryRegistry registry_;       // peer-writable memory and its grants
+  MemoryRegistry read_only_;      // kLocalReadOnly regions: bookkeeping only, never admits
+  DeviceRegions device_regions_;  // which of both are device memory (before backend_)
+  BatchTable batches_;            // declared before backend_: outlives every completion
   // Also before backend_: its receiving threads deliver notes until it is destroyed.
   struct NoteSlot {
     NoteHandler handler;
@@ -351,9 +394,11 @@ TransferEngine::~TransferEngine() = default;
 
 const std::string& TransferEngine::endpoint() const { return impl_->endpoint(); }
 std::string_view TransferEngine::backend_name() const { return impl_->backend_name(); }
-Status TransferEngine::register_memory(uint64_t addr, uint64_t length, MemoryAccess access) {
-  return impl_->register_memory(addr, length, access);
+Status TransferEngine::register_memory(uint64_t addr, uint64_t length, MemoryAccess access,
+                                       MemoryKind kind, int device) {
+  return impl_->register_memory(addr, length, access, kind, device);
 }
+const DeviceRegions& TransferEngine::device_regions() const { return impl_->device_regions(); }
 Status TransferEngine::grant_writes(uint64_t grant_id, WriteGrant grant) {
   return impl_->grant_writes(grant_id, std::move(grant));
 }

@@ -38,11 +38,14 @@
 
 #include "common/status.h"
 #include "engine/batch_note.h"
+#include "engine/device/memory_kind.h"
 #include "engine/engine_options.h"
 #include "engine/write_block.h"
 #include "engine/write_grant.h"
 
 namespace pdkv::engine {
+
+class DeviceRegions;
 
 struct SessionId {
   uint32_t index = 0;
@@ -89,8 +92,20 @@ class TransferEngine {
   // options.require_write_grants). kLocalReadOnly: a source of this engine's sends only,
   // never writable by a peer. InvalidArgument for length 0, an overflowing or unmapped
   // range; FailedPrecondition if it overlaps a registered region.
+  //
+  // `kind` says what the memory is (memory_kind.h). kAuto asks the device driver, where
+  // the process has one (device_driver.h), and takes host memory otherwise. kCuda needs
+  // the range to be one CUDA device allocation (on `device`, unless -1), not managed
+  // memory, and a backend that moves device memory on this side (BackendCapabilities:
+  // tcp stages it; shm refuses it); each gives InvalidArgument or FailedPrecondition
+  // with the reason. Device memory is never touched by the CPU: device sources must be
+  // registered (kLocalReadOnly is enough) before a batch reads them.
   Status register_memory(uint64_t addr, uint64_t length,
-                         MemoryAccess access = MemoryAccess::kPeerWritable);
+                         MemoryAccess access = MemoryAccess::kPeerWritable,
+                         MemoryKind kind = MemoryKind::kAuto, int device = -1);
+  // Which registered ranges are device memory (for callers that read registered memory
+  // themselves, such as the KV checksum).
+  const DeviceRegions& device_regions() const;
   // Removes the region starting at addr (NotFound otherwise). Writes that already passed
   // validation into it finish first (bounded by the I/O timeout); later ones are rejected.
   Status unregister_memory(uint64_t addr);

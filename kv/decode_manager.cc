@@ -598,7 +598,8 @@ Status DecodeManager::check_status_checksum(const proto::TransferStatus& status)
         "PDKV_VERIFY_CHECKSUM is on here but the prefill sent no checksum; turn it on on the "
         "prefill too");
   }
-  return verify_transfer_checksum(*status.checksum_crc32c, status.checksum_ranges, registered_);
+  return verify_transfer_checksum(*status.checksum_crc32c, status.checksum_ranges, registered_,
+                                  engine_->device_regions());
 }
 
 void DecodeManager::on_status(const proto::TransferStatus& status) {

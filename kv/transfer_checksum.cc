@@ -3,12 +3,23 @@
 #include <fmt/format.h>
 
 #include "common/crc32c.h"
+#include "engine/device/registered_bytes.h"
 
 namespace pdkv::kv {
-void TransferChecksum::add(std::span<const engine::WriteBlock> writes) {
+namespace {
+
+Status extend(uint32_t* crc, const engine::DeviceRegions& device, uint64_t addr, uint64_t length) {
+  return engine::visit_registered_bytes(
+      device, addr, length, [&](const uint8_t* p, size_t n) { *crc = crc32c_extend(*crc, p, n); });
+}
+
+}  // namespace
+
+Status TransferChecksum::add(std::span<const engine::WriteBlock> writes,
+                             const engine::DeviceRegions& device) {
   for (const engine::WriteBlock& w : writes) {
     if (w.length == 0) continue;
-    crc_ = crc32c_extend(crc_, reinterpret_cast<const void*>(w.src_addr), w.length);
+    PDKV_RETURN_IF_ERROR(extend(&crc_, device, w.src_addr, w.length));
     const size_t n = ranges_.size();
     if (n >= 2 && ranges_[n - 2] + ranges_[n - 1] == w.dst_addr) {
       ranges_[n - 1] += w.length;
@@ -17,10 +28,12 @@ void TransferChecksum::add(std::span<const engine::WriteBlock> writes) {
       ranges_.push_back(w.length);
     }
   }
+  return Status();
 }
 
 Status verify_transfer_checksum(uint32_t expected, std::span<const uint64_t> ranges,
-                                const engine::MemoryRegistry& registered) {
+                                const engine::MemoryRegistry& registered,
+                                const engine::DeviceRegions& device) {
   if (ranges.size() % 2 != 0) {
     return invalid_argument(
         fmt::format("checksum regions: {} words is not a list of [addr, len]", ranges.size()));
@@ -34,7 +47,11 @@ Status verify_transfer_checksum(uint32_t expected, std::span<const uint64_t> ran
   }
   uint32_t crc = 0;
   for (size_t i = 0; i < ranges.size(); i += 2) {
-    crc = crc32c_extend(crc, reinterpret_cast<const void*>(ranges[i]), ranges[i + 1]);
+    Status read = extend(&crc, device, ranges[i], ranges[i + 1]);
+    if (!read.ok()) {
+      return data_loss(
+          fmt::format("checksum region {} could not be read back: {}", i / 2, read.to_string()));
+    }
   }
   if (crc != expected) {
     return data_loss(fmt::format(

@@ -7,6 +7,8 @@
 // ordered path), re-reads exactly those regions. The region list comes from the network,
 // so every region is first checked to lie inside memory this rank registered: a peer
 // cannot make the decode read outside its own buffers.
+// Device memory (`device_regions`) is never read by the CPU: its bytes are summed from a
+// staged copy (engine/device/registered_bytes.h).
 // Thread safety: TransferChecksum is not thread-safe (one room's chunks run on one queue).
 #pragma once
 
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/device/device_regions.h"
 #include "engine/memory_registry.h"
 #include "engine/write_block.h"
 
@@ -24,7 +27,8 @@ class TransferChecksum {
  public:
   // Sums the source bytes of `writes` (local memory) and records their destinations,
   // merging a region that continues the previous one (same checksum, shorter list).
-  void add(std::span<const engine::WriteBlock> writes);
+  // A device read that fails is returned (the sum is then unusable).
+  Status add(std::span<const engine::WriteBlock> writes, const engine::DeviceRegions& device);
   uint32_t value() const { return crc_; }
   // Flattened [addr, len] pairs for proto::TransferStatus::checksum_ranges.
   const std::vector<uint64_t>& ranges() const { return ranges_; }
@@ -38,6 +42,7 @@ class TransferChecksum {
 // the engine's receivers apply to writes); DataLoss naming both values if the bytes there
 // do not sum to `expected`.
 Status verify_transfer_checksum(uint32_t expected, std::span<const uint64_t> ranges,
-                                const engine::MemoryRegistry& registered);
+                                const engine::MemoryRegistry& registered,
+                                const engine::DeviceRegions& device);
 
 }  // namespace pdkv::kv

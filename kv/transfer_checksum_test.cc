@@ -18,6 +18,7 @@ struct Copy {
   std::vector<uint8_t> src = std::vector<uint8_t>(256);
   std::vector<uint8_t> dst = std::vector<uint8_t>(256, 0);
   engine::MemoryRegistry registered;
+  engine::DeviceRegions device;  // none: host memory throughout
   TransferChecksum sum;
 
   Copy() {
@@ -27,7 +28,7 @@ struct Copy {
   // Sums then "transfers" (copies) src[s, s+n) to dst[d, d+n).
   void write(size_t s, size_t d, size_t n) {
     engine::WriteBlock w{addr_of(src, s), addr_of(dst, d), n};
-    sum.add(std::span(&w, 1));
+    EXPECT_TRUE(sum.add(std::span(&w, 1), device).ok());
     std::copy_n(src.begin() + s, n, dst.begin() + d);
   }
 };
@@ -38,7 +39,7 @@ TEST(TransferChecksumTest, ScatteredWritesVerifyOnTheReceiver) {
   c.write(16, 0, 32);
   c.write(48, 200, 8);
   ASSERT_EQ(c.sum.ranges().size(), 6u);
-  EXPECT_TRUE(verify_transfer_checksum(c.sum.value(), c.sum.ranges(), c.registered).ok());
+  EXPECT_TRUE(verify_transfer_checksum(c.sum.value(), c.sum.ranges(), c.registered, c.device).ok());
 }
 
 TEST(TransferChecksumTest, ContiguousDestinationsMergeIntoOneRegion) {
@@ -48,14 +49,14 @@ TEST(TransferChecksumTest, ContiguousDestinationsMergeIntoOneRegion) {
   c.write(50, 20, 1);
   ASSERT_EQ(c.sum.ranges().size(), 2u);
   EXPECT_EQ(c.sum.ranges()[1], 11u);
-  EXPECT_TRUE(verify_transfer_checksum(c.sum.value(), c.sum.ranges(), c.registered).ok());
+  EXPECT_TRUE(verify_transfer_checksum(c.sum.value(), c.sum.ranges(), c.registered, c.device).ok());
 }
 
 TEST(TransferChecksumTest, AFlippedDestinationByteIsDataLoss) {
   Copy c;
   c.write(0, 0, 64);
   c.dst[33] ^= 1;
-  Status s = verify_transfer_checksum(c.sum.value(), c.sum.ranges(), c.registered);
+  Status s = verify_transfer_checksum(c.sum.value(), c.sum.ranges(), c.registered, c.device);
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.to_string();
 }
@@ -72,11 +73,12 @@ TEST(TransferChecksumTest, ARegionOutsideRegisteredMemoryIsRefusedBeforeReading)
       {addr_of(c.dst)},                // odd word count
   };
   for (const auto& ranges : hostile) {
-    Status s = verify_transfer_checksum(0, ranges, c.registered);
+    Status s = verify_transfer_checksum(0, ranges, c.registered, c.device);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
   }
   const std::vector<uint64_t> last_byte = {end - 1, 1};
-  EXPECT_TRUE(verify_transfer_checksum(crc32c(&c.dst.back(), 1), last_byte, c.registered).ok());
+  EXPECT_TRUE(
+      verify_transfer_checksum(crc32c(&c.dst.back(), 1), last_byte, c.registered, c.device).ok());
 }
 
 TEST(TransferChecksumTest, RegionsAreFoundAmongManyRegistrations) {
@@ -91,7 +93,7 @@ TEST(TransferChecksumTest, RegionsAreFoundAmongManyRegistrations) {
     ranges.insert(ranges.end(), {addr_of(b, 4), 20});
     crc = crc32c_extend(crc, b.data() + 4, 20);
   }
-  EXPECT_TRUE(verify_transfer_checksum(crc, ranges, sorted).ok());
+  EXPECT_TRUE(verify_transfer_checksum(crc, ranges, sorted, engine::DeviceRegions()).ok());
 }
 
 }  // namespace

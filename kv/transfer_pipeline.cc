@@ -478,7 +478,7 @@ Status TransferPipeline::plan_blocks(RoomState& r, size_t d, const Job& job,
   }
   if (bytes == 0) return Status();
   // Summed now: the bytes the forward pass wrote, which is what must arrive.
-  if (dest.checksum) dest.checksum->add(*writes);
+  if (dest.checksum) PDKV_RETURN_IF_ERROR(dest.checksum->add(*writes, engine_.device_regions()));
   r.dest_outstanding[d] += bytes;
   r.planned_bytes += bytes;
   r.planned_blocks += writes->size();

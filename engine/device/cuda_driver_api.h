@@ -47,8 +47,8 @@ inline constexpr unsigned CU_MEMORYTYPE_UNIFIED = 4;
 // CUpointer_attribute.
 using CUpointer_attribute = int;
 inline constexpr CUpointer_attribute CU_POINTER_ATTRIBUTE_CONTEXT = 1;
-inline constexpr CUpointer_attribute CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;    // unsigned
-inline constexpr CUpointer_attribute CU_POINTER_ATTRIBUTE_IS_MANAGED = 8;     // int (bool)
+inline constexpr CUpointer_attribute CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;     // unsigned
+inline constexpr CUpointer_attribute CU_POINTER_ATTRIBUTE_IS_MANAGED = 8;      // int (bool)
 inline constexpr CUpointer_attribute CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;  // int
 
 // Flags.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "engine/testing/device_memory.h"
 #include "engine/testing/engine_peer_process.h"
 #include "engine/testing/guarded_buffer.h"
 #include "engine/testing/peer_commands.h"
@@ -42,6 +43,11 @@ std::string apply_grant(TransferEngine& engine, uint64_t base, const testing::Pe
 int main(int argc, char** argv) {
   int fd = -1;
   size_t size = 0;
+  // PDKV_PEER_DEVICE=N (test-only): the regions live in device memory of device N.
+  int device = -1;
+  if (const char* v = std::getenv("PDKV_PEER_DEVICE"); v != nullptr && *v != '\0') {
+    device = std::atoi(v);
+  }
   std::vector<testing::PeerRegion> regions;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -78,14 +84,28 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pdkv_engine_peer: %s\n", engine.status().to_string().c_str());
     return 1;
   }
+  // With PDKV_PEER_DEVICE, one device allocation as large as the shared buffer mirrors it: the
+  // regions are registered there (as cuda memory) and UPLOAD / DOWNLOAD copy between them.
+  std::unique_ptr<testing::DeviceBuffer> device_buffer;
+  uint64_t base = (*buffer)->addr();
+  if (device >= 0) {
+    auto allocated = testing::DeviceBuffer::allocate(device, size);
+    if (!allocated.ok()) {
+      std::fprintf(stderr, "pdkv_engine_peer: %s\n", allocated.status().to_string().c_str());
+      return 1;
+    }
+    device_buffer = std::move(*allocated);
+    base = device_buffer->addr();
+  }
   for (const auto& r : regions) {
-    Status st = (*engine)->register_memory((*buffer)->addr() + r.offset, r.length);
+    Status st = (*engine)->register_memory(base + r.offset, r.length, MemoryAccess::kPeerWritable,
+                                           device >= 0 ? MemoryKind::kCuda : MemoryKind::kAuto);
     if (!st.ok()) {
       std::fprintf(stderr, "pdkv_engine_peer: %s\n", st.to_string().c_str());
       return 1;
     }
   }
-  std::cout << "READY " << (*engine)->endpoint() << " " << std::hex << (*buffer)->addr() << std::dec
+  std::cout << "READY " << (*engine)->endpoint() << " " << std::hex << base << std::dec
             << std::endl;
   std::string line;
   while (std::getline(std::cin, line)) {
@@ -99,8 +119,18 @@ int main(int argc, char** argv) {
       case testing::PeerVerb::kQuit: return 0;
       case testing::PeerVerb::kGrant:
       case testing::PeerVerb::kRevoke:
-        std::cout << apply_grant(**engine, (*buffer)->addr(), *command) << std::endl;
+        std::cout << apply_grant(**engine, base, *command) << std::endl;
         break;
+      case testing::PeerVerb::kUpload:
+      case testing::PeerVerb::kDownload: {
+        Status st = device_buffer == nullptr
+                        ? failed_precondition("this peer has no device buffer (--device)")
+                    : command->verb == testing::PeerVerb::kUpload
+                        ? device_buffer->upload(0, (*buffer)->data(), size)
+                        : device_buffer->download(0, (*buffer)->data(), size);
+        std::cout << (st.ok() ? "OK" : "ERR " + st.to_string()) << std::endl;
+        break;
+      }
       case testing::PeerVerb::kHash:
       case testing::PeerVerb::kUnregister:
       case testing::PeerVerb::kPush:

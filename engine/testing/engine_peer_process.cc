@@ -47,6 +47,14 @@ Status EnginePeerProcess::command(const std::string& line, int timeout_ms) {
   return Status();
 }
 
+Status EnginePeerProcess::device_upload(int timeout_ms) {
+  return command(format_peer_command(PeerCommand{PeerVerb::kUpload}), timeout_ms);
+}
+
+Status EnginePeerProcess::device_download(int timeout_ms) {
+  return command(format_peer_command(PeerCommand{PeerVerb::kDownload}), timeout_ms);
+}
+
 Status EnginePeerProcess::grant(uint64_t id, uint64_t offset, uint64_t length, int timeout_ms) {
   return command(format_peer_command(grant_command(id, offset, length)), timeout_ms);
 }

@@ -54,6 +54,11 @@ class EnginePeerProcess {
   // writes naming `id`; revoke_grant returns once the grant's admitted writes landed.
   Status grant(uint64_t id, uint64_t offset, uint64_t length, int timeout_ms = 10000);
   Status revoke_grant(uint64_t id, int timeout_ms = 10000);
+  // A child started with PDKV_PEER_DEVICE=N in `env` registers a device buffer that
+  // mirrors the shared one (remote_base() is then the device address): upload copies the
+  // shared buffer into it, download copies it back into the shared buffer.
+  Status device_upload(int timeout_ms = 30000);
+  Status device_download(int timeout_ms = 30000);
   void send_signal(int sig) { child_->send_signal(sig); }
   // Waits for the child to exit; returns its raw wait status. DeadlineExceeded if alive.
   Result<int> wait_exit(int timeout_ms) { return child_->wait_exit(timeout_ms); }

@@ -16,6 +16,7 @@ constexpr VerbInfo kVerbs[] = {
     {"PING", PeerVerb::kPing, 0},        {"HASH", PeerVerb::kHash, 0},
     {"UNREG", PeerVerb::kUnregister, 0}, {"GRANT", PeerVerb::kGrant, 3},
     {"REVOKE", PeerVerb::kRevoke, 1},    {"PUSH", PeerVerb::kPush, 4},
+    {"UPLOAD", PeerVerb::kUpload, 0},    {"DOWNLOAD", PeerVerb::kDownload, 0},
     {"QUIT", PeerVerb::kQuit, 0},        {"EXIT", PeerVerb::kQuit, 0},
 };
 
@@ -88,6 +89,8 @@ std::string format_peer_command(const PeerCommand& c) {
     case PeerVerb::kPush:
       return "PUSH " + c.endpoint + " " + std::to_string(c.dst) + " " + std::to_string(c.length) +
              " " + std::to_string(c.rounds);
+    case PeerVerb::kUpload: return "UPLOAD";
+    case PeerVerb::kDownload: return "DOWNLOAD";
     case PeerVerb::kQuit: return "QUIT";
   }
   return "";

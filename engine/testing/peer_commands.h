@@ -11,6 +11,10 @@
 //                               the peer connects to <endpoint> as a sender and writes the
 //                               first <length> bytes of its region (filled with
 //                               kPushPattern) to <dst> there, <rounds> times (backend peer)
+//   UPLOAD / DOWNLOAD           copies the shared buffer into the peer's device buffer /
+//                               the device buffer into the shared buffer (engine peer
+//                               started with PDKV_PEER_DEVICE: the parent reads and writes
+//                               device bytes through the shared buffer)
 //   QUIT or EXIT                the peer exits 0 (so does EOF)
 // Each peer answers in its own format (see its main); a line that does not parse is
 // answered "ERR <status>". Both sides use the functions below, so the peers and their
@@ -27,7 +31,17 @@
 
 namespace pdkv::engine::testing {
 
-enum class PeerVerb { kPing, kHash, kUnregister, kGrant, kRevoke, kPush, kQuit };
+enum class PeerVerb {
+  kPing,
+  kHash,
+  kUnregister,
+  kGrant,
+  kRevoke,
+  kPush,
+  kUpload,
+  kDownload,
+  kQuit
+};
 
 struct PeerCommand {
   PeerVerb verb = PeerVerb::kPing;

@@ -100,6 +100,8 @@ SETTINGS: tuple[Setting, ...] = (
     _i("PDKV_TCP_STAGE_MAX_BYTES", 0, 0, 1 << 20),
     _i("PDKV_TCP_INLINE_WRITE_BYTES", 256 << 10, 0, 16 << 20),
     _i("PDKV_TCP_MAX_CONNECTIONS", 512, 1, 65536),
+    _i("PDKV_TCP_DEVICE_SLABS", 3, 1, 64),
+    _i("PDKV_TCP_DEVICE_SLAB_BYTES", 2 << 20, 64 << 10, 1 << 30),
     _i("PDKV_SHM_COPY_THREADS", 2, 1, 16),
     _i("PDKV_SHM_PART_BYTES", 64 << 20, 1 << 20, 1 << 30),
     _i("PDKV_SHM_IO_TIMEOUT_MS", 5000, 100, 600000),

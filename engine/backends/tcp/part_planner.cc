@@ -120,6 +120,57 @@ void emit_parts(PartPlan* plan, uint32_t stream, size_t first, size_t last, uint
   }
 }
 
+// Splits every part above `max_bytes` payload bytes (and keeps max_entries), cutting
+// entries as take_front() does; a run whose pieces are each above the bound becomes its
+// single pieces first, which are then cut by length.
+void bound_part_bytes(PartPlan* plan, uint64_t max_bytes, uint32_t max_entries) {
+  std::vector<PartEntry> entries;
+  entries.reserve(plan->entries.size() + plan->total_bytes / max_bytes + plan->parts.size());
+  std::vector<PlannedPart> parts;
+  for (const PlannedPart& old : plan->parts) {
+    PlannedPart cur{old.stream, static_cast<uint32_t>(entries.size()), 0, 0};
+    auto close = [&] {
+      if (cur.entry_count > 0) parts.push_back(cur);
+      cur = PlannedPart{old.stream, static_cast<uint32_t>(entries.size()), 0, 0};
+    };
+    auto emit = [&](PartEntry e) {
+      while (e.pieces > 0) {
+        const uint64_t smallest = e.pieces > 1 ? e.length : 1;
+        if (cur.bytes + smallest > max_bytes || cur.entry_count == max_entries) close();
+        const PartEntry front = take_front(&e, max_bytes - cur.bytes);
+        entries.push_back(front);
+        ++cur.entry_count;
+        cur.bytes += front.bytes();
+      }
+    };
+    for (uint32_t k = 0; k < old.entry_count; ++k) {
+      const PartEntry& e = plan->entries[old.first_entry + k];
+      if (e.pieces == 1 || e.length <= max_bytes) {
+        emit(e);
+        continue;
+      }
+      for (uint64_t i = 0; i < e.pieces; ++i) {
+        PartEntry one = e;
+        one.pieces = 1;
+        one.src_addr = e.src_addr + i * e.src_stride;
+        one.dst_addr = e.dst_addr + i * e.dst_stride;
+        one.src_stride = one.dst_stride = 0;
+        if (e.one_block_per_piece()) {
+          one.block_index = e.block_index + static_cast<uint32_t>(i);
+          one.block_span = 1;
+        }
+        emit(one);
+      }
+    }
+    close();
+  }
+  plan->entries.swap(entries);
+  plan->parts.swap(parts);
+}
+
+// Steps 2 and 3 without the byte bound.
+void plan_shares(const PlanLimits& limits, uint32_t first_stream, PartPlan* plan);
+
 }  // namespace
 
 void plan_parts(std::span<const WriteBlock> blocks, const PlanLimits& limits, uint32_t first_stream,
@@ -127,6 +178,15 @@ void plan_parts(std::span<const WriteBlock> blocks, const PlanLimits& limits, ui
   plan->parts.clear();
   coalesce(blocks, &plan->entries, &plan->total_bytes);
   if (plan->entries.empty()) return;
+  plan_shares(limits, first_stream, plan);
+  if (limits.max_part_bytes > 0) {
+    bound_part_bytes(plan, limits.max_part_bytes, limits.max_part_entries);
+  }
+}
+
+namespace {
+
+void plan_shares(const PlanLimits& limits, uint32_t first_stream, PartPlan* plan) {
   const uint64_t total = plan->total_bytes;
   const uint64_t min_split = std::max<uint64_t>(limits.min_split_bytes, 1);
   uint64_t shares = std::min<uint64_t>(limits.streams, total / min_split);
@@ -162,6 +222,8 @@ void plan_parts(std::span<const WriteBlock> blocks, const PlanLimits& limits, ui
     first = share_end[s];
   }
 }
+
+}  // namespace
 
 BlockName name_block(const PartEntry& entry, uint64_t addr) {
   uint64_t piece = 0;

@@ -9,7 +9,8 @@
 //    one per stream (up to `streams`), splitting an entry at a share boundary (a run at a
 //    piece boundary) so a single huge block still uses every stream. Smaller batches go
 //    to `first_stream` alone.
-// 3. Bound: a share with more than max_part_entries entries becomes several parts.
+// 3. Bound: a share with more than max_part_entries entries, or more than max_part_bytes
+//    payload bytes, becomes several parts.
 // Each entry remembers which of the caller's blocks it carries (the first index and how
 // many, and whether piece i is exactly block first + i), so a receiver's rejection can be
 // reported against the caller's own list (name_block()) without keeping a copy of it.
@@ -39,6 +40,9 @@ struct PartEntry {
   uint32_t block_index = 0;
   uint32_t block_span = 1;
   uint64_t grant = 0;  // every block of an entry lands under the same grant
+  // Device ordinal of the entry's source memory, or -1 for host memory (set by the
+  // backend after planning, from the engine's DeviceRegions; the planner leaves -1).
+  int src_device = -1;
 
   uint64_t bytes() const { return length * pieces; }
   // Piece i is exactly the caller's block block_index + i (every piece is non-empty, so
@@ -51,6 +55,7 @@ struct PlannedPart {
   uint32_t first_entry = 0;  // into PartPlan::entries
   uint32_t entry_count = 0;
   uint64_t bytes = 0;
+  int src_device = -1;  // the device its entries read from (-1: host memory only)
 };
 
 struct PartPlan {
@@ -63,6 +68,9 @@ struct PlanLimits {
   uint32_t streams = 1;
   uint64_t min_split_bytes = 1 << 20;
   uint32_t max_part_entries = 1 << 20;
+  // 0 = unbounded; else no part carries more payload bytes (a part read from device
+  // memory is staged whole in one pinned slab of this size).
+  uint64_t max_part_bytes = 0;
 };
 
 // REQUIRES: no block's src+length or dst+length overflows (the engine checks).

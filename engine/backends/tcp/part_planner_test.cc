@@ -169,5 +169,47 @@ TEST(PartPlanner, EmptyAndZeroLengthOnly) {
   EXPECT_TRUE(plan.parts.empty());
 }
 
+// Parts read from device memory are staged whole in one slab: no part carries more than
+// max_part_bytes, whatever the shape (a big block, a run of small pieces, a run whose
+// pieces are each above the bound), and the bytes and block names survive the cuts.
+TEST(PartPlanner, ByteBoundCutsEveryShape) {
+  std::vector<WriteBlock> blocks;
+  blocks.push_back({1u << 30, 2u << 30, 1000});  // one big block
+  for (uint64_t i = 0; i < 64; ++i) {            // a run of 64 x 40 B
+    blocks.push_back({(3u << 30) + i * 80, (4u << 30) + i * 100, 40});
+  }
+  for (uint64_t i = 0; i < 3; ++i) {  // a run of 3 x 700 B
+    blocks.push_back({(5u << 30) + i * 1000, (6u << 30) + i * 2000, 700});
+  }
+  PlanLimits limits{2, 1 << 20, 1 << 20};
+  limits.max_part_bytes = 256;
+  PartPlan plan;
+  plan_parts(blocks, limits, 0, &plan);
+  uint64_t total = 0;
+  for (const PlannedPart& part : plan.parts) {
+    EXPECT_LE(part.bytes, 256u);
+    EXPECT_GT(part.entry_count, 0u);
+    uint64_t bytes = 0;
+    for (uint32_t k = 0; k < part.entry_count; ++k) {
+      bytes += plan.entries[part.first_entry + k].bytes();
+    }
+    EXPECT_EQ(bytes, part.bytes);
+    total += bytes;
+  }
+  EXPECT_EQ(total, 1000u + 64 * 40 + 3 * 700);
+  // A 700 B piece of the last run is cut by length, each cut naming its own block.
+  const PartEntry& last = plan.entries.back();
+  EXPECT_EQ(last.pieces, 1u);
+  EXPECT_EQ(name_block(last, last.dst_addr).first, 1u + 64 + 2);
+}
+
+TEST(PartPlanner, NoByteBoundKeepsPartsWhole) {
+  std::vector<WriteBlock> blocks = {{1u << 30, 2u << 30, 5000}};
+  PartPlan plan;
+  plan_parts(blocks, PlanLimits{1, 1 << 20, 1 << 20}, 0, &plan);
+  ASSERT_EQ(plan.parts.size(), 1u);
+  EXPECT_EQ(plan.parts[0].bytes, 5000u);
+}
+
 }  // namespace
 }  // namespace pdkv::engine::tcp

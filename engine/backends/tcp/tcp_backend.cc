@@ -9,10 +9,42 @@
 #include "engine/backends/tcp/tcp_frame.h"
 #include "engine/backends/tcp/tcp_receiver.h"
 #include "engine/backends/tcp/tcp_sender.h"
+#include "engine/device/device_regions.h"
 #include "engine/memory_registry.h"
 
 namespace pdkv::engine::tcp {
 namespace {
+
+// Marks each entry's source device, and each part's. InvalidArgument for an entry that
+// straddles the edge of device memory, or a part that reads two devices. Returns whether
+// any entry reads device memory.
+Result<bool> mark_source_devices(const DeviceRegions& regions, PartPlan* plan) {
+  bool any = false;
+  for (PartEntry& e : plan->entries) {
+    e.src_device = regions.device_of_run(e.src_addr, e.length, e.pieces, e.src_stride);
+    if (e.src_device == DeviceRegions::kMixed) {
+      return invalid_argument(fmt::format(
+          "block {} (src {:#x}, length {}) reads across the edge of registered device memory",
+          e.block_index, e.src_addr, e.length));
+    }
+    any = any || e.src_device >= 0;
+  }
+  for (PlannedPart& part : plan->parts) {
+    part.src_device = -1;
+    for (uint32_t k = 0; k < part.entry_count; ++k) {
+      const int device = plan->entries[part.first_entry + k].src_device;
+      if (device < 0) continue;
+      if (part.src_device >= 0 && part.src_device != device) {
+        return invalid_argument(
+            fmt::format("one batch part reads device memory of CUDA devices {} and {}: submit the "
+                        "devices' blocks as separate batches",
+                        part.src_device, device));
+      }
+      part.src_device = device;
+    }
+  }
+  return any;
+}
 
 class TcpPeer final : public BackendPeer {
  public:
@@ -32,7 +64,8 @@ class TcpPeer final : public BackendPeer {
   // `note` (empty: none) rides the last part, and then every part goes on one stream:
   // a stream applies its parts in order, so the note is handled after all of them.
   Status post(std::span<const WriteBlock> blocks, uint64_t token, CompletionSink* sink,
-              const TcpOptions& options, std::span<const uint8_t> note) {
+              const TcpOptions& options, const DeviceRegions& regions,
+              std::span<const uint8_t> note) {
     // A broken stream would fail its share anyway; refusing the whole post up front
     // keeps a dead peer from accepting new work at all.
     PDKV_RETURN_IF_ERROR(health());
@@ -40,11 +73,20 @@ class TcpPeer final : public BackendPeer {
     post->token = token;
     post->sink = sink;
     const auto streams = note.empty() ? static_cast<uint32_t>(streams_.size()) : 1u;
-    const PlanLimits limits{streams, options.min_split_bytes, options.max_part_entries};
+    PlanLimits limits{streams, options.min_split_bytes, options.max_part_entries};
     // Rotate the starting stream so small batches spread over all streams too.
     const auto first = static_cast<uint32_t>(next_stream_.fetch_add(1, std::memory_order_relaxed) %
                                              streams_.size());
     plan_parts(blocks, limits, first, &post->plan);
+    if (!regions.empty()) {
+      PDKV_ASSIGN_OR_RETURN(const bool reads_device, mark_source_devices(regions, &post->plan));
+      if (reads_device) {
+        // Device sources are staged a whole part per pinned slab: plan again, bounded.
+        limits.max_part_bytes = options.device_slab_bytes;
+        plan_parts(blocks, limits, first, &post->plan);
+        PDKV_RETURN_IF_ERROR(mark_source_devices(regions, &post->plan).status());
+      }
+    }
     const size_t n_parts = post->plan.parts.size();
     post->parts_left.store(n_parts, std::memory_order_relaxed);
     for (size_t i = 0; i < n_parts; ++i) {
@@ -52,6 +94,7 @@ class TcpPeer final : public BackendPeer {
       OutPart out;
       out.post = post;
       out.part_index = static_cast<uint32_t>(i);
+      out.src_device = part.src_device;
       const bool noted = !note.empty() && i + 1 == n_parts;
       const size_t table_end = kHeaderSize + size_t{part.entry_count} * kEntrySize;
       out.head.resize(table_end + (noted ? note.size() : 0));
@@ -88,7 +131,9 @@ class TcpBackend final : public Backend {
   explicit TcpBackend(const BackendContext& ctx)
       : options_(*ctx.options),
         sink_(ctx.sink),
-        receiver_(options_.tcp, ctx.registry, options_.cluster_key, ctx.notes) {}
+        regions_(ctx.device_regions),
+        receiver_(options_.tcp, ctx.registry, ctx.device_regions, options_.cluster_key, ctx.notes) {
+  }
 
   BackendCapabilities capabilities() const override {
     return BackendCapabilities{"tcp",
@@ -96,7 +141,9 @@ class TcpBackend final : public Backend {
                                /*software_bounds_check=*/true,
                                /*wants_memory_hooks=*/false,
                                /*authenticates_sessions=*/true,
-                               /*carries_notes=*/true};
+                               /*carries_notes=*/true,
+                               /*device_source=*/DeviceSupport::kStaged,
+                               /*device_destination=*/DeviceSupport::kStaged};
   }
 
   Result<std::string> listen() override {
@@ -131,7 +178,7 @@ class TcpBackend final : public Backend {
   }
 
   Status post(BackendPeer& peer, std::span<const WriteBlock> blocks, uint64_t token) override {
-    return static_cast<TcpPeer&>(peer).post(blocks, token, sink_, options_.tcp, {});
+    return static_cast<TcpPeer&>(peer).post(blocks, token, sink_, options_.tcp, *regions_, {});
   }
   Status post_with_note(BackendPeer& peer, std::span<const WriteBlock> blocks, uint64_t token,
                         std::span<const uint8_t> note) override {
@@ -139,12 +186,13 @@ class TcpBackend final : public Backend {
       return invalid_argument("a batch note has 1 to " + std::to_string(kMaxNoteBytes) +
                               " bytes, not " + std::to_string(note.size()));
     }
-    return static_cast<TcpPeer&>(peer).post(blocks, token, sink_, options_.tcp, note);
+    return static_cast<TcpPeer&>(peer).post(blocks, token, sink_, options_.tcp, *regions_, note);
   }
 
  private:
   const EngineOptions options_;
   CompletionSink* const sink_;
+  const DeviceRegions* const regions_;
   TcpReceiver receiver_;
 };
 

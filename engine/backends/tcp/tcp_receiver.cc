@@ -13,9 +13,12 @@
 
 #include "common/logging.h"
 #include "engine/backend.h"
+#include "engine/backends/tcp/device_copies.h"
+#include "engine/backends/tcp/device_slab_ring.h"
 #include "engine/backends/tcp/stage_buffer.h"
 #include "engine/backends/tcp/tcp_auth.h"
 #include "engine/backends/tcp/tcp_frame.h"
+#include "engine/device/device_regions.h"
 #include "engine/memory_registry.h"
 
 namespace pdkv::engine::tcp {
@@ -38,6 +41,10 @@ struct ReceiveBuffers {
   std::vector<uint8_t> note;                   // the part's batch note (batch_note.h)
   StageBuffer stage;  // small entries land here, then memcpy to their places
   iovec iov[kMaxIov];
+  // Parts with device destinations: the entries as payload runs with their devices, and
+  // the slabs of the device last written (created on first use, on this thread).
+  std::vector<PayloadRun> device_runs;
+  std::unique_ptr<DeviceSlabRing> ring;
 };
 
 namespace {
@@ -108,8 +115,109 @@ Status TcpReceiver::scatter(int fd, ReceiveBuffers& buf, int stop) const {
 }
 
 TcpReceiver::TcpReceiver(const TcpOptions& options, const MemoryRegistry* registry,
+                         const DeviceRegions* device_regions,
                          std::shared_ptr<const ClusterKey> cluster_key, NoteSink* notes)
-    : options_(options), registry_(registry), cluster_key_(std::move(cluster_key)), notes_(notes) {}
+    : options_(options),
+      registry_(registry),
+      device_regions_(device_regions),
+      cluster_key_(std::move(cluster_key)),
+      notes_(notes) {}
+
+// Reads and drops `bytes` of payload.
+static Status discard(int fd, ReceiveBuffers& buf, uint64_t bytes, int stop, int io) {
+  if (buf.scratch.empty()) buf.scratch.resize(kScratchBytes);
+  while (bytes > 0) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(bytes, buf.scratch.size()));
+    PDKV_RETURN_IF_ERROR(read_full(fd, buf.scratch.data(), n, stop, io, io));
+    bytes -= n;
+  }
+  return Status();
+}
+
+bool TcpReceiver::mark_destination_devices(ReceiveBuffers& buf, int* device, size_t* bad) const {
+  *device = -1;
+  buf.device_runs.clear();
+  if (device_regions_ == nullptr || device_regions_->empty()) return true;
+  bool any_device = false;
+  for (size_t i = 0; i < buf.entries.size(); ++i) {
+    const WireEntry& e = buf.entries[i];
+    const int d = device_regions_->device_of_run(e.addr, e.length, e.pieces, e.stride);
+    // Straddling device memory's edge, or two devices in one part (a sender never plans
+    // that: one process writes one device's pool), is refused before any byte lands.
+    if (d == DeviceRegions::kMixed || (d >= 0 && *device >= 0 && d != *device)) {
+      *bad = i;
+      return false;
+    }
+    if (d >= 0) {
+      *device = d;
+      any_device = true;
+    }
+    buf.device_runs.push_back(PayloadRun{e.addr, e.length, e.pieces, e.stride, d});
+  }
+  if (!any_device) buf.device_runs.clear();
+  return true;
+}
+
+Status TcpReceiver::scatter_device(int fd, ReceiveBuffers& buf, int device, int stop,
+                                   Status* copy_error) const {
+  const int io = options_.io_timeout_ms;
+  if (buf.ring && (buf.ring->device() != device || buf.ring->broken())) buf.ring.reset();
+  if (!buf.ring) {
+    DeviceDriver* driver = device_driver();
+    Result<std::unique_ptr<DeviceSlabRing>> ring =
+        driver == nullptr
+            ? Result<std::unique_ptr<DeviceSlabRing>>(
+                  failed_precondition("no device driver: " + device_driver_absent_reason()))
+            : DeviceSlabRing::create(driver, device, static_cast<size_t>(options_.device_slabs),
+                                     options_.device_slab_bytes);
+    if (ring.ok()) {
+      buf.ring = std::move(*ring);
+    } else {
+      *copy_error = ring.status();
+    }
+  }
+  DeviceSlabRing* ring = buf.ring.get();
+  DeviceDriver* driver = ring != nullptr ? ring->driver() : nullptr;
+  if (ring != nullptr) {
+    Status bound = driver->bind_thread(device);
+    if (!bound.ok()) *copy_error = bound;
+  }
+  uint64_t total = 0;
+  for (const PayloadRun& r : buf.device_runs) total += r.bytes();
+  PayloadCursor cursor;
+  bool issued_any = false;
+  for (uint64_t off = 0, k = 0; off < total; ++k) {
+    if (!copy_error->ok()) {
+      // The rest of the payload is still read, so the connection stays in step, but it
+      // lands nowhere.
+      return discard(fd, buf, total - off, stop, io);
+    }
+    const size_t s = static_cast<size_t>(k % ring->size());
+    if (k >= ring->size()) {
+      // The slab's previous copies must have landed before the socket overwrites it.
+      Status waited = driver->event_wait(ring->event(s));
+      if (!waited.ok()) {
+        *copy_error = waited;
+        continue;
+      }
+    }
+    const uint64_t n = std::min<uint64_t>(ring->slab_bytes(), total - off);
+    PDKV_RETURN_IF_ERROR(read_full(fd, ring->slab(s), n, stop, io, io));
+    Status issued = copy_payload(driver, ring->stream(), buf.device_runs, off, off + n,
+                                 ring->slab(s), SlabDirection::kFromSlab, &cursor);
+    if (issued.ok()) issued = driver->record(ring->event(s), ring->stream());
+    if (!issued.ok()) *copy_error = issued;
+    issued_any = true;
+    off += n;
+  }
+  // Applied means landed: the ACK waits for the last copies.
+  if (copy_error->ok() && issued_any) {
+    Status synced = driver->sync_stream(ring->stream());
+    if (!synced.ok()) *copy_error = synced;
+  }
+  if (!copy_error->ok() && ring != nullptr) ring->mark_broken();
+  return Status();
+}
 
 TcpReceiver::~TcpReceiver() {
   stop_.signal();
@@ -238,10 +346,33 @@ void TcpReceiver::serve(int raw_fd) {
 
     uint64_t bad_addr = 0;
     Refusal why = Refusal::kNotWritable;
-    const size_t bad = admit_entries(buf, &bad_addr, &why);
+    size_t bad = admit_entries(buf, &bad_addr, &why);
     Status verdict;
     uint64_t written = 0;
-    if (bad < buf.entries.size()) {
+    int device = -1;
+    if (bad == buf.entries.size() && !mark_destination_devices(buf, &device, &bad)) {
+      buf.admission.release();
+      bad_addr = buf.entries[bad].addr;
+      verdict = out_of_range(fmt::format(
+          "entry {} (dst {:#x}, {} x {} bytes, stride {}) straddles the edge of registered "
+          "device memory, or the part writes two devices; part rejected",
+          bad, bad_addr, buf.entries[bad].pieces, buf.entries[bad].length,
+          buf.entries[bad].stride));
+      PDKV_LOG_WARN_LIMITED("tcp receiver: {}", verdict.message());
+      st = discard(fd.get(), buf, header->payload_bytes, stop, io);
+    } else if (bad == buf.entries.size() && device >= 0) {
+      Status copy_error;
+      st = scatter_device(fd.get(), buf, device, stop, &copy_error);
+      buf.admission.release();
+      if (copy_error.ok()) {
+        written = header->payload_bytes;
+      } else {
+        verdict =
+            Status(copy_error.code(), "landing the part in CUDA device " + std::to_string(device) +
+                                          " memory failed: " + copy_error.message());
+        PDKV_LOG_WARN_LIMITED("tcp receiver: {}", verdict.message());
+      }
+    } else if (bad < buf.entries.size()) {
       const WireEntry& e = buf.entries[bad];
       if (why == Refusal::kGrantCompleted) {
         // A retry whose first attempt's acknowledgement was lost: the room already
@@ -258,13 +389,7 @@ void TcpReceiver::serve(int raw_fd) {
             e.grant != 0 || registry_->requires_grants() ? " granted under that grant" : ""));
       }
       PDKV_LOG_WARN_LIMITED("tcp receiver: {}", verdict.message());
-      if (buf.scratch.empty()) buf.scratch.resize(kScratchBytes);
-      uint64_t left = header->payload_bytes;
-      while (left > 0 && st.ok()) {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.scratch.size()));
-        st = read_full(fd.get(), buf.scratch.data(), n, stop, io, io);
-        left -= n;
-      }
+      st = discard(fd.get(), buf, header->payload_bytes, stop, io);
     } else {
       st = scatter(fd.get(), buf, stop);
       buf.admission.release();

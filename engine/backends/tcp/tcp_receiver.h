@@ -13,6 +13,15 @@
 // discarded (not one byte of it reaches memory, its note is not delivered) and ACKed with
 // OutOfRange naming the entry; the connection stays usable.
 //
+// Device memory: a part with an entry inside a registered device region (DeviceRegions)
+// is read through the connection's pinned slabs (DeviceSlabRing) a slab at a time, each
+// landed with host-to-device copies on the connection's own device stream while the next
+// slab fills from the socket; the ACK goes out only after the last copy landed, so
+// "completion = applied" holds for device memory too. An entry that straddles the edge
+// of device memory is refused like one outside registered memory. A failed copy makes the
+// part fail (its ACK carries the driver's error; its note is not delivered) and the
+// connection goes on.
+//
 // With a cluster secret a connection first passes the mutual handshake of tcp_auth.h; one
 // that fails it is closed before any frame is read. A new connection must send its first
 // byte within io_timeout_ms.
@@ -37,6 +46,7 @@
 #include "engine/engine_options.h"
 
 namespace pdkv::engine {
+class DeviceRegions;
 class MemoryRegistry;
 class NoteSink;
 enum class Refusal : uint8_t;
@@ -52,7 +62,8 @@ class TcpReceiver {
   // handshake of tcp_auth.h before its first frame is read.
   // `notes` (may be null: notes are then dropped) gets the note of every part applied.
   TcpReceiver(const TcpOptions& options, const MemoryRegistry* registry,
-              std::shared_ptr<const ClusterKey> cluster_key, NoteSink* notes);
+              const DeviceRegions* device_regions, std::shared_ptr<const ClusterKey> cluster_key,
+              NoteSink* notes);
   ~TcpReceiver();
   TcpReceiver(const TcpReceiver&) = delete;
   TcpReceiver& operator=(const TcpReceiver&) = delete;
@@ -68,11 +79,20 @@ class TcpReceiver {
   void accept_loop();
   void serve(int fd);
   Status scatter(int fd, ReceiveBuffers& buf, int stop) const;
+  // Marks each admitted entry's destination device; false if one straddles the edge of
+  // device memory (its index in *bad). Returns the part's device, or -1 for host only.
+  bool mark_destination_devices(ReceiveBuffers& buf, int* device, size_t* bad) const;
+  // Lands a part with device destinations through the slabs. A socket error is returned
+  // (the connection ends); a copy error goes to *copy_error (the part fails, the
+  // connection goes on).
+  Status scatter_device(int fd, ReceiveBuffers& buf, int device, int stop,
+                        Status* copy_error) const;
   size_t admit_entries(ReceiveBuffers& buf, uint64_t* bad_addr, Refusal* why) const;
   void reap_finished(bool all) PDKV_REQUIRES(conns_mu_);
 
   const TcpOptions options_;
   const MemoryRegistry* const registry_;
+  const DeviceRegions* const device_regions_;
   const std::shared_ptr<const ClusterKey> cluster_key_;
   NoteSink* const notes_;
   EventFd stop_;

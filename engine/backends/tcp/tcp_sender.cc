@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
+#include "engine/backends/tcp/device_copies.h"
 #include "engine/backends/tcp/tcp_auth.h"
 #include "engine/backends/tcp/tcp_frame.h"
 
@@ -18,12 +19,16 @@ namespace {
 
 constexpr int kMaxIov = IOV_MAX < 1024 ? IOV_MAX : 1024;
 constexpr size_t kAckBufBytes = 64 * 1024;
+constexpr int kCopyErrorPollMs = 20;
 
 // Whether `e` goes out through the staging buffer (TcpOptions::stage_max_bytes): small
 // single pieces only; a run's pieces are gathered straight from their sources.
 bool is_staged(const PartEntry& e, uint64_t stage_max) {
   return e.pieces == 1 && e.length <= stage_max;
 }
+
+// Runs on a driver thread once a slab's copies landed: wakes the stream's thread.
+void wake_stream(void* wake) { static_cast<const EventFd*>(wake)->signal(); }
 
 }  // namespace
 
@@ -112,7 +117,7 @@ void StreamSender::complete(std::vector<Ended>* ended) {
 }
 
 void StreamSender::enqueue(OutPart part) {
-  const bool small = wire_bytes(part) <= options_.inline_write_max_bytes;
+  const bool small = part.src_device < 0 && wire_bytes(part) <= options_.inline_write_max_bytes;
   Status broken;
   {
     MutexLock lock(mu_);
@@ -142,7 +147,8 @@ bool StreamSender::write_inline() {
     take_queued();
     // One small part only: what others queued meanwhile may be large (or the thread may
     // have sent ours already and this is theirs).
-    if (sending_.size() == 1 && wire_bytes(sending_.front()) <= options_.inline_write_max_bytes) {
+    if (sending_.size() == 1 && sending_.front().src_device < 0 &&
+        wire_bytes(sending_.front()) <= options_.inline_write_max_bytes) {
       std::vector<Ended> none;  // an inline writer never ends a part
       all_sent = write_some(true, &none) == WriteOutcome::kAllSent;
       last_progress_ = now();
@@ -185,10 +191,15 @@ void StreamSender::fail_all(const Status& status, std::vector<Ended>* ended) {
     fd_.reset();
   }
   for (auto* list : {&awaiting_, &sending_, &queued}) {
-    for (OutPart& p : *list) ended->push_back(Ended{std::move(p.post), status});
+    for (OutPart& p : *list) {
+      release_slab(p);
+      ended->push_back(Ended{std::move(p.post), status});
+    }
     list->clear();
   }
   head_sent_ = 0;
+  device_sent_ = 0;
+  waiting_copy_ = false;
   entry_cursor_ = 0;
   entry_offset_ = 0;
   staged_end_ = 0;
@@ -213,10 +224,162 @@ void StreamSender::stage_next_run(const PartEntry* entries, uint32_t entry_count
   stage_sent_ = 0;
 }
 
+Result<DeviceSlabRing*> StreamSender::ring_for(int device) {
+  const auto index = static_cast<size_t>(device);
+  if (rings_.size() <= index) rings_.resize(index + 1);
+  std::unique_ptr<DeviceSlabRing>& ring = rings_[index];
+  // A ring whose stream failed is replaced once none of its slabs is in use.
+  if (ring && ring->broken() && ring->all_free()) ring.reset();
+  if (!ring) {
+    DeviceDriver* driver = device_driver();
+    if (driver == nullptr) {
+      return failed_precondition("no device driver for device " + std::to_string(device) + ": " +
+                                 device_driver_absent_reason());
+    }
+    PDKV_ASSIGN_OR_RETURN(
+        ring, DeviceSlabRing::create(driver, device, static_cast<size_t>(options_.device_slabs),
+                                     options_.device_slab_bytes));
+  }
+  return ring.get();
+}
+
+Status StreamSender::stage_into_slab(OutPart& part, DeviceSlabRing& ring) {
+  DeviceDriver* driver = ring.driver();
+  PDKV_RETURN_IF_ERROR(driver->bind_thread(ring.device()));
+  const PlannedPart& plan = part.post->plan.parts[part.part_index];
+  const PartEntry* entries = part.post->plan.entries.data() + plan.first_entry;
+  PayloadCursor cursor;
+  uint64_t at = 0;
+  uint8_t* slab = ring.slab(static_cast<size_t>(part.slab));
+  for (uint32_t k = 0; k < plan.entry_count; ++k) {
+    const PartEntry& e = entries[k];
+    const PayloadRun run{e.src_addr, e.length, e.pieces, e.pieces > 1 ? e.src_stride : 0,
+                         e.src_device};
+    cursor = PayloadCursor{};
+    PDKV_RETURN_IF_ERROR(copy_payload(driver, ring.stream(), std::span<const PayloadRun>(&run, 1),
+                                      0, run.bytes(), slab + at, SlabDirection::kToSlab, &cursor));
+    at += run.bytes();
+  }
+  const DeviceEventHandle event = ring.event(static_cast<size_t>(part.slab));
+  PDKV_RETURN_IF_ERROR(driver->record(event, ring.stream()));
+  return driver->call_when_done(ring.stream(), &wake_stream, &wake_);
+}
+
+void StreamSender::stage_device_parts() {
+  for (OutPart& part : sending_) {
+    if (part.src_device < 0 || part.slab >= 0 || !part.stage_error.ok()) continue;
+    Result<DeviceSlabRing*> ring = ring_for(part.src_device);
+    if (!ring.ok()) {
+      part.stage_error = ring.status();
+      continue;
+    }
+    if ((*ring)->broken()) return;  // its slabs drain first (ring_for replaces it then)
+    part.slab = (*ring)->take_free();
+    if (part.slab < 0) return;  // in order: later parts wait for this one's slab
+    Status issued = stage_into_slab(part, **ring);
+    if (!issued.ok()) {
+      (*ring)->mark_broken();
+      part.stage_error = issued;
+    }
+  }
+}
+
+void StreamSender::release_slab(OutPart& part) {
+  if (part.slab < 0) return;
+  const auto index = static_cast<size_t>(part.src_device);
+  if (index < rings_.size() && rings_[index]) rings_[index]->give_back(part.slab);
+  part.slab = -1;
+}
+
+bool StreamSender::device_part_ready(OutPart& part, bool* failed, std::vector<Ended>* ended) {
+  *failed = false;
+  Status error = part.stage_error;
+  if (error.ok()) {
+    if (part.slab < 0) return false;
+    if (head_sent_ > 0 || device_sent_ > 0) return true;  // already checked and started
+    DeviceSlabRing& ring = *rings_[static_cast<size_t>(part.src_device)];
+    Status bound = ring.driver()->bind_thread(ring.device());
+    Result<bool> done = bound.ok()
+                            ? ring.driver()->event_done(ring.event(static_cast<size_t>(part.slab)))
+                            : Result<bool>(bound);
+    if (done.ok()) return *done;
+    ring.mark_broken();
+    error = done.status();
+  }
+  // Nothing of the part was sent: it fails alone and the stream goes on.
+  *failed = true;
+  PDKV_LOG_WARN_LIMITED("tcp stream to {}: staging a part from CUDA device {} failed: {}",
+                        endpoint_, part.src_device, error.to_string());
+  release_slab(part);
+  ended->push_back(Ended{
+      std::move(part.post),
+      Status(error.code(), "staging device memory for " + endpoint_ + ": " + error.message())});
+  sending_.pop_front();
+  return false;
+}
+
+StreamSender::WriteOutcome StreamSender::write_device_part(OutPart& part, bool inline_writer,
+                                                           std::vector<Ended>* ended) {
+  const uint64_t payload = part.post->plan.parts[part.part_index].bytes;
+  const uint8_t* slab =
+      rings_[static_cast<size_t>(part.src_device)]->slab(static_cast<size_t>(part.slab));
+  while (head_sent_ < part.head.size() || device_sent_ < payload) {
+    iovec iov[2];
+    int n_iov = 0;
+    if (head_sent_ < part.head.size()) {
+      iov[n_iov++] = iovec{part.head.data() + head_sent_, part.head.size() - head_sent_};
+    }
+    iov[n_iov++] = iovec{const_cast<uint8_t*>(slab) + device_sent_, payload - device_sent_};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(n_iov);
+    ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return WriteOutcome::kBlocked;
+      if (!inline_writer) {
+        fail_all(unavailable("send to " + endpoint_ + ": " + std::strerror(errno)), ended);
+      }
+      return WriteOutcome::kBroken;
+    }
+    auto done = static_cast<uint64_t>(n);
+    const size_t from_head =
+        static_cast<size_t>(std::min<uint64_t>(done, part.head.size() - head_sent_));
+    head_sent_ += from_head;
+    device_sent_ += done - from_head;
+  }
+  // The kernel has the bytes: the slab may take the next part.
+  release_slab(part);
+  part.head = std::vector<uint8_t>();
+  awaiting_.push_back(std::move(part));
+  sending_.pop_front();
+  head_sent_ = 0;
+  device_sent_ = 0;
+  return WriteOutcome::kAllSent;
+}
+
 StreamSender::WriteOutcome StreamSender::write_some(bool inline_writer, std::vector<Ended>* ended) {
   iovec iov[kMaxIov];
+  waiting_copy_ = false;
+  // Only the stream's own thread talks to the device driver (it is bound to the device);
+  // an inline writer never has a device part (enqueue()).
+  if (!inline_writer) stage_device_parts();
   while (!sending_.empty()) {
     OutPart& part = sending_.front();
+    if (part.src_device >= 0) {
+      bool failed = false;
+      if (!device_part_ready(part, &failed, ended)) {
+        if (failed) {
+          stage_device_parts();  // its slab is free again
+          continue;
+        }
+        waiting_copy_ = true;
+        return WriteOutcome::kWaitingCopy;
+      }
+      const WriteOutcome outcome = write_device_part(part, inline_writer, ended);
+      if (outcome != WriteOutcome::kAllSent) return outcome;
+      continue;
+    }
     const PlannedPart& plan = part.post->plan.parts[part.part_index];
     const PartEntry* entries = part.post->plan.entries.data() + plan.first_entry;
     // A run of small entries goes out of the staging buffer as one piece (see
@@ -384,7 +547,7 @@ void StreamSender::run() {
   while (true) {
     {
       MutexLock lock(mu_);
-      if (stop_) return;
+      if (stop_) break;
     }
     pollfd p[2] = {{-1, 0, 0}, {wake_.fd(), POLLIN, 0}};
     int timeout = options_.io_timeout_ms;
@@ -400,9 +563,10 @@ void StreamSender::run() {
         const uint64_t offset = entry_offset_;
         const size_t head = head_sent_;
         const size_t staged = stage_sent_;
+        const uint64_t device = device_sent_;
         (void)write_some(false, &ended);
         if (sending_.size() != before || cursor != entry_cursor_ || offset != entry_offset_ ||
-            head != head_sent_ || staged != stage_sent_) {
+            head != head_sent_ || staged != stage_sent_ || device != device_sent_) {
           last_progress_ = now();
         }
       }
@@ -412,10 +576,15 @@ void StreamSender::run() {
         timeout =
             std::max<int>(0, options_.io_timeout_ms - static_cast<int>(elapsed_ms(last_progress_)));
       }
+      // The driver's callback wakes us when the copies land, but a failed device stream
+      // never calls it (CUDA skips host functions after an error): look again soon.
+      if (waiting_copy_) timeout = std::min(timeout, kCopyErrorPollMs);
       // Idle, the thread still wakes every io_timeout_ms: an inline writer may have put
       // a part in flight without waking it, and its ACK must not be awaited forever.
       if (fd_.valid()) {
-        p[0] = {fd_.get(), static_cast<short>(POLLIN | (sending_.empty() ? 0 : POLLOUT)), 0};
+        // A part waiting for its device copies is woken by the driver, not by POLLOUT.
+        const bool want_out = !sending_.empty() && !waiting_copy_;
+        p[0] = {fd_.get(), static_cast<short>(POLLIN | (want_out ? POLLOUT : 0)), 0};
       }
     }
     complete(&ended);
@@ -441,6 +610,10 @@ void StreamSender::run() {
     }
     complete(&ended);
   }
+  // The rings' device work ends here, on the thread bound to their device: their
+  // destructors wait for copies and callbacks still in flight (which signal wake_).
+  MutexLock io(io_mu_);
+  rings_.clear();
 }
 
 }  // namespace pdkv::engine::tcp

@@ -9,6 +9,15 @@
 // receiver's ACKs on the same socket; ACKs come back in part order. Many parts may be in
 // flight per stream: nothing waits for an ACK before sending the next part.
 //
+// Device memory: a part that reads device memory (OutPart::src_device) is staged whole into
+// one of the stream's pinned slabs (DeviceSlabRing, per device) before its header is sent:
+// device-to-host copies on the ring's own device stream, an event, and a driver callback
+// that wakes the thread. The thread stages parts ahead of the one it sends while slabs are
+// free, so copies overlap sends, and sends a part only once its event fired (never a slab
+// whose copy has not landed). A part whose copies fail ends with the driver's error before
+// any byte of it is sent: the stream stays healthy and the other parts are unaffected.
+// Such parts never go out inline.
+//
 // Failure: EOF or reset fails every queued and in-flight part at once (Unavailable); no
 // progress in either direction for io_timeout_ms while work is outstanding fails them
 // with DeadlineExceeded. The stream is then broken for good (health() reports why);
@@ -42,6 +51,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "engine/backend.h"
+#include "engine/backends/tcp/device_slab_ring.h"
 #include "engine/backends/tcp/part_planner.h"
 #include "engine/backends/tcp/socket_util.h"
 #include "engine/backends/tcp/stage_buffer.h"
@@ -67,6 +77,9 @@ struct OutPart {
   uint32_t part_index = 0;    // into post->plan.parts
   std::vector<uint8_t> head;  // encoded header + entry table
   uint64_t part_id = 0;       // assigned by the stream
+  int src_device = -1;        // reads device memory of this device: staged (see below)
+  int slab = -1;              // its slab in the stream's ring for src_device, once staged
+  Status stage_error;         // the copies could not be issued: the part fails unsent
 };
 
 class StreamSender {
@@ -91,9 +104,10 @@ class StreamSender {
     Status status;
   };
   enum class WriteOutcome : uint8_t {
-    kAllSent,  // sending_ is empty
-    kBlocked,  // the socket buffer is full: wait for POLLOUT
-    kBroken,   // the socket failed (fail_all was called, unless the writer was inline)
+    kAllSent,      // sending_ is empty
+    kBlocked,      // the socket buffer is full: wait for POLLOUT
+    kBroken,       // the socket failed (fail_all was called, unless the writer was inline)
+    kWaitingCopy,  // the front part's device copies have not landed: the driver wakes us
   };
 
   void run();
@@ -103,6 +117,19 @@ class StreamSender {
   WriteOutcome write_some(bool inline_writer, std::vector<Ended>* ended) PDKV_REQUIRES(io_mu_);
   // Copies the run of small entries at entry_cursor_ into stage_.
   void stage_next_run(const PartEntry* entries, uint32_t entry_count) PDKV_REQUIRES(io_mu_);
+  // Issues the device copies of queued device parts into free slabs, in order.
+  void stage_device_parts() PDKV_REQUIRES(io_mu_);
+  Status stage_into_slab(OutPart& part, DeviceSlabRing& ring) PDKV_REQUIRES(io_mu_);
+  // The ring for `device`, created (on this thread) if needed.
+  Result<DeviceSlabRing*> ring_for(int device) PDKV_REQUIRES(io_mu_);
+  // Whether the front (device) part's slab is ready to send; ends the part if its copies
+  // failed (then returns false with *failed set).
+  bool device_part_ready(OutPart& part, bool* failed, std::vector<Ended>* ended)
+      PDKV_REQUIRES(io_mu_);
+  void release_slab(OutPart& part) PDKV_REQUIRES(io_mu_);
+  // Sends the front part's header and staged slab; kAllSent once all of it went out.
+  WriteOutcome write_device_part(OutPart& part, bool inline_writer, std::vector<Ended>* ended)
+      PDKV_REQUIRES(io_mu_);
   // Each returns false once the stream broke (fail_all was called).
   bool read_acks(std::vector<Ended>* ended) PDKV_REQUIRES(io_mu_);
   bool finish_ack(const FrameHeader& header, std::span<const uint8_t> body,
@@ -140,6 +167,11 @@ class StreamSender {
   size_t stage_len_ PDKV_GUARDED_BY(io_mu_) = 0;
   size_t stage_sent_ PDKV_GUARDED_BY(io_mu_) = 0;
   uint64_t next_part_id_ PDKV_GUARDED_BY(io_mu_) = 1;
+  // Device staging: rings by device ordinal (created on first use), payload bytes of the
+  // front device part already sent, and whether the thread waits for a copy to land.
+  std::vector<std::unique_ptr<DeviceSlabRing>> rings_ PDKV_GUARDED_BY(io_mu_);
+  uint64_t device_sent_ PDKV_GUARDED_BY(io_mu_) = 0;
+  bool waiting_copy_ PDKV_GUARDED_BY(io_mu_) = false;
   std::vector<uint8_t> ack_buf_ PDKV_GUARDED_BY(io_mu_);
   size_t ack_fill_ PDKV_GUARDED_BY(io_mu_) = 0;
   // Last byte sent or ACK received while work was outstanding (the stall watch).

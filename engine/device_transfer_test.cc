@@ -1,0 +1,317 @@
+// Device memory over the tcp backend, across processes, on the fake CUDA driver
+// (engine/device/fake/): this process sends, a pdkv_engine_peer receives. The fake's
+// device memory is PROT_NONE to the CPU, so any path that touched it with the CPU (a
+// socket send, a memcpy, a checksum) would fault or fail with EFAULT instead of passing;
+// its poison mode fills a pinned copy destination with 0xA5 until the copy lands, so a
+// send that did not wait for its copy is a byte mismatch. Bytes are checked exactly.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "engine/device/device_driver.h"
+#include "engine/device/device_regions.h"
+#include "engine/testing/device_memory.h"
+#include "engine/testing/engine_peer_process.h"
+#include "engine/testing/guarded_buffer.h"
+#include "engine/transfer_engine.h"
+
+namespace pdkv::engine {
+namespace {
+
+// Before anything loads a driver: this process and its peers use the fake, unless
+// PDKV_TEST_CUDA_LIBRARY names another driver (scripts/gpu_check.sh: the real one).
+const char* const kDriverPath = [] {
+  const char* real = std::getenv("PDKV_TEST_CUDA_LIBRARY");
+  const char* path = real != nullptr && *real != '\0' ? real : PDKV_FAKE_CUDA_PATH;
+  setenv("PDKV_CUDA_LIBRARY", path, 1);
+  return path;
+}();
+bool on_fake_driver() { return std::strcmp(kDriverPath, PDKV_FAKE_CUDA_PATH) == 0; }
+
+using testing::DeviceBuffer;
+using testing::EnginePeerProcess;
+using testing::GuardedBuffer;
+using testing::PeerRegion;
+
+constexpr size_t kBytes = 8u << 20;
+constexpr auto kWait = std::chrono::seconds(60);
+
+std::unique_ptr<TransferEngine> make_engine(const std::string& backend = "tcp") {
+  EngineOptions o;
+  o.backend = backend;
+  o.tcp.streams = 2;
+  o.tcp.min_split_bytes = 256 * 1024;
+  o.tcp.device_slab_bytes = 256 * 1024;  // many slabs per batch: the ring turns over
+  auto e = TransferEngine::create(o);
+  EXPECT_TRUE(e.ok()) << e.status().to_string();
+  return std::move(e).value();
+}
+
+std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < n; i += 8) {
+    const uint64_t x = rng();
+    std::memcpy(v.data() + i, &x, std::min<size_t>(8, n - i));
+  }
+  return v;
+}
+
+// Blocks in three shapes, all inside [0, kBytes) on both sides: big contiguous blocks,
+// head-split runs (512 B pieces every 1 KiB, as heterogeneous TP slices a page) and small
+// scattered blocks. Applies them to `model` (indexed like the destination).
+std::vector<WriteBlock> mixed_blocks(uint64_t src, uint64_t dst, const std::vector<uint8_t>& from,
+                                     std::vector<uint8_t>* model) {
+  std::vector<WriteBlock> blocks;
+  auto add = [&](uint64_t s, uint64_t d, uint64_t n) {
+    blocks.push_back(WriteBlock{src + s, dst + d, n});
+    std::memcpy(model->data() + d, from.data() + s, n);
+  };
+  for (uint64_t i = 0; i < 3; ++i) add(i * (1u << 20), (3 - i) * (1u << 20), 1u << 20);
+  for (uint64_t i = 0; i < 1024; ++i) add((4u << 20) + i * 1024, (5u << 20) + i * 1024, 512);
+  for (uint64_t i = 0; i < 64; ++i)
+    add((7u << 20) + i * 4096 + 8, (7u << 20) + i * 4096 + 100, 700);
+  return blocks;
+}
+
+struct Peer {
+  std::unique_ptr<GuardedBuffer> shared;
+  std::unique_ptr<EnginePeerProcess> process;
+};
+
+// A receiving peer whose region is device memory (device >= 0) or host memory.
+Peer start_peer(int device, std::vector<std::string> env = {}) {
+  Peer p;
+  auto shared = GuardedBuffer::create(kBytes);
+  EXPECT_TRUE(shared.ok());
+  p.shared = std::move(*shared);
+  std::memset(p.shared->data(), 0, kBytes);
+  if (device >= 0) env.push_back("PDKV_PEER_DEVICE=" + std::to_string(device));
+  env.push_back(std::string("PDKV_CUDA_LIBRARY=") + kDriverPath);
+  env.push_back("PDKV_TCP_DEVICE_SLAB_BYTES=262144");  // the receiver's ring turns over too
+  auto process = EnginePeerProcess::start(*p.shared, {PeerRegion{0, kBytes}}, env);
+  EXPECT_TRUE(process.ok()) << process.status().to_string();
+  p.process = std::move(*process);
+  if (device >= 0) {
+    EXPECT_TRUE(p.process->device_upload().ok());  // zeroes, like host
+  }
+  return p;
+}
+
+// The peer's destination bytes, wherever they live.
+const uint8_t* peer_bytes(Peer& p, bool device) {
+  if (device) {
+    EXPECT_TRUE(p.process->device_download().ok());
+  }
+  return p.shared->data();
+}
+
+Status send(TransferEngine& engine, const std::string& endpoint, std::span<const WriteBlock> b) {
+  auto session = engine.open_session(endpoint);
+  if (!session.ok()) return session.status();
+  Status st = engine.transfer(*session, b);
+  (void)engine.close_session(*session);
+  return st;
+}
+
+class DeviceTransfer : public ::testing::TestWithParam<std::pair<bool, bool>> {};
+
+// Every pairing: host->device, device->host, device->device (host->host is the rest of
+// the suite), with the fake's copies delayed and its pinned destinations poisoned.
+TEST_P(DeviceTransfer, MixedBlocksLandExactly) {
+  const auto [src_device, dst_device] = GetParam();
+  ASSERT_NE(device_driver(), nullptr) << device_driver_absent_reason();
+  // On the fake: copies delayed and pinned destinations poisoned (a real GPU has neither).
+  EXPECT_EQ(testing::fake_device_set_poison(true), on_fake_driver());
+  testing::fake_device_set_copy_delay_us(200);
+  Peer peer =
+      start_peer(dst_device ? 0 : -1, {"PDKV_FAKE_CUDA_POISON=1", "PDKV_FAKE_CUDA_DELAY_US=200"});
+  auto engine = make_engine();
+  const std::vector<uint8_t> source = random_bytes(kBytes, 11);
+  std::unique_ptr<DeviceBuffer> device_source;
+  uint64_t src = reinterpret_cast<uint64_t>(source.data());
+  if (src_device) {
+    auto buffer = DeviceBuffer::allocate(0, kBytes);
+    ASSERT_TRUE(buffer.ok()) << buffer.status().to_string();
+    device_source = std::move(*buffer);
+    ASSERT_TRUE(device_source->upload(0, source.data(), kBytes).ok());
+    src = device_source->addr();
+    ASSERT_TRUE(
+        engine->register_memory(src, kBytes, MemoryAccess::kLocalReadOnly, MemoryKind::kAuto).ok());
+    EXPECT_EQ(engine->device_regions().device_of(src, kBytes), 0);
+  }
+  std::vector<uint8_t> model(kBytes, 0);
+  const auto blocks = mixed_blocks(src, peer.process->remote_base(), source, &model);
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(send(*engine, peer.process->endpoint(), blocks).ok());
+  }
+  const uint8_t* landed = peer_bytes(peer, dst_device);
+  for (size_t i = 0; i < kBytes; ++i) {
+    ASSERT_EQ(landed[i], model[i]) << "first wrong byte at offset " << i;
+  }
+  testing::fake_device_set_poison(false);
+  testing::fake_device_set_copy_delay_us(0);
+  // Only the registered device ever had a context (no implicit device 0 elsewhere).
+  if (on_fake_driver()) {
+    EXPECT_EQ(testing::fake_device_context_created(1), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Pairs, DeviceTransfer,
+                         ::testing::Values(std::make_pair(false, true), std::make_pair(true, false),
+                                           std::make_pair(true, true)),
+                         [](const auto& info) {
+                           return std::string(info.param.first ? "Device" : "Host") + "To" +
+                                  (info.param.second ? "Device" : "Host");
+                         });
+
+// A head-split run (1,024 pieces of 512 B) is one strided driver call per slab, not one
+// per piece.
+TEST(DeviceStaging, StridedRunsAreFewDriverCalls) {
+  if (!on_fake_driver()) GTEST_SKIP() << "counts the fake driver's calls";
+  Peer peer = start_peer(-1);
+  auto engine = make_engine();
+  auto buffer = DeviceBuffer::allocate(0, kBytes);
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_TRUE((*buffer)->upload(0, random_bytes(kBytes, 3).data(), kBytes).ok());
+  ASSERT_TRUE(engine
+                  ->register_memory((*buffer)->addr(), kBytes, MemoryAccess::kLocalReadOnly,
+                                    MemoryKind::kCuda)
+                  .ok());
+  std::vector<WriteBlock> blocks;
+  for (uint64_t i = 0; i < 1024; ++i) {
+    blocks.push_back(
+        WriteBlock{(*buffer)->addr() + i * 1024, peer.process->remote_base() + i * 1024, 512});
+  }
+  const long before = testing::fake_device_copy_count();
+  ASSERT_TRUE(send(*engine, peer.process->endpoint(), blocks).ok());
+  const long calls = testing::fake_device_copy_count() - before;
+  EXPECT_GT(calls, 0);
+  EXPECT_LE(calls, 8) << "512 KiB in 256 KiB slabs over 2 streams: a few strided copies";
+}
+
+// A copy that fails on the sender fails its batch, with the driver's reason; the stream
+// stays up and the next batch on the same session lands.
+TEST(DeviceStaging, SenderCopyErrorFailsOnlyThatBatch) {
+  if (!on_fake_driver()) GTEST_SKIP() << "injects a fake driver error";
+  Peer peer = start_peer(-1);
+  auto engine = make_engine();
+  auto buffer = DeviceBuffer::allocate(0, kBytes);
+  ASSERT_TRUE(buffer.ok());
+  const auto source = random_bytes(kBytes, 5);
+  ASSERT_TRUE((*buffer)->upload(0, source.data(), kBytes).ok());
+  ASSERT_TRUE(
+      engine->register_memory((*buffer)->addr(), kBytes, MemoryAccess::kLocalReadOnly).ok());
+  const WriteBlock block{(*buffer)->addr(), peer.process->remote_base(), 1u << 20};
+  auto session = engine->open_session(peer.process->endpoint());
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE(testing::fake_device_fail_copy_after(1));
+  Status failed = engine->transfer(*session, std::span(&block, 1));
+  EXPECT_FALSE(failed.ok());
+  EXPECT_NE(failed.message().find("staging device memory"), std::string::npos)
+      << failed.to_string();
+  testing::fake_device_fail_copy_after(-1);
+  ASSERT_TRUE(engine->transfer(*session, std::span(&block, 1)).ok());
+  EXPECT_EQ(std::memcmp(peer.shared->data(), source.data(), 1u << 20), 0);
+}
+
+// A copy that fails on the receiver fails that batch (its ACK names the device); the
+// connection goes on and the next batch lands.
+TEST(DeviceStaging, ReceiverCopyErrorFailsOnlyThatBatch) {
+  if (!on_fake_driver()) GTEST_SKIP() << "injects a fake driver error";
+  Peer peer = start_peer(0, {"PDKV_FAKE_CUDA_FAIL_COPY_AFTER=1"});
+  auto engine = make_engine();
+  const auto source = random_bytes(1u << 20, 9);
+  const WriteBlock block{reinterpret_cast<uint64_t>(source.data()), peer.process->remote_base(),
+                         source.size()};
+  auto session = engine->open_session(peer.process->endpoint());
+  ASSERT_TRUE(session.ok());
+  Status failed = engine->transfer(*session, std::span(&block, 1));
+  EXPECT_FALSE(failed.ok());
+  EXPECT_NE(failed.message().find("CUDA device 0"), std::string::npos) << failed.to_string();
+  ASSERT_TRUE(engine->transfer(*session, std::span(&block, 1)).ok());
+  EXPECT_EQ(std::memcmp(peer_bytes(peer, true), source.data(), source.size()), 0);
+}
+
+// A peer killed while device-staged batches are in flight fails them in bounded time; a
+// new session to another peer works.
+TEST(DeviceStaging, KilledReceiverFailsInFlightBatches) {
+  Peer doomed = start_peer(0, {"PDKV_FAKE_CUDA_DELAY_US=2000"});
+  auto engine = make_engine();
+  auto buffer = DeviceBuffer::allocate(0, kBytes);
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_TRUE(
+      engine->register_memory((*buffer)->addr(), kBytes, MemoryAccess::kLocalReadOnly).ok());
+  auto session = engine->open_session(doomed.process->endpoint());
+  ASSERT_TRUE(session.ok());
+  const WriteBlock block{(*buffer)->addr(), doomed.process->remote_base(), kBytes};
+  std::vector<BatchId> ids;
+  for (int i = 0; i < 4; ++i) {
+    auto id = engine->submit(*session, std::span(&block, 1));
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
+  doomed.process->send_signal(SIGKILL);
+  for (BatchId id : ids) {
+    auto st = engine->wait(id, kWait);
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(st->state, BatchState::kFailed);
+  }
+  Peer fresh = start_peer(0);
+  const WriteBlock again{(*buffer)->addr(), fresh.process->remote_base(), kBytes};
+  ASSERT_TRUE(send(*engine, fresh.process->endpoint(), std::span(&again, 1)).ok());
+}
+
+// --- registration ---------------------------------------------------------------------
+
+TEST(DeviceRegistration, EachMistakeGetsItsOwnClearError) {
+  auto engine = make_engine();
+  std::vector<uint8_t> host(1 << 16);
+  const auto host_addr = reinterpret_cast<uint64_t>(host.data());
+  Status st = engine->register_memory(host_addr, host.size(), MemoryAccess::kPeerWritable,
+                                      MemoryKind::kCuda);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("reports host memory"), std::string::npos) << st.to_string();
+
+  auto managed = DeviceBuffer::allocate(0, 1 << 20, /*managed=*/true);
+  ASSERT_TRUE(managed.ok());
+  st = engine->register_memory((*managed)->addr(), 1 << 20);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("managed"), std::string::npos) << st.to_string();
+
+  auto device = DeviceBuffer::allocate(0, 1 << 20);
+  ASSERT_TRUE(device.ok());
+  st = engine->register_memory((*device)->addr(), (2 << 20), MemoryAccess::kPeerWritable,
+                               MemoryKind::kCuda);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("more than one CUDA allocation"), std::string::npos)
+      << st.to_string();
+
+  st = engine->register_memory((*device)->addr(), 1 << 20, MemoryAccess::kPeerWritable,
+                               MemoryKind::kHost);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("CUDA device memory"), std::string::npos) << st.to_string();
+
+  st = engine->register_memory((*device)->addr(), 1 << 20, MemoryAccess::kPeerWritable,
+                               MemoryKind::kCuda, /*device=*/1);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+
+  auto shm = make_engine("shm");
+  st = shm->register_memory((*device)->addr(), 1 << 20);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("backend 'shm'"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.message().find("tcp"), std::string::npos) << st.to_string();
+
+  // Auto finds it is device memory; unregistering forgets it.
+  ASSERT_TRUE(engine->register_memory((*device)->addr(), 1 << 20).ok());
+  EXPECT_EQ(engine->device_regions().device_of((*device)->addr(), 4096), 0);
+  ASSERT_TRUE(engine->unregister_memory((*device)->addr()).ok());
+  EXPECT_EQ(engine->device_regions().device_of((*device)->addr(), 4096), DeviceRegions::kHost);
+}
+
+}  // namespace
+}  // namespace pdkv::engine

@@ -1,0 +1,107 @@
+#include "engine/testing/device_memory.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "engine/device/cuda_driver_api.h"
+#include "engine/device/device_driver.h"
+
+namespace pdkv::engine::testing {
+namespace {
+
+// The library the engine's driver was opened from; dlopen of the same path returns the
+// same handle, so these calls share its state (the fake's allocations, contexts).
+void* driver_library() {
+  static void* handle = [] {
+    const char* env = std::getenv("PDKV_CUDA_LIBRARY");
+    const std::string path = env != nullptr && *env != '\0' ? env : "libcuda.so.1";
+    return ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }();
+  return handle;
+}
+
+template <typename Fn>
+Fn symbol(const char* name) {
+  void* lib = driver_library();
+  return lib == nullptr ? nullptr : reinterpret_cast<Fn>(::dlsym(lib, name));
+}
+
+Status bound(int device) {
+  DeviceDriver* driver = device_driver();
+  if (driver == nullptr)
+    return failed_precondition("no device driver: " + device_driver_absent_reason());
+  return driver->bind_thread(device);
+}
+
+Status check(CUresult r, const char* call) {
+  if (r == CUDA_SUCCESS) return Status();
+  return internal_error(std::string(call) + " failed with CUresult " + std::to_string(r));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::allocate(int device, size_t bytes,
+                                                             bool managed) {
+  PDKV_RETURN_IF_ERROR(bound(device));
+  CUdeviceptr ptr = 0;
+  if (managed) {
+    auto alloc = symbol<PFN_cuMemAllocManaged>("cuMemAllocManaged");
+    if (alloc == nullptr) return failed_precondition("driver has no cuMemAllocManaged");
+    PDKV_RETURN_IF_ERROR(check(alloc(&ptr, bytes, CU_MEM_ATTACH_GLOBAL), "cuMemAllocManaged"));
+  } else {
+    auto alloc = symbol<PFN_cuMemAlloc_v2>("cuMemAlloc_v2");
+    if (alloc == nullptr) return failed_precondition("driver has no cuMemAlloc_v2");
+    PDKV_RETURN_IF_ERROR(check(alloc(&ptr, bytes), "cuMemAlloc_v2"));
+  }
+  return std::unique_ptr<DeviceBuffer>(new DeviceBuffer(ptr, bytes, device));
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (auto free_fn = symbol<PFN_cuMemFree_v2>("cuMemFree_v2"); free_fn && bound(device_).ok()) {
+    (void)free_fn(addr_);
+  }
+}
+
+Status DeviceBuffer::upload(size_t offset, const void* src, size_t bytes) {
+  if (offset > size_ || bytes > size_ - offset) return out_of_range("upload past the buffer");
+  PDKV_RETURN_IF_ERROR(bound(device_));
+  auto copy = symbol<PFN_cuMemcpyHtoD_v2>("cuMemcpyHtoD_v2");
+  if (copy == nullptr) return failed_precondition("driver has no cuMemcpyHtoD_v2");
+  return check(copy(addr_ + offset, src, bytes), "cuMemcpyHtoD_v2");
+}
+
+Status DeviceBuffer::download(size_t offset, void* dst, size_t bytes) const {
+  if (offset > size_ || bytes > size_ - offset) return out_of_range("download past the buffer");
+  PDKV_RETURN_IF_ERROR(bound(device_));
+  auto copy = symbol<PFN_cuMemcpyDtoH_v2>("cuMemcpyDtoH_v2");
+  if (copy == nullptr) return failed_precondition("driver has no cuMemcpyDtoH_v2");
+  return check(copy(dst, addr_ + offset, bytes), "cuMemcpyDtoH_v2");
+}
+
+bool fake_device_set_copy_delay_us(unsigned us) {
+  auto fn = symbol<void (*)(unsigned)>("pdkvFakeSetCopyDelayUs");
+  if (fn != nullptr) fn(us);
+  return fn != nullptr;
+}
+bool fake_device_set_poison(bool on) {
+  auto fn = symbol<void (*)(int)>("pdkvFakeSetPoison");
+  if (fn != nullptr) fn(on ? 1 : 0);
+  return fn != nullptr;
+}
+bool fake_device_fail_copy_after(long n) {
+  auto fn = symbol<void (*)(long)>("pdkvFakeFailCopyAfter");
+  if (fn != nullptr) fn(n);
+  return fn != nullptr;
+}
+long fake_device_copy_count() {
+  auto fn = symbol<long (*)()>("pdkvFakeCopyCount");
+  return fn != nullptr ? fn() : -1;
+}
+int fake_device_context_created(int device) {
+  auto fn = symbol<int (*)(int)>("pdkvFakeContextCreated");
+  return fn != nullptr ? fn(device) : -1;
+}
+
+}  // namespace pdkv::engine::testing
