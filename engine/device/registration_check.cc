@@ -43,7 +43,8 @@ Result<PointerInfo> check_registration(uint64_t addr, uint64_t length, MemoryKin
                                        int device) {
   if (length == 0) return invalid_argument("register_memory: length 0");
   if (addr > UINT64_MAX - length) {
-    return invalid_argument(fmt::format("register_memory: {:#x}+{} overflows", addr, length));
+    return out_of_range(
+        fmt::format("register_memory: {:#x}+{} wraps around the address space", addr, length));
   }
   DeviceDriver* driver = device_driver();
   if (requested == MemoryKind::kCuda) {
