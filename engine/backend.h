@@ -36,6 +36,7 @@ namespace pdkv::engine {
 
 class DeviceRegions;
 class MemoryRegistry;
+class ReadyEvent;
 
 struct BackendCapabilities {
   std::string_view name;               // "tcp", "shm", "ucx"
@@ -54,6 +55,9 @@ struct BackendCapabilities {
   // cannot move, naming the backend, the kind and the fix.
   DeviceSupport device_source = DeviceSupport::kNone;
   DeviceSupport device_destination = DeviceSupport::kNone;
+  // Implements post_after(): device sources are read only after a device event, waited
+  // for on the device (the engine waits on the host for backends without it).
+  bool orders_device_sources = false;
 };
 
 // Where a backend reports completions. Implemented by the engine core.
@@ -134,6 +138,17 @@ class Backend {
                                 uint64_t token, std::span<const uint8_t> note) {
     (void)peer, (void)blocks, (void)token, (void)note;
     return failed_precondition("this backend does not carry batch notes");
+  }
+
+  // post_with_note() (an empty note: none) whose device-memory sources are read only
+  // after `ready` completed, waited for on the device. Only backends with
+  // capabilities().orders_device_sources implement it; the engine calls it only for
+  // batches whose every source is device memory.
+  virtual Status post_after(BackendPeer& peer, std::span<const WriteBlock> blocks, uint64_t token,
+                            std::span<const uint8_t> note,
+                            std::shared_ptr<const ReadyEvent> ready) {
+    (void)peer, (void)blocks, (void)token, (void)note, (void)ready;
+    return failed_precondition("this backend does not order sends after device events");
   }
 };
 

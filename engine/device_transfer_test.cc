@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "engine/device/device_driver.h"
@@ -264,6 +265,51 @@ TEST(DeviceStaging, KilledReceiverFailsInFlightBatches) {
   Peer fresh = start_peer(0);
   const WriteBlock again{(*buffer)->addr(), fresh.process->remote_base(), kBytes};
   ASSERT_TRUE(send(*engine, fresh.process->endpoint(), std::span(&again, 1)).ok());
+}
+
+// A source written by a device stream (as a forward pass writes the KV cache) and sent
+// naming only that stream: pdkv's copies wait for it on the device, so the new bytes go
+// out. Unnamed, the same send races the write (the fake delays it), which is what the
+// naming is for.
+TEST(DeviceOrdering, ASourceWrittenOnASideStreamIsSentAfterIt) {
+  DeviceDriver* driver = device_driver();
+  ASSERT_NE(driver, nullptr);
+  Peer peer = start_peer(-1);
+  auto engine = make_engine();
+  const size_t n = 1u << 20;
+  auto buffer = DeviceBuffer::allocate(0, n);
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_TRUE(engine->register_memory((*buffer)->addr(), n, MemoryAccess::kLocalReadOnly).ok());
+  auto session = engine->open_session(peer.process->endpoint());
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE(driver->bind_thread(0).ok());
+  auto stream = driver->create_stream();
+  ASSERT_TRUE(stream.ok());
+  const WriteBlock block{(*buffer)->addr(), peer.process->remote_base(), n};
+  auto write_then_send = [&](uint64_t seed, bool name_stream) {
+    const std::vector<uint8_t> stale(n, 0x11);
+    EXPECT_TRUE((*buffer)->upload(0, stale.data(), n).ok());
+    static std::vector<uint8_t> fresh;  // read by the fake's stream thread later
+    fresh = random_bytes(n, seed);
+    EXPECT_TRUE(driver->bind_thread(0).ok());
+    // The "forward pass": 50 ms of work on the side stream, then the write.
+    EXPECT_TRUE(driver
+                    ->call_when_done(
+                        *stream,
+                        [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); },
+                        nullptr)
+                    .ok());
+    EXPECT_TRUE(driver->copy_to_device(*stream, (*buffer)->addr(), fresh.data(), n).ok());
+    const SourceReady ready = name_stream ? SourceReady{*stream, 0} : SourceReady{};
+    EXPECT_TRUE(engine->transfer(*session, std::span(&block, 1), ready).ok());
+    EXPECT_TRUE(driver->sync_stream(*stream).ok());
+    return std::memcmp(peer.shared->data(), fresh.data(), n) == 0;
+  };
+  EXPECT_TRUE(write_then_send(21, /*name_stream=*/true));
+  if (on_fake_driver()) {
+    EXPECT_FALSE(write_then_send(22, /*name_stream=*/false)) << "the unordered send raced";
+  }
+  driver->destroy_stream(*stream);
 }
 
 // --- registration ---------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include "engine/backend.h"
 #include "engine/batch_table.h"
 #include "engine/device/device_regions.h"
+#include "engine/device/ready_event.h"
 #include "engine/device/registration_check.h"
 #include "engine/memory_registry.h"
 
@@ -205,7 +206,8 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
   }
 
   Status submit_async(SessionId id, std::span<const WriteBlock> blocks,
-                      std::function<void(Status)> on_done, std::span<const uint8_t> note) {
+                      std::function<void(Status)> on_done, std::span<const uint8_t> note,
+                      SourceReady ready) {
     if (!on_done) return invalid_argument("submit_async needs a completion callback");
     if (!note.empty() && !carries_notes()) {
       return failed_precondition("backend '" + options_.backend + "' does not carry batch notes");
@@ -214,13 +216,45 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
       return invalid_argument("a batch note has at most " + std::to_string(kMaxNoteBytes) +
                               " bytes, not " + std::to_string(note.size()));
     }
-    return submit_with(id, blocks, std::move(on_done), note).status();
+    return submit_with(id, blocks, std::move(on_done), note, ready).status();
+  }
+
+  // The event after which the batch may read its sources on the device, or null when
+  // none is needed (no stream named, or the submitting thread already waited for it
+  // because the batch also reads host memory or the backend cannot order on the device).
+  Result<std::shared_ptr<const ReadyEvent>> source_ready_event(std::span<const WriteBlock> blocks,
+                                                               SourceReady ready) {
+    if (ready.stream == nullptr) return std::shared_ptr<const ReadyEvent>();
+    DeviceDriver* driver = device_driver();
+    if (driver == nullptr) {
+      return failed_precondition(
+          "a batch names a device stream, but this process has no CUDA "
+          "driver: " +
+          device_driver_absent_reason());
+    }
+    std::shared_ptr<ReadyEventPool> pool;
+    {
+      MutexLock lock(ready_mu_);
+      if (!ready_pool_) ready_pool_ = std::make_shared<ReadyEventPool>(driver);
+      pool = ready_pool_;
+    }
+    PDKV_ASSIGN_OR_RETURN(std::shared_ptr<const ReadyEvent> event,
+                          pool->record_on(ready.stream, ready.device));
+    bool device_only = backend_->capabilities().orders_device_sources;
+    for (size_t i = 0; i < blocks.size() && device_only; ++i) {
+      if (blocks[i].length == 0) continue;
+      device_only = device_regions_.device_of(blocks[i].src_addr, blocks[i].length) >= 0;
+    }
+    if (device_only) return event;
+    // The CPU (or a backend without device ordering) reads these sources: wait here.
+    PDKV_RETURN_IF_ERROR(driver->event_wait(event->handle()));
+    return std::shared_ptr<const ReadyEvent>();
   }
 
   // A null on_done gives a batch to poll/wait; otherwise the callback gets the result.
   Result<BatchId> submit_with(SessionId id, std::span<const WriteBlock> blocks,
                               std::function<void(Status)> on_done,
-                              std::span<const uint8_t> note = {}) {
+                              std::span<const uint8_t> note = {}, SourceReady ready = {}) {
     std::shared_ptr<BackendPeer> peer;
     {
       MutexLock lock(sessions_mu_);
@@ -241,6 +275,8 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
     }
     // A note needs a part to ride on: nothing to write would deliver it nowhere.
     if (!any_bytes && !note.empty()) return invalid_argument("a batch note needs bytes to write");
+    PDKV_ASSIGN_OR_RETURN(std::shared_ptr<const ReadyEvent> ready_event,
+                          source_ready_event(blocks, ready));
     if (!any_bytes && on_done) {
       on_done(Status());
       return BatchId{};
@@ -251,9 +287,10 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
       batches_.complete(BatchTable::token_of(batch), Status());
       return batch;
     }
-    Status posted =
-        note.empty() ? backend_->post(*peer, blocks, BatchTable::token_of(batch))
-                     : backend_->post_with_note(*peer, blocks, BatchTable::token_of(batch), note);
+    const uint64_t token = BatchTable::token_of(batch);
+    Status posted = ready_event    ? backend_->post_after(*peer, blocks, token, note, ready_event)
+                    : note.empty() ? backend_->post(*peer, blocks, token)
+                                   : backend_->post_with_note(*peer, blocks, token, note);
     if (!posted.ok()) {
       // Nothing was posted, so no completion will come: free the slot without reporting
       // (an error return means the callback is never called).
@@ -272,8 +309,8 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
 
   Status release(BatchId id) { return batches_.release(id); }
 
-  Status transfer(SessionId id, std::span<const WriteBlock> blocks) {
-    PDKV_ASSIGN_OR_RETURN(BatchId batch, submit(id, blocks));
+  Status transfer(SessionId id, std::span<const WriteBlock> blocks, SourceReady ready = {}) {
+    PDKV_ASSIGN_OR_RETURN(BatchId batch, submit_with(id, blocks, nullptr, {}, ready));
     // Backends bound every batch by their I/O timeout, so this loop ends; the slice only
     // keeps each wait bounded (CondVar has no unbounded wait on purpose).
     while (true) {
@@ -363,6 +400,8 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
   std::shared_ptr<NoteSlot> note_slot_ PDKV_GUARDED_BY(note_mu_);
   std::unique_ptr<Backend> backend_;
   std::string endpoint_;  // immutable after start()
+  Mutex ready_mu_;
+  std::shared_ptr<ReadyEventPool> ready_pool_ PDKV_GUARDED_BY(ready_mu_);  // made on first use
 
   Mutex sessions_mu_;
   std::vector<SessionSlot> sessions_ PDKV_GUARDED_BY(sessions_mu_);
@@ -416,8 +455,8 @@ Result<BatchId> TransferEngine::submit(SessionId session, std::span<const WriteB
 }
 Status TransferEngine::submit_async(SessionId session, std::span<const WriteBlock> blocks,
                                     std::function<void(Status)> on_done,
-                                    std::span<const uint8_t> note) {
-  return impl_->submit_async(session, blocks, std::move(on_done), note);
+                                    std::span<const uint8_t> note, SourceReady ready) {
+  return impl_->submit_async(session, blocks, std::move(on_done), note, ready);
 }
 bool TransferEngine::carries_notes() const { return impl_->carries_notes(); }
 void TransferEngine::set_note_handler(NoteHandler handler) {
@@ -428,8 +467,9 @@ Result<BatchStatus> TransferEngine::wait(BatchId batch, std::chrono::millisecond
   return impl_->wait(batch, timeout);
 }
 Status TransferEngine::release(BatchId batch) { return impl_->release(batch); }
-Status TransferEngine::transfer(SessionId session, std::span<const WriteBlock> blocks) {
-  return impl_->transfer(session, blocks);
+Status TransferEngine::transfer(SessionId session, std::span<const WriteBlock> blocks,
+                                SourceReady ready) {
+  return impl_->transfer(session, blocks, ready);
 }
 int TransferEngine::transfer_sync(SessionId session, std::span<const WriteBlock> blocks) {
   return impl_->transfer_sync(session, blocks);

@@ -63,6 +63,19 @@ struct BatchId {
 // sends reading from it (a prefill's KV pool: peers must never write there).
 enum class MemoryAccess : uint8_t { kPeerWritable, kLocalReadOnly };
 
+// Ordering with a device stream: the batch's source bytes are valid once the work issued
+// on `stream` (a CUDA stream of `device`) before the submit has run, e.g. the forward pass
+// that wrote the KV cache. pdkv records an event of its own on that stream at submit (the
+// submitting thread is bound to `device`'s primary context), so the caller may go on at
+// once; device sources are then copied only after that event, waited for on the device
+// (no host synchronisation); a batch that also reads host memory waits for it on the
+// submitting thread first. Without it the contract is that the caller has synchronised:
+// the sources are final when submit is called.
+struct SourceReady {
+  void* stream = nullptr;  // a CUstream; null: none
+  int device = -1;
+};
+
 // Progress is not an error: state and error are separate.
 enum class BatchState : uint8_t { kPending, kSucceeded, kFailed };
 
@@ -145,8 +158,11 @@ class TransferEngine {
   // the batch, so on_done(OK) implies the peer handled the note (batch_note.h). Needs a
   // non-empty batch (InvalidArgument) and a backend that carries notes
   // (FailedPrecondition: see carries_notes()).
+  //
+  // `ready` (optional): when the sources become valid on a device (SourceReady).
   Status submit_async(SessionId session, std::span<const WriteBlock> blocks,
-                      std::function<void(Status)> on_done, std::span<const uint8_t> note = {});
+                      std::function<void(Status)> on_done, std::span<const uint8_t> note = {},
+                      SourceReady ready = {});
   // Whether this engine's backend carries batch notes (tcp does; shm and ucx do not).
   bool carries_notes() const;
   // Receives the notes of batches peers wrote into this engine (batch_note.h); replaces
@@ -167,7 +183,7 @@ class TransferEngine {
   Status release(BatchId batch);
 
   // submit + wait until finished + release. Returns the batch's error, if any.
-  Status transfer(SessionId session, std::span<const WriteBlock> blocks);
+  Status transfer(SessionId session, std::span<const WriteBlock> blocks, SourceReady ready = {});
   // The reference's call: 0 on success, a negative value on failure (logged with cause).
   int transfer_sync(SessionId session, std::span<const WriteBlock> blocks);
   // Same, by endpoint: keeps one cached session per endpoint, reopened if it broke.

@@ -65,13 +65,14 @@ class TcpPeer final : public BackendPeer {
   // a stream applies its parts in order, so the note is handled after all of them.
   Status post(std::span<const WriteBlock> blocks, uint64_t token, CompletionSink* sink,
               const TcpOptions& options, const DeviceRegions& regions,
-              std::span<const uint8_t> note) {
+              std::span<const uint8_t> note, std::shared_ptr<const ReadyEvent> ready = nullptr) {
     // A broken stream would fail its share anyway; refusing the whole post up front
     // keeps a dead peer from accepting new work at all.
     PDKV_RETURN_IF_ERROR(health());
     auto post = std::make_shared<PostState>();
     post->token = token;
     post->sink = sink;
+    post->ready = std::move(ready);
     const auto streams = note.empty() ? static_cast<uint32_t>(streams_.size()) : 1u;
     PlanLimits limits{streams, options.min_split_bytes, options.max_part_entries};
     // Rotate the starting stream so small batches spread over all streams too.
@@ -143,7 +144,8 @@ class TcpBackend final : public Backend {
                                /*authenticates_sessions=*/true,
                                /*carries_notes=*/true,
                                /*device_source=*/DeviceSupport::kStaged,
-                               /*device_destination=*/DeviceSupport::kStaged};
+                               /*device_destination=*/DeviceSupport::kStaged,
+                               /*orders_device_sources=*/true};
   }
 
   Result<std::string> listen() override {
@@ -187,6 +189,16 @@ class TcpBackend final : public Backend {
                               " bytes, not " + std::to_string(note.size()));
     }
     return static_cast<TcpPeer&>(peer).post(blocks, token, sink_, options_.tcp, *regions_, note);
+  }
+  Status post_after(BackendPeer& peer, std::span<const WriteBlock> blocks, uint64_t token,
+                    std::span<const uint8_t> note,
+                    std::shared_ptr<const ReadyEvent> ready) override {
+    if (note.size() > kMaxNoteBytes) {
+      return invalid_argument("a batch note has at most " + std::to_string(kMaxNoteBytes) +
+                              " bytes, not " + std::to_string(note.size()));
+    }
+    return static_cast<TcpPeer&>(peer).post(blocks, token, sink_, options_.tcp, *regions_, note,
+                                            std::move(ready));
   }
 
  private:

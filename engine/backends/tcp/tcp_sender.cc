@@ -246,6 +246,10 @@ Result<DeviceSlabRing*> StreamSender::ring_for(int device) {
 Status StreamSender::stage_into_slab(OutPart& part, DeviceSlabRing& ring) {
   DeviceDriver* driver = ring.driver();
   PDKV_RETURN_IF_ERROR(driver->bind_thread(ring.device()));
+  if (part.post->ready) {
+    // The model's stream wrote these sources: the copies wait for it, on the device.
+    PDKV_RETURN_IF_ERROR(driver->stream_wait(ring.stream(), part.post->ready->handle()));
+  }
   const PlannedPart& plan = part.post->plan.parts[part.part_index];
   const PartEntry* entries = part.post->plan.entries.data() + plan.first_entry;
   PayloadCursor cursor;

@@ -56,6 +56,7 @@
 #include "engine/backends/tcp/socket_util.h"
 #include "engine/backends/tcp/stage_buffer.h"
 #include "engine/backends/tcp/tcp_frame.h"
+#include "engine/device/ready_event.h"
 
 namespace pdkv::engine::tcp {
 
@@ -65,6 +66,9 @@ struct PostState {
   uint64_t token = 0;
   CompletionSink* sink = nullptr;
   PartPlan plan;  // its entries name the caller's blocks (a copy of the list is not kept)
+  // Device sources are copied only after this event (null: none), waited for on the
+  // device by each part's staging copies.
+  std::shared_ptr<const ReadyEvent> ready;
   std::atomic<size_t> parts_left{0};
   Mutex error_mu;
   Status first_error PDKV_GUARDED_BY(error_mu);

@@ -1,0 +1,46 @@
+#include "engine/device/ready_event.h"
+
+namespace pdkv::engine {
+
+ReadyEvent::~ReadyEvent() { pool_->give_back(event_, device_); }
+
+ReadyEventPool::~ReadyEventPool() {
+  MutexLock lock(mu_);
+  for (auto& [device, event] : free_) {
+    if (driver_->bind_thread(device).ok()) driver_->destroy_event(event);
+  }
+}
+
+Result<std::shared_ptr<const ReadyEvent>> ReadyEventPool::record_on(DeviceStreamHandle stream,
+                                                                    int device) {
+  PDKV_RETURN_IF_ERROR(driver_->bind_thread(device));
+  DeviceEventHandle event = nullptr;
+  {
+    MutexLock lock(mu_);
+    for (size_t i = 0; i < free_.size(); ++i) {
+      if (free_[i].first == device) {
+        event = free_[i].second;
+        free_[i] = free_.back();
+        free_.pop_back();
+        break;
+      }
+    }
+  }
+  if (event == nullptr) {
+    PDKV_ASSIGN_OR_RETURN(event, driver_->create_event());
+  }
+  Status recorded = driver_->record(event, stream);
+  if (!recorded.ok()) {
+    driver_->destroy_event(event);
+    return Status(recorded.code(), "recording the source's ready event on the caller's stream: " +
+                                       recorded.message());
+  }
+  return std::shared_ptr<const ReadyEvent>(new ReadyEvent(shared_from_this(), event, device));
+}
+
+void ReadyEventPool::give_back(DeviceEventHandle event, int device) {
+  MutexLock lock(mu_);
+  free_.emplace_back(device, event);
+}
+
+}  // namespace pdkv::engine
