@@ -57,15 +57,20 @@ const pdkv::cli::CommandRegistrar kEngineBench("bench", [](CLI::App& bench) {
          "--memory", [args](const std::string& v) { args->src_memory = args->dst_memory = v; },
          "host or device: the source and the destination live there (P9 with --device cuda, "
          "P9f with --device fake); the host-memory engine is measured in the same run")
-      ->check(memory);
-  cmd->add_option("--src-memory", args->src_memory, "host or device (mixed pairs)")->check(memory);
-  cmd->add_option("--dst-memory", args->dst_memory, "host or device (mixed pairs)")->check(memory);
+      ->check(memory)
+      ->option_text("KIND");
+  cmd->add_option("--src-memory", args->src_memory, "host or device (mixed pairs)")
+      ->check(memory)
+      ->option_text("KIND");
+  cmd->add_option("--dst-memory", args->dst_memory, "host or device (mixed pairs)")
+      ->check(memory)
+      ->option_text("KIND");
   cmd->add_option("--device", args->device_driver,
                   "the driver for device memory: cuda (libcuda.so.1, or PDKV_CUDA_LIBRARY) or "
                   "fake (pdkv's fake driver: its copies are memcpy, so the figure proves "
                   "nothing about a GPU)")
       ->check(CLI::IsMember({"cuda", "fake"}))
-      ->capture_default_str();
+      ->option_text("DRIVER [cuda]");
   cmd->callback([args] {
     const bool device = args->src_memory == "device" || args->dst_memory == "device";
     pdkv::Status st = args->auth_ab ? pdkv::bench::run_engine_auth_ab(*args)

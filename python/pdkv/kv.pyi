@@ -122,6 +122,8 @@ class Config:
     tcp_stage_max_bytes: Optional[int]  # PDKV_TCP_STAGE_MAX_BYTES, default 0
     tcp_inline_write_bytes: Optional[int]  # PDKV_TCP_INLINE_WRITE_BYTES, default 262144
     tcp_max_connections: Optional[int]  # PDKV_TCP_MAX_CONNECTIONS, default 512
+    tcp_device_slabs: Optional[int]  # PDKV_TCP_DEVICE_SLABS, default 3
+    tcp_device_slab_bytes: Optional[int]  # PDKV_TCP_DEVICE_SLAB_BYTES, default 2097152
     shm_copy_threads: Optional[int]  # PDKV_SHM_COPY_THREADS, default 2
     shm_part_bytes: Optional[int]  # PDKV_SHM_PART_BYTES, default 67108864
     shm_io_timeout_ms: Optional[int]  # PDKV_SHM_IO_TIMEOUT_MS, default 5000
