@@ -352,6 +352,18 @@ TEST(DeviceRegistration, EachMistakeGetsItsOwnClearError) {
   EXPECT_NE(st.message().find("backend 'shm'"), std::string::npos) << st.to_string();
   EXPECT_NE(st.message().find("tcp"), std::string::npos) << st.to_string();
 
+  // UCX moves device memory only when it was built with CUDA (Debian's is not): it says
+  // so, instead of accepting a registration that would read device memory as host.
+  EngineOptions ucx_options;
+  ucx_options.backend = "ucx";
+  if (auto ucx = TransferEngine::create(ucx_options); ucx.ok()) {
+    st = (*ucx)->register_memory((*device)->addr(), 1 << 20);
+    if (!st.ok()) {
+      EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+      EXPECT_NE(st.message().find("backend 'ucx'"), std::string::npos) << st.to_string();
+    }
+  }
+
   // Auto finds it is device memory; unregistering forgets it.
   ASSERT_TRUE(engine->register_memory((*device)->addr(), 1 << 20).ok());
   EXPECT_EQ(engine->device_regions().device_of((*device)->addr(), 4096), 0);

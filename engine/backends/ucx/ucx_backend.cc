@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "engine/backends/ucx/ucx_peer.h"
 #include "engine/backends/ucx/ucx_worker.h"
+#include "engine/device/device_regions.h"
 #include "engine/lease/lease_client.h"
 #include "engine/lease/lease_server.h"
 #include "engine/lease/messages.h"
@@ -78,6 +79,11 @@ class UcxBackend final : public Backend, private lease::LeaseServerHooks {
     c.software_bounds_check = true;
     c.authenticates_sessions = true;  // the lease channel's handshake (lease_auth.h)
     c.wants_memory_hooks = true;
+    // Device memory only where UCX itself moves it (built with CUDA); no staging here.
+    const DeviceSupport device =
+        context_->cuda_memory() ? DeviceSupport::kNative : DeviceSupport::kNone;
+    c.device_source = device;
+    c.device_destination = device;
     return c;
   }
 
@@ -92,8 +98,26 @@ class UcxBackend final : public Backend, private lease::LeaseServerHooks {
     p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
     p.address = reinterpret_cast<void*>(addr);
     p.length = length;
+    const bool device =
+        ctx_.device_regions != nullptr && ctx_.device_regions->device_of(addr, length) >= 0;
+    if (device) {
+      p.field_mask |= UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+      p.memory_type = UCS_MEMORY_TYPE_CUDA;
+    }
     ucs_status_t st = ucp_mem_map(context_->get(), &p, &r.memh);
     if (st != UCS_OK) return unavailable(std::string("ucp_mem_map: ") + ucs_status_string(st));
+    if (device) {
+      // Trust what UCX made of it, not the request.
+      ucp_mem_attr_t attr{};
+      attr.field_mask = UCP_MEM_ATTR_FIELD_MEM_TYPE;
+      st = ucp_mem_query(r.memh, &attr);
+      if (st != UCS_OK || attr.mem_type != UCS_MEMORY_TYPE_CUDA) {
+        ucp_mem_unmap(context_->get(), r.memh);
+        return failed_precondition(
+            "ucx: registered CUDA device memory, but UCX reports it as another memory type "
+            "(UCX is likely not built with CUDA); use the tcp backend");
+      }
+    }
     void* packed = nullptr;
     size_t size = 0;
     st = ucp_rkey_pack(context_->get(), r.memh, &packed, &size);

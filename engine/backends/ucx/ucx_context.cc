@@ -41,8 +41,14 @@ Result<std::shared_ptr<UcxContext>> UcxContext::create(const std::string& tls, i
     return unavailable(ucs_error("ucp_init", st));
   }
   c->wakeup_ = (params.features & UCP_FEATURE_WAKEUP) != 0;
-  PDKV_LOG_INFO("ucx: context up, transports requested '{}', wakeup {}",
-                tls.empty() ? "(UCX default)" : tls, c->wakeup_ ? "on" : "off (timer)");
+  ucp_context_attr_t attr{};
+  attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (ucp_context_query(c->ctx_, &attr) == UCS_OK) {
+    c->cuda_memory_ = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+  }
+  PDKV_LOG_INFO("ucx: context up, transports requested '{}', wakeup {}, CUDA memory {}",
+                tls.empty() ? "(UCX default)" : tls, c->wakeup_ ? "on" : "off (timer)",
+                c->cuda_memory_ ? "yes (device memory registered natively)" : "no");
   return c;
 }
 

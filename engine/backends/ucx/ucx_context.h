@@ -34,6 +34,10 @@ class UcxContext {
   bool wakeup() const { return wakeup_; }
   // The transports asked for ("" = UCX default), as logged and compared by backends.
   const std::string& requested_tls() const { return tls_; }
+  // Whether this UCX was built with CUDA support, as ucp_context_query reports its memory
+  // types (a registration of device memory "succeeding" proves nothing: UCX without
+  // CUDA accepts a host buffer labelled CUDA).
+  bool cuda_memory() const { return cuda_memory_; }
 
   // One more worker, or Unavailable naming PDKV_UCX_MAX_WORKERS when max_workers exist.
   Status acquire_worker();
@@ -44,6 +48,7 @@ class UcxContext {
 
   ucp_context_h ctx_ = nullptr;
   bool wakeup_ = false;
+  bool cuda_memory_ = false;
   std::string tls_;
   int max_workers_ = 0;
   std::atomic<int> workers_{0};
