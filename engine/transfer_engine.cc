@@ -247,6 +247,7 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
     }
     if (device_only) return event;
     // The CPU (or a backend without device ordering) reads these sources: wait here.
+    PDKV_ASSIGN_OR_RETURN(ScopedDevice bound, ScopedDevice::bind(driver, ready.device));
     PDKV_RETURN_IF_ERROR(driver->event_wait(event->handle()));
     return std::shared_ptr<const ReadyEvent>();
   }

@@ -115,6 +115,24 @@ class CudaDriver final : public DeviceDriver {
     return Status();
   }
 
+  Result<void*> swap_context(int device) override {
+    CUcontext previous = nullptr;
+    PDKV_RETURN_IF_ERROR(check(api_.cuCtxGetCurrent(&previous), "cuCtxGetCurrent"));
+    CUcontext context = nullptr;
+    PDKV_RETURN_IF_ERROR(primary_context(device, &context));
+    if (previous != context) {
+      PDKV_RETURN_IF_ERROR(check(api_.cuCtxSetCurrent(context), "cuCtxSetCurrent"));
+    }
+    t_bound_context = context;
+    return static_cast<void*>(previous);
+  }
+
+  void restore_context(void* previous) override {
+    auto context = static_cast<CUcontext>(previous);
+    (void)api_.cuCtxSetCurrent(context);
+    t_bound_context = context;
+  }
+
   Result<void*> alloc_pinned(size_t bytes) override {
     void* ptr = nullptr;
     // Portable: a slab serves copies of whichever device's context the thread has bound.

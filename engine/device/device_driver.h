@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "common/status.h"
 #include "engine/device/memory_kind.h"
@@ -59,8 +60,13 @@ class DeviceDriver {
   virtual Result<PointerInfo> query_pointer(uint64_t addr) const = 0;
 
   // Makes `device`'s primary context current on the calling thread (retained once per
-  // device and process; a no-op when already current).
+  // device and process; a no-op when already current). For pdkv's own threads; on a
+  // caller's thread use ScopedDevice, which gives the thread its context back.
   virtual Status bind_thread(int device) = 0;
+  // What ScopedDevice is made of: makes `device`'s primary context current and returns
+  // the context that was current before (null if none); restore_context puts it back.
+  virtual Result<void*> swap_context(int device) = 0;
+  virtual void restore_context(void* previous) = 0;
 
   virtual Result<void*> alloc_pinned(size_t bytes) = 0;
   virtual void free_pinned(void* ptr) = 0;
@@ -86,6 +92,28 @@ class DeviceDriver {
   // `fn` must not call the driver.
   virtual Status call_when_done(DeviceStreamHandle stream, void (*fn)(void*), void* user) = 0;
   virtual Status sync_stream(DeviceStreamHandle stream) = 0;
+};
+
+// Binds the calling thread to `device` for a scope and then restores whatever context it
+// had: for work pdkv does on a caller's thread (a framework's thread keeps its own
+// current device, which pdkv must not change under it).
+class ScopedDevice {
+ public:
+  static Result<ScopedDevice> bind(DeviceDriver* driver, int device) {
+    PDKV_ASSIGN_OR_RETURN(void* previous, driver->swap_context(device));
+    return ScopedDevice(driver, previous);
+  }
+  ScopedDevice(ScopedDevice&& other) noexcept
+      : driver_(std::exchange(other.driver_, nullptr)), previous_(other.previous_) {}
+  ScopedDevice& operator=(ScopedDevice&&) = delete;
+  ~ScopedDevice() {
+    if (driver_ != nullptr) driver_->restore_context(previous_);
+  }
+
+ private:
+  ScopedDevice(DeviceDriver* driver, void* previous) : driver_(driver), previous_(previous) {}
+  DeviceDriver* driver_;
+  void* previous_;
 };
 
 // The process's device driver, loaded on first use: the library named by PDKV_CUDA_LIBRARY,

@@ -7,13 +7,15 @@ ReadyEvent::~ReadyEvent() { pool_->give_back(event_, device_); }
 ReadyEventPool::~ReadyEventPool() {
   MutexLock lock(mu_);
   for (auto& [device, event] : free_) {
-    if (driver_->bind_thread(device).ok()) driver_->destroy_event(event);
+    Result<ScopedDevice> bound = ScopedDevice::bind(driver_, device);
+    if (bound.ok()) driver_->destroy_event(event);
   }
 }
 
 Result<std::shared_ptr<const ReadyEvent>> ReadyEventPool::record_on(DeviceStreamHandle stream,
                                                                     int device) {
-  PDKV_RETURN_IF_ERROR(driver_->bind_thread(device));
+  // The caller's thread: its own current context comes back when this returns.
+  PDKV_ASSIGN_OR_RETURN(ScopedDevice bound, ScopedDevice::bind(driver_, device));
   DeviceEventHandle event = nullptr;
   {
     MutexLock lock(mu_);

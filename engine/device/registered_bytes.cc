@@ -17,8 +17,8 @@ class ThreadStaging {
  public:
   ~ThreadStaging() { reset(); }
 
+  // The calling thread is bound to `device` (visit_registered_bytes' ScopedDevice).
   Status prepare(DeviceDriver* driver, int device) {
-    PDKV_RETURN_IF_ERROR(driver->bind_thread(device));
     if (driver_ == driver && device_ == device) return Status();
     reset();
     driver_ = driver;
@@ -45,12 +45,13 @@ class ThreadStaging {
  private:
   void reset() {
     if (driver_ == nullptr) return;
-    if (stream_ != nullptr && driver_->bind_thread(device_).ok()) {
-      (void)driver_->sync_stream(stream_);
+    Result<ScopedDevice> bound = ScopedDevice::bind(driver_, device_);
+    if (bound.ok()) {
+      if (stream_ != nullptr) (void)driver_->sync_stream(stream_);
+      driver_->free_pinned(buffer_);
+      driver_->destroy_event(event_);
+      driver_->destroy_stream(stream_);
     }
-    driver_->free_pinned(buffer_);
-    driver_->destroy_event(event_);
-    driver_->destroy_stream(stream_);
     driver_ = nullptr;
     device_ = -1;
     stream_ = nullptr;
@@ -82,6 +83,9 @@ Status visit_registered_bytes(const DeviceRegions& regions, uint64_t addr, uint6
   DeviceDriver* driver = device_driver();
   if (driver == nullptr)
     return failed_precondition("no device driver for registered device memory");
+  // Possibly a caller's thread (a KVSender.send runs the pipeline's pass itself): its
+  // current context comes back afterwards.
+  PDKV_ASSIGN_OR_RETURN(ScopedDevice bound, ScopedDevice::bind(driver, device));
   thread_local ThreadStaging staging;
   PDKV_RETURN_IF_ERROR(staging.prepare(driver, device));
   for (uint64_t at = 0; at < length;) {
