@@ -9,7 +9,7 @@ turns failures into exceptions. Every native call that may wait releases the GIL
 from __future__ import annotations
 
 import enum
-from typing import Optional, Sequence
+from typing import Any, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from pdkv import _buffers, _native
 from pdkv.config import Config
 from pdkv.failure import FailureCause, FailureStage
 
-__all__ = ["KVPoll", "KVArgs", "KVTransferError", "FailureCause", "FailureStage",
+__all__ = ["KVPoll", "KVArgs", "DLPackTensor", "KVTransferError", "FailureCause", "FailureStage",
            "BootstrapServer", "Config", "KVManager", "KVSender", "KVReceiver"]
 
 
@@ -44,6 +44,15 @@ class KVTransferError(RuntimeError):
         self.reason = reason
         self.cause = FailureCause(cause)
         self.stage = None if stage is None else FailureStage(stage)
+
+
+class DLPackTensor(Protocol):
+    """What a KVArgs buffer entry may be besides an int pointer: a tensor exporting
+    DLPack (torch, numpy, CuPy, JAX arrays). For type checkers only."""
+
+    def __dlpack__(self, stream: Any = None) -> Any: ...
+
+    def __dlpack_device__(self) -> tuple[int, int]: ...
 
 
 _KVARGS_DEFAULTS = {
