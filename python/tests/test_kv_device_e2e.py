@@ -35,3 +35,10 @@ def test_chunked_prefill_with_host_aux_and_state_beside_device_kv():
     done = run(Shape(), rooms=(30, 31), pages=12, chunks=3, aux=True, state_slots=1,
                token=1000)
     assert done[("decode", 0)]["meta"][30] == (1030, [30, 7])
+
+
+def test_layerwise_forward_streams_device_layers():
+    # The simulated forward writes each layer on the host and uploads it before marking it
+    # ready: a layer pdkv read before its mark would carry zeros.
+    run(Shape(), p_tp=1, d_tp=2, rooms=(40, 41), pages=6, layerwise_interval=1, forward_ms=20,
+        aux=True)
