@@ -160,3 +160,18 @@ def test_native_register_memory_refuses_an_unreadable_range(prot_none, monkeypat
         args.kv_data_ptrs = [0x1000] + args.kv_data_ptrs[1:]
         with pytest.raises(ValueError, match="not mapped.*host memory only"):
             pdkv.KVManager(args, "prefill", f"127.0.0.1:{server.port}")
+
+
+@pytest.mark.skipif(_native.device_driver() is not None,
+                    reason="needs a process without a CUDA driver")
+def test_vllm_cuda_caches_without_a_driver_fail_with_the_reason():
+    # A CUDA cache (fake device memory seen as a CUDA tensor) in a process where pdkv has
+    # no CUDA driver: registration says which driver is missing and how to name one.
+    from fake_cuda_tensor import DeviceMirror
+    mirror = DeviceMirror(torch.zeros(2, 8, 16, 4, 8, dtype=torch.float16), 0)
+    worker = _vllm_worker()
+    with pytest.raises(RuntimeError) as e:
+        worker.register_kv_caches({"model.layers.0.self_attn.attn": mirror.tensor()})
+    msg = str(e.value)
+    assert "registered as cuda memory" in msg and "no usable CUDA driver" in msg, msg
+    assert "PDKV_CUDA_LIBRARY" in msg, msg
