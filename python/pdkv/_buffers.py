@@ -35,6 +35,7 @@ def resolve(name: str, ptrs: Sequence, lens: Sequence, memory_kind: str,
     memory kind that contradicts the tensor."""
     if not any(is_tensor(p) for p in ptrs):
         return list(ptrs), list(lens), None
+    lens = [] if lens is None else list(lens)  # numpy arrays too (no truth value)
     if lens and len(lens) != len(ptrs):
         raise ValueError(f"{name}_data_lens has {len(lens)} entries for {len(ptrs)} buffers "
                          "(omit it to take each tensor's size)")
