@@ -195,6 +195,47 @@ TEST(DeviceStaging, StridedRunsAreFewDriverCalls) {
   EXPECT_LE(calls, 8) << "512 KiB in 256 KiB slabs over 2 streams: a few strided copies";
 }
 
+// The planner folds equally spaced blocks into one strided run whatever buffer they are
+// in: blocks alternating between two device allocations become runs whose pieces lie in
+// different allocations, which a single strided copy must not span (the fake, like the
+// driver, refuses a copy that leaves its allocation). They are copied piece by piece.
+TEST(DeviceStaging, RunsAcrossTwoAllocationsLandExactly) {
+  Peer peer = start_peer(-1);
+  auto engine = make_engine();
+  constexpr size_t kHalf = kBytes / 2;
+  std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+  std::vector<std::vector<uint8_t>> sources;
+  for (int b = 0; b < 2; ++b) {
+    auto buffer = DeviceBuffer::allocate(0, kHalf);
+    ASSERT_TRUE(buffer.ok()) << buffer.status().to_string();
+    sources.push_back(random_bytes(kHalf, 40 + b));
+    ASSERT_TRUE((*buffer)->upload(0, sources.back().data(), kHalf).ok());
+    ASSERT_TRUE(engine
+                    ->register_memory((*buffer)->addr(), kHalf, MemoryAccess::kLocalReadOnly,
+                                      MemoryKind::kCuda)
+                    .ok());
+    buffers.push_back(std::move(*buffer));
+  }
+  // Page i of buffer 0, then page i of buffer 1 (K then V of one page), for 64 pages.
+  std::vector<WriteBlock> blocks;
+  std::vector<uint8_t> model(kBytes, 0);
+  constexpr uint64_t kPage = 2048;
+  for (uint64_t i = 0; i < 64; ++i) {
+    for (uint64_t b = 0; b < 2; ++b) {
+      const uint64_t dst = (2 * i + b) * kPage;
+      blocks.push_back(
+          WriteBlock{buffers[b]->addr() + i * 3 * kPage, peer.process->remote_base() + dst, kPage});
+      std::memcpy(model.data() + dst, sources[b].data() + i * 3 * kPage, kPage);
+    }
+  }
+  Status st = send(*engine, peer.process->endpoint(), blocks);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  const uint8_t* landed = peer_bytes(peer, false);
+  for (size_t i = 0; i < kBytes; ++i) {
+    ASSERT_EQ(landed[i], model[i]) << "first wrong byte at offset " << i;
+  }
+}
+
 // A copy that fails on the sender fails its batch, with the driver's reason; the stream
 // stays up and the next batch on the same session lands.
 TEST(DeviceStaging, SenderCopyErrorFailsOnlyThatBatch) {

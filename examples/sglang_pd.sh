@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Disaggregated sglang over pdkv on one host.
 #
-# REQUIRES A HOST-MEMORY KV CACHE: pdkv moves host (CPU) memory only, so both instances
-# run sglang's CPU backend (--device cpu), whose KV pools live in host memory. GPU pools
-# are refused when the transfer manager starts (GPU KV needs UCX built with CUDA and GPU
-# memory registration in pdkv, not done yet).
+# Runs sglang's CPU backend (--device cpu), whose KV pools live in host memory. GPU pools
+# (--device cuda) work over pdkv's tcp backend, which stages device memory through pinned
+# host memory (README "GPU KV caches"); shm and ucx refuse device memory.
 #
 # sglang has no module-path factory, so pdkv takes over one existing backend name,
 # "nixl" by default (PDKV_SGLANG_TAKEOVER changes it; README "Use with sglang" says why

@@ -2,11 +2,10 @@
 # Disaggregated vLLM over pdkv on one host: a prefill instance, a decode instance, pdkv's
 # proxy (which also runs the bootstrap server).
 #
-# REQUIRES A HOST-MEMORY KV CACHE: pdkv moves host (CPU) memory only, so this runs a CPU
-# build of vLLM (VLLM_TARGET_DEVICE=cpu; see vLLM's CPU installation docs), whose KV cache
-# lives in host memory. A GPU build of vLLM keeps the KV cache in GPU memory, and
-# PdkvConnector refuses it at start-up (GPU KV needs UCX built with CUDA and GPU memory
-# registration in pdkv, not done yet).
+# Runs a CPU build of vLLM (VLLM_TARGET_DEVICE=cpu; see vLLM's CPU installation docs),
+# whose KV cache lives in host memory. A GPU build's CUDA KV caches work over pdkv's tcp
+# backend, which stages device memory through pinned host memory (README "GPU KV
+# caches"); shm and ucx refuse device memory.
 #
 # Needs pdkv importable (PYTHONPATH=build/python after the README build, or the wheel).
 # VLLM_CPU_KVCACHE_SPACE (GiB) sizes each instance's KV cache explicitly, and the two

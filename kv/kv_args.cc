@@ -35,6 +35,23 @@ Status check_buffer_set(const char* name, const std::vector<uint64_t>& ptrs,
   return Status();
 }
 
+// Per-buffer memory overrides: none, or one per buffer.
+Status check_memory_list(const char* name, const std::vector<BufferMemory>& memory,
+                         size_t buffers) {
+  if (!memory.empty() && memory.size() != buffers) {
+    return invalid_argument(std::string(name) + "_data_memory has " +
+                            std::to_string(memory.size()) + " entries for " +
+                            std::to_string(buffers) + " buffers");
+  }
+  for (size_t i = 0; i < memory.size(); ++i) {
+    if (memory[i].device < -1) {
+      return invalid_argument(std::string(name) + " buffer " + std::to_string(i) +
+                              ": device must be >= -1, got " + str(memory[i].device));
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 std::vector<int64_t> KvArgs::effective_kv_layer_ids() const {
@@ -63,6 +80,10 @@ Status KvArgs::validate() const {
   PDKV_RETURN_IF_ERROR(check_buffer_set("aux", aux_data_ptrs, aux_data_lens, aux_item_lens, true));
   PDKV_RETURN_IF_ERROR(
       check_buffer_set("state", state_data_ptrs, state_data_lens, state_item_lens, true));
+  PDKV_RETURN_IF_ERROR(check_memory_list("kv", kv_data_memory, kv_data_ptrs.size()));
+  PDKV_RETURN_IF_ERROR(check_memory_list("aux", aux_data_memory, aux_data_ptrs.size()));
+  PDKV_RETURN_IF_ERROR(check_memory_list("state", state_data_memory, state_data_ptrs.size()));
+  if (gpu_id < -1) return invalid_argument("gpu_id must be >= -1 (-1 = any), got " + str(gpu_id));
   for (size_t l = 0; l < layer_buffers.size(); ++l) {
     if (layer_buffers[l].empty()) {
       return invalid_argument("layer_buffers[" + std::to_string(l) + "] is empty");

@@ -11,9 +11,16 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/device/memory_kind.h"
 #include "proto/messages.h"
 
 namespace pdkv::kv {
+
+// What one buffer is made of, for its registration (engine/device/memory_kind.h).
+struct BufferMemory {
+  engine::MemoryKind kind = engine::MemoryKind::kAuto;
+  int64_t device = -1;  // CUDA device ordinal, -1 = whichever the driver reports
+};
 
 struct KvArgs {
   int64_t engine_rank = 0;  // global rank in its instance
@@ -49,6 +56,15 @@ struct KvArgs {
   std::vector<uint64_t> state_data_lens;
   std::vector<uint64_t> state_item_lens;
   std::vector<int64_t> state_layer_ids;
+
+  // What the buffers are made of: memory_kind / gpu_id for every buffer, unless the
+  // buffer's entry in *_data_memory (empty, or one per buffer) says otherwise (a tensor
+  // handed over DLPack knows its own kind and device).
+  engine::MemoryKind memory_kind = engine::MemoryKind::kAuto;
+  int64_t gpu_id = -1;
+  std::vector<BufferMemory> kv_data_memory;
+  std::vector<BufferMemory> aux_data_memory;
+  std::vector<BufferMemory> state_data_memory;
 
   int64_t world_size() const { return tp_size * dp_size; }
   int64_t attn_tp_rank() const { return engine_rank % tp_size; }

@@ -58,6 +58,13 @@ TEST(KvArgsTest, EachInconsistencyIsNamed) {
       {"state_layer_ids", [](KvArgs& a) { a.state_layer_ids = {1}; }},
       {"exceeds total_kv_head_num", [](KvArgs& a) { a.kv_head_num = 16; }},
       {"MLA", [](KvArgs& a) { a.is_mla = true; }},
+      {"kv_data_memory has 1 entries for 4",
+       [](KvArgs& a) { a.kv_data_memory = {BufferMemory{}}; }},
+      {"device must be >= -1",
+       [](KvArgs& a) {
+         a.kv_data_memory.assign(4, BufferMemory{engine::MemoryKind::kCuda, -2});
+       }},
+      {"gpu_id", [](KvArgs& a) { a.gpu_id = -3; }},
   };
   for (const Case& c : cases) {
     KvArgs a = two_layer_mha();

@@ -64,9 +64,27 @@ std::vector<engine::Region> rank_regions(const KvArgs& args) {
 
 Status register_rank_buffers(engine::TransferEngine& engine, const KvArgs& args,
                              engine::MemoryAccess access) {
-  for (const engine::Region& r : rank_regions(args)) {
-    PDKV_RETURN_IF_ERROR(engine.register_memory(r.addr, r.length, access));
-  }
+  const BufferMemory fallback{args.memory_kind, args.gpu_id};
+  auto add = [&](const char* name, const std::vector<uint64_t>& ptrs,
+                 const std::vector<uint64_t>& lens,
+                 const std::vector<BufferMemory>& memory) -> Status {
+    for (size_t i = 0; i < ptrs.size() && i < lens.size(); ++i) {
+      if (lens[i] == 0) continue;
+      const BufferMemory& m = i < memory.size() ? memory[i] : fallback;
+      Status s =
+          engine.register_memory(ptrs[i], lens[i], access, m.kind, static_cast<int>(m.device));
+      // The engine's reason says what is wrong with the range; which buffer it was is
+      // what the caller needs to find it.
+      if (!s.ok())
+        return Status(s.code(),
+                      std::string(name) + " buffer " + std::to_string(i) + ": " + s.message());
+    }
+    return Status();
+  };
+  PDKV_RETURN_IF_ERROR(add("kv", args.kv_data_ptrs, args.kv_data_lens, args.kv_data_memory));
+  PDKV_RETURN_IF_ERROR(add("aux", args.aux_data_ptrs, args.aux_data_lens, args.aux_data_memory));
+  PDKV_RETURN_IF_ERROR(
+      add("state", args.state_data_ptrs, args.state_data_lens, args.state_data_memory));
   return Status();
 }
 

@@ -9,15 +9,15 @@ turns failures into exceptions. Every native call that may wait releases the GIL
 from __future__ import annotations
 
 import enum
-from typing import Optional, Sequence
+from typing import Any, Optional, Protocol, Sequence
 
 import numpy as np
 
-from pdkv import _native
+from pdkv import _buffers, _native
 from pdkv.config import Config
 from pdkv.failure import FailureCause, FailureStage
 
-__all__ = ["KVPoll", "KVArgs", "KVTransferError", "FailureCause", "FailureStage",
+__all__ = ["KVPoll", "KVArgs", "DLPackTensor", "KVTransferError", "FailureCause", "FailureStage",
            "BootstrapServer", "Config", "KVManager", "KVSender", "KVReceiver"]
 
 
@@ -44,6 +44,15 @@ class KVTransferError(RuntimeError):
         self.reason = reason
         self.cause = FailureCause(cause)
         self.stage = None if stage is None else FailureStage(stage)
+
+
+class DLPackTensor(Protocol):
+    """What a KVArgs buffer entry may be besides an int pointer: a tensor exporting
+    DLPack (torch, numpy, CuPy, JAX arrays). For type checkers only."""
+
+    def __dlpack__(self, stream: Any = None) -> Any: ...
+
+    def __dlpack_device__(self) -> tuple[int, int]: ...
 
 
 _KVARGS_DEFAULTS = {
@@ -77,14 +86,24 @@ _KVARGS_DEFAULTS = {
     "draft_kv_head_num": 0,
     "draft_total_kv_head_num": 0,
     "draft_head_dim": 0,
+    # What raw-pointer buffers are made of: "auto" (ask the CUDA driver, host memory when
+    # the process has none), "host" or "cuda"; gpu_id the CUDA device (-1 = the one the
+    # driver reports). Tensors in the pointer lists describe themselves.
+    "memory_kind": "auto",
+    "gpu_id": -1,
 }
 
 
 class KVArgs:
     """What one rank tells pdkv about its buffers and its place in the instance.
 
-    Plain keyword construction; an unknown keyword raises ValueError. Buffer pointers
-    are ints (``tensor.data_ptr()``, ``array.ctypes.data``).
+    Plain keyword construction; an unknown keyword raises ValueError. A buffer entry is
+    an int pointer (``tensor.data_ptr()``, ``array.ctypes.data``; its memory is
+    ``memory_kind`` on ``gpu_id``) or a tensor with ``__dlpack__`` / ``__dlpack_device__``
+    (torch CPU or CUDA tensors, numpy arrays), whose length and memory kind come from the
+    tensor (its ``*_data_lens`` entry may then be omitted, or must agree). A tensor must be
+    contiguous; CUDA managed memory is refused. pdkv reads CUDA buffers only when the
+    caller has synchronised the stream that wrote them.
     """
 
     __slots__ = tuple(_KVARGS_DEFAULTS)
@@ -99,9 +118,25 @@ class KVArgs:
             setattr(self, name, list(value) if isinstance(value, (list, tuple)) else value)
 
     def to_dict(self) -> dict:
+        """The native form: tensors resolved to pointers and lengths, with each buffer's
+        memory in ``<set>_data_memory`` when any entry is a tensor."""
         out = {name: getattr(self, name) for name in _KVARGS_DEFAULTS}
         out["layer_buffers"] = [[int(b) for b in layer] for layer in self.layer_buffers]
         out["enable_mla_l1_5_cache"] = bool(self.enable_mla_l1_5_cache)
+        kind = self.memory_kind
+        if kind not in _buffers.MEMORY_KINDS:
+            raise ValueError(f"KVArgs.memory_kind must be one of {_buffers.MEMORY_KINDS}, "
+                             f"not {kind!r}")
+        gpu = self.gpu_id
+        if isinstance(gpu, bool) or not isinstance(gpu, (int, np.integer)) or gpu < -1:
+            raise ValueError(f"KVArgs.gpu_id must be an int >= -1 (-1 = any), not {gpu!r}")
+        out["gpu_id"] = int(gpu)
+        for name in ("kv", "aux", "state"):
+            ptrs, lens, memory = _buffers.resolve(name, getattr(self, f"{name}_data_ptrs"),
+                                                  getattr(self, f"{name}_data_lens"), kind,
+                                                  int(gpu))
+            out[f"{name}_data_ptrs"], out[f"{name}_data_lens"] = ptrs, lens
+            out[f"{name}_data_memory"] = memory
         return out
 
     def __repr__(self) -> str:

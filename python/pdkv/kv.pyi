@@ -3,7 +3,7 @@
 # RuntimeError / KVTransferError (with the reason, cause and stage) and never crash the
 # interpreter.
 import enum
-from typing import Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Protocol, Sequence, Union
 
 import numpy as np
 
@@ -58,13 +58,26 @@ class KVTransferError(RuntimeError):
     def __init__(self, room: int, reason: str, cause: FailureCause = ...,
                  stage: Optional[FailureStage] = None) -> None: ...
 
+class DLPackTensor(Protocol):
+    """A tensor exporting DLPack (torch, numpy, CuPy, JAX arrays)."""
+    def __dlpack__(self, stream: Any = ...) -> Any: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+
 class KVArgs:
-    """Buffers of one rank and its place in the instance; pointers are plain ints."""
+    """Buffers of one rank and its place in the instance.
+
+    A buffer entry (kv_data_ptrs, aux_data_ptrs, state_data_ptrs) is an int pointer, whose
+    memory is memory_kind on gpu_id, or a contiguous tensor with __dlpack__ and
+    __dlpack_device__ (torch CPU/CUDA tensors, numpy arrays), which gives its own pointer,
+    length, kind and device; its *_data_lens entry may then be omitted (an empty list) or
+    must agree. CUDA managed memory and other devices are refused. The KVArgs keeps the
+    tensors alive. pdkv reads a CUDA source only after the caller synchronised the stream
+    that wrote it."""
     engine_rank: int
     tp_size: int
     dp_size: int
     page_size: int
-    kv_data_ptrs: list[int]
+    kv_data_ptrs: list[Union[int, DLPackTensor]]
     kv_data_lens: list[int]
     kv_item_lens: list[int]
     layer_buffers: list[list[int]]
@@ -75,10 +88,10 @@ class KVArgs:
     dtype_bytes: int
     page_layout: str
     is_mla: bool
-    aux_data_ptrs: list[int]
+    aux_data_ptrs: list[Union[int, DLPackTensor]]
     aux_data_lens: list[int]
     aux_item_lens: list[int]
-    state_data_ptrs: list[int]
+    state_data_ptrs: list[Union[int, DLPackTensor]]
     state_data_lens: list[int]
     state_item_lens: list[int]
     state_layer_ids: list[int]
@@ -92,6 +105,11 @@ class KVArgs:
     draft_kv_head_num: int
     draft_total_kv_head_num: int
     draft_head_dim: int
+    # What raw-pointer buffers are: "auto" (the CUDA driver's answer; host memory in a
+    # process without a driver), "host" or "cuda"; gpu_id their CUDA device (-1 = the one
+    # the driver reports). Registration checks both.
+    memory_kind: str
+    gpu_id: int
     def __init__(self, **fields: object) -> None: ...
     def to_dict(self) -> dict: ...
 

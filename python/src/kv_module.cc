@@ -22,6 +22,7 @@
 #include "common/host_port.h"
 #include "common/log_capture.h"
 #include "common/logging.h"
+#include "device_bindings.h"
 #include "engine/backend.h"
 #include "kv/bootstrap_route_directory.h"
 #include "kv/failure_cause.h"
@@ -82,6 +83,36 @@ std::vector<uint64_t> get_u64_list(const py::dict& d, const char* key) {
   return out;
 }
 
+engine::MemoryKind to_memory_kind(const std::string& text, const char* key) {
+  const std::optional<engine::MemoryKind> kind = engine::parse_memory_kind(text);
+  if (!kind) {
+    throw py::value_error(std::string("KVArgs.") + key +
+                          " must be 'auto', 'host' or 'cuda', not '" + text + "'");
+  }
+  return *kind;
+}
+
+// Per-buffer (kind, device) pairs that pdkv/kv.py resolved from tensors; absent = none.
+std::vector<kv::BufferMemory> get_memory_list(const py::dict& d, const char* key) {
+  std::vector<kv::BufferMemory> out;
+  if (!d.contains(key) || d[key].is_none()) return out;
+  for (const auto& [kind, device] : get<std::vector<std::pair<std::string, int64_t>>>(d, key)) {
+    out.push_back(kv::BufferMemory{to_memory_kind(kind, key), device});
+  }
+  return out;
+}
+
+// What the buffers are made of (added later: dicts built by older code lack the keys).
+void read_memory_fields(const py::dict& d, kv::KvArgs& a) {
+  if (d.contains("memory_kind")) {
+    a.memory_kind = to_memory_kind(get<std::string>(d, "memory_kind"), "memory_kind");
+  }
+  if (d.contains("gpu_id")) a.gpu_id = get<int64_t>(d, "gpu_id");
+  a.kv_data_memory = get_memory_list(d, "kv_data_memory");
+  a.aux_data_memory = get_memory_list(d, "aux_data_memory");
+  a.state_data_memory = get_memory_list(d, "state_data_memory");
+}
+
 kv::KvArgs to_kv_args(const py::dict& d) {
   kv::KvArgs a;
   a.engine_rank = get<int64_t>(d, "engine_rank");
@@ -121,6 +152,7 @@ kv::KvArgs to_kv_args(const py::dict& d) {
   a.draft_kv_head_num = optional_int("draft_kv_head_num");
   a.draft_total_kv_head_num = optional_int("draft_total_kv_head_num");
   a.draft_head_dim = optional_int("draft_head_dim");
+  read_memory_fields(d, a);
   raise_if_error(a.validate());
   return a;
 }
@@ -318,6 +350,7 @@ PYBIND11_MODULE(_native, m) {
   using namespace pdkv::python;
   m.doc() = "pdkv native KV transfer API (use the pdkv package, not this module)";
   m.def("failure_cause_labels", &failure_cause_labels);
+  add_device_functions(m);
   m.def("failure_stage_labels", &failure_stage_labels);
   m.def("resolve_settings", &resolve_settings, py::arg("values"), py::arg("use_environment"));
   // The one host:port parser (common/host_port.h), so Python validates addresses as the

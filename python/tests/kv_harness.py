@@ -138,6 +138,37 @@ class RankMemory(testing.RankMemory):
                    for b, buf in enumerate(self.state) for slot in slots)
 
 
+class DeviceKV:
+    """A rank's KV buffers in fake CUDA memory (fake_cuda_array.py), mirroring
+    RankMemory.bufs: the prefill writes its pages on the host and uploads them; the decode
+    downloads what pdkv landed before checking. Aux and state stay on the host, beside."""
+
+    def __init__(self, mem: RankMemory, device: int):
+        from fake_cuda_array import FakeCudaArray
+        self.mem = mem
+        self.arrays = [FakeCudaArray(b.nbytes, device) for b in mem.bufs]
+        for a, b in zip(self.arrays, mem.bufs):
+            a.upload(b)  # zeros: whatever the decode finds was written by pdkv
+
+    def attach(self, args):
+        """`args` with the device arrays as its KV buffers (their lengths from DLPack)."""
+        args.kv_data_ptrs, args.kv_data_lens = list(self.arrays), []
+        return args
+
+    def upload(self) -> None:
+        for a, b in zip(self.arrays, self.mem.bufs):
+            a.upload(b)
+
+    def download(self) -> None:
+        for a, b in zip(self.arrays, self.mem.bufs):
+            b.reshape(-1)[:] = np.frombuffer(a.download(), np.uint8)
+
+
+def device_kv(cfg: dict, mem: RankMemory, rank: int):
+    """DeviceKV on fake device rank % 2 when the scenario asks for device KV, else None."""
+    return DeviceKV(mem, rank % 2) if cfg.get("device_kv") else None
+
+
 def pages_for(rooms: list, room: int, rank: int, n: int, capacity: int, side: str) -> np.ndarray:
     """Shuffled pages of `room` on one rank: disjoint from the other rooms' pages."""
     k = rooms.index(room)
@@ -179,7 +210,9 @@ def prefill_main(cfg: dict, results, go, stop):
         mem = RankMemory(shape, tp, in_group)
         aux, n_state = cfg.get("aux", False), cfg.get("state_slots", 0)
         forward_ms = cfg.get("forward_ms")  # simulated layerwise forward, ms per layer
-        mgr = pdkv.KVManager(mem.kv_args(pdkv, rank, tp, dp, aux, n_state > 0), "prefill",
+        dev = device_kv(cfg, mem, rank)
+        args = mem.kv_args(pdkv, rank, tp, dp, aux, n_state > 0)
+        mgr = pdkv.KVManager(dev.attach(args) if dev else args, "prefill",
                              cfg["addr"],
                              layerwise_interval=cfg.get("layerwise_interval", 0),
                              wait_for_prefill_metadata=cfg.get("wait_for_metadata", False))
@@ -196,6 +229,8 @@ def prefill_main(cfg: dict, results, go, stop):
                 mem.fill(room, src)
             mem.fill_extras(room, aux_row, slot)
             senders[room] = (s, src, slot)
+        if dev:
+            dev.upload()
         wait_flag(go, 60)
         token, token_after = cfg.get("token"), cfg.get("token_after", False)
         if forward_ms is not None:
@@ -214,6 +249,8 @@ def prefill_main(cfg: dict, results, go, stop):
             for layer in range(kv_layers if cfg.get("abort") != "decode_mid_forward" else 1):
                 for room, (s, src, _) in senders.items():
                     mem.fill_layer(room, src, layer)
+                if dev:
+                    dev.upload()
                 time.sleep(forward_ms / 1000.0)
                 mgr.mark_layers_ready(1)
         if token is not None and token_after:
@@ -251,9 +288,9 @@ def decode_main(cfg: dict, results, go, stop):
         group, in_group = divmod(rank, tp)
         mem = RankMemory(shape, tp, in_group)
         aux, n_state = cfg.get("aux", False), cfg.get("state_slots", 0)
-        mgr = pdkv.KVManager(mem.kv_args(pdkv, rank, tp, dp, aux, n_state > 0,
-                                         layout=cfg.get("decode_layout")), "decode",
-                             cfg["addr"])
+        dev = device_kv(cfg, mem, rank)
+        args = mem.kv_args(pdkv, rank, tp, dp, aux, n_state > 0, layout=cfg.get("decode_layout"))
+        mgr = pdkv.KVManager(dev.attach(args) if dev else args, "decode", cfg["addr"])
         results.put(("ready", "decode", rank, os.getpid()))
         receivers, opened, elapsed = {}, {}, {}
         for room in cfg["rooms"]:
@@ -284,6 +321,8 @@ def decode_main(cfg: dict, results, go, stop):
             state = wait_terminal(r, cfg.get("timeout", 30))
             elapsed[room] = time.monotonic() - opened[room]  # from KVReceiver construction
             out[room] = int(state)
+            if dev:
+                dev.download()
             ok[room] = bool(state == pdkv.KVPoll.Success and mem.holds(room, dst)
                             and mem.holds_extras(room, aux_row, slots))
             meta[room] = r.prefill_metadata() if state == pdkv.KVPoll.Success else None

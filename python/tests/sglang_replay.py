@@ -9,6 +9,10 @@ init(prefill_dp_rank) -> poll until WaitingForInput -> send_metadata(pages, aux_
 -> poll until Success, then check every KV byte and the metadata row.
 Buffers are sglang's MHATokenToKVPool (per-layer K and V, token-major) or
 MLATokenToKVPool (per-layer latent), real CPU tensors, and a MetadataBuffers-like aux pool.
+With cfg["device"] the KV pools are device pools: pdkv gets fake CUDA memory mirroring
+the CPU tensors (fake_cuda_tensor.DeviceMirror, GPU rank % 2), labelled "VRAM" and with
+gpu_id set as sglang does; the prefill's forward writes reach the device before it sends,
+and the decode checks what it reads back from its device pools. Aux stays in host memory.
 """
 from __future__ import annotations
 
@@ -39,11 +43,29 @@ class Pool:
         self.output_ids = torch.zeros((AUX_ROWS, 16), dtype=torch.int32)
         self.rooms = torch.zeros((AUX_ROWS, 8), dtype=torch.int64)
         self.mla, self.page_size = mla, page_size
+        self.mirrors = None
+
+    def to_device(self, gpu: int) -> None:
+        from fake_cuda_tensor import DeviceMirror
+        self.gpu = gpu
+        self.mirrors = [DeviceMirror(b, gpu) for b in self.bufs]
+
+    def upload(self) -> None:
+        for m in self.mirrors or ():
+            m.upload()
+
+    def download(self) -> None:
+        for m in self.mirrors or ():
+            m.download()
 
     def kv_args(self, KVArgs, engine_rank: int, heads: int, total_heads: int):
         a = KVArgs()
         a.engine_rank = engine_rank
         a.kv_data_ptrs = [b.data_ptr() for b in self.bufs]
+        if self.mirrors:  # as sglang describes a GPU pool
+            a.kv_data_ptrs = [m.array.ptr for m in self.mirrors]
+            a.kv_data_mem_kinds = ["VRAM"] * len(self.bufs)
+            a.gpu_id = self.gpu
         a.kv_data_lens = [nbytes(b) for b in self.bufs]
         a.kv_item_lens = [nbytes(b[0]) * self.page_size for b in self.bufs]
         a.aux_data_ptrs = [self.output_ids.data_ptr(), self.rooms.data_ptr()]
@@ -84,6 +106,8 @@ def _manager(cfg, mode: str):
                              disaggregation_transfer_backend=backend.value)
     first_head, n_heads = heads_of(cfg["rank"], cfg["tp"], cfg["heads"])
     pool = Pool(torch, cfg["mla"], 1 if cfg["mla"] else n_heads, cfg["page_size"])
+    if cfg.get("device"):
+        pool.to_device(cfg["rank"] % 2)
     args = pool.kv_args(get_kv_class(backend, KVClassType.KVARGS), cfg["rank"],
                         1 if cfg["mla"] else n_heads, 1 if cfg["mla"] else cfg["heads"])
     assert isinstance(args, KVArgs)
@@ -129,6 +153,7 @@ def prefill_main(cfg, out_q, in_q):
         locs = torch.tensor(pool.token_locs(pages, n_tokens))
         for b, buf in enumerate(pool.bufs):  # the forward's KV write
             buf[locs] = _expected(torch, pool, b, range(n_tokens), first_head, n_heads, seed)
+        pool.upload()  # the forward ran on the GPU; sglang reads its results before sending
         kv_indices = np.array(pool.token_locs(pages, n_tokens), dtype=np.int64)
         page_indices = kv_to_page_indices(kv_indices, pool.page_size)
         chunks = [page_indices[i:i + cfg["chunk_pages"]]
@@ -177,6 +202,7 @@ def decode_main(cfg, out_q, in_q):
                 r.failure_exception()
             except Exception as e:  # noqa: BLE001 - sglang catches broadly too
                 reason = f"{type(e).__name__}: {e}"
+        pool.download()
         locs = torch.tensor(pool.token_locs(pages, n_tokens))
         bytes_ok = all(torch.equal(buf[locs], _expected(torch, pool, b, range(n_tokens),
                                                          first_head, n_heads, seed))

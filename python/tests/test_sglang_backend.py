@@ -14,10 +14,11 @@ SUCCESS, FAILED = int(pdkv.KVPoll.Success), int(pdkv.KVPoll.Failed)
 REQUESTS = [(101, 21, 1), (202, 8, 2)]
 
 
-def _run(p_tp, d_tp, heads, mla, requests, chunk_pages=2, hang=False):
+def _run(p_tp, d_tp, heads, mla, requests, chunk_pages=2, hang=False, device=False,
+         env=None):
     with Ranks() as ranks:
         base = dict(heads=heads, mla=mla, page_size=4, requests=requests,
-                    chunk_pages=chunk_pages)
+                    chunk_pages=chunk_pages, device=device, env=env)
         for r in range(p_tp):
             ranks.start(f"p{r}", prefill_main, dict(base, rank=r, tp=p_tp, hang=hang))
         for r in range(d_tp):
@@ -47,6 +48,23 @@ def test_prefill_to_decode_lands_every_byte(p_tp, d_tp, heads, mla):
         for room, o in done[f"d{r}"]["outcome"].items():
             assert o["state"] == SUCCESS, (r, room, o["reason"])
             assert o["bytes_ok"], f"decode {r} room {room}: wrong KV bytes"
+            assert o["meta_ok"], f"decode {r} room {room}: wrong metadata row"
+
+
+@pytest.mark.parametrize("p_tp,d_tp,heads,mla", [(1, 2, 4, False), (1, 1, 1, True)])
+def test_device_pools_land_every_byte(p_tp, d_tp, heads, mla):
+    """KV pools in (fake) CUDA memory on both sides, labelled VRAM as sglang does, aux in
+    host memory, checksum on; the decode's bytes are read back from its device pools."""
+    from fake_cuda_array import fake_cuda_env
+    env = dict(fake_cuda_env(), PDKV_VERIFY_CHECKSUM="1")
+    done, _ = _run(p_tp, d_tp, heads, mla, REQUESTS, device=True, env=env)
+    for r in range(p_tp):
+        for room, (state, _, total) in done[f"p{r}"]["outcome"].items():
+            assert state == SUCCESS and total > 0, (r, room)
+    for r in range(d_tp):
+        for room, o in done[f"d{r}"]["outcome"].items():
+            assert o["state"] == SUCCESS, (r, room, o["reason"])
+            assert o["bytes_ok"], f"decode {r} room {room}: wrong KV bytes in device pools"
             assert o["meta_ok"], f"decode {r} room {room}: wrong metadata row"
 
 

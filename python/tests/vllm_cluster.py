@@ -8,11 +8,13 @@ from vllm_replay import decode_main, prefill_main
 
 def run_prefill_then_decode(p_tp: int, d_tp: int, layout: str, heads: int, requests,
                             chunk: int, extra_p=None, extra_d=None, prefix_blocks=None,
-                            block_size: int = 4):
+                            block_size: int = 4, device: bool = False, env=None):
     """requests: [(id, tokens, seed, room or None)]. Returns ({rank name: report},
     {request id: params the prefill returned})."""
     with Ranks() as ranks:
-        base = dict(heads=heads, layout=layout, block_size=block_size)
+        # device: CUDA caches on the fake driver (vllm_replay.on_device); env: every rank's
+        base = dict(heads=heads, layout=layout, block_size=block_size, device=device,
+                    env=env)
         for r in range(p_tp):
             ranks.start(f"p{r}", prefill_main, dict(base, rank=r, tp=p_tp, extra=extra_p or {},
                                                    requests=requests, chunk=chunk))

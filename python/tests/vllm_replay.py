@@ -45,6 +45,27 @@ def make_caches(torch, layout: str, heads: int, block_size: int):
     return caches
 
 
+def on_device(cfg, caches):
+    """With cfg["device"]: the caches as the connector sees CUDA caches (FakeCudaTensor
+    over fake device memory on GPU rank % 2), their mirrors, and a count of the
+    connector's stream synchronisations, each of which lands the model's writes on the
+    device (so a push before one sends stale bytes). Else the caches as they are."""
+    if not cfg.get("device"):
+        return caches, None, None
+    from fake_cuda_tensor import DeviceMirror
+
+    from pdkv.integrations import cuda_sync
+    mirrors = {name: DeviceMirror(t, cfg["rank"] % 2) for name, t in caches.items()}
+    syncs = []
+
+    def synchronize(device):
+        syncs.append(device)
+        for m in mirrors.values():
+            m.upload()
+    cuda_sync.synchronize_current_stream = synchronize
+    return {name: m.tensor() for name, m in mirrors.items()}, mirrors, syncs
+
+
 def _token_view(cache, layout):
     """(2, blocks, tokens, heads, dim) view of a K/V cache (CPU_ATTN's is heads-first)."""
     return cache.permute(0, 1, 3, 2, 4) if layout == "CPU" else cache
@@ -138,7 +159,8 @@ def prefill_main(cfg, out_q, in_q):
     bs, layout = cfg["block_size"], cfg["layout"]
     first_head, n_heads = heads_of(cfg["rank"], cfg["tp"], cfg["heads"])
     caches = make_caches(torch, layout, 1 if layout == "MLA" else n_heads, bs)
-    worker.register_kv_caches(caches)
+    registered, _, syncs = on_device(cfg, caches)
+    worker.register_kv_caches(registered)
     alloc = block_allocator(11, NUM_BLOCKS)
     reqs, seeds, blocks = {}, {}, {}
     for req_id, n_tokens, seed, room in cfg["requests"]:
@@ -217,6 +239,7 @@ def prefill_main(cfg, out_q, in_q):
                                      "stats_data": dict(stats.data) if stats else None,
                                      "pending_push_work": sched.has_pending_push_work(),
                                      "idle_steps": idle_steps,
+                                     "syncs": syncs,
                                      "active": worker._worker.mgr.active_rooms()}))
     wait_stop(in_q)
     worker.shutdown()
@@ -236,7 +259,8 @@ def decode_main(cfg, out_q, in_q):
     bs, layout = cfg["block_size"], cfg["layout"]
     first_head, n_heads = heads_of(cfg["rank"], cfg["tp"], cfg["heads"])
     caches = make_caches(torch, layout, 1 if layout == "MLA" else n_heads, bs)
-    worker.register_kv_caches(caches)
+    registered, mirrors, _ = on_device(cfg, caches)
+    worker.register_kv_caches(registered)
     alloc = block_allocator(23 + cfg["rank"] * 0, NUM_BLOCKS)
     out_q.put(("ready", cfg["name"]))
     reqs = {}
@@ -257,6 +281,8 @@ def decode_main(cfg, out_q, in_q):
                 cache[:, blocks[:prefix_blocks]] = SENTINEL
         sched.update_state_after_alloc(r, KVCacheBlocks((blocks,)), count)
         reqs[req_id] = (r, seed, blocks, prefix_blocks)
+    for m in (mirrors or {}).values():  # the prefix the decode holds is on its GPU
+        m.upload()
     t0 = time.time()
     recvd, errors, times, held, released = set(), set(), {}, set(), set()
     deadline = time.monotonic() + cfg.get("timeout", 30)
@@ -284,6 +310,8 @@ def decode_main(cfg, out_q, in_q):
             out_q.put(("waiting", cfg["name"]))
             cfg["report_waiting"] = False
         time.sleep(0.01)
+    for m in (mirrors or {}).values():  # what pdkv landed on the GPU, for the checks
+        m.download()
     bytes_ok, prefix_ok = {}, {}
     for req_id, (r, seed, blocks, prefix_blocks) in reqs.items():
         if req_id in released:

@@ -27,6 +27,15 @@ Status copy_rows(DeviceDriver* driver, DeviceStreamHandle stream, const PayloadR
     return to_slab ? driver->copy_to_host(stream, slab, mem, bytes)
                    : driver->copy_to_device(stream, mem, slab, bytes);
   }
+  if (run.piecewise) {
+    for (uint64_t r = 0; r < rows; ++r) {
+      const uint64_t m = mem + r * run.stride;
+      uint8_t* s = slab + r * width;
+      PDKV_RETURN_IF_ERROR(to_slab ? driver->copy_to_host(stream, s, m, width)
+                                   : driver->copy_to_device(stream, m, s, width));
+    }
+    return Status();
+  }
   StridedCopy copy;
   copy.width = width;
   copy.rows = rows;
@@ -46,6 +55,17 @@ Status copy_rows(DeviceDriver* driver, DeviceStreamHandle stream, const PayloadR
 }
 
 }  // namespace
+
+bool needs_piecewise(const DeviceRegions& regions, uint64_t addr, uint64_t length, uint64_t pieces,
+                     uint64_t stride, int device) {
+  if (device < 0 || pieces <= 1) return false;
+  uint64_t extent = 0;
+  if (__builtin_mul_overflow(pieces - 1, stride, &extent) ||
+      __builtin_add_overflow(extent, length, &extent)) {
+    return true;
+  }
+  return regions.device_of(addr, extent) != device;
+}
 
 Status copy_payload(DeviceDriver* driver, DeviceStreamHandle stream,
                     std::span<const PayloadRun> runs, uint64_t begin, uint64_t end, uint8_t* slab,

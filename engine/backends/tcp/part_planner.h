@@ -43,6 +43,8 @@ struct PartEntry {
   // Device ordinal of the entry's source memory, or -1 for host memory (set by the
   // backend after planning, from the engine's DeviceRegions; the planner leaves -1).
   int src_device = -1;
+  // Its source pieces lie in different device allocations (device_copies.h).
+  bool src_piecewise = false;
 
   uint64_t bytes() const { return length * pieces; }
   // Piece i is exactly the caller's block block_index + i (every piece is non-empty, so

@@ -5,6 +5,7 @@
 
 #include "common/host_port.h"
 #include "common/logging.h"
+#include "engine/backends/tcp/device_copies.h"
 #include "engine/backends/tcp/part_planner.h"
 #include "engine/backends/tcp/tcp_frame.h"
 #include "engine/backends/tcp/tcp_receiver.h"
@@ -27,6 +28,8 @@ Result<bool> mark_source_devices(const DeviceRegions& regions, PartPlan* plan) {
           "block {} (src {:#x}, length {}) reads across the edge of registered device memory",
           e.block_index, e.src_addr, e.length));
     }
+    e.src_piecewise =
+        needs_piecewise(regions, e.src_addr, e.length, e.pieces, e.src_stride, e.src_device);
     any = any || e.src_device >= 0;
   }
   for (PlannedPart& part : plan->parts) {

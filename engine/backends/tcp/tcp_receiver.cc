@@ -152,7 +152,9 @@ bool TcpReceiver::mark_destination_devices(ReceiveBuffers& buf, int* device, siz
       *device = d;
       any_device = true;
     }
-    buf.device_runs.push_back(PayloadRun{e.addr, e.length, e.pieces, e.stride, d});
+    buf.device_runs.push_back(
+        PayloadRun{e.addr, e.length, e.pieces, e.stride, d,
+                   needs_piecewise(*device_regions_, e.addr, e.length, e.pieces, e.stride, d)});
   }
   if (!any_device) buf.device_runs.clear();
   return true;

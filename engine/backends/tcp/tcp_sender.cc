@@ -257,8 +257,8 @@ Status StreamSender::stage_into_slab(OutPart& part, DeviceSlabRing& ring) {
   uint8_t* slab = ring.slab(static_cast<size_t>(part.slab));
   for (uint32_t k = 0; k < plan.entry_count; ++k) {
     const PartEntry& e = entries[k];
-    const PayloadRun run{e.src_addr, e.length, e.pieces, e.pieces > 1 ? e.src_stride : 0,
-                         e.src_device};
+    const PayloadRun run{e.src_addr,   e.length,       e.pieces, e.pieces > 1 ? e.src_stride : 0,
+                         e.src_device, e.src_piecewise};
     cursor = PayloadCursor{};
     PDKV_RETURN_IF_ERROR(copy_payload(driver, ring.stream(), std::span<const PayloadRun>(&run, 1),
                                       0, run.bytes(), slab + at, SlabDirection::kToSlab, &cursor));

@@ -1,41 +1,113 @@
-"""Host-memory checks for the KV buffers an engine hands pdkv.
+"""What the KV buffers an engine hands pdkv are made of, and what pdkv refuses.
 
-pdkv moves host (CPU) memory only: the TCP and shm backends read and write the buffers
-with the CPU, and no backend registers GPU memory (engine/backends/ucx/ucx_backend.h:
-UCX is built without CUDA here and GPU registration is not exposed). A GPU buffer given
-to pdkv would be read by the CPU (a crash, or garbage on the wire), so the adapters
-refuse it when the engine registers its caches, with ``HOST_MEMORY_ONLY`` in the message:
+pdkv moves host memory and CUDA device memory. Over the tcp backend device memory is
+staged through pinned host memory by the CUDA driver's copies (the driver is loaded at
+run time: libcuda.so.1, or the library PDKV_CUDA_LIBRARY names); the shm and ucx backends
+refuse device memory when it is registered, with the fix in the message. The adapters
+find the memory's real kind and pass it on, so registration checks it once:
 
-- vLLM hands torch tensors: their ``device.type`` must be ``"cpu"``.
-- sglang hands raw pointers: each ``[ptr, ptr + len)`` must lie in mappings of this
-  process that the CPU may read (and, on a decode, write), per ``/proc/self/maps``, and
-  none of them a device file (``/dev/nvidia*``, ``/dev/kfd``, ``/dev/dri/*``,
-  ``/dev/davinci*``, ``/dev/accel/*``). CUDA reserves its unified address range with
-  PROT_NONE mappings, so a device pointer is refused here although the kernel reports it
-  "mapped" (what pdkv's native register_memory checks, engine/mapped_memory.h). Newer
-  sglang also labels each KV buffer in ``KVArgs.kv_data_mem_kinds`` ("VRAM" or
-  "DRAM"); any "VRAM" is refused outright.
+- vLLM hands torch tensors: ``device.type`` "cpu" is host memory, "cuda" device memory
+  on ``device.index``; any other device (meta, xpu, ...) is refused.
+- sglang hands raw pointers: the CUDA driver says what each one is
+  (``pdkv._native.memory_info``). sglang's own label (``kv_data_mem_kinds``, "VRAM" /
+  "DRAM") is only a label: its decode writes "VRAM" under some backend names whatever
+  the device, so a disagreement is logged once, never refused on its own. In a process
+  without a CUDA driver a pointer the CPU cannot read is refused here, since pdkv could
+  not move it (``host_memory_problem``: CUDA reserves its address range with PROT_NONE
+  mappings, which the kernel reports as mapped).
+
+Still refused, with the reason: CUDA managed (unified) memory, and buffers of one rank
+on two different GPUs.
 """
 from __future__ import annotations
 
 import bisect
+import logging
 from typing import Iterable, Optional, Sequence
 
-HOST_MEMORY_ONLY = (
-    "pdkv moves host (CPU) memory only: the KV cache must live in host memory (vLLM's "
-    "CPU backend, sglang's CPU device or host pools). GPU KV caches are not supported yet "
-    "(they need UCX built with CUDA and GPU memory registration, which pdkv does not expose)")
+log = logging.getLogger("pdkv.integrations")
 
 _DEVICE_FILES = ("/dev/nvidia", "/dev/kfd", "/dev/dri/", "/dev/davinci", "/dev/accel/")
+_LABELS = {"DRAM": "host", "CPU": "host", "HOST": "host", "VRAM": "cuda", "GPU": "cuda",
+           "CUDA": "cuda"}
+_logged_label_disagreement = False
 
 
-def require_host_tensor(name: str, tensor) -> None:
-    """ValueError unless ``tensor`` (torch) lives in host memory."""
+def tensor_memory(name: str, tensor) -> tuple[str, int]:
+    """("host", -1) or ("cuda", device index) of a torch tensor; ValueError otherwise."""
     device = getattr(tensor, "device", None)
     kind = getattr(device, "type", None)
-    if kind != "cpu":
-        raise ValueError(f"{name}: KV cache tensor is on device {str(device)!r}, not host "
-                         f"memory. {HOST_MEMORY_ONLY}")
+    if kind == "cpu":
+        return "host", -1
+    if kind == "cuda":
+        index = getattr(device, "index", None)
+        return "cuda", -1 if index is None else int(index)
+    raise ValueError(f"{name}: KV cache tensor is on device {str(device)!r}; pdkv moves host "
+                     "(cpu) and CUDA memory only")
+
+
+def caches_memory(named_tensors: Iterable[tuple[str, object]]) -> tuple[str, int]:
+    """The one (kind, device) every tensor shares; ValueError naming the first that
+    differs (a rank's KV cache lives in one place)."""
+    first = None
+    for name, t in named_tensors:
+        memory = tensor_memory(name, t)
+        if first is None:
+            first = (name, memory)
+        elif memory != first[1]:
+            raise ValueError(f"{name}: KV cache in {memory} but {first[0]} in {first[1]}: a "
+                             "rank's KV caches must all be in host memory or all on one GPU")
+    return first[1] if first else ("host", -1)
+
+
+def _label_kind(label) -> Optional[str]:
+    return _LABELS.get(str(label).upper())
+
+
+def _note_label(what: str, i: int, label, kind: str) -> None:
+    global _logged_label_disagreement
+    said = _label_kind(label)
+    if said is not None and said != kind and not _logged_label_disagreement:
+        _logged_label_disagreement = True
+        log.warning("pdkv: %s[%d] is labelled %s by the engine but is %s memory; pdkv "
+                    "registers what the memory is (logged once)", what, i, label, kind)
+
+
+def pointer_memory(what: str, ptrs: Sequence[int], lens: Sequence[int], writable: bool,
+                   labels: Optional[Sequence] = None,
+                   maps_text: Optional[str] = None) -> list[tuple[str, int]]:
+    """(kind, device) of each buffer, as the CUDA driver reports it (host where the
+    process has none). ValueError naming the buffer for managed memory, and, without a
+    driver, for a range this process's CPU cannot read (and write if ``writable``)."""
+    from pdkv import _native
+    driver = _native.device_driver()
+    mappings = None
+    out = []
+    for i, (ptr, n) in enumerate(zip(ptrs, lens)):
+        ptr, n = int(ptr), int(n)
+        info = _native.memory_info(ptr) if driver is not None else None
+        if info is not None and info["managed"]:
+            raise ValueError(f"{what}[{i}] at {ptr:#x} is CUDA managed (unified) memory, which "
+                             "pdkv does not move yet: allocate the KV pool with cudaMalloc")
+        if info is not None and info["kind"] == "cuda":
+            kind, device = "cuda", int(info["device"])
+        else:
+            kind, device = "host", -1
+            if driver is None:
+                if mappings is None:
+                    mappings = _Mappings(maps_text if maps_text is not None else _read_maps())
+                problem = host_memory_problem(ptr, n, writable, mappings=mappings)
+                if problem is not None:
+                    raise ValueError(
+                        f"{what}[{i}] at {ptr:#x} (+{n} bytes) is not host memory: {problem}; "
+                        "and this process has no CUDA driver "
+                        f"({_native.device_driver_absent_reason()}), so pdkv cannot move it as "
+                        "device memory either (set PDKV_CUDA_LIBRARY if the driver is not "
+                        "libcuda.so.1)")
+        if labels is not None and i < len(labels):
+            _note_label(what, i, labels[i], kind)
+        out.append((kind, device))
+    return out
 
 
 class _Mappings:
@@ -94,20 +166,3 @@ def host_memory_problem(addr: int, length: int, writable: bool,
     if covered < addr + length:
         return f"no mapping of this process covers {covered:#x} (not host memory of this process)"
     return None
-
-
-def require_host_buffers(what: str, ptrs: Sequence[int], lens: Sequence[int], writable: bool,
-                         mem_kinds: Optional[Sequence[str]] = None,
-                         maps_text: Optional[str] = None) -> None:
-    """ValueError naming the first buffer of ``what`` that is not host memory."""
-    if mem_kinds is not None:
-        for i, kind in enumerate(mem_kinds):
-            if str(kind).upper() != "DRAM":
-                raise ValueError(f"{what}[{i}] is {kind} memory (the engine says so): "
-                                 f"{HOST_MEMORY_ONLY}")
-    mappings = _Mappings(maps_text if maps_text is not None else _read_maps())
-    for i, (ptr, n) in enumerate(zip(ptrs, lens)):
-        problem = host_memory_problem(int(ptr), int(n), writable, mappings=mappings)
-        if problem is not None:
-            raise ValueError(f"{what}[{i}] at {int(ptr):#x} (+{int(n)} bytes) is not host "
-                             f"memory: {problem}. {HOST_MEMORY_ONLY}")

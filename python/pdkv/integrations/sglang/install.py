@@ -16,8 +16,8 @@ prefill/decode instance (``import mooncake``: ImportError without it, RDMA threa
 it). ``ascend``: the bootstrap server process creates Ascend's config store on node 0
 (``import mf_adapter``). ``fake``: sglang treats requests without a bootstrap host as
 fake transfers, skips the decode's metadata check and numbers rooms itself. ``nixl``
-only makes sglang fill ``KVArgs.kv_data_mem_kinds`` (which pdkv reads to refuse GPU
-buffers) and gates opt-in NIXL-only features (packed-terminal start-up, DFlash draft
+only makes sglang fill ``KVArgs.kv_data_mem_kinds`` (labels pdkv only compares with
+each buffer's real memory kind) and gates opt-in NIXL-only features (packed-terminal start-up, DFlash draft
 transfer under decode context parallelism, which pdkv refuses anyway).
 """
 from __future__ import annotations

@@ -8,16 +8,18 @@ buffer is token-major ``(tokens, heads, head_dim)`` (pdkv's "NHD"), one page bei
 pdkv as ``head_bytes`` one-byte elements: the bytes moved and every head slice are the
 same, and both sides derive it the same way.
 
-Every KV and aux buffer must be host memory (``pdkv.integrations.memory``): pdkv moves
-host memory only, and sglang's KVArgs carries raw pointers (plus ``gpu_id``, which is
-set on CPU and GPU deployments alike and so says nothing about where a buffer lives), so
-each range is checked against this process's mappings, and ``kv_data_mem_kinds`` (newer
-sglang: "VRAM" / "DRAM" per KV buffer) when present.
+KV and aux buffers may be host memory or CUDA device memory (device pools). sglang's
+KVArgs carries raw pointers, plus ``gpu_id`` (set on CPU and GPU deployments alike) and,
+in newer versions, ``kv_data_mem_kinds`` ("VRAM" / "DRAM" labels that its decode sets by
+backend name, not by device): neither says where a buffer really lives, so the CUDA
+driver is asked for each pointer (``pdkv.integrations.memory.pointer_memory``) and a label
+that disagrees is logged once. The KVArgs then register every buffer as what it is
+(memory_kind "auto") on the device its CUDA buffers share (gpu_id).
 """
 from __future__ import annotations
 
 import pdkv
-from pdkv.integrations.memory import require_host_buffers
+from pdkv.integrations.memory import pointer_memory
 
 
 def attention_parallelism(server_args) -> tuple[int, int]:
@@ -41,8 +43,9 @@ def _has_state_buffers(args) -> bool:
 
 
 def kv_args_from_sglang(args, server_args, is_mla: bool, mode: str = "prefill") -> pdkv.KVArgs:
-    """ValueError for buffers that are not host memory (a decode's must be writable too)
-    and for what this adapter does not carry yet (hybrid-model state buffers, DeepSeek-V4
+    """ValueError for buffers pdkv cannot move (managed memory; without a CUDA driver,
+    anything but host memory, which a decode must be able to write), for pools on two
+    GPUs, and for what this adapter does not carry yet (hybrid-model state buffers, DeepSeek-V4
     compressed pools, pipeline parallelism, context parallelism)."""
     if _has_state_buffers(args):
         raise ValueError("pdkv's sglang adapter does not carry hybrid-model state buffers "
@@ -63,11 +66,15 @@ def kv_args_from_sglang(args, server_args, is_mla: bool, mode: str = "prefill") 
         raise ValueError("kv_data_ptrs, kv_data_lens and kv_item_lens must be non-empty and "
                          "of equal length")
     mem_kinds = getattr(args, "kv_data_mem_kinds", None)
-    require_host_buffers("kv_data_ptrs", ptrs, lens, writable=mode == "decode",
-                         mem_kinds=list(mem_kinds) if mem_kinds is not None else None)
-    require_host_buffers("aux_data_ptrs", list(getattr(args, "aux_data_ptrs", []) or []),
-                         list(getattr(args, "aux_data_lens", []) or []),
-                         writable=mode == "decode")
+    memory = pointer_memory("kv_data_ptrs", ptrs, lens, writable=mode == "decode",
+                            labels=list(mem_kinds) if mem_kinds is not None else None)
+    memory += pointer_memory("aux_data_ptrs", list(getattr(args, "aux_data_ptrs", []) or []),
+                             list(getattr(args, "aux_data_lens", []) or []),
+                             writable=mode == "decode")
+    gpus = sorted({device for kind, device in memory if kind == "cuda"})
+    if len(gpus) > 1:
+        raise ValueError(f"this rank's KV and aux buffers lie on CUDA devices {gpus}; pdkv "
+                         "registers one rank's device buffers on one GPU")
     page_size = int(args.page_size)
     tp, dp = attention_parallelism(server_args)
     common = dict(engine_rank=int(args.engine_rank), tp_size=tp, dp_size=dp,
@@ -75,7 +82,8 @@ def kv_args_from_sglang(args, server_args, is_mla: bool, mode: str = "prefill") 
                   kv_item_lens=items, page_layout="NHD", dtype_bytes=1,
                   aux_data_ptrs=list(getattr(args, "aux_data_ptrs", []) or []),
                   aux_data_lens=list(getattr(args, "aux_data_lens", []) or []),
-                  aux_item_lens=list(getattr(args, "aux_item_lens", []) or []))
+                  aux_item_lens=list(getattr(args, "aux_item_lens", []) or []),
+                  memory_kind="auto", gpu_id=gpus[0] if gpus else -1)
     if is_mla:
         if items[0] % page_size:
             raise ValueError(f"kv_item_lens {items[0]} is not a multiple of page_size")

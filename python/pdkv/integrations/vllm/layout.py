@@ -15,8 +15,10 @@ attention backend. The layouts understood here (block = vLLM's page):
   heads, block 16) the platform decides (``heads_first`` hint: vLLM on CPU).
 - ``(num_blocks, block_size, latent_dim)``: MLA, one latent buffer per layer.
 
-Every tensor must be in host memory (``device.type == "cpu"``): pdkv moves host memory
-only (``pdkv.integrations.memory``); a GPU or meta tensor is refused with a ValueError.
+Every tensor must be in host memory (``device.type == "cpu"``) or on one CUDA device
+(``"cuda"``), all of a worker's in the same place; the KVArgs say which (memory_kind,
+gpu_id), and pdkv's registration checks it (``pdkv.integrations.memory``). A meta or other
+device's tensor is refused with a ValueError.
 
 Each K and V half becomes one pdkv buffer whose page i starts at ``ptr + i * page_bytes``,
 so a block must be contiguous and blocks evenly spaced. Layouts interleaving K and V
@@ -29,7 +31,7 @@ import dataclasses
 from typing import Mapping, Optional
 
 import pdkv
-from pdkv.integrations.memory import require_host_tensor
+from pdkv.integrations.memory import caches_memory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,12 +100,12 @@ def kv_args_from_caches(kv_caches: Mapping[str, object], topo: RankTopology) -> 
     Layers sharing one tensor (vLLM's cross-layer KV sharing) are registered once."""
     if not kv_caches:
         raise ValueError("register_kv_caches got no KV cache tensors")
+    kind, gpu = caches_memory(kv_caches.items())
     seen: set[int] = set()
     names, halves, latents = [], [], []
     layout = None
     geometry = None
     for name, t in kv_caches.items():
-        require_host_tensor(name, t)
         if t.data_ptr() in seen:
             continue
         seen.add(t.data_ptr())
@@ -138,7 +140,7 @@ def kv_args_from_caches(kv_caches: Mapping[str, object], topo: RankTopology) -> 
             kv_item_lens=[b[2] for b in latents],
             layer_buffers=[[i] for i in range(len(latents))],
             kv_head_num=1, total_kv_head_num=1, head_dim=latent, dtype_bytes=es,
-            page_layout="NHD", is_mla=True), names
+            page_layout="NHD", is_mla=True, memory_kind=kind, gpu_id=gpu), names
     _, block_size, heads, head_dim, es = geometry
     if heads * topo.tp_size < topo.total_kv_heads:
         raise ValueError(f"{heads} local KV heads x TP {topo.tp_size} do not cover the "
@@ -150,4 +152,4 @@ def kv_args_from_caches(kv_caches: Mapping[str, object], topo: RankTopology) -> 
         kv_data_ptrs=[b[0] for b in bufs], kv_data_lens=[b[1] for b in bufs],
         kv_item_lens=[b[2] for b in bufs], layer_buffers=[[i, n + i] for i in range(n)],
         kv_head_num=heads, total_kv_head_num=topo.total_kv_heads, head_dim=head_dim,
-        dtype_bytes=es, page_layout=layout), names
+        dtype_bytes=es, page_layout=layout, memory_kind=kind, gpu_id=gpu), names

@@ -7,6 +7,12 @@ sending once its room ended, Success or not, so vLLM frees its blocks. Decode: o
 KVReceiver per request with its blocks as destination pages and reports it finished
 receiving once its room ended; a failed room's blocks are reported as load errors, for
 vLLM's ``kv_load_failure_policy`` (recompute or fail) to act on.
+
+CUDA caches: pdkv reads a source only once the caller has synchronised (it takes no
+stream), so before a prefill hands pdkv bytes the forward wrote (a layer in
+save_kv_layer, the rest in wait_for_save, a whole chunk when it is sent) it waits for the
+current stream of the caches' device. A decode needs no wait: its room ends, and
+get_finished reports the request, only after the driver's copies into the cache landed.
 """
 from __future__ import annotations
 
@@ -14,6 +20,8 @@ import logging
 from typing import Optional
 
 import pdkv
+from pdkv.integrations import cuda_sync
+from pdkv.integrations.memory import caches_memory
 from pdkv.integrations.settings import TransferSettings, make_kv_manager
 from pdkv.integrations.vllm.layout import RankTopology, kv_args_from_caches
 from pdkv.integrations.vllm.metadata import PdkvConnectorMetadata
@@ -38,10 +46,13 @@ class WorkerSide:
         self._layers_to_mark = 0
         self._delta = CounterDelta()
         self.failures: dict[str, str] = {}  # req id -> reason of rooms that failed
+        self._cuda_device: Optional[int] = None  # the caches' GPU (None: host caches)
 
     def register_kv_caches(self, kv_caches) -> None:
         topology = self._topology_fn()
         args, self.layer_names = kv_args_from_caches(kv_caches, topology)
+        kind, device = caches_memory(kv_caches.items())
+        self._cuda_device = device if kind == "cuda" else None
         # One /metrics endpoint per process: TP ranks on one host take metrics_port + rank.
         self.mgr = make_kv_manager(args, self._mode, self._settings,
                                    metrics_rank=topology.tp_rank)
@@ -80,6 +91,8 @@ class WorkerSide:
                 del self._senders[chunk.req_id]
             elif chunk.blocks:
                 layerwise = None if (chunk.layerwise and self._settings.layerwise) else False
+                if layerwise is False:
+                    self._wait_for_model()  # pdkv reads these pages at once
                 sender.send(chunk.blocks, layerwise=layerwise)
 
     def _start_receives(self, meta: PdkvConnectorMetadata) -> None:
@@ -108,8 +121,14 @@ class WorkerSide:
         else:  # already ended (reported as received): nothing lands any more
             self._held[req_id] = None
 
+    def _wait_for_model(self) -> None:
+        """The forward's writes to CUDA caches are done before pdkv reads them."""
+        if self._cuda_device is not None:
+            cuda_sync.synchronize_current_stream(self._cuda_device)
+
     def save_kv_layer(self) -> None:
         if self._layers_to_mark > 0:
+            self._wait_for_model()
             self.mgr.mark_layers_ready(1)
             self._layers_to_mark -= 1
 
@@ -117,6 +136,7 @@ class WorkerSide:
         # Layers the forward did not save through us (none normally) still count, so the
         # reservation never waits for a layer that will not come.
         if self._layers_to_mark > 0:
+            self._wait_for_model()
             self.mgr.mark_layers_ready(self._layers_to_mark)
             self._layers_to_mark = 0
 
