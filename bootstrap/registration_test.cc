@@ -48,6 +48,7 @@ TEST(RegistrationTest, EachMalformedFieldIsNamed) {
       {"rank_ip", "*", false},  // ZeroMQ would bind-style interpret it
       {"rank_ip", "10.0.0.1:5000", false},
       {"rank_ip", "evil host", false},
+      {"rank_ip", std::string("127.0.0.1\0evil", 14), false},  // inet_pton stops at the NUL
       {"rank_port", 0, false},
       {"rank_port", 70000, false},
       {"rank_port", true, false},

@@ -37,6 +37,30 @@ void put_length(crypto_auth_hmacsha512256_state* st, size_t n) {
   crypto_auth_hmacsha512256_update(st, len, sizeof len);
 }
 
+// What kind of file `mode` is, for an error naming it.
+const char* file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "a special file";
+}
+
+// How many of a secret file's bytes are the secret. A text secret (every byte before a
+// trailing run of '\n' and '\r' is printable ASCII: `openssl rand -hex 32 > f`, base64)
+// is read without its line ending. Anything else is taken exactly as it is: raw bytes
+// (`head -c 32 /dev/urandom`) end in 0x0a or 0x0d one time in 128, and dropping it made
+// such a secret one byte short, or not the bytes the operator provisioned.
+size_t secret_length(std::span<const uint8_t> bytes) {
+  size_t end = bytes.size();
+  while (end > 0 && (bytes[end - 1] == '\n' || bytes[end - 1] == '\r')) --end;
+  for (size_t i = 0; i < end; ++i) {
+    if (bytes[i] < 0x20 || bytes[i] > 0x7e) return bytes.size();
+  }
+  return end;
+}
+
 }  // namespace
 
 Result<std::shared_ptr<const ClusterKey>> ClusterKey::from_secret(std::span<const uint8_t> secret) {
@@ -56,12 +80,21 @@ Result<std::shared_ptr<const ClusterKey>> ClusterKey::from_secret(std::span<cons
 
 Result<std::shared_ptr<const ClusterKey>> ClusterKey::from_file(const std::string& path) {
   const std::string what = "cluster secret file '" + path + "': ";
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK: opening a FIFO waits for a writer, forever if none comes; this way it
+  // opens at once and is refused below. A regular file's reads ignore the flag.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return invalid_argument(what + std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
     ::close(fd);
-    return invalid_argument(what + "not a regular file");
+    return invalid_argument(what + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return invalid_argument(what + "is " + file_kind(st.st_mode) + ", not a regular file of " +
+                            std::to_string(kMinSecretBytes) + " to " +
+                            std::to_string(kMaxSecretBytes) + " bytes");
   }
   if ((st.st_mode & 077) != 0) {
     ::close(fd);
@@ -70,7 +103,15 @@ Result<std::shared_ptr<const ClusterKey>> ClusterKey::from_file(const std::strin
     return invalid_argument(what + "is accessible by group or others (mode " + mode +
                             "); make it private with chmod 600");
   }
-  std::vector<uint8_t> bytes(kMaxSecretBytes + 1);
+  // A text secret of kMaxSecretBytes may end in "\r\n"; one byte more tells a file too long.
+  const size_t limit = kMaxSecretBytes + 2;
+  if (static_cast<uint64_t>(st.st_size) > limit) {
+    ::close(fd);
+    return invalid_argument(what + "holds " + std::to_string(st.st_size) + " bytes; a secret is " +
+                            std::to_string(kMinSecretBytes) + " to " +
+                            std::to_string(kMaxSecretBytes) + " bytes");
+  }
+  std::vector<uint8_t> bytes(limit + 1);
   size_t have = 0;
   while (have < bytes.size()) {
     ssize_t n = ::read(fd, bytes.data() + have, bytes.size() - have);
@@ -85,10 +126,16 @@ Result<std::shared_ptr<const ClusterKey>> ClusterKey::from_file(const std::strin
     have += static_cast<size_t>(n);
   }
   ::close(fd);
-  while (have > 0 && (bytes[have - 1] == '\n' || bytes[have - 1] == '\r')) --have;
+  if (have > limit) {  // it grew while being read
+    sodium_memzero(bytes.data(), bytes.size());
+    return invalid_argument(what + "holds more than " + std::to_string(limit) +
+                            " bytes; a secret is " + std::to_string(kMinSecretBytes) + " to " +
+                            std::to_string(kMaxSecretBytes) + " bytes");
+  }
+  have = secret_length(std::span<const uint8_t>(bytes.data(), have));
   auto key = from_secret(std::span<const uint8_t>(bytes.data(), have));
   sodium_memzero(bytes.data(), bytes.size());
-  if (!key.ok()) return key.status().with_context(what);
+  if (!key.ok()) return key.status().with_context("cluster secret file '" + path + "'");
   return key;
 }
 

@@ -56,9 +56,12 @@ class ClusterKey {
   // InvalidArgument if the secret is shorter than kMinSecretBytes or longer than
   // kMaxSecretBytes; Internal if libsodium cannot start.
   static Result<std::shared_ptr<const ClusterKey>> from_secret(std::span<const uint8_t> secret);
-  // The file's bytes, without a trailing newline (so `openssl rand -hex 32 > f` works as
-  // well as raw bytes). InvalidArgument if the file cannot be read, is not a regular file,
-  // is readable or writable by group or others, or holds too few bytes.
+  // The secret in a file: a text secret (every byte before a trailing run of '\n' and
+  // '\r' printable ASCII, e.g. `openssl rand -hex 32 > f`) without its line ending, any
+  // other file's bytes exactly as they are (raw bytes: `head -c 32 /dev/urandom`).
+  // InvalidArgument if the file cannot be read, is not a regular file (a FIFO is refused
+  // without waiting for a writer), is readable or writable by group or others, or holds
+  // too few or too many bytes (the message says how many).
   static Result<std::shared_ptr<const ClusterKey>> from_file(const std::string& path);
   // PDKV_SECRET_FILE (from `settings` if set there, else the environment) if set (errors
   // of from_file), else null: run unauthenticated.

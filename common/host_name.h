@@ -14,7 +14,8 @@ namespace pdkv {
 
 // OK for an IPv4 or IPv6 literal (inet_pton) or a host name of RFC 1123 labels (letters,
 // digits, '-', not at a label's ends; labels of 1-63 bytes; 253 bytes in all; an optional
-// trailing dot). InvalidArgument saying why otherwise.
+// trailing dot). Every byte of `host` is checked (letters, digits, '-', '.', ':' only), a
+// NUL anywhere included. InvalidArgument saying why otherwise.
 Status check_host_name(std::string_view host);
 
 }  // namespace pdkv

@@ -42,16 +42,20 @@ class LogRateLimiter {
 
 }  // namespace pdkv
 
-// A warning about input from the network: rate-limited per call site (10 lines/s), with the
-// count of lines dropped before it.
-#define PDKV_LOG_WARN_LIMITED(...)                                                    \
-  do {                                                                                \
-    static ::pdkv::LogRateLimiter pdkv_log_limiter_;                                  \
-    uint64_t pdkv_log_suppressed_ = 0;                                                \
-    if (pdkv_log_limiter_.allow(&pdkv_log_suppressed_)) {                             \
-      if (pdkv_log_suppressed_ > 0) {                                                 \
-        ::pdkv::logger().warn("({} similar lines suppressed)", pdkv_log_suppressed_); \
-      }                                                                               \
-      ::pdkv::logger().warn(__VA_ARGS__);                                             \
-    }                                                                                 \
+// A line a peer can trigger (input from the network: a malformed or refused message, a
+// room a peer opened): rate-limited per call site (10 lines/s), with the count of lines
+// dropped before it, so a peer that floods the process cannot flood its log. `level` is
+// an spdlog::logger method: warn, error, info.
+#define PDKV_LOG_LIMITED(level, ...)                                                   \
+  do {                                                                                 \
+    static ::pdkv::LogRateLimiter pdkv_log_limiter_;                                   \
+    uint64_t pdkv_log_suppressed_ = 0;                                                 \
+    if (pdkv_log_limiter_.allow(&pdkv_log_suppressed_)) {                              \
+      if (pdkv_log_suppressed_ > 0) {                                                  \
+        ::pdkv::logger().level("({} similar lines suppressed)", pdkv_log_suppressed_); \
+      }                                                                                \
+      ::pdkv::logger().level(__VA_ARGS__);                                             \
+    }                                                                                  \
   } while (0)
+#define PDKV_LOG_WARN_LIMITED(...) PDKV_LOG_LIMITED(warn, __VA_ARGS__)
+#define PDKV_LOG_ERROR_LIMITED(...) PDKV_LOG_LIMITED(error, __VA_ARGS__)

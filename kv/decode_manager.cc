@@ -574,7 +574,8 @@ void DecodeManager::on_message(proto::Message message) {
     if (!sent.ok())
       PDKV_LOG_DEBUG("pong to {} not sent: {}", ping->sender.control_endpoint, sent.to_string());
   } else {
-    PDKV_LOG_WARN("decode rank {} ignores an unexpected message type", identity_.engine_rank);
+    PDKV_LOG_WARN_LIMITED("decode rank {} ignores an unexpected message type",
+                          identity_.engine_rank);
   }
 }
 

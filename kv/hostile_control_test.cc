@@ -314,6 +314,49 @@ TEST_F(HostileControlTest, RegisteredFragmentsReadingPastOnePageAreRefusedWithTh
   ASSERT_NO_FATAL_FAILURE(pair_.finish_and_check());
 }
 
+// A stranger registers its own control endpoint with the victim decode's ENGINE endpoint
+// and pre-allocates a room of its own there: the prefill's writes for that room go to the
+// victim's engine, which refuses them (no grant of the victim's names them). A refusal is
+// the decode's answer about those blocks, not its absence: it fails the stranger's room
+// and leaves the victim's engine endpoint usable, so the victim's own room still succeeds.
+TEST_F(HostileControlTest, WritesTheVictimsEngineRefusesFailOnlyTheirOwnRoom) {
+  const std::vector<int64_t> src{2, 6}, dst{9, 12};
+  ASSERT_NO_FATAL_FAILURE(pair_.open(71, src, dst));
+  zmq::context_t ctx;
+  zmq::socket_t listener(ctx, zmq::socket_type::pull);
+  listener.set(zmq::sockopt::rcvtimeo, 500);
+  listener.bind("tcp://127.0.0.1:*");
+  const KvArgs a = pair_.decode_buffers().args(0);
+  proto::BufferRegistration reg;
+  reg.decode.control_endpoint = listener.get(zmq::sockopt::last_endpoint);
+  reg.decode.engine_endpoint = pair_.decode().engine_endpoint();
+  reg.decode.incarnation = 0x7f;
+  reg.layout = a.layout();
+  reg.kv = {a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens};
+  std::optional<proto::RegistrationResult> answer = register_and_read_answer(reg, listener);
+  ASSERT_TRUE(answer.has_value()) << "the registration was never answered";
+  ASSERT_TRUE(answer->accepted) << answer->reason;
+
+  KVSender theirs(pair_.prefill(), 72);
+  ASSERT_TRUE(theirs.init(static_cast<int64_t>(src.size()), 0).ok());
+  proto::PreAllocation pre;
+  pre.room = 72;
+  pre.decode = reg.decode;
+  pre.dst_kv_pages = {0, 1};
+  pre.ticket = 5;
+  pre.write_grant = 0x5eedf00d;
+  pre.registration_challenge = answer->challenge;
+  ASSERT_TRUE(stranger_->send(pair_.prefill().control_endpoint(), pre).ok());
+  ASSERT_TRUE(eventually([&] { return theirs.poll() == RoomState::kWaitingForInput; }))
+      << theirs.failure().to_string();
+  ASSERT_TRUE(theirs.send(src).ok());
+  ASSERT_TRUE(eventually([&] { return theirs.poll() == RoomState::kFailed; }));
+  EXPECT_EQ(theirs.status().failure_cause, FailureCause::kOutOfRange)
+      << theirs.failure().to_string();
+  // At once: a breaker opened by the refusal would refuse this room for a second.
+  ASSERT_NO_FATAL_FAILURE(pair_.finish_and_check());
+}
+
 TEST_F(HostileControlTest, PreAllocationsFromUnregisteredRanksTouchNoRoom) {
   const std::vector<int64_t> src{8, 9}, dst{2, 3};
   ASSERT_NO_FATAL_FAILURE(pair_.open(64, src, dst));

@@ -420,7 +420,13 @@ void PrefillManager::fail_room(uint64_t room, FailureCause cause, const std::str
   }
   metrics_.room_failed(failure.cause);
   ended_.record(room, std::move(failure), now() + config_.options.bootstrap_timeout);
-  PDKV_LOG_WARN("room {} failed: {}", room, reason);
+  if (known) {
+    PDKV_LOG_WARN("room {} failed: {}", room, reason);
+  } else {
+    // No KVSender here: a room only a decode's pre-allocation opened, as many as a peer
+    // cares to send (bounded by the pending-room caps, not by this process's requests).
+    PDKV_LOG_WARN_LIMITED("room {} (not opened here yet) failed: {}", room, reason);
+  }
   flush(out);
 }
 
@@ -544,7 +550,8 @@ void PrefillManager::on_message(proto::Message message) {
   } else if (std::holds_alternative<proto::Pong>(message)) {
     // An answer to our probe: heard_from() counted it.
   } else {
-    PDKV_LOG_WARN("prefill rank {} ignores an unexpected message type", identity_.engine_rank);
+    PDKV_LOG_WARN_LIMITED("prefill rank {} ignores an unexpected message type",
+                          identity_.engine_rank);
   }
 }
 
@@ -621,7 +628,7 @@ void PrefillManager::on_registration(proto::BufferRegistration reg) {
   result.reason = layout.ok() ? "" : layout.message();
   if (result.accepted) result.challenge = challenge;
   if (!layout.ok())
-    PDKV_LOG_ERROR("registration from decode {} refused: {}", key, layout.message());
+    PDKV_LOG_ERROR_LIMITED("registration from decode {} refused: {}", key, layout.message());
   send_to_decode(key, proven, result);
 }
 
@@ -742,7 +749,7 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
   if (refused.ok()) return;
   const std::string reason = "pre-allocation of room " + std::to_string(room) + " from " + key +
                              " refused: " + refused.message();
-  PDKV_LOG_ERROR("{}", reason);
+  PDKV_LOG_ERROR_LIMITED("{}", reason);  // one per message a peer sends
   bool known;
   {
     MutexLock lock(mu_);
@@ -974,9 +981,10 @@ void PrefillManager::check_liveness() {
   }
   flush(out);
   for (const auto& [control, engine_endpoint] : forgotten) {
-    PDKV_LOG_INFO("prefill rank {} forgets decode {}: no room and silent for {}",
-                  identity_.engine_rank, control,
-                  format_seconds(config_.options.idle_peer_forget()));
+    // Registrations from made-up endpoints end here, one line each: limited.
+    PDKV_LOG_LIMITED(info, "prefill rank {} forgets decode {}: no room and silent for {}",
+                     identity_.engine_rank, control,
+                     format_seconds(config_.options.idle_peer_forget()));
     pipeline_->reset_peer(engine_endpoint);
     channel_->forget(control);
   }

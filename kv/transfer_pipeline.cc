@@ -17,10 +17,7 @@ constexpr int64_t kAllLayers = std::numeric_limits<int64_t>::max();
 constexpr int kRoundsPerPass = 4;
 
 // Errors that say something about the blocks, not the connection: the session stays.
-bool is_rejection(const Status& s) {
-  return s.code() == StatusCode::kOutOfRange || s.code() == StatusCode::kInvalidArgument ||
-         s.code() == StatusCode::kFailedPrecondition || s.code() == StatusCode::kAlreadyCompleted;
-}
+bool is_rejection(const Status& s) { return classify_batch_failure(s) == BatchFailure::kRefused; }
 
 // Why a batch that failed for good fails its rooms. A rejection is the decode refusing a
 // destination (outside its registered memory); Aborted is our own close of a connection
@@ -701,7 +698,12 @@ void TransferPipeline::handle_batch_failure(PeerLink& link, WriteBatch batch,
     }
     return;
   }
-  if (status.code() != StatusCode::kAborted) {
+  // Only the peer's absence opens its breaker. A refusal came in a proper acknowledgement
+  // from a live peer and is about these blocks: it fails their rooms (below) and no other.
+  // Counted against the endpoint, one room the decode cancelled mid-transfer would fail
+  // every other room pending to it for the cooldown, and a registration naming another
+  // decode's engine endpoint could do that to it at will.
+  if (classify_batch_failure(status) == BatchFailure::kPeerLost) {
     failed_peers_.mark_failed(batch.endpoint, batch.submitted_at);
   }
   const FailureCause cause = cause_of_batch_failure(status);

@@ -22,10 +22,11 @@
 // Failures: a batch whose connection failed (kUnavailable) is sent again on a new session
 // after a backoff, up to `transfer_attempts` in all (batches are idempotent: same bytes to
 // the same addresses, read by nobody before the status). A batch of several rooms that
-// the decode rejected (a bad destination) is split per room so only the guilty room
-// fails (kOutOfRange). Anything else fails the batch's rooms (kLinkLost once the retries
-// are spent), and (unless aborted) opens the peer's circuit breaker (FailedPeerTracker),
-// which fails later rooms to it at once.
+// the decode rejected (a bad destination, or a grant it revoked because it cancelled the
+// room) is split per room so only the guilty room fails (kOutOfRange); a refusal never
+// counts against the peer (classify_batch_failure). Anything else fails the batch's rooms
+// (kLinkLost once the retries are spent), and (unless aborted here) opens the peer's
+// circuit breaker (FailedPeerTracker), which fails later rooms to it at once.
 //
 // Thread safety: public methods may be called from any thread and never block on the
 // network (stop() joins the dispatcher; run_here() runs a pass, which plans, submits and

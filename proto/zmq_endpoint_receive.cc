@@ -155,8 +155,8 @@ class ZmqEndpoint::ReceiveLoop {
     }
     if (!msg.ok()) {
       ep_.malformed_.fetch_add(1, std::memory_order_relaxed);
-      PDKV_LOG_WARN("zmq endpoint {}: dropped a malformed message from {}: {}", ep_.endpoint_, peer,
-                    msg.status().message());
+      PDKV_LOG_WARN_LIMITED("zmq endpoint {}: dropped a malformed message from {}: {}",
+                            ep_.endpoint_, peer, msg.status().message());
       return;
     }
     bool urgent = is_urgent(*msg);
