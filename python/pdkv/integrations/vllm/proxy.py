@@ -5,11 +5,18 @@
 
 For each OpenAI completion or chat request it picks a prefill and a decode instance
 (round robin), asks the prefill for one token with ``kv_transfer_params``
-``{"do_remote_decode": true, "pdkv_room": R}`` (R: a fresh random 63-bit room), then
-sends the original request to the decode with the ``kv_transfer_params`` the prefill
-returned, and relays the decode's answer (streamed when the client asked for a stream).
-``--serve-bootstrap PORT`` also runs pdkv's bootstrap server in this process. Standard
-library only (http.server, urllib); one thread per connection.
+``{"do_remote_decode": true, "pdkv_room": R}`` (R: a fresh random 63-bit room; no stream,
+and without ``min_tokens`` / ``min_completion_tokens`` / ``stream_options``, which vLLM
+rejects next to ``max_tokens=1``), then sends the original request to the decode with the
+``kv_transfer_params`` the prefill returned, and relays the decode's answer (streamed when
+the client asked for a stream). A prefill that returns no transfer parameters (its first
+token ended the request) still hands the request on: the decode gets it without them and
+computes the prompt itself. The client's ``Authorization`` and ``X-Request-Id`` go to both
+instances (one id is made up when the client sent none) and the id comes back on the
+answer. An instance's error answer reaches the client as sent (status, content type,
+body); an instance that cannot be reached is a 502 naming it. ``--serve-bootstrap PORT``
+also runs pdkv's bootstrap server in this process. Standard library only (http.server,
+urllib); one thread per connection.
 """
 from __future__ import annotations
 
@@ -21,10 +28,18 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 _ROUTES = ("/v1/completions", "/v1/chat/completions")
 _MAX_BODY_BYTES = 64 << 20
+# vLLM validates these against the token limit (min_tokens <= max_tokens) or against
+# streaming (stream_options needs stream=True), so with max_tokens=1 and no stream the
+# prefill would answer 400. The decode still gets them: it produces the real answer.
+_PREFILL_DROPS = ("min_tokens", "min_completion_tokens", "stream_options")
+# Servers started with --api-key refuse requests without the key, and the id lets one
+# request be followed through both instances' logs.
+_FORWARDED_HEADERS = ("Authorization", "X-Request-Id")
 
 
 class _Upstreams:
@@ -40,20 +55,40 @@ class _Upstreams:
 
 def prefill_request(body: dict, room: int) -> dict:
     """The request the prefill sees: one token, no stream, the transfer parameters."""
-    out = dict(body)
+    out = {k: v for k, v in body.items() if k not in _PREFILL_DROPS}
     out["max_tokens"] = 1
     if "max_completion_tokens" in out:
         out["max_completion_tokens"] = 1
     out["stream"] = False
-    out.pop("stream_options", None)
     out["kv_transfer_params"] = {"do_remote_decode": True, "pdkv_room": room}
     return out
 
 
-def _post(url: str, body: dict, timeout: float):
+def decode_request(body: dict, params: dict | None) -> dict:
+    """The request the decode sees: the client's, with the prefill's transfer parameters.
+
+    Without them (the prefill's first token was a stop token, or it finished the request
+    otherwise, so no KV was kept for the decode) none are sent, not even the client's own,
+    and the decode computes the prompt itself, as vLLM's own proxy lets it."""
+    out = {k: v for k, v in body.items() if k != "kv_transfer_params"}
+    if params:
+        out["kv_transfer_params"] = params
+    return out
+
+
+class _Unreachable(Exception):
+    """No HTTP answer from an upstream (refused, reset, timed out, not HTTP)."""
+
+
+def _post(url: str, body: dict, headers: dict[str, str], timeout: float):
     req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    return urllib.request.urlopen(req, timeout=timeout)
+                                 headers={"Content-Type": "application/json", **headers})
+    try:
+        return urllib.request.urlopen(req, timeout=timeout)
+    except urllib.error.HTTPError:
+        raise  # an answer: the caller relays it
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        raise _Unreachable(getattr(e, "reason", e)) from e
 
 
 def make_handler(upstreams: _Upstreams, timeout_s: float):
@@ -63,13 +98,32 @@ def make_handler(upstreams: _Upstreams, timeout_s: float):
         def log_message(self, fmt, *args):  # quiet: one line per error only
             pass
 
-        def _reply(self, status: int, payload: dict) -> None:
-            data = json.dumps(payload).encode()
+        def _log(self, what: str) -> None:
+            print(f"pdkv proxy: {self.path}: {what}", file=sys.stderr, flush=True)
+
+        def _send(self, status: int, ctype: str, data: bytes, request_id: str | None) -> None:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(data)))
+            if request_id:
+                self.send_header("X-Request-Id", request_id)
             self.end_headers()
             self.wfile.write(data)
+
+        def _reply(self, status: int, payload: dict, request_id: str | None = None) -> None:
+            self._send(status, "application/json", json.dumps(payload).encode(), request_id)
+
+        def _relay_error(self, who: str, e: urllib.error.HTTPError, request_id: str) -> None:
+            # The upstream's own answer (a 400 for a bad parameter, a 401 for a missing
+            # key, a 503 when overloaded) tells the client more than a 502 would.
+            with e:
+                try:
+                    data = e.read()
+                except OSError:
+                    data = b""
+            self._log(f"{who} answered {e.code}")
+            self._send(e.code, e.headers.get("Content-Type", "application/json"), data,
+                       request_id)
 
         def do_GET(self):
             if self.path == "/health":
@@ -89,36 +143,67 @@ def make_handler(upstreams: _Upstreams, timeout_s: float):
                     raise ValueError("body is not a JSON object")
             except ValueError as e:
                 return self._reply(400, {"error": f"bad request: {e}"})
+            # Both instances get the same id, so their logs name the request alike.
+            request_id = self.headers.get("X-Request-Id") or uuid.uuid4().hex
+            headers = {h: self.headers[h] for h in _FORWARDED_HEADERS if self.headers.get(h)}
+            headers["X-Request-Id"] = request_id
             prefill, decode = upstreams.pick()
             room = secrets.randbits(63) or 1
             try:
-                with _post(prefill + self.path, prefill_request(body, room), timeout_s) as r:
-                    params = json.loads(r.read()).get("kv_transfer_params")
-            except (urllib.error.URLError, OSError, ValueError) as e:
-                return self._reply(502, {"error": f"prefill {prefill} failed: {e}"})
-            if not params:
-                return self._reply(502, {"error": f"prefill {prefill} returned no "
-                                                  "kv_transfer_params (is PdkvConnector on?)"})
-            decode_body = dict(body, kv_transfer_params=params)
-            try:
-                upstream = _post(decode + self.path, decode_body, timeout_s)
+                with _post(prefill + self.path, prefill_request(body, room), headers,
+                           timeout_s) as r:
+                    answer = json.loads(r.read())
+                params = answer.get("kv_transfer_params") if isinstance(answer, dict) else None
             except urllib.error.HTTPError as e:
-                return self._reply(e.code, {"error": f"decode {decode}: {e.read()[:500]!r}"})
-            except (urllib.error.URLError, OSError) as e:
-                return self._reply(502, {"error": f"decode {decode} failed: {e}"})
+                return self._relay_error(f"prefill {prefill}", e, request_id)
+            except _Unreachable as e:
+                self._log(f"prefill {prefill} unreachable: {e}")
+                return self._reply(502, {"error": f"prefill {prefill} unreachable: {e}"},
+                                   request_id)
+            except OSError as e:  # connected, then the answer broke off or timed out
+                self._log(f"prefill {prefill} failed mid-answer: {e}")
+                return self._reply(502, {"error": f"prefill {prefill} failed mid-answer: {e}"},
+                                   request_id)
+            except ValueError as e:
+                self._log(f"prefill {prefill} answered without JSON: {e}")
+                return self._reply(502, {"error": f"prefill {prefill} answered without JSON: "
+                                                  f"{e}"}, request_id)
+            if not params:
+                # Normal when the first token ended the request; on every request it means
+                # the prefill is not running PdkvConnector as kv_producer.
+                self._log(f"prefill {prefill} returned no kv_transfer_params: decode {decode} "
+                          "computes the prompt")
+            try:
+                upstream = _post(decode + self.path, decode_request(body, params), headers,
+                                 timeout_s)
+            except urllib.error.HTTPError as e:
+                return self._relay_error(f"decode {decode}", e, request_id)
+            except _Unreachable as e:
+                self._log(f"decode {decode} unreachable: {e}")
+                return self._reply(502, {"error": f"decode {decode} unreachable: {e}"},
+                                   request_id)
             with upstream:
+                # Chunked and flushed per read, so a streamed answer reaches the client
+                # token by token rather than when the decode is done.
                 self.send_response(upstream.status)
                 self.send_header("Content-Type", upstream.headers.get("Content-Type",
                                                                       "application/json"))
+                self.send_header("X-Request-Id", request_id)
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                while True:
-                    chunk = upstream.read1(65536)
-                    if not chunk:
-                        break
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                    self.wfile.flush()
-                self.wfile.write(b"0\r\n\r\n")
+                try:
+                    while True:
+                        chunk = upstream.read1(65536)
+                        if not chunk:
+                            break
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError as e:
+                    # The status is sent already: closing without the last chunk is how
+                    # the client learns the answer is cut short.
+                    self._log(f"decode {decode} answer cut short: {e}")
+                    self.close_connection = True
 
     return Handler
 
