@@ -63,7 +63,8 @@ const cli::CommandRegistrar kRegistrar("", [](CLI::App& parent) {
       ->capture_default_str();
   cmd->add_option("--secret-file", *secret_file,
                   "Cluster secret (file, mode 600); default: PDKV_SECRET_FILE. With it, route "
-                  "writes must be signed by a cluster member");
+                  "writes must be signed by a cluster member (with --registry etcd: only "
+                  "signed entries are served)");
   cmd->add_flag("--authenticate-reads", options->authenticate_reads,
                 "Require signed requests for route lookups too");
   // --registry etcd: serve, read-only, the routes of one instance kept in etcd
@@ -81,7 +82,7 @@ const cli::CommandRegistrar kRegistrar("", [](CLI::App& parent) {
         return cli::set_exit_code(2);
       }
       return cli::set_exit_code(
-          kv::run_registry_http_server(options->host, options->port, *instance));
+          kv::run_registry_http_server(options->host, options->port, *instance, *secret_file));
     }
     cli::set_exit_code(run(*options, *secret_file));
   });

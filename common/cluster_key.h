@@ -11,6 +11,9 @@
 //   kLeaseChannel  the same for the lease channel of the shm and ucx backends (its own
 //                key, so a transcript of one channel never answers the other)
 //   kBootstrap   HMAC-SHA-512/256 of route writes to the bootstrap server
+//   kEtcdRoute   the same for route entries kept in etcd (kv/registry/etcd_route_seal.h):
+//                its own key, so a signed bootstrap request never passes for an etcd
+//                entry or the other way round
 //   kCurveServer / kCurveClient  seeds of the ZeroMQ CURVE key pairs of the control plane
 // pdkv writes no cryptography: every primitive here is libsodium's.
 //
@@ -41,6 +44,7 @@ enum class KeyUse : uint64_t {
   kCurveServer = 3,
   kCurveClient = 4,
   kLeaseChannel = 5,
+  kEtcdRoute = 6,
 };
 
 class ClusterKey {

@@ -248,6 +248,15 @@ Result<int64_t> EtcdClient::keep_alive(int64_t lease, TimePoint deadline) {
   return int_field(*result, "TTL");
 }
 
+Result<int64_t> EtcdClient::lease_time_to_live(int64_t lease, TimePoint deadline) {
+  PDKV_ASSIGN_OR_RETURN(
+      std::string body,
+      call("/v3/lease/timetolive", json{{"ID", std::to_string(lease)}}.dump(), deadline));
+  PDKV_ASSIGN_OR_RETURN(json j, parse_answer(body));
+  // etcd answers TTL -1 for a lease that expired or was revoked (or never existed).
+  return int_field(j, "TTL");
+}
+
 Status EtcdClient::revoke_lease(int64_t lease, TimePoint deadline) {
   Result<std::string> body =
       call("/v3/lease/revoke", json{{"ID", std::to_string(lease)}}.dump(), deadline);

@@ -72,6 +72,8 @@ class EtcdClient {
   Result<int64_t> grant_lease(int64_t ttl_s, TimePoint deadline);
   // Renews the lease once; the TTL it has now, 0 when it no longer exists (expired).
   Result<int64_t> keep_alive(int64_t lease, TimePoint deadline);
+  // The seconds the lease has left without renewing it, -1 when it no longer exists.
+  Result<int64_t> lease_time_to_live(int64_t lease, TimePoint deadline);
   // Revokes the lease, deleting its keys at once; OK when it no longer exists.
   Status revoke_lease(int64_t lease, TimePoint deadline);
   // Deletes `key`; OK when it did not exist.

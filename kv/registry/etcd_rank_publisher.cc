@@ -4,12 +4,16 @@
 
 #include "common/logging.h"
 #include "kv/registry/etcd_route_keys.h"
+#include "kv/registry/etcd_route_seal.h"
 
 namespace pdkv::kv {
 
 EtcdRankPublisher::EtcdRankPublisher(std::shared_ptr<EtcdClient> client, std::string prefix,
-                                     int64_t lease_ttl_s)
-    : client_(std::move(client)), prefix_(std::move(prefix)), lease_ttl_s_(lease_ttl_s) {
+                                     int64_t lease_ttl_s, std::shared_ptr<const ClusterKey> key)
+    : client_(std::move(client)),
+      prefix_(std::move(prefix)),
+      lease_ttl_s_(lease_ttl_s),
+      key_(std::move(key)) {
   keeper_ = std::thread([this] { keep_alive_loop(); });
 }
 
@@ -41,16 +45,22 @@ Status EtcdRankPublisher::ensure_lease(TimePoint deadline) {
   return Status();
 }
 
+std::string EtcdRankPublisher::value_of(const std::string& key, const Entry& entry) const {
+  return seal_route_entry(key_.get(), key, lease_, bootstrap::registration_to_json(entry.reg));
+}
+
 Status EtcdRankPublisher::put_checked(const Entry& entry, TimePoint deadline) {
   const std::string guard = etcd_instance_prefix(prefix_, entry.instance);
   const std::string key = etcd_rank_key(prefix_, entry.instance, entry.reg.engine_rank);
-  const std::string value = bootstrap::registration_to_json(entry.reg);
+  const std::string value = value_of(key, entry);
   while (true) {
     PDKV_ASSIGN_OR_RETURN(EtcdRange range, client_->range_prefix(guard, deadline));
     size_t others = 0;
     for (const EtcdKeyValue& kv : range.kvs) {
       if (kv.key == key) continue;
-      Result<bootstrap::PrefillRegistration> other = bootstrap::parse_registration(kv.value);
+      // With a secret, an entry that does not verify is no rank's: readers ignore it, and
+      // so does the layout check (else anyone who can write to etcd could block a rank).
+      Result<bootstrap::PrefillRegistration> other = open_route_entry(key_.get(), kv);
       if (!other.ok()) continue;  // not ours to judge; readers ignore it too
       ++others;
       const std::string field = bootstrap::first_layout_difference(other->layout, entry.reg.layout);
@@ -110,7 +120,10 @@ bool EtcdRankPublisher::renew_once(bool quiet) {
                       ttl.status().to_string());
       return false;  // tried again shortly; the lease may outlive the outage
     }
-    if (*ttl > 0) return true;
+    if (*ttl > 0) {
+      reassert(deadline);
+      return true;
+    }
     PDKV_LOG_WARN(
         "etcd registry: lease {:x} expired (etcd unreachable longer than {} s); "
         "registering again",
@@ -129,6 +142,30 @@ bool EtcdRankPublisher::renew_once(bool quiet) {
   PDKV_LOG_INFO("etcd registry: {} rank(s) registered again under lease {:x}", entries_.size(),
                 lease_);
   return true;
+}
+
+void EtcdRankPublisher::reassert(TimePoint deadline) {
+  for (const auto& [key, entry] : entries_) {
+    // A prefix read: the key alone, and ranks whose number starts with its digits.
+    Result<EtcdRange> range = client_->range_prefix(key, deadline);
+    if (!range.ok()) return;  // etcd did not answer: the next renewal reads again
+    const std::string expected = value_of(key, entry);
+    const EtcdKeyValue* found = nullptr;
+    for (const EtcdKeyValue& kv : range->kvs) {
+      if (kv.key == key) found = &kv;
+    }
+    if (found != nullptr && found->value == expected && found->lease == lease_) continue;
+    PDKV_LOG_WARN_LIMITED(
+        "etcd registry: entry {} in {} was {} underneath its owner; putting it back under "
+        "lease {:x}",
+        key, client_->description(),
+        found == nullptr ? "deleted"
+                         : (found->lease == lease_ ? "rewritten" : "rewritten without its lease"),
+        lease_);
+    Status put = put_checked(entry, deadline);
+    if (!put.ok())
+      PDKV_LOG_WARN_LIMITED("etcd registry: putting {} back failed: {}", key, put.to_string());
+  }
 }
 
 void EtcdRankPublisher::keep_alive_loop() {

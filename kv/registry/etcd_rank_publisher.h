@@ -12,6 +12,15 @@
 // A lease lost while etcd was unreachable longer than the TTL (the keys are gone) is
 // replaced by a new one and every entry published again, with the same check.
 //
+// With a cluster secret every entry is sealed (etcd_route_seal.h): signed for its key and
+// lease, so readers with the secret ignore what anyone else writes there. The owner also
+// re-asserts its entries: with every renewal (three per TTL) it reads its keys back and
+// puts again, under its lease and with the same check, any that is missing or differs
+// from what it published. A route rewritten underneath it (or deleted) is thus restored
+// within TTL / 3 plus a request, and a poisoned key put without a lease becomes the
+// owner's leased one again, which vanishes with the owner. Without a secret entries are
+// re-asserted the same way, but readers cannot tell a rewrite from the owner's entry.
+//
 // Threads: owns the keep-alive thread (waits on etcd, bounded by the TTL); publish() and
 // withdraw() may be called from any thread and block on etcd until their deadline.
 #pragma once
@@ -24,6 +33,7 @@
 
 #include "bootstrap/registration.h"
 #include "common/clock.h"
+#include "common/cluster_key.h"
 #include "common/mutex.h"
 #include "kv/registry/etcd_client.h"
 
@@ -31,7 +41,9 @@ namespace pdkv::kv {
 
 class EtcdRankPublisher {
  public:
-  EtcdRankPublisher(std::shared_ptr<EtcdClient> client, std::string prefix, int64_t lease_ttl_s);
+  // `key` (null: none) seals every entry.
+  EtcdRankPublisher(std::shared_ptr<EtcdClient> client, std::string prefix, int64_t lease_ttl_s,
+                    std::shared_ptr<const ClusterKey> key = nullptr);
   // Stops the keep-alive and revokes the lease (what is left published vanishes now).
   ~EtcdRankPublisher();
   EtcdRankPublisher(const EtcdRankPublisher&) = delete;
@@ -55,6 +67,10 @@ class EtcdRankPublisher {
   };
   Status ensure_lease(TimePoint deadline) PDKV_REQUIRES(mu_);
   Status put_checked(const Entry& entry, TimePoint deadline) PDKV_REQUIRES(mu_);
+  // The value stored for `entry` at `key` under the current lease.
+  std::string value_of(const std::string& key, const Entry& entry) const PDKV_REQUIRES(mu_);
+  // Reads every published key back and puts again what is missing or differs.
+  void reassert(TimePoint deadline) PDKV_REQUIRES(mu_);
   void keep_alive_loop();
   // One renewal (or re-registration after a lost lease); false if etcd did not answer.
   bool renew_once(bool quiet) PDKV_EXCLUDES(mu_);
@@ -62,6 +78,7 @@ class EtcdRankPublisher {
   const std::shared_ptr<EtcdClient> client_;
   const std::string prefix_;
   const int64_t lease_ttl_s_;
+  const std::shared_ptr<const ClusterKey> key_;
 
   // Serialises every change of the published state with its etcd calls (a few threads
   // at most: the manager's start/refresh/shutdown and the keep-alive).

@@ -5,13 +5,15 @@
 namespace pdkv::kv {
 
 Result<std::shared_ptr<EtcdRouteDirectory>> EtcdRouteDirectory::create(
-    const RegistryOptions& options) {
+    const RegistryOptions& options, std::shared_ptr<const ClusterKey> key) {
   PDKV_ASSIGN_OR_RETURN(auto client, EtcdClient::create(options.etcd_endpoints));
-  return std::shared_ptr<EtcdRouteDirectory>(new EtcdRouteDirectory(std::move(client), options));
+  return std::shared_ptr<EtcdRouteDirectory>(
+      new EtcdRouteDirectory(std::move(client), options, std::move(key)));
 }
 
-EtcdRouteDirectory::EtcdRouteDirectory(std::shared_ptr<EtcdClient> client, RegistryOptions options)
-    : client_(std::move(client)), options_(std::move(options)) {}
+EtcdRouteDirectory::EtcdRouteDirectory(std::shared_ptr<EtcdClient> client, RegistryOptions options,
+                                       std::shared_ptr<const ClusterKey> key)
+    : client_(std::move(client)), options_(std::move(options)), key_(std::move(key)) {}
 
 namespace {
 // Instance names become part of etcd keys: keep them to what a bootstrap address holds.
@@ -31,13 +33,13 @@ EtcdRankPublisher& EtcdRouteDirectory::publisher() {
   MutexLock lock(mu_);
   if (!publisher_)
     publisher_ = std::make_unique<EtcdRankPublisher>(client_, options_.etcd_prefix,
-                                                     options_.etcd_lease_ttl_s);
+                                                     options_.etcd_lease_ttl_s, key_);
   return *publisher_;
 }
 
 EtcdRouteWatcher& EtcdRouteDirectory::watcher() {
   MutexLock lock(mu_);
-  if (!watcher_) watcher_ = std::make_unique<EtcdRouteWatcher>(client_, options_.etcd_prefix);
+  if (!watcher_) watcher_ = std::make_unique<EtcdRouteWatcher>(client_, options_.etcd_prefix, key_);
   return *watcher_;
 }
 

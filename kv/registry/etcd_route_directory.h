@@ -5,6 +5,10 @@
 // instance (its key in etcd: 1-255 printable ASCII bytes without '/', else
 // kInvalidArgument) and need not run a server.
 //
+// With a cluster secret (`key`) the ranks seal their entries and the watcher takes only
+// sealed ones that verify (etcd_route_seal.h); without one, anyone who can write under the
+// prefix can re-point a route, and only etcd's access control stands in the way.
+//
 // The publisher and the watcher start on first use (a decode subscribes at creation), so
 // a prefill rank never watches and a decode never holds a lease. Thread-safe.
 #pragma once
@@ -23,7 +27,8 @@ namespace pdkv::kv {
 
 class EtcdRouteDirectory : public RouteDirectory {
  public:
-  static Result<std::shared_ptr<EtcdRouteDirectory>> create(const RegistryOptions& options);
+  static Result<std::shared_ptr<EtcdRouteDirectory>> create(
+      const RegistryOptions& options, std::shared_ptr<const ClusterKey> key = nullptr);
 
   Status register_prefill_rank(const std::string& instance, const PrefillRankInfo& info,
                                TimePoint deadline) override;
@@ -40,11 +45,13 @@ class EtcdRouteDirectory : public RouteDirectory {
   EtcdRouteWatcher& watcher() PDKV_EXCLUDES(mu_);
 
  private:
-  EtcdRouteDirectory(std::shared_ptr<EtcdClient> client, RegistryOptions options);
+  EtcdRouteDirectory(std::shared_ptr<EtcdClient> client, RegistryOptions options,
+                     std::shared_ptr<const ClusterKey> key);
   EtcdRankPublisher& publisher() PDKV_EXCLUDES(mu_);
 
   const std::shared_ptr<EtcdClient> client_;
   const RegistryOptions options_;
+  const std::shared_ptr<const ClusterKey> key_;
   Mutex mu_;
   std::unique_ptr<EtcdRankPublisher> publisher_ PDKV_GUARDED_BY(mu_);
   std::unique_ptr<EtcdRouteWatcher> watcher_ PDKV_GUARDED_BY(mu_);

@@ -5,11 +5,13 @@
 #include "common/logging.h"
 #include "kv/bootstrap_route_directory.h"
 #include "kv/registry/etcd_route_keys.h"
+#include "kv/registry/etcd_route_seal.h"
 
 namespace pdkv::kv {
 
-EtcdRouteWatcher::EtcdRouteWatcher(std::shared_ptr<EtcdClient> client, std::string prefix)
-    : client_(std::move(client)), prefix_(std::move(prefix)) {
+EtcdRouteWatcher::EtcdRouteWatcher(std::shared_ptr<EtcdClient> client, std::string prefix,
+                                   std::shared_ptr<const ClusterKey> key)
+    : client_(std::move(client)), prefix_(std::move(prefix)), key_(std::move(key)) {
   thread_ = std::thread([this] { run(); });
   prober_ = std::thread([this] { probe_loop(); });
 }
@@ -27,12 +29,16 @@ EtcdRouteWatcher::~EtcdRouteWatcher() {
 
 void EtcdRouteWatcher::probe_loop() {
   while (true) {
-    int endpoint = -1;
-    EtcdClient::WatchStream* probed = nullptr;
     {
       MutexLock lock(mu_);
       changed_.wait_for(mu_, kWatchProbeInterval, [this] { return stopping_.load(); });
       if (stopping_) return;
+    }
+    if (key_) check_contested();
+    int endpoint = -1;
+    EtcdClient::WatchStream* probed = nullptr;
+    {
+      MutexLock lock(mu_);
       if (!synced_ || !stream_) continue;
       probed = stream_.get();
       endpoint = probed->endpoint();
@@ -46,6 +52,33 @@ void EtcdRouteWatcher::probe_loop() {
                   alive.message());
     probed->drop();
   }
+}
+
+void EtcdRouteWatcher::check_contested() {
+  std::vector<std::pair<std::string, int64_t>> contested;
+  {
+    MutexLock lock(mu_);
+    if (!synced_) return;  // an unreachable etcd says nothing about the owner
+    for (const auto& [key, e] : entries_) {
+      if (e.contested) contested.emplace_back(key, e.lease);
+    }
+  }
+  std::vector<RouteChange> changes;
+  for (const auto& [key, lease] : contested) {
+    Result<int64_t> ttl = client_->lease_time_to_live(lease, now() + kWatchProbeInterval);
+    if (!ttl.ok() || *ttl >= 0) continue;  // the owner lives (or etcd did not say): keep it
+    MutexLock lock(mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end() || !it->second.contested || it->second.lease != lease) continue;
+    changes.push_back(change_of(
+        key, &it->second, nullptr,
+        fmt::format("its key {} in {} holds an entry that does not verify, and the lease of its "
+                    "owner's entry ended (the rank is gone)",
+                    key, client_->description())));
+    entries_.erase(it);
+    changed_.notify_all();
+  }
+  listeners_.notify(changes);
 }
 
 std::unique_ptr<RouteSubscription> EtcdRouteWatcher::subscribe(RouteListener listener) {
@@ -66,42 +99,56 @@ RouteChange EtcdRouteWatcher::change_of(const std::string& key, const Entry* bef
   return c;
 }
 
-void EtcdRouteWatcher::apply(const EtcdKeyValue& kv, bool deleted,
-                             std::vector<RouteChange>& changes) {
+EtcdRouteWatcher::Applied EtcdRouteWatcher::apply(const EtcdKeyValue& kv, bool deleted,
+                                                  std::vector<RouteChange>& changes) {
   auto before = entries_.find(kv.key);
   if (deleted) {
-    if (before == entries_.end()) return;
+    if (before == entries_.end()) return Applied::kIgnored;
     changes.push_back(change_of(
         kv.key, &before->second, nullptr,
         fmt::format("its key {} was deleted from {} (the rank shut down, or its lease was "
                     "revoked or expired)",
                     kv.key, client_->description())));
     entries_.erase(before);
-    return;
+    return Applied::kTaken;
   }
   std::optional<EtcdRankKey> key = parse_etcd_rank_key(prefix_, kv.key);
-  if (!key) return;
-  Result<bootstrap::PrefillRegistration> reg = bootstrap::parse_registration(kv.value);
-  if (!reg.ok() || reg->engine_rank != key->engine_rank) {
-    PDKV_LOG_WARN("etcd registry: ignoring malformed entry {}: {}", kv.key,
-                  reg.ok() ? "engine_rank differs from the key's" : reg.status().to_string());
-    if (before == entries_.end()) return;
+  if (!key) return Applied::kIgnored;
+  Result<bootstrap::PrefillRegistration> reg = open_route_entry(key_.get(), kv);
+  if (reg.ok() && reg->engine_rank != key->engine_rank)
+    reg = invalid_argument("engine_rank differs from the key's");
+  if (!reg.ok()) {
+    // Whoever can write to etcd can write here: every line is rate-limited.
+    if (key_) {
+      // With a secret, what does not verify is not the owner's: never followed. The
+      // owner's last verified entry stays until the owner puts it back (or is gone).
+      PDKV_LOG_WARN_LIMITED(
+          "etcd registry: ignoring entry {} in {}: {}{}", kv.key, client_->description(),
+          reg.status().message(),
+          before == entries_.end() ? "" : "; keeping the owner's last verified entry meanwhile");
+      if (before != entries_.end()) before->second.contested = true;
+      return Applied::kRejected;
+    }
+    PDKV_LOG_WARN_LIMITED("etcd registry: ignoring malformed entry {}: {}", kv.key,
+                          reg.status().to_string());
+    if (before == entries_.end()) return Applied::kIgnored;
     changes.push_back(change_of(kv.key, &before->second, nullptr,
                                 fmt::format("its key {} in {} now holds a malformed entry", kv.key,
                                             client_->description())));
     entries_.erase(before);
-    return;
+    return Applied::kTaken;
   }
   if (entries_.size() >= kMaxEtcdRouteEntries && before == entries_.end()) {
-    PDKV_LOG_WARN("etcd registry: more than {} entries under {}; ignoring {}", kMaxEtcdRouteEntries,
-                  prefix_, kv.key);
-    return;
+    PDKV_LOG_WARN_LIMITED("etcd registry: more than {} entries under {}; ignoring {}",
+                          kMaxEtcdRouteEntries, prefix_, kv.key);
+    return Applied::kIgnored;
   }
-  Entry after{std::move(key->instance), key->engine_rank, std::move(*reg)};
+  Entry after{std::move(key->instance), key->engine_rank, std::move(*reg), kv.lease, false};
   RouteChange c =
       change_of(kv.key, before == entries_.end() ? nullptr : &before->second, &after, "");
   if (c.old_endpoint != c.new_endpoint) changes.push_back(std::move(c));
   entries_[kv.key] = std::move(after);
+  return Applied::kTaken;
 }
 
 void EtcdRouteWatcher::reload(const std::vector<EtcdKeyValue>& kvs,
@@ -109,7 +156,15 @@ void EtcdRouteWatcher::reload(const std::vector<EtcdKeyValue>& kvs,
   std::map<std::string, Entry> before = std::move(entries_);
   entries_.clear();
   std::vector<RouteChange> ignored;  // compared below, against what the mirror held
-  for (const EtcdKeyValue& kv : kvs) apply(kv, false, ignored);
+  for (const EtcdKeyValue& kv : kvs) {
+    if (apply(kv, false, ignored) != Applied::kRejected) continue;
+    // Rewritten while the watch was down: keep the owner's entry, as an event would have.
+    auto old = before.find(kv.key);
+    if (old == before.end()) continue;
+    Entry kept = old->second;
+    kept.contested = true;
+    entries_[kv.key] = std::move(kept);
+  }
   for (const auto& [key, old] : before) {
     auto now_there = entries_.find(key);
     if (now_there == entries_.end()) {

@@ -17,8 +17,16 @@
 // route: while the mirror is not trusted, nothing is reported.
 //
 // Entries are validated with the HTTP server's parser (bootstrap::parse_registration);
-// malformed keys or values (another tool's, or hostile) are ignored, and at most
-// kMaxEtcdRouteEntries are kept.
+// malformed keys or values (another tool's, or hostile) are ignored (logged, rate-limited),
+// and at most kMaxEtcdRouteEntries are kept.
+//
+// With a cluster secret only sealed entries whose signature verifies are taken
+// (etcd_route_seal.h). A verified entry rewritten underneath its owner (unsigned, or
+// signed for another key or lease) is not followed: the mirror keeps the owner's entry,
+// which the owner puts back within its re-assert period (etcd_rank_publisher.h), so
+// lookups and rooms go on to the real rank and subscribers hear of nothing. Should the
+// owner be gone (its lease, which the rewrite detached the key from, ends), the probe
+// thread sees that lease end and the entry vanishes as it would have with its key.
 //
 // Threads: owns one watch thread and one probe thread (both block on etcd); every other
 // method may be called from any thread.
@@ -34,6 +42,7 @@
 
 #include "bootstrap/registration.h"
 #include "common/clock.h"
+#include "common/cluster_key.h"
 #include "common/mutex.h"
 #include "kv/registry/etcd_client.h"
 #include "kv/route_directory.h"
@@ -45,7 +54,9 @@ inline constexpr size_t kMaxEtcdRouteEntries = 1u << 16;
 
 class EtcdRouteWatcher {
  public:
-  EtcdRouteWatcher(std::shared_ptr<EtcdClient> client, std::string prefix);
+  // With `key` (null: none) only entries signed with the cluster secret are taken.
+  EtcdRouteWatcher(std::shared_ptr<EtcdClient> client, std::string prefix,
+                   std::shared_ptr<const ClusterKey> key = nullptr);
   ~EtcdRouteWatcher();
   EtcdRouteWatcher(const EtcdRouteWatcher&) = delete;
   EtcdRouteWatcher& operator=(const EtcdRouteWatcher&) = delete;
@@ -64,7 +75,8 @@ class EtcdRouteWatcher {
   // nullopt while the mirror is not in sync with etcd (the reason in `why`, if given).
   std::optional<Snapshot> snapshot(std::string* why = nullptr) const PDKV_EXCLUDES(mu_);
 
-  // Route changes from now on, delivered on the watch thread (route_directory.h).
+  // Route changes from now on, delivered on the watch thread (route_directory.h), and on
+  // the probe thread for a kept entry whose owner's lease ended.
   std::unique_ptr<RouteSubscription> subscribe(RouteListener listener);
 
  private:
@@ -72,11 +84,22 @@ class EtcdRouteWatcher {
     std::string instance;
     int64_t engine_rank = 0;
     bootstrap::PrefillRegistration reg;
+    int64_t lease = 0;  // the lease the verified entry was put under
+    // Its key now holds an entry that does not verify: kept until the owner puts its
+    // entry back or the owner's lease ends (checked by the probe thread).
+    bool contested = false;
+  };
+  enum class Applied {
+    kTaken,     // the mirror follows the event
+    kIgnored,   // not a rank entry, or over the limit: nothing changed
+    kRejected,  // with a secret, an entry that does not verify: never followed
   };
   void run();
   // Applies one event to the mirror, adding what it changed for subscribers to `changes`.
-  void apply(const EtcdKeyValue& kv, bool deleted, std::vector<RouteChange>& changes)
+  Applied apply(const EtcdKeyValue& kv, bool deleted, std::vector<RouteChange>& changes)
       PDKV_REQUIRES(mu_);
+  // Drops contested entries whose owner's lease has ended (probe thread).
+  void check_contested() PDKV_EXCLUDES(mu_);
   // Replaces the mirror with a fresh read, adding the differences to `changes`.
   void reload(const std::vector<EtcdKeyValue>& kvs, std::vector<RouteChange>& changes)
       PDKV_REQUIRES(mu_);
@@ -87,6 +110,7 @@ class EtcdRouteWatcher {
 
   const std::shared_ptr<EtcdClient> client_;
   const std::string prefix_;
+  const std::shared_ptr<const ClusterKey> key_;
 
   mutable Mutex mu_;
   CondVar changed_;

@@ -127,7 +127,8 @@ void RegistryHttpServer::install_routes(bootstrap::HttpRouter& h) {
   h.on(HttpMethod::kPost, "/route", read_only);
 }
 
-int run_registry_http_server(const std::string& host, int port, const std::string& instance) {
+int run_registry_http_server(const std::string& host, int port, const std::string& instance,
+                             const std::string& secret_file) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
@@ -139,9 +140,12 @@ int run_registry_http_server(const std::string& host, int port, const std::strin
   };
   Result<RegistryOptions> options = RegistryOptions::from_env();
   if (!options.ok()) return fail(options.status());
+  auto key = secret_file.empty() ? ClusterKey::from_env() : ClusterKey::from_file(secret_file);
+  if (!key.ok()) return fail(key.status());
+  if (!*key) warn_unauthenticated("bootstrap-etcd (routes in etcd are not verified)");
   Result<std::shared_ptr<EtcdClient>> client = EtcdClient::create(options->etcd_endpoints);
   if (!client.ok()) return fail(client.status());
-  EtcdRouteWatcher watcher(*client, options->etcd_prefix);
+  EtcdRouteWatcher watcher(*client, options->etcd_prefix, *key);
   auto server = RegistryHttpServer::start(watcher, instance, host, port);
   if (!server.ok()) return fail(server.status());
   std::printf("pdkv bootstrap listening on %s:%d (routes of %s from %s, prefix %s)\n", host.c_str(),

@@ -45,7 +45,10 @@ class RegistryHttpServer {
 };
 
 // Runs the server until SIGTERM/SIGINT (blocked in the caller's mask), reading
-// PDKV_ETCD_* for the cluster; prints "pdkv bootstrap listening on H:P (etcd ...)".
-int run_registry_http_server(const std::string& host, int port, const std::string& instance);
+// PDKV_ETCD_* for the cluster; prints "pdkv bootstrap listening on H:P (etcd ...)". With a
+// cluster secret (`secret_file`, else PDKV_SECRET_FILE) it serves only entries whose
+// signature verifies (etcd_route_seal.h), as a decode would take them.
+int run_registry_http_server(const std::string& host, int port, const std::string& instance,
+                             const std::string& secret_file = "");
 
 }  // namespace pdkv::kv

@@ -30,7 +30,7 @@ Result<std::shared_ptr<RouteDirectory>> make_route_directory(
     return std::shared_ptr<RouteDirectory>(
         std::make_shared<BootstrapRouteDirectory>(std::move(cluster_key)));
   }
-  PDKV_ASSIGN_OR_RETURN(auto etcd, EtcdRouteDirectory::create(options));
+  PDKV_ASSIGN_OR_RETURN(auto etcd, EtcdRouteDirectory::create(options, std::move(cluster_key)));
   return std::shared_ptr<RouteDirectory>(std::move(etcd));
 }
 

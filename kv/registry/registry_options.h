@@ -30,8 +30,8 @@ struct RegistryOptions {
 
 // The RouteDirectory the options select: the HTTP bootstrap client, or etcd
 // (kv/registry/etcd_route_directory.h). kInvalidArgument for bad endpoints or prefix.
-// `cluster_key` signs the HTTP registry's requests (bootstrap/request_auth.h); etcd's own
-// access control guards the etcd registry (docs/SECURITY.md).
+// `cluster_key` signs the HTTP registry's requests (bootstrap/request_auth.h) and the etcd
+// registry's entries (kv/registry/etcd_route_seal.h; docs/SECURITY.md).
 Result<std::shared_ptr<RouteDirectory>> make_route_directory(
     const RegistryOptions& options, std::shared_ptr<const ClusterKey> cluster_key = nullptr);
 
