@@ -524,6 +524,26 @@ TEST_F(EtcdRegistryTest, WithoutASecretARewrittenRouteIsFollowedUntilItsOwnerPut
   EXPECT_TRUE(followed) << "expected the gap: a reader without the secret follows the rewrite";
 }
 
+// With a secret the layout check, like every reader, ignores entries that do not verify:
+// an attacker's entry with another layout under a rank key blocks no rank.
+TEST_F(EtcdRegistryTest, UnsignedEntryWithAnotherLayoutDoesNotBlockARankWithASecret) {
+  auto cluster = start(1);
+  ASSERT_NE(cluster, nullptr);
+  const auto key = test_secret();
+  PrefillRankInfo other = rank_info(1, 2, 6666);
+  other.layout.head_dim = 128;
+  attacker_put(*cluster, etcd_rank_key("/sealed", "b:1", 1), route_json(other));
+  auto prefill = directory(etcd_options(*cluster, "/sealed"), key);
+  Status registered = prefill->register_prefill_rank("b:1", rank_info(0, 2, 5000), now() + 5s);
+  EXPECT_TRUE(registered.ok()) << registered.to_string();
+  auto decode = directory(etcd_options(*cluster, "/sealed"), key);
+  auto rank0 = decode->lookup_prefill_rank("b:1", 0, 0, now() + 5s);
+  ASSERT_TRUE(rank0.ok()) << rank0.status().to_string();
+  EXPECT_EQ(rank0->layout.head_dim, 64u);
+  EXPECT_EQ(decode->lookup_prefill_rank("b:1", 0, 1, now() + 300ms).status().code(),
+            StatusCode::kDeadlineExceeded);
+}
+
 // Sealed entries bind the etcd key, the lease and the secret: each change fails.
 TEST(EtcdRouteSeal, EntryVerifiesOnlyForItsKeyLeaseAndSecret) {
   const auto key = test_secret();
