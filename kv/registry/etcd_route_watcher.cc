@@ -102,6 +102,7 @@ RouteChange EtcdRouteWatcher::change_of(const std::string& key, const Entry* bef
 EtcdRouteWatcher::Applied EtcdRouteWatcher::apply(const EtcdKeyValue& kv, bool deleted,
                                                   std::vector<RouteChange>& changes) {
   auto before = entries_.find(kv.key);
+  rejected_.erase(kv.key);  // noted again below if this value is rejected too
   if (deleted) {
     if (before == entries_.end()) return Applied::kIgnored;
     changes.push_back(change_of(
@@ -127,6 +128,7 @@ EtcdRouteWatcher::Applied EtcdRouteWatcher::apply(const EtcdKeyValue& kv, bool d
           reg.status().message(),
           before == entries_.end() ? "" : "; keeping the owner's last verified entry meanwhile");
       if (before != entries_.end()) before->second.contested = true;
+      if (rejected_.size() < kMaxEtcdRouteEntries) rejected_[kv.key] = reg.status().message();
       return Applied::kRejected;
     }
     PDKV_LOG_WARN_LIMITED("etcd registry: ignoring malformed entry {}: {}", kv.key,
@@ -155,6 +157,7 @@ void EtcdRouteWatcher::reload(const std::vector<EtcdKeyValue>& kvs,
                               std::vector<RouteChange>& changes) {
   std::map<std::string, Entry> before = std::move(entries_);
   entries_.clear();
+  rejected_.clear();
   std::vector<RouteChange> ignored;  // compared below, against what the mirror held
   for (const EtcdKeyValue& kv : kvs) {
     if (apply(kv, false, ignored) != Applied::kRejected) continue;
@@ -239,6 +242,15 @@ const bootstrap::InstanceLayout* EtcdRouteWatcher::layout_of(const std::string& 
   return &it->second.reg.layout;
 }
 
+std::string EtcdRouteWatcher::rejected_note(const std::string& prefix) const {
+  auto it = rejected_.lower_bound(prefix);
+  if (it == rejected_.end() || it->first.compare(0, prefix.size(), prefix) != 0) return "";
+  return fmt::format(
+      "; {} holds an entry that was ignored: {} (a rank without this cluster's secret, or a "
+      "write by someone else)",
+      it->first, it->second);
+}
+
 std::string EtcdRouteWatcher::unsynced_reason() const {
   return fmt::format("{} not reachable ({})", client_->description(), last_error_);
 }
@@ -251,10 +263,11 @@ Result<bootstrap::InstanceLayout> EtcdRouteWatcher::wait_for_instance(const std:
   });
   if (synced_ && layout_of(instance) != nullptr) return *layout_of(instance);
   if (!synced_) return deadline_exceeded(unsynced_reason());
+  const std::string keys = etcd_instance_prefix(prefix_, instance);
   return deadline_exceeded(
       fmt::format("no prefill rank of instance {} is registered in {} "
-                  "(keys {}*)",
-                  instance, client_->description(), etcd_instance_prefix(prefix_, instance)));
+                  "(keys {}*){}",
+                  instance, client_->description(), keys, rejected_note(keys)));
 }
 
 Result<bootstrap::PrefillRegistration> EtcdRouteWatcher::wait_for_rank(const std::string& instance,
@@ -285,10 +298,18 @@ Result<bootstrap::PrefillRegistration> EtcdRouteWatcher::wait_for_rank(const std
   if (const Entry* e = found()) return e->reg;
   if (!out_of_layout.ok()) return out_of_layout;
   if (!synced_) return deadline_exceeded(unsynced_reason());
+  // The rank's own key when the layout is known (exactly: ranks/1 is no prefix of ours
+  // for ranks/10), else any key of the instance.
+  std::string note;
+  if (key.empty()) {
+    note = rejected_note(etcd_instance_prefix(prefix_, instance));
+  } else if (rejected_.count(key) != 0) {
+    note = rejected_note(key);
+  }
   return deadline_exceeded(fmt::format(
-      "prefill rank (dp group {}, tp rank {}) of instance {} is not registered in {} (key {})",
+      "prefill rank (dp group {}, tp rank {}) of instance {} is not registered in {} (key {}){}",
       dp_group, tp_rank, instance, client_->description(),
-      key.empty() ? etcd_instance_prefix(prefix_, instance) + "*" : key));
+      key.empty() ? etcd_instance_prefix(prefix_, instance) + "*" : key, note));
 }
 
 std::optional<EtcdRouteWatcher::Snapshot> EtcdRouteWatcher::snapshot(std::string* why) const {

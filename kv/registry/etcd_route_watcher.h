@@ -107,6 +107,9 @@ class EtcdRouteWatcher {
                         std::string detail) const;
   const bootstrap::InstanceLayout* layout_of(const std::string& instance) const PDKV_REQUIRES(mu_);
   std::string unsynced_reason() const PDKV_REQUIRES(mu_);
+  // "; <why>" when a key starting with `prefix` holds an entry that was rejected (so a
+  // lookup's failure says a rank without the secret may be there), else "".
+  std::string rejected_note(const std::string& prefix) const PDKV_REQUIRES(mu_);
 
   const std::shared_ptr<EtcdClient> client_;
   const std::string prefix_;
@@ -117,6 +120,9 @@ class EtcdRouteWatcher {
   bool synced_ PDKV_GUARDED_BY(mu_) = false;
   std::string last_error_ PDKV_GUARDED_BY(mu_) = "not read yet";
   std::map<std::string, Entry> entries_ PDKV_GUARDED_BY(mu_);  // by etcd key
+  // Keys whose entry did not verify (with a secret), with the reason: at most
+  // kMaxEtcdRouteEntries, for failure messages only.
+  std::map<std::string, std::string> rejected_ PDKV_GUARDED_BY(mu_);
   std::unique_ptr<EtcdClient::WatchStream> stream_ PDKV_GUARDED_BY(mu_);
   RouteListeners listeners_;  // called by the watch thread, without mu_
 
