@@ -124,7 +124,7 @@ class EtcdRouteWatcher {
   // kMaxEtcdRouteEntries, for failure messages only.
   std::map<std::string, std::string> rejected_ PDKV_GUARDED_BY(mu_);
   std::unique_ptr<EtcdClient::WatchStream> stream_ PDKV_GUARDED_BY(mu_);
-  RouteListeners listeners_;  // called by the watch thread, without mu_
+  RouteListeners listeners_;  // called by the watch (or probe) thread, without mu_
 
   std::atomic<bool> stopping_{false};
   std::thread thread_;
