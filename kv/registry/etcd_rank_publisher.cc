@@ -1,5 +1,6 @@
 #include "kv/registry/etcd_rank_publisher.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "common/logging.h"
@@ -121,7 +122,9 @@ bool EtcdRankPublisher::renew_once(bool quiet) {
       return false;  // tried again shortly; the lease may outlive the outage
     }
     if (*ttl > 0) {
-      reassert(deadline);
+      // A quarter of the period at most: a member that went silent must not delay the
+      // next renewal past the lease's TTL (the read-back is tried again next renewal).
+      reassert(std::min(deadline, now() + period / 4));
       return true;
     }
     PDKV_LOG_WARN(
