@@ -372,6 +372,26 @@ attack("forged_status_success", "a TransferStatus{Success} for a room in flight,
        fresh=True)(_forged_status("success"))
 
 
+# PDKV_VERIFY_CHECKSUM: a Success status names the regions the decode re-reads. One from a
+# stranger (no ticket) naming 2 M ranges, each a whole KV buffer (~4 TiB to re-read), must
+# be dropped before any re-read: the decode's receive thread keeps answering Pongs, so the
+# in-flight room, held past the liveness timeout (4 heartbeats of 0.2 s), still succeeds.
+@attack("forged_status_checksum_ranges",
+        "a TransferStatus{Success} naming 2 M checksum ranges, to a PDKV_VERIFY_CHECKSUM decode",
+        fresh=True, modes=("open",), rss_mib=96,
+        env={"PDKV_VERIFY_CHECKSUM": "1", "PDKV_HEARTBEAT_INTERVAL_S": "0.2",
+             "PDKV_HEARTBEAT_MAX_FAILURES": "4"})
+def _forged_status_checksum_ranges(r: Run):
+    base, nbytes, _ = r.c.d.ready["bufs"][0]
+
+    def hit(rooms):
+        seen = r.peer("forged-status", "--control", r.c.d.ready["ctrl"], "--room", rooms[0],
+                      "--state", "success", "--ranges", 2000000, "--range-addr", base,
+                      "--range-length", nbytes)
+        r.expect("the forged status was queued", seen.get("sent") == 1, seen)
+    r.during(hit, settle=2.0)
+
+
 @attack("hijack_registration", "to the prefill: a registration naming the decode's endpoint",
         fresh=True)
 def _hijack_registration(r: Run):

@@ -83,6 +83,10 @@ int main(int argc, char** argv) {
   app.add_option("--entries", o.entries, "entries a huge header declares")->capture_default_str();
   app.add_option("--state", o.state, "forged status: failed or success")
       ->check(CLI::IsMember({"failed", "success"}));
+  app.add_option("--ranges", o.ranges, "forged status: checksum ranges it names")
+      ->capture_default_str();
+  app.add_option("--range-addr", o.range_addr, "forged status: address of each range");
+  app.add_option("--range-length", o.range_length, "forged status: bytes of each range");
   app.add_option("--threads", o.threads, "concurrent HTTP clients")->capture_default_str();
   app.add_option("--hold-ms", o.hold_ms, "how long to watch the victim's reaction")
       ->capture_default_str();
