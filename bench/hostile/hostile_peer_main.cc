@@ -55,6 +55,10 @@ const AttackEntry kAttacks[] = {
      pdkv::hostile::huge_header},
     {"route-poison", "re-point, mangle and delete engine_rank 0's route",
      pdkv::hostile::route_poison},
+    {"signed-put", "a member's signed PUT /route (--member-secret-file), printed for replay",
+     [](const AttackOptions& o) { return pdkv::hostile::signed_request(o, "PUT"); }},
+    {"signed-get", "a member's signed GET of the layout (--member-secret-file), printed for replay",
+     [](const AttackOptions& o) { return pdkv::hostile::signed_request(o, "GET"); }},
     {"http-flood", "--count unauthenticated PUT /route while probing /health",
      pdkv::hostile::http_flood},
 };
@@ -69,12 +73,15 @@ int main(int argc, char** argv) {
   app.fallthrough();
   AttackOptions o;
   std::string secret_file;
+  std::string member_secret_file;
   app.add_option("--control", o.control, "victim's control endpoint tcp://host:port");
   app.add_option("--as", o.as, "endpoint the forged messages claim to come from");
   app.add_option("--engine", o.engine, "victim's engine host:port");
   app.add_option("--bootstrap", o.bootstrap, "bootstrap server host:port");
   app.add_option("--secret-file", secret_file,
                  "a secret of the attacker's own (not the cluster's)");
+  app.add_option("--member-secret-file", member_secret_file,
+                 "signed-put/get: the cluster's own secret (they play a member)");
   app.add_option("--room", o.rooms, "room(s) the forged messages name");
   app.add_option("--count", o.count, "messages, connections or requests")->capture_default_str();
   app.add_option("--dst", o.dst, "first destination address (0x... accepted)");
@@ -103,8 +110,8 @@ int main(int argc, char** argv) {
   std::map<CLI::App*, const AttackEntry*> commands;
   for (const AttackEntry& a : kAttacks) commands[app.add_subcommand(a.name, a.help)] = &a;
   CLI11_PARSE(app, argc, argv);
-  if (!secret_file.empty()) {
-    auto key = pdkv::ClusterKey::from_file(secret_file);
+  if (!secret_file.empty() || !member_secret_file.empty()) {
+    auto key = pdkv::ClusterKey::from_file(secret_file.empty() ? member_secret_file : secret_file);
     if (!key.ok()) {
       std::fprintf(stderr, "pdkv_hostile_peer: %s\n", key.status().to_string().c_str());
       return 2;
