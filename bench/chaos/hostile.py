@@ -494,6 +494,35 @@ def _idle_connections(r: Run):
              f"{before} -> peak {peak}")
 
 
+# A stranger (another address: 127.0.0.2) keeps every connection slot of a decode's engine
+# (PDKV_TCP_MAX_CONNECTIONS 128) taken with silent connections, reopening each one the
+# decode closes. Connections that have not finished their handshake may hold at most 3/4
+# of the slots and one address 1/8, so a prefill's new session to that decode (a fresh
+# decode process: no session to it yet) still gets in, in time.
+@attack("slot_hoarding", "a stranger on another address holding every engine connection slot "
+        "while a prefill opens a new session", fresh=True, fd_slack=160)
+def _slot_hoarding(r: Run):
+    r.c.replace_decode()
+    cmd = [os.path.join(bin_dir(), "pdkv_hostile_peer"), "hold-slots", "--engine",
+           r.c.d.ready["eng"], "--source", "127.0.0.2", "--count", 200, "--hold-ms", 5000]
+    p = subprocess.Popen(list(map(str, cmd)), stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)  # the stranger takes what it can first
+        t0 = time.monotonic()
+        rooms = r.c.open_rooms(1)
+        ok, nbytes, wrong, why = r.c.finish(rooms, timeout=10)
+        r.out.bytes_verified += nbytes
+        r.expect("a new session's room succeeded while the stranger held its slots",
+                 ok and not wrong, why)
+        r.out.notes.append(f"room in {time.monotonic() - t0:.2f} s")
+    finally:
+        out, _ = p.communicate(timeout=30)
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    seen = json.loads(lines[-1]) if lines else {"error": "hold-slots printed nothing"}
+    r.out.observed.append(seen)
+    r.expect("the stranger held connections throughout", seen.get("held_at_end", 0) > 0, seen)
+
+
 @attack("huge_header", "32 connections each declaring a 2^20-entry table (40 MiB), then silent",
         rss_mib=16)
 def _huge_header(r: Run):

@@ -54,6 +54,7 @@ struct AttackOptions {
   uint64_t range_addr = 0;
   uint64_t range_length = 0;
   int threads = 4;              // http-flood: concurrent clients
+  std::string source;           // hold-slots: local address to connect from ("" = any)
   int hold_ms = 3000;           // how long to watch for the victim's reaction
   int first_port = 2;           // ping-flood: reply ports named (closed ones)
   bool honest = false;          // whole-pool: ask for the room's pages, not the pool

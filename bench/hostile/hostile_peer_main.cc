@@ -51,6 +51,8 @@ const AttackEntry kAttacks[] = {
     {"probe", "one hand-made PART at --dst, the ACK read as it is", pdkv::hostile::probe},
     {"idle-connections", "--count data connections that never speak",
      pdkv::hostile::idle_connections},
+    {"hold-slots", "keep --count silent connections open for --hold-ms from --source",
+     pdkv::hostile::hold_slots},
     {"huge-header", "--count connections sending a PART header of --entries entries, then nothing",
      pdkv::hostile::huge_header},
     {"route-poison", "re-point, mangle and delete engine_rank 0's route",
@@ -94,6 +96,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--range-addr", o.range_addr, "forged status: address of each range");
   app.add_option("--range-length", o.range_length, "forged status: bytes of each range");
+  app.add_option("--source", o.source, "hold-slots: local address to connect from");
   app.add_option("--threads", o.threads, "concurrent HTTP clients")->capture_default_str();
   app.add_option("--hold-ms", o.hold_ms, "how long to watch the victim's reaction")
       ->capture_default_str();

@@ -1,6 +1,8 @@
 #include "engine/backends/tcp/tcp_receiver.h"
 
+#include <arpa/inet.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -8,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <system_error>
 #include <vector>
 
@@ -242,11 +245,58 @@ void TcpReceiver::reap_finished(bool all) {
   }
 }
 
+namespace {
+
+// The peer's IP address as text ("" if unknown): what the per-address limit counts by.
+std::string peer_address(const sockaddr_storage& ss) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(ss).sin_addr, text, sizeof text);
+  } else if (ss.ss_family == AF_INET6) {
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(ss).sin6_addr, text, sizeof text);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string TcpReceiver::over_limit(const std::string& address) const {
+  const auto max = static_cast<size_t>(options_.max_connections);
+  if (conns_.size() >= max) return fmt::format("{} connections already open (limit)", max);
+  // Connections that have not proven themselves yet may take at most three quarters of
+  // the slots, and one address at most an eighth: a stranger on one address cannot keep
+  // a member's new session from another address out (its connections are closed within
+  // the handshake's timeouts anyway, but it can reopen them as fast as they close).
+  // Strangers on six or more addresses together still can: see docs/SECURITY.md.
+  const size_t unproven_max = max - max / 4;
+  const size_t per_address_max = std::max<size_t>(1, max / 8);
+  size_t unproven = 0, from_address = 0;
+  for (const auto& c : conns_) {
+    if (c->proven.load(std::memory_order_acquire) || c->done.load(std::memory_order_acquire)) {
+      continue;
+    }
+    ++unproven;
+    if (c->address == address) ++from_address;
+  }
+  if (unproven >= unproven_max) {
+    return fmt::format("{} connections awaiting their handshake (limit {} of {})", unproven,
+                       unproven_max, max);
+  }
+  if (from_address >= per_address_max) {
+    return fmt::format("{} connections from {} awaiting their handshake (limit {})", from_address,
+                       address, per_address_max);
+  }
+  return "";
+}
+
 void TcpReceiver::accept_loop() {
   while (true) {
     Status ready = wait_fd(listen_fd_.get(), POLLIN, stop_.fd(), -1);
     if (ready.code() == StatusCode::kAborted) return;
-    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof peer;
+    int fd = ::accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
         PDKV_LOG_WARN("tcp receiver: accept: {}", std::strerror(errno));
@@ -255,21 +305,22 @@ void TcpReceiver::accept_loop() {
       continue;
     }
     tune_socket(fd, options_);
+    const std::string address = peer_address(peer);
     MutexLock lock(conns_mu_);
     reap_finished(false);
-    if (conns_.size() >= static_cast<size_t>(options_.max_connections)) {
+    if (std::string why = over_limit(address); !why.empty()) {
       // Closing at once (not leaving it in the backlog) keeps the acceptor responsive and
       // tells the peer right away.
       ::close(fd);
-      PDKV_LOG_WARN_LIMITED("tcp receiver: refused a connection: {} already open (limit)",
-                            conns_.size());
+      PDKV_LOG_WARN_LIMITED("tcp receiver: refused a connection from {}: {}", address, why);
       continue;
     }
     auto conn = std::make_unique<Connection>();
+    conn->address = address;
     Connection* raw = conn.get();
     try {
       conn->thread = std::thread([this, fd, raw] {
-        serve(fd);
+        serve(fd, raw);
         raw->done.store(true, std::memory_order_release);
       });
     } catch (const std::system_error& e) {
@@ -283,7 +334,7 @@ void TcpReceiver::accept_loop() {
   }
 }
 
-void TcpReceiver::serve(int raw_fd) {
+void TcpReceiver::serve(int raw_fd, Connection* conn) {
   UniqueFd fd(raw_fd);
   const int io = options_.io_timeout_ms;
   const int stop = stop_.fd();
@@ -301,6 +352,7 @@ void TcpReceiver::serve(int raw_fd) {
   if (cluster_key_) {
     Status auth = authenticate_sender(fd.get(), *cluster_key_, stop, io);
     if (!auth.ok()) return drop(auth);
+    conn->proven.store(true, std::memory_order_release);
   }
   // A fresh connection must speak at once; an established one may idle between parts.
   int first_byte_timeout = io;
@@ -308,6 +360,8 @@ void TcpReceiver::serve(int raw_fd) {
     Status st = read_full(fd.get(), header_bytes, kHeaderSize, stop, first_byte_timeout, io);
     if (!st.ok()) return drop(st);
     first_byte_timeout = -1;
+    // Without a secret nothing proves a peer: its first frame is as far as we can tell.
+    conn->proven.store(true, std::memory_order_release);
     Result<FrameHeader> header = decode_header(std::span<const uint8_t>(header_bytes, kHeaderSize),
                                                options_.max_part_entries);
     if (!header.ok()) return drop(header.status());
