@@ -494,17 +494,13 @@ def _idle_connections(r: Run):
              f"{before} -> peak {peak}")
 
 
-# A stranger (another address: 127.0.0.2) keeps every connection slot of a decode's engine
-# (PDKV_TCP_MAX_CONNECTIONS 128) taken with silent connections, reopening each one the
-# decode closes. Connections that have not finished their handshake may hold at most 3/4
-# of the slots and one address 1/8, so a prefill's new session to that decode (a fresh
-# decode process: no session to it yet) still gets in, in time.
-@attack("slot_hoarding", "a stranger on another address holding every engine connection slot "
-        "while a prefill opens a new session", fresh=True, fd_slack=160)
-def _slot_hoarding(r: Run):
+def _hold_slots_during_a_new_session(r: Run, source):
+    """A stranger keeps every connection slot of a fresh decode's engine (PDKV_TCP_MAX_
+    CONNECTIONS 128) taken with silent connections from `source`, reopening each one the
+    decode closes, while a prefill opens its first session to it: (succeeded, reason)."""
     r.c.replace_decode()
     cmd = [os.path.join(bin_dir(), "pdkv_hostile_peer"), "hold-slots", "--engine",
-           r.c.d.ready["eng"], "--source", "127.0.0.2", "--count", 200, "--hold-ms", 5000]
+           r.c.d.ready["eng"], "--source", source, "--count", 200, "--hold-ms", 5000]
     p = subprocess.Popen(list(map(str, cmd)), stdout=subprocess.PIPE, text=True)
     try:
         time.sleep(1.0)  # the stranger takes what it can first
@@ -512,15 +508,38 @@ def _slot_hoarding(r: Run):
         rooms = r.c.open_rooms(1)
         ok, nbytes, wrong, why = r.c.finish(rooms, timeout=10)
         r.out.bytes_verified += nbytes
-        r.expect("a new session's room succeeded while the stranger held its slots",
-                 ok and not wrong, why)
-        r.out.notes.append(f"room in {time.monotonic() - t0:.2f} s")
+        r.out.notes.append(f"room ended in {time.monotonic() - t0:.2f} s")
+        reason = " ".join(rk.states().get(rooms[0] if isinstance(rooms, list) else
+                                          next(iter(rooms)), {}).get("reason", "")
+                          for rk in (r.c.p, r.c.d))
     finally:
         out, _ = p.communicate(timeout=30)
     lines = [ln for ln in out.splitlines() if ln.startswith("{")]
     seen = json.loads(lines[-1]) if lines else {"error": "hold-slots printed nothing"}
     r.out.observed.append(seen)
     r.expect("the stranger held connections throughout", seen.get("held_at_end", 0) > 0, seen)
+    return ok and not wrong, reason or why
+
+
+# Connections that have not finished their handshake may hold at most 3/4 of the slots
+# and one address 1/8: a stranger on another address (127.0.0.2) cannot keep a prefill's
+# new session out.
+@attack("slot_hoarding", "a stranger on another address holding every engine connection slot "
+        "while a prefill opens a new session", fresh=True, fd_slack=160)
+def _slot_hoarding(r: Run):
+    ok, why = _hold_slots_during_a_new_session(r, "127.0.0.2")
+    r.expect("a new session's room succeeded while the stranger held its slots", ok, why)
+
+
+# On the prefill's own address the stranger's share is the prefill's too: the session
+# may be refused, but then the room fails saying so, not blaming the cluster secret.
+@attack("slot_hoarding_same_address", "a stranger on the prefill's address holding every "
+        "engine connection slot while the prefill opens a new session", fresh=True,
+        fd_slack=160, legit_prefill_first=True)
+def _slot_hoarding_same_address(r: Run):
+    ok, why = _hold_slots_during_a_new_session(r, "127.0.0.1")
+    r.expect("the room succeeded, or failed naming the full connection slots",
+             ok or ("no connection slot" in why and "secret" not in why), why)
 
 
 @attack("huge_header", "32 connections each declaring a 2^20-entry table (40 MiB), then silent",

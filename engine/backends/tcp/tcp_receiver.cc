@@ -309,9 +309,9 @@ void TcpReceiver::accept_loop() {
     MutexLock lock(conns_mu_);
     reap_finished(false);
     if (std::string why = over_limit(address); !why.empty()) {
-      // Closing at once (not leaving it in the backlog) keeps the acceptor responsive and
-      // tells the peer right away.
-      ::close(fd);
+      // Refusing at once (not leaving it in the backlog) keeps the acceptor responsive and
+      // tells the peer right away, and why.
+      refuse_connection(fd, unavailable("no connection slot for it: " + why));
       PDKV_LOG_WARN_LIMITED("tcp receiver: refused a connection from {}: {}", address, why);
       continue;
     }
