@@ -500,18 +500,17 @@ def _hold_slots_during_a_new_session(r: Run, source):
     decode closes, while a prefill opens its first session to it: (succeeded, reason)."""
     r.c.replace_decode()
     cmd = [os.path.join(bin_dir(), "pdkv_hostile_peer"), "hold-slots", "--engine",
-           r.c.d.ready["eng"], "--source", source, "--count", 200, "--hold-ms", 5000]
+           r.c.d.ready["eng"], "--source", source, "--count", 200, "--hold-ms", 3000]
     p = subprocess.Popen(list(map(str, cmd)), stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.0)  # the stranger takes what it can first
+        time.sleep(0.5)  # the stranger takes what it can first
         t0 = time.monotonic()
         rooms = r.c.open_rooms(1)
         ok, nbytes, wrong, why = r.c.finish(rooms, timeout=10)
         r.out.bytes_verified += nbytes
         r.out.notes.append(f"room ended in {time.monotonic() - t0:.2f} s")
-        reason = " ".join(rk.states().get(rooms[0] if isinstance(rooms, list) else
-                                          next(iter(rooms)), {}).get("reason", "")
-                          for rk in (r.c.p, r.c.d))
+        room = next(iter(rooms))
+        reason = " ".join(rk.states().get(room, {}).get("reason", "") for rk in (r.c.p, r.c.d))
     finally:
         out, _ = p.communicate(timeout=30)
     lines = [ln for ln in out.splitlines() if ln.startswith("{")]
