@@ -1,8 +1,6 @@
 #include "engine/backends/tcp/tcp_receiver.h"
 
-#include <arpa/inet.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -21,6 +19,7 @@
 #include "engine/backends/tcp/stage_buffer.h"
 #include "engine/backends/tcp/tcp_auth.h"
 #include "engine/backends/tcp/tcp_frame.h"
+#include "engine/connection_slots.h"
 #include "engine/device/device_regions.h"
 #include "engine/memory_registry.h"
 
@@ -245,48 +244,17 @@ void TcpReceiver::reap_finished(bool all) {
   }
 }
 
-namespace {
-
-// The peer's IP address as text ("" if unknown): what the per-address limit counts by.
-std::string peer_address(const sockaddr_storage& ss) {
-  char text[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET) {
-    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(ss).sin_addr, text, sizeof text);
-  } else if (ss.ss_family == AF_INET6) {
-    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(ss).sin6_addr, text, sizeof text);
-  }
-  return text;
-}
-
-}  // namespace
-
 std::string TcpReceiver::over_limit(const std::string& address) const {
-  const auto max = static_cast<size_t>(options_.max_connections);
-  if (conns_.size() >= max) return fmt::format("{} connections already open (limit)", max);
-  // Connections that have not proven themselves yet may take at most three quarters of
-  // the slots, and one address at most an eighth: a stranger on one address cannot keep
-  // a member's new session from another address out (its connections are closed within
-  // the handshake's timeouts anyway, but it can reopen them as fast as they close).
-  // Strangers on six or more addresses together still can: see docs/SECURITY.md.
-  const size_t unproven_max = max - max / 4;
-  const size_t per_address_max = std::max<size_t>(1, max / 8);
-  size_t unproven = 0, from_address = 0;
+  SlotUse use;
+  use.open = conns_.size();
   for (const auto& c : conns_) {
     if (c->proven.load(std::memory_order_acquire) || c->done.load(std::memory_order_acquire)) {
       continue;
     }
-    ++unproven;
-    if (c->address == address) ++from_address;
+    ++use.unproven;
+    if (c->address == address) ++use.unproven_from_address;
   }
-  if (unproven >= unproven_max) {
-    return fmt::format("{} connections awaiting their handshake (limit {} of {})", unproven,
-                       unproven_max, max);
-  }
-  if (from_address >= per_address_max) {
-    return fmt::format("{} connections from {} awaiting their handshake (limit {})", from_address,
-                       address, per_address_max);
-  }
-  return "";
+  return slot_refusal(static_cast<size_t>(options_.max_connections), use, address);
 }
 
 void TcpReceiver::accept_loop() {

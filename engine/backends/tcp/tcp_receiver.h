@@ -83,7 +83,8 @@ class TcpReceiver {
     std::atomic<bool> proven{false};
   };
   void accept_loop();
-  // Why a new connection from `address` must be refused, or "" if it may be served.
+  // Why a new connection from `address` must be refused, or "" if it may be served
+  // (engine/connection_slots.h).
   std::string over_limit(const std::string& address) const PDKV_REQUIRES(conns_mu_);
   void serve(int fd, Connection* conn);
   Status scatter(int fd, ReceiveBuffers& buf, int stop) const;
