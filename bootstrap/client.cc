@@ -25,6 +25,16 @@ Result<BootstrapClient> BootstrapClient::from_address(std::string_view address,
   return BootstrapClient(std::move(hp->host), hp->port, options);
 }
 
+std::optional<ServerId> BootstrapClient::known_server() const {
+  MutexLock lock(server_->mu);
+  return server_->id;
+}
+
+void BootstrapClient::learn_server(const ServerId& id) const {
+  MutexLock lock(server_->mu);
+  server_->id = id;
+}
+
 BootstrapClient::Answer BootstrapClient::request(const char* method, const std::string& path,
                                                  const std::string& body,
                                                  std::chrono::milliseconds read_timeout) const {
@@ -34,21 +44,53 @@ BootstrapClient::Answer BootstrapClient::request(const char* method, const std::
     cli.set_connection_timeout(options_.connect_timeout);
     cli.set_read_timeout(read_timeout);
     cli.set_write_timeout(read_timeout);
-    httplib::Headers headers;
-    if (options_.cluster_key) {
-      headers.emplace(kAuthHeader,
-                      sign_request(*options_.cluster_key, method, path, body, unix_now_ms()));
-    }
-    httplib::Result r = std::string_view(method) == "PUT"
-                            ? cli.Put(path, headers, body, "application/json")
-                        : std::string_view(method) == "DELETE" ? cli.Delete(path, headers)
-                                                               : cli.Get(path, headers);
-    if (!r) {
-      a.error = httplib::to_string(r.error());
+    // /health is open, and is where the id to sign for comes from.
+    const bool sign = options_.cluster_key && path != "/health";
+    // At most twice: a 401 naming another server id (the server restarted since the id was
+    // learned) is answered by signing for the new one.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      httplib::Headers headers;
+      std::optional<ServerId> server;
+      if (sign) {
+        server = known_server();
+        if (!server) {
+          httplib::Result h = cli.Get("/health");
+          if (!h) {
+            a.error = httplib::to_string(h.error());
+            return a;
+          }
+          server = parse_server_id(h->get_header_value(kServerIdHeader));
+          if (!server) {
+            a.error = fmt::format(
+                "its /health names no valid {} (HTTP {}; a server of another pdkv version?)",
+                kServerIdHeader, h->status);
+            return a;
+          }
+          learn_server(*server);
+        }
+        headers.emplace(kAuthHeader, sign_request(*options_.cluster_key, *server, method, path,
+                                                  body, unix_now_ms()));
+      }
+      httplib::Result r = std::string_view(method) == "PUT"
+                              ? cli.Put(path, headers, body, "application/json")
+                          : std::string_view(method) == "DELETE" ? cli.Delete(path, headers)
+                                                                 : cli.Get(path, headers);
+      if (!r) {
+        a.error = httplib::to_string(r.error());
+        return a;
+      }
+      if (r->status == 401 && server && attempt == 0) {
+        const std::optional<ServerId> now_serving =
+            parse_server_id(r->get_header_value(kServerIdHeader));
+        if (now_serving && *now_serving != *server) {
+          learn_server(*now_serving);
+          continue;
+        }
+      }
+      a.status = r->status;
+      a.body = r->body;
       return a;
     }
-    a.status = r->status;
-    a.body = r->body;
   } catch (const std::exception& e) {
     a.error = e.what();
   }

@@ -9,18 +9,26 @@
 // kFailedPrecondition (409 layout conflict), kDeadlineExceeded (gave up; the message holds
 // the last answer), kDataLoss (malformed answer).
 //
+// With a cluster key, requests are signed for one server instance (request_auth.h): the
+// client learns the server's id from GET /health before its first signed request, and
+// again when a 401 names another id (the server restarted), retrying that request once.
+//
 // Thread safety: const methods, each call opens its own connection, so one client may be
-// used from many threads.
+// used from many threads; the learned server id is shared under a mutex (and by copies).
 #pragma once
 
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bootstrap/registration.h"
+#include "bootstrap/request_auth.h"
 #include "bootstrap/route_table.h"
 #include "common/clock.h"
 #include "common/cluster_key.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace pdkv::bootstrap {
@@ -63,9 +71,18 @@ class BootstrapClient {
   Result<std::string> call(const char* method, const std::string& path, const std::string& body,
                            bool retry_not_found, TimePoint deadline) const;
 
+  // The id of the server instance this client signs for, once learned.
+  struct LearnedServer {
+    Mutex mu;
+    std::optional<ServerId> id PDKV_GUARDED_BY(mu);
+  };
+  std::optional<ServerId> known_server() const;
+  void learn_server(const ServerId& id) const;
+
   std::string host_;
   int port_;
   ClientOptions options_;
+  std::shared_ptr<LearnedServer> server_ = std::make_shared<LearnedServer>();
 };
 
 }  // namespace pdkv::bootstrap

@@ -9,7 +9,7 @@
 namespace pdkv::bootstrap {
 namespace {
 
-constexpr std::string_view kLabel = "pdkv-bootstrap-v1";
+constexpr std::string_view kLabel = "pdkv-bootstrap-v2";
 constexpr size_t kNonceBytes = 16;
 
 std::string to_hex(std::span<const uint8_t> bytes) {
@@ -26,11 +26,12 @@ bool from_hex(std::string_view hex, uint8_t* out, size_t n) {
   return sodium_hex2bin(out, n, hex.data(), hex.size(), nullptr, &got, nullptr) == 0 && got == n;
 }
 
-ClusterKey::Mac request_mac(const ClusterKey& key, std::string_view method, std::string_view target,
-                            std::string_view time, std::span<const uint8_t> nonce,
-                            std::string_view body) {
-  return key.mac(KeyUse::kBootstrap, {as_bytes(kLabel), as_bytes(method), as_bytes(target),
-                                      as_bytes(time), nonce, as_bytes(body)});
+ClusterKey::Mac request_mac(const ClusterKey& key, const ServerId& server, std::string_view method,
+                            std::string_view target, std::string_view time,
+                            std::span<const uint8_t> nonce, std::string_view body) {
+  return key.mac(KeyUse::kBootstrap,
+                 {as_bytes(kLabel), std::span<const uint8_t>(server), as_bytes(method),
+                  as_bytes(target), as_bytes(time), nonce, as_bytes(body)});
 }
 
 }  // namespace
@@ -41,21 +42,35 @@ int64_t unix_now_ms() {
       .count();
 }
 
-std::string sign_request(const ClusterKey& key, std::string_view method, std::string_view target,
-                         std::string_view body, int64_t unix_ms) {
+ServerId random_server_id() {
+  ServerId id;
+  randombytes_buf(id.data(), id.size());
+  return id;
+}
+
+std::string server_id_text(const ServerId& id) { return to_hex(id); }
+
+std::optional<ServerId> parse_server_id(std::string_view text) {
+  ServerId id;
+  if (!from_hex(text, id.data(), id.size())) return std::nullopt;
+  return id;
+}
+
+std::string sign_request(const ClusterKey& key, const ServerId& server, std::string_view method,
+                         std::string_view target, std::string_view body, int64_t unix_ms) {
   const ClusterKey::Nonce random = ClusterKey::random_nonce();
   std::span<const uint8_t> nonce(random.data(), kNonceBytes);
   const std::string time = std::to_string(unix_ms);
-  const ClusterKey::Mac mac = request_mac(key, method, target, time, nonce, body);
-  return "v1 " + time + " " + to_hex(nonce) + " " + to_hex(mac);
+  const ClusterKey::Mac mac = request_mac(key, server, method, target, time, nonce, body);
+  return "v2 " + time + " " + to_hex(nonce) + " " + server_id_text(server) + " " + to_hex(mac);
 }
 
 Status RequestVerifier::verify(const ClusterKey& key, std::string_view header,
                                std::string_view method, std::string_view target,
                                std::string_view body, int64_t now_unix_ms) {
   if (header.empty()) return unauthenticated("missing X-Pdkv-Auth: this server requires it");
-  // Split "v1 <time> <nonce> <mac>" into exactly four words.
-  std::array<std::string_view, 4> words;
+  // Split "v2 <time> <nonce> <server id> <mac>" into exactly five words.
+  std::array<std::string_view, 5> words;
   size_t n = 0, pos = 0;
   while (pos <= header.size() && n < words.size()) {
     size_t space = header.find(' ', pos);
@@ -63,8 +78,8 @@ Status RequestVerifier::verify(const ClusterKey& key, std::string_view header,
     words[n++] = header.substr(pos, space - pos);
     pos = space + 1;
   }
-  if (n != 4 || pos <= header.size() || words[0] != "v1") {
-    return unauthenticated("malformed X-Pdkv-Auth");
+  if (n != words.size() || pos <= header.size() || words[0] != "v2") {
+    return unauthenticated("malformed X-Pdkv-Auth (a client of another pdkv version?)");
   }
   int64_t sent_ms = 0;
   if (words[1].empty() || words[1].size() > 16) return unauthenticated("malformed X-Pdkv-Auth");
@@ -74,8 +89,16 @@ Status RequestVerifier::verify(const ClusterKey& key, std::string_view header,
   }
   uint8_t nonce[kNonceBytes];
   uint8_t mac[ClusterKey::kMacBytes];
-  if (!from_hex(words[2], nonce, sizeof nonce) || !from_hex(words[3], mac, sizeof mac)) {
+  const std::optional<ServerId> server = parse_server_id(words[3]);
+  if (!from_hex(words[2], nonce, sizeof nonce) || !server || !from_hex(words[4], mac, sizeof mac)) {
     return unauthenticated("malformed X-Pdkv-Auth");
+  }
+  if (*server != server_) {
+    // Public information: the id is served by /health. Said plainly so a client whose
+    // server restarted learns it (it then signs for the new id).
+    return unauthenticated(
+        "X-Pdkv-Auth is signed for another bootstrap server (another server of the cluster, "
+        "or this one before it restarted)");
   }
   const int64_t skew = kMaxClockSkew.count();
   if (sent_ms < now_unix_ms - skew || sent_ms > now_unix_ms + skew) {
@@ -83,14 +106,14 @@ Status RequestVerifier::verify(const ClusterKey& key, std::string_view header,
         "X-Pdkv-Auth is stale or from the future (clocks more than 30 s apart?)");
   }
   // The same MAC sign_request computes, compared in constant time.
-  const ClusterKey::Mac expected = request_mac(key, method, target, words[1],
+  const ClusterKey::Mac expected = request_mac(key, server_, method, target, words[1],
                                                std::span<const uint8_t>(nonce, sizeof nonce), body);
   if (crypto_verify_32(expected.data(), mac) != 0) {
     return unauthenticated("X-Pdkv-Auth does not verify");
   }
   MutexLock lock(mu_);
   while (!by_expiry_.empty() && by_expiry_.begin()->first < now_unix_ms) forget_oldest();
-  std::string nonce_key(words[2]);
+  std::string nonce_key(reinterpret_cast<const char*>(nonce), sizeof nonce);
   if (seen_.count(nonce_key) != 0) return unauthenticated("X-Pdkv-Auth replayed");
   while (seen_.size() >= max_nonces_ && !by_expiry_.empty()) forget_oldest();
   const int64_t expiry = sent_ms + skew;

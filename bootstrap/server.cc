@@ -85,6 +85,9 @@ bool BootstrapServer::authenticated(const HttpRequest& req, HttpResponse& res) {
   PDKV_LOG_WARN_LIMITED("bootstrap: refused {} {} from {}: {}", req.method_name, req.path,
                         req.remote_addr, st.message());
   reply_error(res, 401, "", st.message());
+  // Which server answered: a member that signed for this server before it restarted
+  // learns the new id here and signs again.
+  res.headers.add(kServerIdHeader, server_id_text(id_));
   return false;
 }
 
@@ -154,6 +157,8 @@ void BootstrapServer::install_routes(HttpRouter& h) {
   // Other methods on /route get the router's 405.
   h.on(HttpMethod::kGet, "/health", [this](const HttpRequest&, HttpResponse& res) {
     requests_[kHealth].fetch_add(1, std::memory_order_relaxed);
+    // The id members sign their requests for (request_auth.h); public, like /health.
+    res.headers.add(kServerIdHeader, server_id_text(id_));
     res.set_content("OK", "text/plain");
   });
   h.on(HttpMethod::kGet, "/metrics", [this](const HttpRequest&, HttpResponse& res) {

@@ -85,7 +85,10 @@ class BootstrapServer {
   std::atomic<uint64_t> requests_[kNumRequestKinds] = {};
   std::atomic<uint64_t> errors_[kNumErrors] = {};
   std::atomic<uint64_t> auth_refused_{0};
-  RequestVerifier verifier_;
+  // Drawn per process start: signatures made for it verify here only, so neither another
+  // server of the cluster nor this one after a restart accepts a captured request.
+  const ServerId id_ = random_server_id();
+  RequestVerifier verifier_{id_};
 };
 
 }  // namespace pdkv::bootstrap

@@ -43,14 +43,26 @@ std::string make_tcp_endpoint(const std::string& host, int64_t port) {
   return "tcp://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
+namespace {
+constexpr size_t kMaxCachedClients = 64;
+}  // namespace
+
 BootstrapRouteDirectory::BootstrapRouteDirectory(std::shared_ptr<const ClusterKey> cluster_key)
     : cluster_key_(std::move(cluster_key)) {}
 
 Result<bootstrap::BootstrapClient> BootstrapRouteDirectory::client(
     const std::string& bootstrap_addr) const {
+  MutexLock lock(mu_);
+  if (auto it = clients_.find(bootstrap_addr); it != clients_.end()) return it->second;
   bootstrap::ClientOptions options;
   options.cluster_key = cluster_key_;
-  return bootstrap::BootstrapClient::from_address(bootstrap_addr, options);
+  PDKV_ASSIGN_OR_RETURN(auto made,
+                        bootstrap::BootstrapClient::from_address(bootstrap_addr, options));
+  // A handful of servers per deployment; the bound only keeps a caller that names many
+  // addresses from growing the map (a dropped client just learns its server's id again).
+  if (clients_.size() >= kMaxCachedClients) clients_.clear();
+  clients_.emplace(bootstrap_addr, made);
+  return made;
 }
 
 Result<bootstrap::PrefillRegistration> to_registration(const PrefillRankInfo& info) {

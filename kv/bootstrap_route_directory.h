@@ -8,12 +8,14 @@
 // Thread safety: as BootstrapClient, usable from many threads.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
 #include "bootstrap/client.h"
 #include "bootstrap/registration.h"
 #include "common/cluster_key.h"
+#include "common/mutex.h"
 #include "kv/route_directory.h"
 
 namespace pdkv::kv {
@@ -34,6 +36,10 @@ class BootstrapRouteDirectory : public RouteDirectory {
   Result<bootstrap::BootstrapClient> client(const std::string& bootstrap_addr) const;
 
   const std::shared_ptr<const ClusterKey> cluster_key_;
+  // One client per server address, kept so the server id it learned (what signed
+  // requests are made for) is not fetched again for every request.
+  mutable Mutex mu_;
+  mutable std::map<std::string, bootstrap::BootstrapClient> clients_ PDKV_GUARDED_BY(mu_);
 };
 
 // "tcp://10.0.0.1:5000" -> ("10.0.0.1", 5000); "tcp://[::1]:5000" -> ("::1", 5000).

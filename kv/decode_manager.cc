@@ -187,7 +187,14 @@ Status DecodeManager::send_metadata(uint64_t room, PreAllocationRequest request)
   writes.aux_index = request.aux_index;
   writes.state_slots = request.state_slots;
   const uint64_t grant = random_grant_id();
-  PDKV_RETURN_IF_ERROR(engine_->grant_writes(grant, grant_for_room(*grant_buffers_, writes))
+  engine::WriteGrant room_grant = grant_for_room(*grant_buffers_, writes);
+  std::shared_ptr<const GrantedDestination> granted;
+  if (config_.options.verify_checksum) {
+    auto g = granted_destination(room_grant);
+    if (!g.ok()) return g.status().with_context("room " + std::to_string(room));
+    granted = std::make_shared<const GrantedDestination>(std::move(*g));
+  }
+  PDKV_RETURN_IF_ERROR(engine_->grant_writes(grant, std::move(room_grant))
                            .with_context("room " + std::to_string(room)));
   Outbox out;
   Status refused;
@@ -203,6 +210,7 @@ Status DecodeManager::send_metadata(uint64_t room, PreAllocationRequest request)
       Room& r = it->second;
       r.pending = std::move(request);
       r.grant = grant;
+      r.granted = std::move(granted);
       if (r.resolved) send_pre_allocations(room, r, out);
     }
   }
@@ -603,40 +611,71 @@ Status DecodeManager::check_status_checksum(const proto::TransferStatus& status)
                                   engine_->device_regions());
 }
 
+const DecodeManager::Target* DecodeManager::status_sender(const proto::TransferStatus& status,
+                                                          const Room& r) const {
+  const auto tp = static_cast<int64_t>(status.prefill_attn_tp_rank);
+  const Target* from = nullptr;
+  for (const Target& t : r.targets) {
+    if (t.route.prefill_tp_rank == tp) from = &t;
+  }
+  if (from == nullptr) {
+    PDKV_LOG_WARN_LIMITED("room {}: status from prefill rank {}, which is not one of its targets",
+                          status.room, tp);
+    return nullptr;
+  }
+  if (status.ticket != r.ticket) {
+    // Only a rank this room's pre-allocation reached knows the ticket: anyone else
+    // (a stranger who guessed or learned the room id, a restarted rank) is dropped.
+    PDKV_LOG_WARN_LIMITED(
+        "decode rank {} drops a status of room {} claiming prefill rank {}: wrong ticket",
+        identity_.engine_rank, status.room, tp);
+    return nullptr;
+  }
+  return from;
+}
+
 void DecodeManager::on_status(const proto::TransferStatus& status) {
   const uint64_t room = status.room;
   const auto tp = static_cast<int64_t>(status.prefill_attn_tp_rank);
   std::string failure;
   FailureCause cause = FailureCause::kInternal;
   std::optional<FailureStage> stage;
-  // Re-reading the bytes can take a while for a big room: done before taking mu_, on the
-  // bytes as they are now (the room's data all arrived before its status).
-  Status checksum;
-  if (config_.options.verify_checksum && status.state == proto::TransferState::kSuccess) {
-    checksum = check_status_checksum(status);
-  }
+  const bool verify =
+      config_.options.verify_checksum && status.state == proto::TransferState::kSuccess;
+  // A status asks for work (a re-read of every region it names) only once it is known to
+  // come from one of the room's own prefill ranks: the room, target and ticket are checked
+  // first, then the regions against what the room granted, before a byte is read.
+  std::shared_ptr<const GrantedDestination> granted;
   {
     MutexLock lock(mu_);
     auto it = rooms_.find(room);
     if (it == rooms_.end()) return;  // ended already; a late message changes nothing
+    if (status_sender(status, it->second) == nullptr) return;
+    granted = it->second.granted;
+  }
+  // Re-reading the bytes can take a while for a big room: done outside mu_, on the bytes
+  // as they are now (the room's data all arrived before its status).
+  Status checksum;
+  if (verify) {
+    Status inside = granted ? check_ranges_granted(status.checksum_ranges, *granted)
+                            : failed_precondition("the room granted nothing yet");
+    if (!inside.ok()) {
+      // Dropped, not failed: the room and its prefill's liveness stay as they were.
+      PDKV_LOG_WARN_LIMITED("decode rank {} drops a status of room {} from prefill rank {}: {}",
+                            identity_.engine_rank, room, tp, inside.message());
+      return;
+    }
+    checksum = check_status_checksum(status);
+  }
+  {
+    MutexLock lock(mu_);
+    // Again: the room may have ended (or ended and reopened under the same id with a new
+    // ticket) while its bytes were re-read.
+    auto it = rooms_.find(room);
+    if (it == rooms_.end()) return;
     Room& r = it->second;
-    const Target* from = nullptr;
-    for (const Target& t : r.targets) {
-      if (t.route.prefill_tp_rank == tp) from = &t;
-    }
-    if (from == nullptr) {
-      PDKV_LOG_WARN_LIMITED("room {}: status from prefill rank {}, which is not one of its targets",
-                            room, tp);
-      return;
-    }
-    if (status.ticket != r.ticket) {
-      // Only a rank this room's pre-allocation reached knows the ticket: anyone else
-      // (a stranger who guessed or learned the room id, a restarted rank) is dropped.
-      PDKV_LOG_WARN_LIMITED(
-          "decode rank {} drops a status of room {} claiming prefill rank {}: wrong ticket",
-          identity_.engine_rank, room, tp);
-      return;
-    }
+    const Target* from = status_sender(status, r);
+    if (from == nullptr) return;
     auto peer = prefills_.find(from->endpoint);
     if (peer != prefills_.end()) {
       peer->second.liveness.heard();

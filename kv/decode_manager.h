@@ -172,6 +172,10 @@ class DecodeManager {
     uint64_t grant = 0;
     // The room's ticket (proto::PreAllocation::ticket), drawn when the room opens.
     uint64_t ticket = 0;
+    // PDKV_VERIFY_CHECKSUM only, from send_metadata() on: what the room granted, which
+    // bounds the regions its statuses may make this rank re-read. Shared: a status
+    // checks against it outside mu_.
+    std::shared_ptr<const GrantedDestination> granted;
   };
   struct PrefillPeer {
     std::string bootstrap_addr;
@@ -206,6 +210,10 @@ class DecodeManager {
   void on_note(std::span<const uint8_t> note) PDKV_EXCLUDES(mu_);
   // PDKV_VERIFY_CHECKSUM: OK, or why this success status must not count.
   Status check_status_checksum(const proto::TransferStatus& status) const;
+  // The target of `r` that sent `status`, or null (logged, rate-limited) if the status
+  // names a prefill rank that is not one of the room's targets or the wrong ticket.
+  const Target* status_sender(const proto::TransferStatus& status, const Room& r) const
+      PDKV_REQUIRES(mu_);
   void on_registration_result(const proto::RegistrationResult& result) PDKV_EXCLUDES(mu_);
   void on_pong(const proto::Pong& pong) PDKV_EXCLUDES(mu_);
   void on_abort(const proto::Abort& abort) PDKV_EXCLUDES(mu_);

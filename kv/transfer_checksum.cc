@@ -31,6 +31,44 @@ Status TransferChecksum::add(std::span<const engine::WriteBlock> writes,
   return Status();
 }
 
+Result<GrantedDestination> granted_destination(engine::WriteGrant grant) {
+  PDKV_RETURN_IF_ERROR(engine::normalize_grant(grant));
+  GrantedDestination out;
+  engine::for_each_granted_range(grant, [&](uint64_t, uint64_t len) { out.bytes += len; });
+  out.grant = std::move(grant);
+  return out;
+}
+
+Status check_ranges_granted(std::span<const uint64_t> ranges, const GrantedDestination& granted) {
+  if (ranges.size() % 2 != 0) {
+    return invalid_argument(
+        fmt::format("checksum regions: {} words is not a list of [addr, len]", ranges.size()));
+  }
+  // Every region is at least one byte, so more regions than granted bytes cannot fit.
+  if (ranges.size() / 2 > granted.bytes) {
+    return invalid_argument(
+        fmt::format("{} checksum regions, more than the room's {} granted bytes", ranges.size() / 2,
+                    granted.bytes));
+  }
+  uint64_t total = 0;
+  for (size_t i = 0; i < ranges.size(); i += 2) {
+    const uint64_t addr = ranges[i], len = ranges[i + 1];
+    if (len == 0) return invalid_argument(fmt::format("checksum region {} is empty", i / 2));
+    // total <= granted.bytes before the add, so this cannot overflow past the check.
+    if (len > granted.bytes - total) {
+      return invalid_argument(fmt::format(
+          "checksum regions name more than the room's {} granted bytes", granted.bytes));
+    }
+    total += len;
+    if (!engine::grant_covers(granted.grant, addr, len, nullptr)) {
+      return invalid_argument(
+          fmt::format("checksum region {} [{:#x}, +{}) is not inside the room's destination", i / 2,
+                      addr, len));
+    }
+  }
+  return Status();
+}
+
 Status verify_transfer_checksum(uint32_t expected, std::span<const uint64_t> ranges,
                                 const engine::MemoryRegistry& registered,
                                 const engine::DeviceRegions& device) {

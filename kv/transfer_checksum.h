@@ -20,6 +20,7 @@
 #include "engine/device/device_regions.h"
 #include "engine/memory_registry.h"
 #include "engine/write_block.h"
+#include "engine/write_grant.h"
 
 namespace pdkv::kv {
 
@@ -37,6 +38,22 @@ class TransferChecksum {
   uint32_t crc_ = 0;
   std::vector<uint64_t> ranges_;
 };
+
+// What one room opened to its prefill ranks (its write grant, normalized, and the bytes it
+// covers): the regions a status of that room may name. Built once when the room is granted.
+struct GrantedDestination {
+  engine::WriteGrant grant;
+  uint64_t bytes = 0;
+};
+Result<GrantedDestination> granted_destination(engine::WriteGrant grant);
+
+// OK if `ranges` is a list of non-empty [addr, len] pairs, each inside `granted`, naming
+// at most granted.bytes in all (a prefill rank names each byte it wrote once, and writes
+// only what the room granted); InvalidArgument naming the first violation otherwise.
+// Run before any byte is re-read, so a status can cost at most one re-read of its own
+// room: a list longer than the room could fill is refused in O(1), any other in
+// O(ranges x log(items)) without touching the memory.
+Status check_ranges_granted(std::span<const uint64_t> ranges, const GrantedDestination& granted);
 
 // InvalidArgument if `ranges` is malformed or leaves `registered` (the same registry check
 // the engine's receivers apply to writes); DataLoss naming both values if the bytes there

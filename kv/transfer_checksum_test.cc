@@ -96,5 +96,48 @@ TEST(TransferChecksumTest, RegionsAreFoundAmongManyRegistrations) {
   EXPECT_TRUE(verify_transfer_checksum(crc, ranges, sorted, engine::DeviceRegions()).ok());
 }
 
+// A room granted two 64-byte items of a 256-byte buffer: what its statuses may name.
+GrantedDestination two_items(const std::vector<uint8_t>& buf) {
+  engine::ItemSet set;
+  set.buffers = std::make_shared<const std::vector<engine::ItemBuffer>>(
+      std::vector<engine::ItemBuffer>{{addr_of(buf), buf.size(), 64}});
+  set.items = {3, 1};
+  engine::WriteGrant grant;
+  grant.sets.push_back(set);
+  auto g = granted_destination(std::move(grant));
+  EXPECT_TRUE(g.ok());
+  return std::move(*g);
+}
+
+TEST(TransferChecksumTest, AnHonestStatusStaysInsideItsRoomsGrant) {
+  std::vector<uint8_t> buf(256);
+  const GrantedDestination g = two_items(buf);
+  EXPECT_EQ(g.bytes, 128u);
+  const std::vector<uint64_t> ranges = {addr_of(buf, 192), 64, addr_of(buf, 64), 10,
+                                        addr_of(buf, 74),  54};
+  EXPECT_TRUE(check_ranges_granted(ranges, g).ok());
+  EXPECT_TRUE(check_ranges_granted({}, g).ok());
+}
+
+TEST(TransferChecksumTest, RegionsOutsideOrBeyondTheGrantAreRefusedBeforeReading) {
+  std::vector<uint8_t> buf(256);
+  const GrantedDestination g = two_items(buf);
+  // Registered but not granted to this room (item 0).
+  EXPECT_EQ(check_ranges_granted(std::vector<uint64_t>{addr_of(buf), 8}, g).code(),
+            StatusCode::kInvalidArgument);
+  // Spills out of a granted item into one that is not.
+  EXPECT_FALSE(check_ranges_granted(std::vector<uint64_t>{addr_of(buf, 100), 64}, g).ok());
+  // Granted bytes named over and over: more than the room holds in all.
+  std::vector<uint64_t> repeated;
+  for (int i = 0; i < 3; ++i) repeated.insert(repeated.end(), {addr_of(buf, 64), 64});
+  EXPECT_FALSE(check_ranges_granted(repeated, g).ok());
+  // Millions of regions: refused by their count alone.
+  std::vector<uint64_t> many(4u << 20, 0);
+  EXPECT_FALSE(check_ranges_granted(many, g).ok());
+  // Empty regions and an odd word count.
+  EXPECT_FALSE(check_ranges_granted(std::vector<uint64_t>{addr_of(buf, 64), 0}, g).ok());
+  EXPECT_FALSE(check_ranges_granted(std::vector<uint64_t>{addr_of(buf, 64)}, g).ok());
+}
+
 }  // namespace
 }  // namespace pdkv::kv

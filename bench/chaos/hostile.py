@@ -372,6 +372,26 @@ attack("forged_status_success", "a TransferStatus{Success} for a room in flight,
        fresh=True)(_forged_status("success"))
 
 
+# PDKV_VERIFY_CHECKSUM: a Success status names the regions the decode re-reads. One from a
+# stranger (no ticket) naming 2 M ranges, each a whole KV buffer (~4 TiB to re-read), must
+# be dropped before any re-read: the decode's receive thread keeps answering Pongs, so the
+# in-flight room, held past the liveness timeout (4 heartbeats of 0.2 s), still succeeds.
+@attack("forged_status_checksum_ranges",
+        "a TransferStatus{Success} naming 2 M checksum ranges, to a PDKV_VERIFY_CHECKSUM decode",
+        fresh=True, modes=("open",), rss_mib=96,
+        env={"PDKV_VERIFY_CHECKSUM": "1", "PDKV_HEARTBEAT_INTERVAL_S": "0.2",
+             "PDKV_HEARTBEAT_MAX_FAILURES": "4"})
+def _forged_status_checksum_ranges(r: Run):
+    base, nbytes, _ = r.c.d.ready["bufs"][0]
+
+    def hit(rooms):
+        seen = r.peer("forged-status", "--control", r.c.d.ready["ctrl"], "--room", rooms[0],
+                      "--state", "success", "--ranges", 2000000, "--range-addr", base,
+                      "--range-length", nbytes)
+        r.expect("the forged status was queued", seen.get("sent") == 1, seen)
+    r.during(hit, settle=2.0)
+
+
 @attack("hijack_registration", "to the prefill: a registration naming the decode's endpoint",
         fresh=True)
 def _hijack_registration(r: Run):
@@ -472,6 +492,61 @@ def _idle_connections(r: Run):
     peak = s.peak.get("decode", {}).get("threads", 0)
     r.expect(f"decode threads bounded by the cap ({cap})", peak - before <= cap + 8,
              f"{before} -> peak {peak}")
+
+
+def _hold_slots_during_a_new_session(r: Run, source):
+    """A stranger keeps every connection slot of a fresh decode's engine (PDKV_TCP_MAX_
+    CONNECTIONS 128) taken with silent connections from `source`, reopening each one the
+    decode closes, while a prefill opens its first session to it: (succeeded, reason)."""
+    r.c.replace_decode()
+    cmd = [os.path.join(bin_dir(), "pdkv_hostile_peer"), "hold-slots", "--engine",
+           r.c.d.ready["eng"], "--source", source, "--count", 200, "--hold-ms", 3000]
+    p = subprocess.Popen(list(map(str, cmd)), stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)  # the stranger takes what it can first
+        t0 = time.monotonic()
+        rooms = r.c.open_rooms(1)
+        ok, nbytes, wrong, why = r.c.finish(rooms, timeout=10)
+        r.out.bytes_verified += nbytes
+        r.out.notes.append(f"room ended in {time.monotonic() - t0:.2f} s")
+        room = next(iter(rooms))
+        reason = " ".join(rk.states().get(room, {}).get("reason", "") for rk in (r.c.p, r.c.d))
+    finally:
+        out, _ = p.communicate(timeout=30)
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    seen = json.loads(lines[-1]) if lines else {"error": "hold-slots printed nothing"}
+    r.out.observed.append(seen)
+    r.expect("the stranger had as many connections open as the engine has slots",
+             seen.get("held_most", 0) >= 128, seen)
+    return ok and not wrong, reason or why
+
+
+# Connections that have not finished their handshake may hold at most 3/4 of the slots
+# and one address 1/8: a stranger on another address (127.0.0.2) cannot keep a prefill's
+# new session out.
+@attack("slot_hoarding", "a stranger on another address holding every engine connection slot "
+        "while a prefill opens a new session", fresh=True, fd_slack=160)
+def _slot_hoarding(r: Run):
+    ok, why = _hold_slots_during_a_new_session(r, "127.0.0.2")
+    r.expect("a new session's room succeeded while the stranger held its slots", ok, why)
+
+
+@attack("slot_hoarding_shm", "as slot_hoarding, on the shm backend's lease server",
+        fresh=True, fd_slack=160, modes=("open",), env={"PDKV_ENGINE_BACKEND": "shm"})
+def _slot_hoarding_shm(r: Run):
+    ok, why = _hold_slots_during_a_new_session(r, "127.0.0.2")
+    r.expect("a new session's room succeeded while the stranger held its slots", ok, why)
+
+
+# On the prefill's own address the stranger's share is the prefill's too: the session
+# may be refused, but then the room fails saying so, not blaming the cluster secret.
+@attack("slot_hoarding_same_address", "a stranger on the prefill's address holding every "
+        "engine connection slot while the prefill opens a new session", fresh=True,
+        fd_slack=160, legit_prefill_first=True)
+def _slot_hoarding_same_address(r: Run):
+    ok, why = _hold_slots_during_a_new_session(r, "127.0.0.1")
+    r.expect("the room succeeded, or failed naming the full connection slots",
+             ok or ("no connection slot" in why and "secret" not in why), why)
 
 
 @attack("huge_header", "32 connections each declaring a 2^20-entry table (40 MiB), then silent",

@@ -37,10 +37,11 @@ def write_secret(path, fill=b"s"):
 class BootstrapProcess:
     """`pdkv bootstrap` as its own process; quit() is SIGTERM (its clean shutdown)."""
 
-    def __init__(self, host, port=0, secret_file=None, env=None):
+    def __init__(self, host, port=0, secret_file=None, env=None, args=()):
         cmd = [os.path.join(bin_dir(), "pdkv"), "bootstrap", "--host", host, "--port", str(port)]
         if secret_file:
             cmd += ["--secret-file", secret_file]
+        cmd += list(args)
         self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                   text=True, env=dict(os.environ, **(env or {})),
                                   start_new_session=True)

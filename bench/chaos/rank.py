@@ -184,7 +184,7 @@ def main():
                     try:
                         rec[0].failure_exception()
                     except Exception as e:  # KVTransferError carries the reason
-                        ev["reason"] = str(e)[:200]
+                        ev["reason"] = str(e)[:400]
                 if st == 4 and role == "decode":
                     ok = all(np.array_equal(bufs[b][rec[1]],
                                             pattern(room, b, len(rec[1]), first, nh))

@@ -48,11 +48,17 @@ struct AttackOptions {
   uint64_t grant = 0;            // engine attacks: write grant named (0 = none)
   uint32_t entries = 1u << 20;   // huge-header: entries a frame header declares
   std::string state = "failed";  // forged-status: "failed" or "success"
-  int threads = 4;               // http-flood: concurrent clients
-  int hold_ms = 3000;            // how long to watch for the victim's reaction
-  int first_port = 2;            // ping-flood: reply ports named (closed ones)
-  bool honest = false;           // whole-pool: ask for the room's pages, not the pool
-  bool malformed_only = false;   // route-poison: only routes the server must refuse anyway
+  // forged-status: checksum ranges the status names, each [range_addr, +range_length)
+  // (0 = none): a status that makes a PDKV_VERIFY_CHECKSUM decode re-read that much.
+  uint64_t ranges = 0;
+  uint64_t range_addr = 0;
+  uint64_t range_length = 0;
+  int threads = 4;              // http-flood: concurrent clients
+  std::string source;           // hold-slots: local address to connect from ("" = any)
+  int hold_ms = 3000;           // how long to watch for the victim's reaction
+  int first_port = 2;           // ping-flood: reply ports named (closed ones)
+  bool honest = false;          // whole-pool: ask for the room's pages, not the pool
+  bool malformed_only = false;  // route-poison: only routes the server must refuse anyway
 };
 
 }  // namespace pdkv::hostile

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bootstrap/client.h"
+#include "bootstrap/request_auth.h"
 #include "common/clock.h"
 #include "common/host_port.h"
 #include "common/mutex.h"
@@ -129,6 +130,48 @@ json http_flood(const AttackOptions& o) {
       {"attack", "http_flood"},         {"requests", o.count},     {"seconds", secs},
       {"answers", by_status},           {"health_ok", health_ok},  {"health_failed", health_failed},
       {"health_max_ms", health_max_ms}, {"refused", !any_accepted}};
+}
+
+json signed_request(const AttackOptions& o, const std::string& method) {
+  json report{{"attack", "signed_request"}, {"method", method}};
+  Result<HostPort> address = parse_host_port(o.bootstrap);
+  if (!address.ok() || !o.key) {
+    report["error"] = address.ok() ? "a member's secret is needed" : address.status().to_string();
+    return report;
+  }
+  std::string target = "/route", body;
+  if (method == "PUT") {
+    bootstrap::PrefillRegistration reg;
+    reg.rank_ip = "127.0.0.1";
+    reg.rank_port = o.first_port;
+    reg.layout.kv_item_lens = {4096};
+    reg.layout.head_dim = 64;
+    reg.layout.dtype_bytes = 2;
+    body = bootstrap::registration_to_json(reg);
+  } else {
+    target = "/route?engine_rank=-1&target_dp_group=-1";
+  }
+  httplib::Client cli(address->host, address->port);
+  cli.set_connection_timeout(2);
+  cli.set_read_timeout(5);
+  // As a member's client does: sign for the server instance its /health names.
+  auto health = cli.Get("/health");
+  const auto server = bootstrap::parse_server_id(
+      health ? health->get_header_value(bootstrap::kServerIdHeader) : "");
+  if (!server) {
+    report["error"] = "the server's /health names no id";
+    return report;
+  }
+  const std::string header =
+      bootstrap::sign_request(*o.key, *server, method, target, body, bootstrap::unix_now_ms());
+  httplib::Headers headers{{bootstrap::kAuthHeader, header}};
+  auto res = method == "PUT" ? cli.Put(target, headers, body, "application/json")
+                             : cli.Get(target, headers);
+  report["target"] = target;
+  report["body"] = body;
+  report["header"] = header;
+  report["status"] = res ? res->status : 0;
+  return report;
 }
 
 }  // namespace pdkv::hostile

@@ -18,4 +18,10 @@ nlohmann::json route_poison(const AttackOptions& o);
 // GET /health is probed every 20 ms: answers by status, and how /health fared.
 nlohmann::json http_flood(const AttackOptions& o);
 
+// Not an attack: a member's request, signed with the cluster secret (`key`, given on
+// purpose) and sent once to `bootstrap`, reported in full ("method", "target", "body",
+// "header", "status") as an eavesdropper would capture it, so a test can replay it.
+// `method` "PUT": registers engine_rank 0 at 127.0.0.1:<first_port>; "GET": reads the layout.
+nlohmann::json signed_request(const AttackOptions& o, const std::string& method);
+
 }  // namespace pdkv::hostile

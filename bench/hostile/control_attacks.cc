@@ -104,14 +104,28 @@ json forged_status(const AttackOptions& o) {
   status.state =
       o.state == "success" ? proto::TransferState::kSuccess : proto::TransferState::kFailed;
   if (status.state == proto::TransferState::kFailed) status.failure_reason = "forged";
+  if (o.ranges > 0) {
+    // What a decode with PDKV_VERIFY_CHECKSUM re-reads if it trusts the list.
+    status.checksum_crc32c = 0;
+    status.checksum_ranges.reserve(2 * o.ranges);
+    for (uint64_t i = 0; i < o.ranges; ++i) {
+      status.checksum_ranges.push_back(o.range_addr);
+      status.checksum_ranges.push_back(o.range_length);
+    }
+  }
   std::vector<proto::Message> messages;
   for (uint64_t room : o.rooms) {
     status.room = room;
     messages.emplace_back(status);
   }
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t sent = (*s)->send_all(o.control, messages);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   json report{{"attack", "forged_status"},
               {"state", o.state},
-              {"sent", (*s)->send_all(o.control, messages)}};
+              {"ranges", o.ranges},
+              {"sent", sent},
+              {"seconds", secs}};
   finish(**s, report);
   return report;
 }

@@ -18,7 +18,8 @@ namespace pdkv::hostile {
 nlohmann::json forged_pong(const AttackOptions& o);
 // Aborts of `rooms`, claiming to come from `as` (default: the attacker itself).
 nlohmann::json forged_abort(const AttackOptions& o);
-// TransferStatus{state} of `rooms` for prefill TP rank 0, to a decode.
+// TransferStatus{state} of `rooms` for prefill TP rank 0, to a decode; with `ranges`, a
+// checksum naming that many ranges [range_addr, +range_length).
 nlohmann::json forged_status(const AttackOptions& o);
 // A registration naming the decode at `as` under a new incarnation, with the attacker's
 // engine as its data endpoint: to a prefill, "that decode restarted over here".

@@ -1,5 +1,7 @@
 #include "bench/hostile/engine_attacks.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -8,8 +10,10 @@
 #include <chrono>
 #include <optional>
 #include <regex>
+#include <thread>
 #include <vector>
 
+#include "common/host_port.h"
 #include "engine/backends/tcp/socket_util.h"
 #include "engine/backends/tcp/tcp_frame.h"
 #include "engine/transfer_engine.h"
@@ -235,6 +239,72 @@ json huge_header(const AttackOptions& o) {
   report["declared_entries"] = o.entries;
   report["sent"] = fds.size();
   report["send_failed"] = send_failed;
+  return report;
+}
+
+json hold_slots(const AttackOptions& o) {
+  json report{{"attack", "hold_slots"}};
+  Result<HostPort> target = parse_host_port(o.engine);
+  if (!target.ok()) {
+    report["error"] = target.status().to_string();
+    return report;
+  }
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(target->port);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  if (::inet_pton(AF_INET, target->host.c_str(), &to.sin_addr) != 1 ||
+      (!o.source.empty() && ::inet_pton(AF_INET, o.source.c_str(), &from.sin_addr) != 1)) {
+    report["error"] = "hold-slots takes IPv4 addresses";
+    return report;
+  }
+  // A blocking connect from `source`: on loopback it completes (or is refused) at once.
+  auto open_one = [&]() -> tcp::UniqueFd {
+    tcp::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (fd.get() < 0) return fd;
+    const timeval limit{1, 0};  // a connect that would wait on a full backlog gives up
+    (void)::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+    if (!o.source.empty() &&
+        ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&from), sizeof from) != 0) {
+      return tcp::UniqueFd();
+    }
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) {
+      return tcp::UniqueFd();
+    }
+    return fd;
+  };
+  std::vector<tcp::UniqueFd> fds;
+  uint64_t opened = 0, failed = 0;
+  size_t most = 0;
+  const auto t0 = Clock::now();
+  const auto end = t0 + std::chrono::milliseconds(o.hold_ms);
+  while (Clock::now() < end) {
+    while (fds.size() < o.count) {
+      tcp::UniqueFd fd = open_one();
+      if (fd.get() < 0) {
+        ++failed;
+        break;
+      }
+      fds.push_back(std::move(fd));
+      ++opened;
+    }
+    most = std::max(most, fds.size());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // Drop what the victim closed (readable with nothing to read, or an error).
+    std::vector<pollfd> polls;
+    for (const auto& fd : fds) polls.push_back(pollfd{fd.get(), POLLIN, 0});
+    (void)::poll(polls.data(), polls.size(), 0);
+    std::vector<tcp::UniqueFd> open;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (polls[i].revents == 0) open.push_back(std::move(fds[i]));
+    }
+    fds = std::move(open);
+  }
+  report["opened"] = opened;
+  report["connect_failed"] = failed;
+  report["held_most"] = most;
+  report["held_at_end"] = fds.size();
   return report;
 }
 

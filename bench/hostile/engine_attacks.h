@@ -23,4 +23,10 @@ nlohmann::json idle_connections(const AttackOptions& o);
 // nothing: watched like idle connections (the victim must allocate nothing meanwhile).
 nlohmann::json huge_header(const AttackOptions& o);
 
+// Keeps `count` connections to `engine` open for `hold_ms` without ever speaking, from
+// local address `source` ("" = any), opening a new one for each the victim closes (at
+// most every 50 ms): a stranger trying to hold every connection slot. Reports how many
+// it held at most and at the end, and how many it opened in all.
+nlohmann::json hold_slots(const AttackOptions& o);
+
 }  // namespace pdkv::hostile

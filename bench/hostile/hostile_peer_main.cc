@@ -51,10 +51,16 @@ const AttackEntry kAttacks[] = {
     {"probe", "one hand-made PART at --dst, the ACK read as it is", pdkv::hostile::probe},
     {"idle-connections", "--count data connections that never speak",
      pdkv::hostile::idle_connections},
+    {"hold-slots", "keep --count silent connections open for --hold-ms from --source",
+     pdkv::hostile::hold_slots},
     {"huge-header", "--count connections sending a PART header of --entries entries, then nothing",
      pdkv::hostile::huge_header},
     {"route-poison", "re-point, mangle and delete engine_rank 0's route",
      pdkv::hostile::route_poison},
+    {"signed-put", "a member's signed PUT /route (--member-secret-file), printed for replay",
+     [](const AttackOptions& o) { return pdkv::hostile::signed_request(o, "PUT"); }},
+    {"signed-get", "a member's signed GET of the layout (--member-secret-file), printed for replay",
+     [](const AttackOptions& o) { return pdkv::hostile::signed_request(o, "GET"); }},
     {"http-flood", "--count unauthenticated PUT /route while probing /health",
      pdkv::hostile::http_flood},
 };
@@ -69,12 +75,15 @@ int main(int argc, char** argv) {
   app.fallthrough();
   AttackOptions o;
   std::string secret_file;
+  std::string member_secret_file;
   app.add_option("--control", o.control, "victim's control endpoint tcp://host:port");
   app.add_option("--as", o.as, "endpoint the forged messages claim to come from");
   app.add_option("--engine", o.engine, "victim's engine host:port");
   app.add_option("--bootstrap", o.bootstrap, "bootstrap server host:port");
   app.add_option("--secret-file", secret_file,
                  "a secret of the attacker's own (not the cluster's)");
+  app.add_option("--member-secret-file", member_secret_file,
+                 "signed-put/get: the cluster's own secret (they play a member)");
   app.add_option("--room", o.rooms, "room(s) the forged messages name");
   app.add_option("--count", o.count, "messages, connections or requests")->capture_default_str();
   app.add_option("--dst", o.dst, "first destination address (0x... accepted)");
@@ -83,6 +92,11 @@ int main(int argc, char** argv) {
   app.add_option("--entries", o.entries, "entries a huge header declares")->capture_default_str();
   app.add_option("--state", o.state, "forged status: failed or success")
       ->check(CLI::IsMember({"failed", "success"}));
+  app.add_option("--ranges", o.ranges, "forged status: checksum ranges it names")
+      ->capture_default_str();
+  app.add_option("--range-addr", o.range_addr, "forged status: address of each range");
+  app.add_option("--range-length", o.range_length, "forged status: bytes of each range");
+  app.add_option("--source", o.source, "hold-slots: local address to connect from");
   app.add_option("--threads", o.threads, "concurrent HTTP clients")->capture_default_str();
   app.add_option("--hold-ms", o.hold_ms, "how long to watch the victim's reaction")
       ->capture_default_str();
@@ -99,8 +113,8 @@ int main(int argc, char** argv) {
   std::map<CLI::App*, const AttackEntry*> commands;
   for (const AttackEntry& a : kAttacks) commands[app.add_subcommand(a.name, a.help)] = &a;
   CLI11_PARSE(app, argc, argv);
-  if (!secret_file.empty()) {
-    auto key = pdkv::ClusterKey::from_file(secret_file);
+  if (!secret_file.empty() || !member_secret_file.empty()) {
+    auto key = pdkv::ClusterKey::from_file(secret_file.empty() ? member_secret_file : secret_file);
     if (!key.ok()) {
       std::fprintf(stderr, "pdkv_hostile_peer: %s\n", key.status().to_string().c_str());
       return 2;

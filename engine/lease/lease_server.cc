@@ -9,6 +9,7 @@
 
 #include "common/host_port.h"
 #include "common/logging.h"
+#include "engine/connection_slots.h"
 #include "engine/lease/lease_auth.h"
 #include "engine/lease/messages.h"
 #include "engine/memory_registry.h"
@@ -66,20 +67,24 @@ void LeaseServer::accept_loop() {
     // A short poll keeps shutdown prompt without a wake-up pipe.
     pollfd p{listener_.fd(), POLLIN, 0};
     if (::poll(&p, 1, 50) <= 0) continue;
-    int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof peer;
+    int fd = ::accept4(listener_.fd(), reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) continue;
     auto conn = std::make_unique<Conn>();
     conn->sock = Socket(fd);  // from here on, dropping `conn` closes the connection
+    conn->address = peer_address(peer);
     Conn* raw = conn.get();
     MutexLock lock(conns_mu_);
     reap_finished_locked();
     if (stopping_.load()) return;
-    if (conns_.size() >= static_cast<size_t>(options_.max_connections)) {
+    if (std::string why = over_limit(conn->address); !why.empty()) {
       // Closing at once (not leaving it in the backlog) keeps the acceptor responsive and
       // tells the peer right away. Slots free as connections end: a silent one within the
       // handshake deadline.
-      PDKV_LOG_WARN_LIMITED("{} backend: refused a control connection: {} already open (limit)",
-                            options_.backend_name, conns_.size());
+      PDKV_LOG_WARN_LIMITED("{} backend: refused a control connection from {}: {}",
+                            options_.backend_name, conn->address, why);
       continue;
     }
     set_nodelay(fd);
@@ -95,10 +100,22 @@ void LeaseServer::accept_loop() {
   }
 }
 
+std::string LeaseServer::over_limit(const std::string& address) const {
+  SlotUse use;
+  use.open = conns_.size();
+  for (const auto& c : conns_) {
+    if (c->proven.load() || c->finished.load()) continue;
+    ++use.unproven;
+    if (c->address == address) ++use.unproven_from_address;
+  }
+  return slot_refusal(static_cast<size_t>(options_.max_connections), use, address);
+}
+
 void LeaseServer::serve(Conn* conn) {
   Socket& sock = conn->sock;
   std::unique_ptr<LeaseSession> session;
   Status st = handshake(sock, &session);
+  if (st.ok()) conn->proven.store(true);
   std::vector<uint8_t> payload;
   while (st.ok() && !stopping_.load()) {
     MsgType type{};

@@ -117,6 +117,10 @@ class LeaseServer {
     Socket sock;
     std::thread thread;
     std::atomic<bool> finished{false};
+    // The peer's IP address, and whether its handshake succeeded: until then it counts
+    // against the limits on unproven connections (engine/connection_slots.h).
+    std::string address;
+    std::atomic<bool> proven{false};
   };
   void accept_loop();
   void serve(Conn* conn);
@@ -124,6 +128,8 @@ class LeaseServer {
   Status handle_lease(Socket& sock, std::span<const uint8_t> payload, LeaseSession& session);
   Status send_regions(Socket& sock);
   void reap_finished_locked() PDKV_REQUIRES(conns_mu_);
+  // Why a new connection from `address` must be refused, or "" if it may be served.
+  std::string over_limit(const std::string& address) const PDKV_REQUIRES(conns_mu_);
 
   const LeaseServerOptions options_;
   MemoryRegistry* const registry_;

@@ -11,7 +11,9 @@ are intact, and each victim's RSS and descriptors grew by less than the case's b
 Attacks documented as not stopped without a secret (docs/SECURITY.md) run in the open
 mode as strict expected failures: when pdkv learns to stop one, its xfail turns into a
 failure here, so the docs and this list are updated with it."""
+import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -76,3 +78,81 @@ def test_attack_is_refused_and_victims_keep_serving(shared, mode, name):
     else:
         out = hostile.run_attack(shared.get(mode), name, mode, shared.tmpdir)
     assert out.ok, f"{name} ({mode}): {out.summary()}\nattacker saw: {out.observed}"
+
+
+def _http(port, method, target, header, body):
+    """One request to a bootstrap server on loopback; its status."""
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        headers = {"X-Pdkv-Auth": header}
+        if body:
+            headers["Content-Type"] = "application/json"
+        conn.request(method, target, body=body.encode() if body else None, headers=headers)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def _case_variants(header, n=8):
+    """The captured X-Pdkv-Auth with its nonce's hex letters in other cases: the same bytes
+    (and so the same MAC) under another spelling."""
+    words = header.split(" ")
+    i = next(k for k in range(len(words)) if len(words[k]) == 32)  # the nonce
+    letters = [k for k, ch in enumerate(words[i]) if ch in "abcdef"]
+    out = []
+    for mask in range(1, min(1 << len(letters), n + 1)):
+        w = list(words[i])
+        for bit, k in enumerate(letters):
+            if mask >> bit & 1:
+                w[k] = w[k].upper()
+        out.append(" ".join(words[:i] + ["".join(w)] + words[i + 1:]))
+    return out
+
+
+def test_captured_bootstrap_requests_do_not_replay(tmp_path):
+    """Replay protection of signed bootstrap requests, across real `pdkv bootstrap`
+    processes of one cluster (--authenticate-reads): a captured PUT and GET are refused
+    (401) when replayed as they were, with the nonce's hex in another case, to a second
+    server of the cluster, and to the first one after it restarted."""
+    from hostile_cluster import BootstrapProcess, bin_dir, write_secret
+    secret = write_secret(str(tmp_path / "secret"))
+
+    def server(port=0):
+        return BootstrapProcess("127.0.0.1", port, secret, env={"PDKV_LOG_LEVEL": "error"},
+                                args=["--authenticate-reads"])
+
+    def capture(method, port):
+        r = subprocess.run([os.path.join(bin_dir(), "pdkv_hostile_peer"), f"signed-{method}",
+                            "--bootstrap", f"127.0.0.1:{port}", "--member-secret-file", secret,
+                            "--first-port", "5555"], capture_output=True, text=True, timeout=30)
+        seen = json.loads(r.stdout.strip().splitlines()[-1])
+        assert seen.get("status") == 200, seen
+        return seen
+
+    a, b = server(), server()
+    try:
+        answers = {}
+        for method in ("put", "get"):
+            req = capture(method, a.port)
+            m, t, h, body = req["method"], req["target"], req["header"], req["body"]
+            answers[f"{method} replayed as is"] = [_http(a.port, m, t, h, body)]
+            answers[f"{method} nonce in other cases"] = [
+                _http(a.port, m, t, v, body) for v in _case_variants(h)]
+            answers[f"{method} to another server"] = [_http(b.port, m, t, h, body)]
+            answers[f"{method} key"] = (m, t, h, body)
+        port = a.port
+        assert a.quit() == 0
+        a = server(port)
+        for method in ("put", "get"):
+            m, t, h, body = answers.pop(f"{method} key")
+            answers[f"{method} after a restart"] = [_http(a.port, m, t, h, body)]
+        accepted = {k: v for k, v in answers.items() if any(s != 401 for s in v)}
+        assert not accepted, f"replays not refused with 401: {accepted}"
+        # Members still get through: a fresh request to the restarted server and to the other.
+        for port in (a.port, b.port):
+            capture("put", port)
+            capture("get", port)
+    finally:
+        for p in (a, b):
+            p.quit()

@@ -13,6 +13,7 @@
 
 #include "common/cluster_key.h"
 #include "common/status.h"
+#include "engine/backends/tcp/tcp_frame.h"
 
 namespace pdkv::engine::tcp {
 
@@ -20,5 +21,13 @@ namespace pdkv::engine::tcp {
 Status authenticate_to_receiver(int fd, const ClusterKey& key, int timeout_ms);
 // Receiver side, the first frames of an accepted connection. `stop_fd` aborts the wait.
 Status authenticate_sender(int fd, const ClusterKey& key, int stop_fd, int timeout_ms);
+
+// A receiver with no slot for a new connection says why in an ACK frame (part 0) before
+// it closes, instead of the frame the sender expects first (AUTH_CHALLENGE or HELLO_ACK):
+// so a refused sender reports full slots rather than guess at a secret mismatch.
+// Receiver side: sends that frame, then closes `fd`.
+void refuse_connection(int fd, const Status& why);
+// Sender side, `header` being that ACK: its reason, as an error.
+Status read_refusal(int fd, const FrameHeader& header, int timeout_ms);
 
 }  // namespace pdkv::engine::tcp

@@ -26,7 +26,9 @@
 //   OutOfRange = refused, nothing written; AlreadyCompleted = refused because an entry
 //   names a grant whose room already succeeded), payload_bytes = bytes written; `count`
 //   body bytes follow: u64 entry index and u64 first bad address (meaningful on error),
-//   then a message of count-16 bytes.
+//   then a message of count-16 bytes. A receiver with no connection slot for a new
+//   connection sends one ACK for part 0 (aux = Unavailable, the reason as its message)
+//   as its first and only frame, then closes (tcp_auth.h refuse_connection).
 //
 // decode_* validate before anything is allocated or read further: magic, version, type,
 // flags, count limits, per-type invariants; decode_entries checks the exact size,

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <system_error>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "engine/backends/tcp/stage_buffer.h"
 #include "engine/backends/tcp/tcp_auth.h"
 #include "engine/backends/tcp/tcp_frame.h"
+#include "engine/connection_slots.h"
 #include "engine/device/device_regions.h"
 #include "engine/memory_registry.h"
 
@@ -244,11 +246,27 @@ void TcpReceiver::reap_finished(bool all) {
   }
 }
 
+std::string TcpReceiver::over_limit(const std::string& address) const {
+  SlotUse use;
+  use.open = conns_.size();
+  for (const auto& c : conns_) {
+    if (c->proven.load(std::memory_order_acquire) || c->done.load(std::memory_order_acquire)) {
+      continue;
+    }
+    ++use.unproven;
+    if (c->address == address) ++use.unproven_from_address;
+  }
+  return slot_refusal(static_cast<size_t>(options_.max_connections), use, address);
+}
+
 void TcpReceiver::accept_loop() {
   while (true) {
     Status ready = wait_fd(listen_fd_.get(), POLLIN, stop_.fd(), -1);
     if (ready.code() == StatusCode::kAborted) return;
-    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof peer;
+    int fd = ::accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
         PDKV_LOG_WARN("tcp receiver: accept: {}", std::strerror(errno));
@@ -257,21 +275,22 @@ void TcpReceiver::accept_loop() {
       continue;
     }
     tune_socket(fd, options_);
+    const std::string address = peer_address(peer);
     MutexLock lock(conns_mu_);
     reap_finished(false);
-    if (conns_.size() >= static_cast<size_t>(options_.max_connections)) {
-      // Closing at once (not leaving it in the backlog) keeps the acceptor responsive and
-      // tells the peer right away.
-      ::close(fd);
-      PDKV_LOG_WARN_LIMITED("tcp receiver: refused a connection: {} already open (limit)",
-                            conns_.size());
+    if (std::string why = over_limit(address); !why.empty()) {
+      // Refusing at once (not leaving it in the backlog) keeps the acceptor responsive and
+      // tells the peer right away, and why.
+      refuse_connection(fd, unavailable("no connection slot for it: " + why));
+      PDKV_LOG_WARN_LIMITED("tcp receiver: refused a connection from {}: {}", address, why);
       continue;
     }
     auto conn = std::make_unique<Connection>();
+    conn->address = address;
     Connection* raw = conn.get();
     try {
       conn->thread = std::thread([this, fd, raw] {
-        serve(fd);
+        serve(fd, raw);
         raw->done.store(true, std::memory_order_release);
       });
     } catch (const std::system_error& e) {
@@ -285,7 +304,7 @@ void TcpReceiver::accept_loop() {
   }
 }
 
-void TcpReceiver::serve(int raw_fd) {
+void TcpReceiver::serve(int raw_fd, Connection* conn) {
   UniqueFd fd(raw_fd);
   const int io = options_.io_timeout_ms;
   const int stop = stop_.fd();
@@ -303,6 +322,7 @@ void TcpReceiver::serve(int raw_fd) {
   if (cluster_key_) {
     Status auth = authenticate_sender(fd.get(), *cluster_key_, stop, io);
     if (!auth.ok()) return drop(auth);
+    conn->proven.store(true, std::memory_order_release);
   }
   // A fresh connection must speak at once; an established one may idle between parts.
   int first_byte_timeout = io;
@@ -310,6 +330,8 @@ void TcpReceiver::serve(int raw_fd) {
     Status st = read_full(fd.get(), header_bytes, kHeaderSize, stop, first_byte_timeout, io);
     if (!st.ok()) return drop(st);
     first_byte_timeout = -1;
+    // Without a secret nothing proves a peer: its first frame is as far as we can tell.
+    conn->proven.store(true, std::memory_order_release);
     Result<FrameHeader> header = decode_header(std::span<const uint8_t>(header_bytes, kHeaderSize),
                                                options_.max_part_entries);
     if (!header.ok()) return drop(header.status());

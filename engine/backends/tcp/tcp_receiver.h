@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "common/cluster_key.h"
@@ -75,9 +76,17 @@ class TcpReceiver {
   struct Connection {
     std::thread thread;
     std::atomic<bool> done{false};
+    // The peer's IP address, and whether the connection is past its opening: the
+    // session handshake with a cluster secret, its first frame without one. Until then it
+    // counts against the limits on unproven connections (accept_loop).
+    std::string address;
+    std::atomic<bool> proven{false};
   };
   void accept_loop();
-  void serve(int fd);
+  // Why a new connection from `address` must be refused, or "" if it may be served
+  // (engine/connection_slots.h).
+  std::string over_limit(const std::string& address) const PDKV_REQUIRES(conns_mu_);
+  void serve(int fd, Connection* conn);
   Status scatter(int fd, ReceiveBuffers& buf, int stop) const;
   // Marks each admitted entry's destination device; false if one straddles the edge of
   // device memory (its index in *bad). Returns the part's device, or -1 for host only.

@@ -72,6 +72,8 @@ Result<std::unique_ptr<StreamSender>> StreamSender::connect(const std::string& e
     Result<FrameHeader> r = decode_header(std::span<const uint8_t>(reply, sizeof reply), 1);
     if (!r.ok()) {
       st = r.status();
+    } else if (r->type == FrameType::kAck) {
+      st = read_refusal(fd.get(), *r, t);
     } else if (r->type != FrameType::kHelloAck) {
       st = data_loss("peer did not answer HELLO with HELLO_ACK");
     }
