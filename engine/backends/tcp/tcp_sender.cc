@@ -324,6 +324,25 @@ bool StreamSender::device_part_ready(OutPart& part, bool* failed, std::vector<En
   return false;
 }
 
+ssize_t StreamSender::send_some(iovec* iov, int n_iov, bool inline_writer,
+                                std::vector<Ended>* ended, WriteOutcome* stopped) {
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = static_cast<size_t>(n_iov);
+  const ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n >= 0) return n;
+  if (errno == EINTR) return 0;
+  if (errno == EAGAIN || errno == EWOULDBLOCK) {
+    *stopped = WriteOutcome::kBlocked;
+  } else {
+    if (!inline_writer) {
+      fail_all(unavailable("send to " + endpoint_ + ": " + std::strerror(errno)), ended);
+    }
+    *stopped = WriteOutcome::kBroken;
+  }
+  return -1;
+}
+
 StreamSender::WriteOutcome StreamSender::write_device_part(OutPart& part, bool inline_writer,
                                                            std::vector<Ended>* ended) {
   const uint64_t payload = part.post->plan.parts[part.part_index].bytes;
@@ -336,18 +355,10 @@ StreamSender::WriteOutcome StreamSender::write_device_part(OutPart& part, bool i
       iov[n_iov++] = iovec{part.head.data() + head_sent_, part.head.size() - head_sent_};
     }
     iov[n_iov++] = iovec{const_cast<uint8_t*>(slab) + device_sent_, payload - device_sent_};
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(n_iov);
-    ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return WriteOutcome::kBlocked;
-      if (!inline_writer) {
-        fail_all(unavailable("send to " + endpoint_ + ": " + std::strerror(errno)), ended);
-      }
-      return WriteOutcome::kBroken;
-    }
+    WriteOutcome stopped = WriteOutcome::kAllSent;
+    const ssize_t n = send_some(iov, n_iov, inline_writer, ended, &stopped);
+    if (n < 0) return stopped;
+    if (n == 0) continue;  // interrupted
     auto done = static_cast<uint64_t>(n);
     const size_t from_head =
         static_cast<size_t>(std::min<uint64_t>(done, part.head.size() - head_sent_));
@@ -421,18 +432,10 @@ StreamSender::WriteOutcome StreamSender::write_some(bool inline_writer, std::vec
         }
       }
     }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(n_iov);
-    ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return WriteOutcome::kBlocked;
-      if (!inline_writer) {
-        fail_all(unavailable("send to " + endpoint_ + ": " + std::strerror(errno)), ended);
-      }
-      return WriteOutcome::kBroken;
-    }
+    WriteOutcome stopped = WriteOutcome::kAllSent;
+    const ssize_t n = send_some(iov, n_iov, inline_writer, ended, &stopped);
+    if (n < 0) return stopped;
+    if (n == 0) continue;  // interrupted
     auto done = static_cast<uint64_t>(n);
     const size_t head_left = part.head.size() - head_sent_;
     const size_t from_head = static_cast<size_t>(std::min<uint64_t>(done, head_left));

@@ -39,6 +39,8 @@
 // whatever is left with Aborted.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -131,6 +133,10 @@ class StreamSender {
   bool device_part_ready(OutPart& part, bool* failed, std::vector<Ended>* ended)
       PDKV_REQUIRES(io_mu_);
   void release_slab(OutPart& part) PDKV_REQUIRES(io_mu_);
+  // One non-blocking sendmsg: the bytes the socket took (0: interrupted, try again), or
+  // -1 with *stopped kBlocked (full) or kBroken (failed; fail_all called unless inline).
+  ssize_t send_some(iovec* iov, int n_iov, bool inline_writer, std::vector<Ended>* ended,
+                    WriteOutcome* stopped) PDKV_REQUIRES(io_mu_);
   // Sends the front part's header and staged slab; kAllSent once all of it went out.
   WriteOutcome write_device_part(OutPart& part, bool inline_writer, std::vector<Ended>* ended)
       PDKV_REQUIRES(io_mu_);
