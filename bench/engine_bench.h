@@ -1,6 +1,6 @@
 // `pdkv bench engine`: one sender process (this one) and one receiver process
 // (pdkv_engine_peer, fork/exec'd) over loopback (or --pairs of them, moving at once), the workload
-// of engine_workload.h, against a baseline measured in the same run (TARGETS.md "How the figures
+// of engine_workload.h, against a baseline measured in the same run (BENCHMARKS.md says how the figures
 // are reported"): iperf3 with the same stream count for the TCP backend (P1 page 16, P1s page 1).
 // Every destination byte is verified after the timed rounds.
 //

@@ -1,5 +1,5 @@
 // Which KV write failures are retried, what a failure says about the peer, and how long
-// to wait before each retry (SPEC §12: the reference failed the room on the first error).
+// to wait before each retry (a KV transfer that failed the room on its first error loses rooms a retry would save).
 // The retry loop itself is the transfer pipeline's (kv/transfer_pipeline.h): a failed
 // batch goes back on its link with a backoff, nothing sleeps.
 //
