@@ -1,7 +1,7 @@
 // Which KV write failures are retried, what a failure says about the peer, and how long
-// to wait before each retry (a KV transfer that failed the room on its first error loses rooms a retry would save).
-// The retry loop itself is the transfer pipeline's (kv/transfer_pipeline.h): a failed
-// batch goes back on its link with a backoff, nothing sleeps.
+// to wait before each retry (a KV transfer that failed the room on its first error loses rooms a
+// retry would save). The retry loop itself is the transfer pipeline's (kv/transfer_pipeline.h): a
+// failed batch goes back on its link with a backoff, nothing sleeps.
 //
 // A write batch is idempotent: the same source bytes go to the same destination
 // addresses, and the decode reads nothing before the room's status arrives, so sending a
