@@ -39,20 +39,25 @@ int DeviceRegions::device_of(uint64_t addr, uint64_t length) const {
   return lookup(addr, length);
 }
 
-int DeviceRegions::device_of_run(uint64_t addr, uint64_t length, uint64_t pieces,
-                                 uint64_t stride) const {
-  if (empty()) return kHost;
+DeviceRegions::RunPlace DeviceRegions::place_run(uint64_t addr, uint64_t length, uint64_t pieces,
+                                                 uint64_t stride) const {
+  if (empty()) return RunPlace{};
   MutexLock lock(mu_);
-  // The run's extent first: inside one device region means every piece is.
-  const uint64_t extent = pieces <= 1 ? length : (pieces - 1) * stride + length;
-  const int whole = lookup(addr, extent);
-  if (whole != kMixed) return whole;
-  // A run of host pieces around (not into) device memory is still host: check each.
+  // The run's extent first: inside one region means every piece is, and in one allocation.
+  uint64_t extent = length;
+  const bool wraps = pieces > 1 && (__builtin_mul_overflow(pieces - 1, stride, &extent) ||
+                                    __builtin_add_overflow(extent, length, &extent));
+  if (!wraps) {
+    const int whole = lookup(addr, extent);
+    if (whole != kMixed) return RunPlace{whole, false};
+  }
+  // Piece by piece: host pieces around (not into) device memory are still host; device
+  // pieces of one device in several regions are that device's, copied one by one.
   int kind = lookup(addr, length);
   for (uint64_t i = 1; i < pieces && kind != kMixed; ++i) {
     if (lookup(addr + i * stride, length) != kind) kind = kMixed;
   }
-  return kind;
+  return RunPlace{kind, kind >= 0};
 }
 
 }  // namespace pdkv::engine

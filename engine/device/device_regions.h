@@ -31,8 +31,16 @@ class DeviceRegions {
   bool empty() const { return count_.load(std::memory_order_acquire) == 0; }
   // kHost, kMixed or the device ordinal of [addr, addr + length). length > 0.
   int device_of(uint64_t addr, uint64_t length) const;
-  // Same for `pieces` ranges of `length` bytes, the i-th at addr + i * stride.
-  int device_of_run(uint64_t addr, uint64_t length, uint64_t pieces, uint64_t stride) const;
+  // Where `pieces` ranges of `length` bytes, the i-th at addr + i * stride, lie: `device`
+  // as device_of() answers for every piece alike (kMixed when they differ), and whether
+  // that device's pieces are in different regions (one allocation each: a strided copy
+  // must stay inside one, so such a run is copied piece by piece). One lookup under one
+  // lock answers both.
+  struct RunPlace {
+    int device = kHost;
+    bool piecewise = false;
+  };
+  RunPlace place_run(uint64_t addr, uint64_t length, uint64_t pieces, uint64_t stride) const;
 
  private:
   struct Entry {

@@ -56,17 +56,6 @@ Status copy_rows(DeviceDriver* driver, DeviceStreamHandle stream, const PayloadR
 
 }  // namespace
 
-bool needs_piecewise(const DeviceRegions& regions, uint64_t addr, uint64_t length, uint64_t pieces,
-                     uint64_t stride, int device) {
-  if (device < 0 || pieces <= 1) return false;
-  uint64_t extent = 0;
-  if (__builtin_mul_overflow(pieces - 1, stride, &extent) ||
-      __builtin_add_overflow(extent, length, &extent)) {
-    return true;
-  }
-  return regions.device_of(addr, extent) != device;
-}
-
 Status copy_payload(DeviceDriver* driver, DeviceStreamHandle stream,
                     std::span<const PayloadRun> runs, uint64_t begin, uint64_t end, uint8_t* slab,
                     SlabDirection direction, PayloadCursor* cursor) {

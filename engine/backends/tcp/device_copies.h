@@ -15,7 +15,6 @@
 
 #include "common/status.h"
 #include "engine/device/device_driver.h"
-#include "engine/device/device_regions.h"
 
 namespace pdkv::engine::tcp {
 
@@ -29,7 +28,7 @@ struct PayloadRun {
   int device = -1;
   // The pieces lie in different device allocations (the planner folds equally spaced
   // entries whatever buffer they are in): one copy per piece, since a strided copy must
-  // stay inside one allocation.
+  // stay inside one allocation (DeviceRegions::place_run).
   bool piecewise = false;
 
   uint64_t bytes() const { return length * pieces; }
@@ -39,11 +38,6 @@ enum class SlabDirection : uint8_t {
   kToSlab,    // sender: memory -> slab
   kFromSlab,  // receiver: slab -> memory
 };
-
-// Whether a device run of `pieces` pieces must be copied piece by piece: its whole 2-D
-// extent is not inside one registered device region (one allocation).
-bool needs_piecewise(const DeviceRegions& regions, uint64_t addr, uint64_t length, uint64_t pieces,
-                     uint64_t stride, int device);
 
 // Where a walk stopped, so the next range resumes without rescanning earlier runs.
 struct PayloadCursor {

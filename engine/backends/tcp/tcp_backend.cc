@@ -5,7 +5,6 @@
 
 #include "common/host_port.h"
 #include "common/logging.h"
-#include "engine/backends/tcp/device_copies.h"
 #include "engine/backends/tcp/part_planner.h"
 #include "engine/backends/tcp/tcp_frame.h"
 #include "engine/backends/tcp/tcp_receiver.h"
@@ -22,14 +21,15 @@ namespace {
 Result<bool> mark_source_devices(const DeviceRegions& regions, PartPlan* plan) {
   bool any = false;
   for (PartEntry& e : plan->entries) {
-    e.src_device = regions.device_of_run(e.src_addr, e.length, e.pieces, e.src_stride);
+    const DeviceRegions::RunPlace place =
+        regions.place_run(e.src_addr, e.length, e.pieces, e.src_stride);
+    e.src_device = place.device;
+    e.src_piecewise = place.piecewise;
     if (e.src_device == DeviceRegions::kMixed) {
       return invalid_argument(fmt::format(
           "block {} (src {:#x}, length {}) reads across the edge of registered device memory",
           e.block_index, e.src_addr, e.length));
     }
-    e.src_piecewise =
-        needs_piecewise(regions, e.src_addr, e.length, e.pieces, e.src_stride, e.src_device);
     any = any || e.src_device >= 0;
   }
   for (PlannedPart& part : plan->parts) {

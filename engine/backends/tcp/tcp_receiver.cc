@@ -143,7 +143,9 @@ bool TcpReceiver::mark_destination_devices(ReceiveBuffers& buf, int* device, siz
   bool any_device = false;
   for (size_t i = 0; i < buf.entries.size(); ++i) {
     const WireEntry& e = buf.entries[i];
-    const int d = device_regions_->device_of_run(e.addr, e.length, e.pieces, e.stride);
+    const DeviceRegions::RunPlace place =
+        device_regions_->place_run(e.addr, e.length, e.pieces, e.stride);
+    const int d = place.device;
     // Straddling device memory's edge, or two devices in one part (a sender never plans
     // that: one process writes one device's pool), is refused before any byte lands.
     if (d == DeviceRegions::kMixed || (d >= 0 && *device >= 0 && d != *device)) {
@@ -154,9 +156,7 @@ bool TcpReceiver::mark_destination_devices(ReceiveBuffers& buf, int* device, siz
       *device = d;
       any_device = true;
     }
-    buf.device_runs.push_back(
-        PayloadRun{e.addr, e.length, e.pieces, e.stride, d,
-                   needs_piecewise(*device_regions_, e.addr, e.length, e.pieces, e.stride, d)});
+    buf.device_runs.push_back(PayloadRun{e.addr, e.length, e.pieces, e.stride, d, place.piecewise});
   }
   if (!any_device) buf.device_runs.clear();
   return true;
