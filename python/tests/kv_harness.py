@@ -379,33 +379,44 @@ def serial_decode_main(cfg: dict, conn):
         conn.send(("error", traceback.format_exc()))
 
 
-class SerialDecode:
-    """A serial_decode_main process; a context manager. `room()` runs one room on it."""
+def start_with_env(proc, env=None):
+    """Starts `proc` with `env` ({VAR: value}) in its environment from its first
+    instruction (LD_PRELOAD must be there when the process starts); this process's own
+    environment is as before afterwards."""
+    env = env or {}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        proc.start()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
-    def __init__(self, shape: Shape, addr: str, env=None, pages=8):
+
+class PipedProcess:
+    """A spawned `target(*args, conn)` spoken to over a pipe: it sends (kind, payload)
+    messages and ends with ("bye", None) when sent None. A context manager."""
+
+    def __init__(self, name: str, target, args=(), env=None):
+        self.name = name
         self.conn, child = CTX.Pipe()
-        cfg = dict(shape=shape, addr=addr, env=env, pages=pages)
-        self.proc = CTX.Process(target=serial_decode_main, args=(cfg, child))
-        self.proc.start()
-        self._expect("ready", 60)
+        self.proc = CTX.Process(target=target, args=(*args, child))
+        start_with_env(self.proc, env)
 
-    def _expect(self, kind, timeout):
+    def expect(self, kind, timeout):
         if not self.conn.poll(timeout):
-            raise AssertionError(f"serial decode: no {kind} within {timeout} s")
+            raise AssertionError(f"{self.name}: no {kind} within {timeout} s")
         got, payload = self.conn.recv()
-        assert got == kind, f"serial decode: {got}: {payload}"
+        assert got == kind, f"{self.name}: {got}: {payload}"
         return payload
-
-    def room(self, room: int, rooms, timeout: float = 30) -> dict:
-        """{"state", "elapsed" (s from KVReceiver construction), "bytes_ok", "reason",
-        "cause"} of `room` (`rooms`: every room of the scenario, for disjoint pages)."""
-        self.conn.send({"room": room, "rooms": list(rooms), "timeout": timeout})
-        return self._expect("room", timeout + 30)
 
     def close(self):
         try:
             self.conn.send(None)
-            self._expect("bye", 20)
+            self.expect("bye", 20)
         finally:
             self.proc.join(10)
             if self.proc.is_alive():
@@ -417,6 +428,21 @@ class SerialDecode:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class SerialDecode(PipedProcess):
+    """A serial_decode_main process; `room()` runs one room on it."""
+
+    def __init__(self, shape: Shape, addr: str, env=None, pages=8):
+        cfg = dict(shape=shape, addr=addr, env=env, pages=pages)
+        super().__init__("serial decode", serial_decode_main, (cfg,))
+        self.expect("ready", 60)
+
+    def room(self, room: int, rooms, timeout: float = 30) -> dict:
+        """{"state", "elapsed" (s from KVReceiver construction), "bytes_ok", "reason",
+        "cause"} of `room` (`rooms`: every room of the scenario, for disjoint pages)."""
+        self.conn.send({"room": room, "rooms": list(rooms), "timeout": timeout})
+        return self.expect("room", timeout + 30)
 
 
 class Cluster:
@@ -451,17 +477,7 @@ class Cluster:
 
     def start(self, wait_ready=True):
         for (role, _), p in self.procs.items():
-            extra = self.spawn_env.get(role, {})
-            saved = {k: os.environ.get(k) for k in extra}
-            os.environ.update(extra)
-            try:
-                p.start()
-            finally:
-                for k, v in saved.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
+            start_with_env(p, self.spawn_env.get(role))
         if wait_ready:
             self.collect(lambda: len(self.ready) == len(self.procs), 60)
         return self

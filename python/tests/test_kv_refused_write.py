@@ -20,7 +20,7 @@ import time
 import traceback
 
 import pdkv
-from kv_harness import CTX, RankMemory, Shape, apply_env, pages_for
+from kv_harness import PipedProcess, RankMemory, Shape, apply_env, pages_for
 from pdkv import testing
 from pdkv.testing import wait_terminal
 
@@ -130,46 +130,13 @@ def decode_main(addr: str, conn):
         conn.send(("error", traceback.format_exc()))
 
 
-class Rank:
-    def __init__(self, target, addr, env=None):
-        self.conn, child = CTX.Pipe()
-        self.proc = CTX.Process(target=target, args=(addr, child))
-        saved = {k: os.environ.get(k) for k in env or {}}
-        os.environ.update(env or {})  # LD_PRELOAD must be there when the process starts
-        try:
-            self.proc.start()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
-    def expect(self, kind, timeout):
-        if not self.conn.poll(timeout):
-            raise AssertionError(f"no {kind} within {timeout} s")
-        got, payload = self.conn.recv()
-        assert got == kind, f"{got}: {payload}"
-        return payload
-
-    def close(self):
-        try:
-            self.conn.send(None)
-            self.expect("bye", 20)
-        finally:
-            self.proc.join(10)
-            if self.proc.is_alive():
-                self.proc.kill()
-                self.proc.join(5)
-
-
 def test_a_room_the_decode_aborts_mid_transfer_fails_alone(capfd):
     server = pdkv.BootstrapServer("127.0.0.1", 0)
     addr = f"127.0.0.1:{server.port}"
     ranks = []
     try:
-        ranks.append(Rank(decode_main, addr, stall_every_ack(10)))
-        ranks.append(Rank(prefill_main, addr))
+        ranks.append(PipedProcess("decode", decode_main, (addr,), stall_every_ack(10)))
+        ranks.append(PipedProcess("prefill", prefill_main, (addr,)))
         decode, prefill = ranks
         decode.expect("ready", 60)
         prefill.expect("ready", 60)
