@@ -73,6 +73,30 @@ class HostileControlTest : public ::testing::Test {
     return std::nullopt;
   }
 
+  // A registration in the decode's name: its layout and buffers, with these endpoints
+  // and incarnation (what a stranger who read them off the network can send).
+  proto::BufferRegistration registration_as_decode(const std::string& control_endpoint,
+                                                   const std::string& engine_endpoint,
+                                                   uint64_t incarnation) {
+    const KvArgs a = pair_.decode_buffers().args(0);
+    proto::BufferRegistration reg;
+    reg.decode.control_endpoint = control_endpoint;
+    reg.decode.engine_endpoint = engine_endpoint;
+    reg.decode.incarnation = incarnation;
+    reg.layout = a.layout();
+    reg.kv = {a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens};
+    return reg;
+  }
+
+  // The stranger's own control socket on an ephemeral port, where the prefill answers
+  // the registrations that name it.
+  static zmq::socket_t stranger_listener(zmq::context_t& ctx) {
+    zmq::socket_t listener(ctx, zmq::socket_type::pull);
+    listener.set(zmq::sockopt::rcvtimeo, 500);
+    listener.bind("tcp://127.0.0.1:*");
+    return listener;
+  }
+
   testing::RoomPair pair_{pair_options()};
   std::unique_ptr<ControlChannel> stranger_;
 };
@@ -227,13 +251,8 @@ TEST_F(HostileControlTest, AnotherIncarnationReplacesADecodeOnlyByProvingItListe
   const std::vector<int64_t> src{1, 2}, dst{4, 8};
   ASSERT_NO_FATAL_FAILURE(pair_.open(68, src, dst));
   const std::string decode_endpoint = pair_.decode().control_endpoint();
-  const KvArgs a = pair_.decode_buffers().args(0);
-  proto::BufferRegistration reg;
-  reg.decode.control_endpoint = decode_endpoint;
-  reg.decode.engine_endpoint = "tcp://127.0.0.1:9";
-  reg.decode.incarnation = 0xbad;
-  reg.layout = a.layout();
-  reg.kv = {a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens};
+  proto::BufferRegistration reg =
+      registration_as_decode(decode_endpoint, "tcp://127.0.0.1:9", 0xbad);
   ASSERT_TRUE(stranger_->send(pair_.prefill().control_endpoint(), reg).ok());
   // Without the challenge (sent to the real decode, which ignores an answer to another
   // incarnation) its pre-allocation is dropped and the decode's room goes on.
@@ -288,16 +307,9 @@ TEST_F(HostileControlTest, RegisteredFragmentsReadingPastOnePageAreRefusedWithTh
   const std::vector<int64_t> src{3, 5}, dst{6, 7};
   ASSERT_NO_FATAL_FAILURE(pair_.open(70, src, dst));
   zmq::context_t ctx;
-  zmq::socket_t listener(ctx, zmq::socket_type::pull);
-  listener.set(zmq::sockopt::rcvtimeo, 500);
-  listener.bind("tcp://127.0.0.1:*");
-  const KvArgs a = pair_.decode_buffers().args(0);
-  proto::BufferRegistration reg;
-  reg.decode.control_endpoint = listener.get(zmq::sockopt::last_endpoint);
-  reg.decode.engine_endpoint = "tcp://127.0.0.1:9";
-  reg.decode.incarnation = 0x7e;
-  reg.layout = a.layout();
-  reg.kv = {a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens};
+  zmq::socket_t listener = stranger_listener(ctx);
+  proto::BufferRegistration reg =
+      registration_as_decode(listener.get(zmq::sockopt::last_endpoint), "tcp://127.0.0.1:9", 0x7e);
   proto::Fragment whole;
   whole.buffer_kind = proto::BufferKind::kTargetK;
   whole.buffer_index = 0;
@@ -323,16 +335,9 @@ TEST_F(HostileControlTest, WritesTheVictimsEngineRefusesFailOnlyTheirOwnRoom) {
   const std::vector<int64_t> src{2, 6}, dst{9, 12};
   ASSERT_NO_FATAL_FAILURE(pair_.open(71, src, dst));
   zmq::context_t ctx;
-  zmq::socket_t listener(ctx, zmq::socket_type::pull);
-  listener.set(zmq::sockopt::rcvtimeo, 500);
-  listener.bind("tcp://127.0.0.1:*");
-  const KvArgs a = pair_.decode_buffers().args(0);
-  proto::BufferRegistration reg;
-  reg.decode.control_endpoint = listener.get(zmq::sockopt::last_endpoint);
-  reg.decode.engine_endpoint = pair_.decode().engine_endpoint();
-  reg.decode.incarnation = 0x7f;
-  reg.layout = a.layout();
-  reg.kv = {a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens};
+  zmq::socket_t listener = stranger_listener(ctx);
+  proto::BufferRegistration reg = registration_as_decode(listener.get(zmq::sockopt::last_endpoint),
+                                                         pair_.decode().engine_endpoint(), 0x7f);
   std::optional<proto::RegistrationResult> answer = register_and_read_answer(reg, listener);
   ASSERT_TRUE(answer.has_value()) << "the registration was never answered";
   ASSERT_TRUE(answer->accepted) << answer->reason;
