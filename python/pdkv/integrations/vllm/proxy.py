@@ -113,6 +113,11 @@ def make_handler(upstreams: _Upstreams, timeout_s: float):
         def _reply(self, status: int, payload: dict, request_id: str | None = None) -> None:
             self._send(status, "application/json", json.dumps(payload).encode(), request_id)
 
+        def _bad_gateway(self, why: str, request_id: str) -> None:
+            """An upstream that could not be used at all: logged, and a 502 saying why."""
+            self._log(why)
+            self._reply(502, {"error": why}, request_id)
+
         def _relay_error(self, who: str, e: urllib.error.HTTPError, request_id: str) -> None:
             # The upstream's own answer (a 400 for a bad parameter, a 401 for a missing
             # key, a 503 when overloaded) tells the client more than a 502 would.
@@ -157,17 +162,13 @@ def make_handler(upstreams: _Upstreams, timeout_s: float):
             except urllib.error.HTTPError as e:
                 return self._relay_error(f"prefill {prefill}", e, request_id)
             except _Unreachable as e:
-                self._log(f"prefill {prefill} unreachable: {e}")
-                return self._reply(502, {"error": f"prefill {prefill} unreachable: {e}"},
-                                   request_id)
+                return self._bad_gateway(f"prefill {prefill} unreachable: {e}", request_id)
             except OSError as e:  # connected, then the answer broke off or timed out
-                self._log(f"prefill {prefill} failed mid-answer: {e}")
-                return self._reply(502, {"error": f"prefill {prefill} failed mid-answer: {e}"},
-                                   request_id)
+                return self._bad_gateway(f"prefill {prefill} failed mid-answer: {e}",
+                                         request_id)
             except ValueError as e:
-                self._log(f"prefill {prefill} answered without JSON: {e}")
-                return self._reply(502, {"error": f"prefill {prefill} answered without JSON: "
-                                                  f"{e}"}, request_id)
+                return self._bad_gateway(f"prefill {prefill} answered without JSON: {e}",
+                                         request_id)
             if not params:
                 # Normal when the first token ended the request; on every request it means
                 # the prefill is not running PdkvConnector as kv_producer.
@@ -179,9 +180,7 @@ def make_handler(upstreams: _Upstreams, timeout_s: float):
             except urllib.error.HTTPError as e:
                 return self._relay_error(f"decode {decode}", e, request_id)
             except _Unreachable as e:
-                self._log(f"decode {decode} unreachable: {e}")
-                return self._reply(502, {"error": f"decode {decode} unreachable: {e}"},
-                                   request_id)
+                return self._bad_gateway(f"decode {decode} unreachable: {e}", request_id)
             with upstream:
                 # Chunked and flushed per read, so a streamed answer reaches the client
                 # token by token rather than when the decode is done.
