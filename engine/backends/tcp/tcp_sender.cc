@@ -166,6 +166,7 @@ void StreamSender::take_queued() {
     sending_.push_back(std::move(queued_.front()));
     queued_.pop_front();
     OutPart& part = sending_.back();
+    if (part.src_device >= 0) ++unstaged_device_parts_;
     part.part_id = next_part_id_++;
     put_u64(part.head.data() + 8, part.part_id);  // header offset 8: part_id
   }
@@ -201,6 +202,7 @@ void StreamSender::fail_all(const Status& status, std::vector<Ended>* ended) {
   }
   head_sent_ = 0;
   device_sent_ = 0;
+  unstaged_device_parts_ = 0;
   waiting_copy_ = false;
   entry_cursor_ = 0;
   entry_offset_ = 0;
@@ -272,16 +274,20 @@ Status StreamSender::stage_into_slab(OutPart& part, DeviceSlabRing& ring) {
 }
 
 void StreamSender::stage_device_parts() {
-  for (OutPart& part : sending_) {
+  // Host-only traffic never walks the queue here (this runs on every write pass).
+  for (auto it = sending_.begin(); unstaged_device_parts_ > 0 && it != sending_.end(); ++it) {
+    OutPart& part = *it;
     if (part.src_device < 0 || part.slab >= 0 || !part.stage_error.ok()) continue;
     Result<DeviceSlabRing*> ring = ring_for(part.src_device);
     if (!ring.ok()) {
       part.stage_error = ring.status();
+      --unstaged_device_parts_;
       continue;
     }
     if ((*ring)->broken()) return;  // its slabs drain first (ring_for replaces it then)
     part.slab = (*ring)->take_free();
     if (part.slab < 0) return;  // in order: later parts wait for this one's slab
+    --unstaged_device_parts_;
     Status issued = stage_into_slab(part, **ring);
     if (!issued.ok()) {
       (*ring)->mark_broken();

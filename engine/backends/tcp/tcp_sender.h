@@ -181,6 +181,8 @@ class StreamSender {
   // front device part already sent, and whether the thread waits for a copy to land.
   std::vector<std::unique_ptr<DeviceSlabRing>> rings_ PDKV_GUARDED_BY(io_mu_);
   uint64_t device_sent_ PDKV_GUARDED_BY(io_mu_) = 0;
+  // Device parts in sending_ that have neither a slab nor a staging error yet.
+  size_t unstaged_device_parts_ PDKV_GUARDED_BY(io_mu_) = 0;
   bool waiting_copy_ PDKV_GUARDED_BY(io_mu_) = false;
   std::vector<uint8_t> ack_buf_ PDKV_GUARDED_BY(io_mu_);
   size_t ack_fill_ PDKV_GUARDED_BY(io_mu_) = 0;
