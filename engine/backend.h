@@ -29,6 +29,7 @@
 #include "common/status.h"
 #include "engine/batch_note.h"
 #include "engine/device/memory_kind.h"
+#include "engine/device/ready_event.h"
 #include "engine/engine_options.h"
 #include "engine/write_block.h"
 
@@ -36,7 +37,6 @@ namespace pdkv::engine {
 
 class DeviceRegions;
 class MemoryRegistry;
-class ReadyEvent;
 
 struct BackendCapabilities {
   std::string_view name;               // "tcp", "shm", "ucx"
@@ -141,12 +141,12 @@ class Backend {
   }
 
   // post_with_note() (an empty note: none) whose device-memory sources are read only
-  // after `ready` completed, waited for on the device. Only backends with
+  // after every event in `ready` completed, waited for on the device. Only backends with
   // capabilities().orders_device_sources implement it; the engine calls it only for
   // batches whose every source is device memory.
   virtual Status post_after(BackendPeer& peer, std::span<const WriteBlock> blocks, uint64_t token,
                             std::span<const uint8_t> note,
-                            std::shared_ptr<const ReadyEvent> ready) {
+                            ReadyEvents ready) {
     (void)peer, (void)blocks, (void)token, (void)note, (void)ready;
     return failed_precondition("this backend does not order sends after device events");
   }

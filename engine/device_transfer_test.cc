@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <thread>
 #include <vector>
@@ -195,6 +197,52 @@ TEST(DeviceStaging, StridedRunsAreFewDriverCalls) {
   EXPECT_LE(calls, 8) << "512 KiB in 256 KiB slabs over 2 streams: a few strided copies";
 }
 
+// Scattered pages (page size 1: 512 B pieces in shuffled order on both sides, nothing for
+// the planner to fold into strided runs) go out as batched copies, a few per slab, not one
+// driver call per piece, and land exactly (the receiver lands its slabs the same way).
+TEST(DeviceStaging, ScatteredPiecesAreBatchedCopies) {
+  if (!on_fake_driver()) GTEST_SKIP() << "counts the fake driver's calls";
+  Peer peer = start_peer(0);
+  auto engine = make_engine();
+  auto buffer = DeviceBuffer::allocate(0, kBytes);
+  ASSERT_TRUE(buffer.ok());
+  const std::vector<uint8_t> source = random_bytes(kBytes, 5);
+  ASSERT_TRUE((*buffer)->upload(0, source.data(), kBytes).ok());
+  ASSERT_TRUE(engine
+                  ->register_memory((*buffer)->addr(), kBytes, MemoryAccess::kLocalReadOnly,
+                                    MemoryKind::kCuda)
+                  .ok());
+  constexpr uint64_t kPiece = 512, kPieces = 2048;
+  std::vector<uint64_t> from(kPieces), to(kPieces);
+  std::iota(from.begin(), from.end(), 0);
+  std::iota(to.begin(), to.end(), 0);
+  std::mt19937_64 rng(9);
+  std::shuffle(from.begin(), from.end(), rng);
+  std::shuffle(to.begin(), to.end(), rng);
+  std::vector<WriteBlock> blocks;
+  std::vector<uint8_t> model(kBytes, 0);
+  for (uint64_t i = 0; i < kPieces; ++i) {
+    // Every other slot, so no two pieces are adjacent on either side.
+    const uint64_t src = 2 * from[i] * kPiece, dst = 2 * to[i] * kPiece;
+    blocks.push_back(WriteBlock{(*buffer)->addr() + src, peer.process->remote_base() + dst, kPiece});
+    std::memcpy(model.data() + dst, source.data() + src, kPiece);
+  }
+  testing::fake_device_set_poison(true);
+  testing::fake_device_set_copy_delay_us(200);
+  const long before = testing::fake_device_copy_count();
+  Status st = send(*engine, peer.process->endpoint(), blocks);
+  const long calls = testing::fake_device_copy_count() - before;
+  testing::fake_device_set_poison(false);
+  testing::fake_device_set_copy_delay_us(0);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_GT(calls, 0);
+  EXPECT_LE(calls, 16) << "1 MiB of 512 B pieces in 256 KiB slabs: a batched copy per slab";
+  const uint8_t* landed = peer_bytes(peer, true);
+  for (size_t i = 0; i < kBytes; ++i) {
+    ASSERT_EQ(landed[i], model[i]) << "first wrong byte at offset " << i;
+  }
+}
+
 // The planner folds equally spaced blocks into one strided run whatever buffer they are
 // in: blocks alternating between two device allocations become runs whose pieces lie in
 // different allocations, which a single strided copy must not span (the fake, like the
@@ -341,7 +389,7 @@ TEST(DeviceOrdering, ASourceWrittenOnASideStreamIsSentAfterIt) {
                         nullptr)
                     .ok());
     EXPECT_TRUE(driver->copy_to_device(*stream, (*buffer)->addr(), fresh.data(), n).ok());
-    const SourceReady ready = name_stream ? SourceReady{*stream, 0} : SourceReady{};
+    const SourceReady ready = name_stream ? SourceReady{*stream, 0, {}} : SourceReady{};
     EXPECT_TRUE(engine->transfer(*session, std::span(&block, 1), ready).ok());
     EXPECT_TRUE(driver->sync_stream(*stream).ok());
     return std::memcmp(peer.shared->data(), fresh.data(), n) == 0;

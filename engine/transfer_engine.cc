@@ -219,37 +219,45 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
     return submit_with(id, blocks, std::move(on_done), note, ready).status();
   }
 
-  // The event after which the batch may read its sources on the device, or null when
-  // none is needed (no stream named, or the submitting thread already waited for it
-  // because the batch also reads host memory or the backend cannot order on the device).
-  Result<std::shared_ptr<const ReadyEvent>> source_ready_event(std::span<const WriteBlock> blocks,
-                                                               SourceReady ready) {
-    if (ready.stream == nullptr) return std::shared_ptr<const ReadyEvent>();
+  std::shared_ptr<ReadyEventPool> ready_pool(DeviceDriver* driver) {
+    MutexLock lock(ready_mu_);
+    if (!ready_pool_) ready_pool_ = std::make_shared<ReadyEventPool>(driver);
+    return ready_pool_;
+  }
+
+  Result<std::shared_ptr<const ReadyEvent>> mark_sources_ready(void* stream, int device) {
+    if (stream == nullptr) return invalid_argument("marking sources ready needs a device stream");
     DeviceDriver* driver = device_driver();
     if (driver == nullptr) {
-      return failed_precondition(
-          "a batch names a device stream, but this process has no CUDA "
-          "driver: " +
-          device_driver_absent_reason());
+      return failed_precondition("sources are marked on a device stream, but this process has "
+                                 "no CUDA driver: " +
+                                 device_driver_absent_reason());
     }
-    std::shared_ptr<ReadyEventPool> pool;
-    {
-      MutexLock lock(ready_mu_);
-      if (!ready_pool_) ready_pool_ = std::make_shared<ReadyEventPool>(driver);
-      pool = ready_pool_;
+    return ready_pool(driver)->record_on(stream, device);
+  }
+
+  // The events after which the batch may read its sources on the device; empty when none
+  // is needed (nothing named, or the submitting thread already waited for them because
+  // the batch also reads host memory, which the CPU sends, or the backend cannot order on
+  // the device).
+  Result<ReadyEvents> source_ready_events(std::span<const WriteBlock> blocks, SourceReady ready) {
+    ReadyEvents events = std::move(ready.marks);
+    if (ready.stream != nullptr) {
+      PDKV_ASSIGN_OR_RETURN(std::shared_ptr<const ReadyEvent> event,
+                            mark_sources_ready(ready.stream, ready.device));
+      events.push_back(std::move(event));
     }
-    PDKV_ASSIGN_OR_RETURN(std::shared_ptr<const ReadyEvent> event,
-                          pool->record_on(ready.stream, ready.device));
+    if (events.empty()) return events;
     bool device_only = backend_->capabilities().orders_device_sources;
     for (size_t i = 0; i < blocks.size() && device_only; ++i) {
       if (blocks[i].length == 0) continue;
       device_only = device_regions_.device_of(blocks[i].src_addr, blocks[i].length) >= 0;
     }
-    if (device_only) return event;
-    // The CPU (or a backend without device ordering) reads these sources: wait here.
-    PDKV_ASSIGN_OR_RETURN(ScopedDevice bound, ScopedDevice::bind(driver, ready.device));
-    PDKV_RETURN_IF_ERROR(driver->event_wait(event->handle()));
-    return std::shared_ptr<const ReadyEvent>();
+    if (device_only) return events;
+    // The CPU (or a backend without device ordering) reads these sources: wait here, for
+    // the points not already passed (a mark made long before its submit usually is).
+    for (const auto& event : events) PDKV_RETURN_IF_ERROR(event->wait_on_host());
+    return ReadyEvents();
   }
 
   // A null on_done gives a batch to poll/wait; otherwise the callback gets the result.
@@ -276,8 +284,7 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
     }
     // A note needs a part to ride on: nothing to write would deliver it nowhere.
     if (!any_bytes && !note.empty()) return invalid_argument("a batch note needs bytes to write");
-    PDKV_ASSIGN_OR_RETURN(std::shared_ptr<const ReadyEvent> ready_event,
-                          source_ready_event(blocks, ready));
+    PDKV_ASSIGN_OR_RETURN(ReadyEvents ready_events, source_ready_events(blocks, std::move(ready)));
     if (!any_bytes && on_done) {
       on_done(Status());
       return BatchId{};
@@ -289,7 +296,8 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
       return batch;
     }
     const uint64_t token = BatchTable::token_of(batch);
-    Status posted = ready_event    ? backend_->post_after(*peer, blocks, token, note, ready_event)
+    Status posted = !ready_events.empty()
+                        ? backend_->post_after(*peer, blocks, token, note, std::move(ready_events))
                     : note.empty() ? backend_->post(*peer, blocks, token)
                                    : backend_->post_with_note(*peer, blocks, token, note);
     if (!posted.ok()) {
@@ -459,6 +467,11 @@ Status TransferEngine::submit_async(SessionId session, std::span<const WriteBloc
                                     std::span<const uint8_t> note, SourceReady ready) {
   return impl_->submit_async(session, blocks, std::move(on_done), note, ready);
 }
+Result<std::shared_ptr<const ReadyEvent>> TransferEngine::mark_sources_ready(void* stream,
+                                                                            int device) {
+  return impl_->mark_sources_ready(stream, device);
+}
+
 bool TransferEngine::carries_notes() const { return impl_->carries_notes(); }
 void TransferEngine::set_note_handler(NoteHandler handler) {
   impl_->set_note_handler(std::move(handler));

@@ -39,6 +39,7 @@
 #include "common/status.h"
 #include "engine/batch_note.h"
 #include "engine/device/memory_kind.h"
+#include "engine/device/ready_event.h"
 #include "engine/engine_options.h"
 #include "engine/write_block.h"
 #include "engine/write_grant.h"
@@ -71,9 +72,15 @@ enum class MemoryAccess : uint8_t { kPeerWritable, kLocalReadOnly };
 // (no host synchronisation); a batch that also reads host memory waits for it on the
 // submitting thread first. Without it the contract is that the caller has synchronised:
 // the sources are final when submit is called.
+//
+// `marks`: points recorded earlier with mark_sources_ready(), for a caller that learns
+// where its sources became valid long before it submits them (a KV chunk is marked when
+// the model hands it over and sent once the decode's pages are known). They are waited
+// for like the stream's point.
 struct SourceReady {
   void* stream = nullptr;  // a CUstream; null: none
   int device = -1;
+  ReadyEvents marks;
 };
 
 // Progress is not an error: state and error are separate.
@@ -163,6 +170,11 @@ class TransferEngine {
   Status submit_async(SessionId session, std::span<const WriteBlock> blocks,
                       std::function<void(Status)> on_done, std::span<const uint8_t> note = {},
                       SourceReady ready = {});
+  // Records, now, the point of `stream` (a CUstream of `device`) after which sources
+  // written by work already issued on it are valid; hand it to a later submit in
+  // SourceReady::marks. The calling thread gets its own current context back.
+  // FailedPrecondition without a CUDA driver; the driver's error if recording fails.
+  Result<std::shared_ptr<const ReadyEvent>> mark_sources_ready(void* stream, int device);
   // Whether this engine's backend carries batch notes (tcp does; shm and ucx do not).
   bool carries_notes() const;
   // Receives the notes of batches peers wrote into this engine (batch_note.h); replaces

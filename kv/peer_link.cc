@@ -33,7 +33,7 @@ WriteBatch select_segments(const WriteBatch& batch,
   out.session = batch.session;
   for (const BatchSegment& s : batch.segments) {
     if (!keep(s.key)) continue;
-    BatchSegment moved{s.key, out.blocks.size(), 0, s.bytes};
+    BatchSegment moved{s.key, out.blocks.size(), 0, s.bytes, s.ready};
     out.blocks.insert(out.blocks.end(), batch.blocks.begin() + static_cast<ptrdiff_t>(s.begin),
                       batch.blocks.begin() + static_cast<ptrdiff_t>(s.end));
     moved.end = out.blocks.size();
@@ -41,6 +41,16 @@ WriteBatch select_segments(const WriteBatch& batch,
     out.segments.push_back(moved);
   }
   return out;
+}
+
+engine::ReadyEvents WriteBatch::ready_points() const {
+  engine::ReadyEvents points;
+  for (const BatchSegment& s : segments) {
+    if (s.ready && std::find(points.begin(), points.end(), s.ready) == points.end()) {
+      points.push_back(s.ready);
+    }
+  }
+  return points;
 }
 
 void PeerLink::add(WritePiece piece) {
@@ -75,7 +85,7 @@ std::optional<WriteBatch> PeerLink::next_batch(uint64_t max_bytes, size_t max_bl
     }
     // Take whole blocks while the batch has room (always at least one block).
     const auto& src = *piece.blocks;
-    BatchSegment seg{piece.key, batch.blocks.size(), 0, 0};
+    BatchSegment seg{piece.key, batch.blocks.size(), 0, 0, piece.ready};
     size_t i = piece.begin;
     while (i < piece.end) {
       const bool batch_empty = batch.blocks.empty() && i == piece.begin;
@@ -92,7 +102,7 @@ std::optional<WriteBatch> PeerLink::next_batch(uint64_t max_bytes, size_t max_bl
     batch.bytes += seg.bytes;
     // Consecutive pieces of one room share a segment.
     if (!batch.segments.empty() && batch.segments.back().key == seg.key &&
-        batch.segments.back().end == seg.begin) {
+        batch.segments.back().end == seg.begin && batch.segments.back().ready == seg.ready) {
       batch.segments.back().end = seg.end;
       batch.segments.back().bytes += seg.bytes;
     } else {

@@ -41,6 +41,9 @@ struct WritePiece {
   size_t begin = 0;  // [begin, end) of *blocks not sent yet
   size_t end = 0;
   uint64_t bytes = 0;  // of [begin, end)
+  // Where the model's device stream made these sources valid (null: the caller had
+  // synchronised); the engine's copies wait for it on the device.
+  std::shared_ptr<const engine::ReadyEvent> ready;
 };
 
 struct BatchSegment {
@@ -48,6 +51,7 @@ struct BatchSegment {
   size_t begin = 0;  // into WriteBatch::blocks
   size_t end = 0;
   uint64_t bytes = 0;
+  std::shared_ptr<const engine::ReadyEvent> ready;  // the pieces' (WritePiece::ready)
 };
 
 struct WriteBatch {
@@ -65,6 +69,9 @@ struct WriteBatch {
   // built when the batch is first submitted, kept for its retries.
   std::string note;
   std::vector<RoomKey> noted;
+
+  // The distinct ready points of its segments, for the engine's SourceReady::marks.
+  engine::ReadyEvents ready_points() const;
 };
 
 // The part of `batch` whose segments `keep` accepts, as a batch of its own (blocks

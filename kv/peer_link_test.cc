@@ -11,7 +11,7 @@ WritePiece piece(uint64_t room, size_t n, uint64_t len) {
   for (size_t i = 0; i < n; ++i) {
     blocks->push_back(engine::WriteBlock{room << 32 | (i * len), room << 32 | (i * len), len});
   }
-  return WritePiece{RoomKey{room, 1}, blocks, 0, n, n * len};
+  return WritePiece{RoomKey{room, 1}, blocks, 0, n, n * len, nullptr};
 }
 
 bool all_alive(const RoomKey&) { return true; }

@@ -202,8 +202,9 @@ Status PrefillManager::init_room(uint64_t room, int64_t num_pages,
 Status PrefillManager::send_chunk(uint64_t room, std::span<const int64_t> pages,
                                   std::span<const int64_t> state_slots,
                                   std::optional<ChunkOwnership> ownership,
-                                  std::optional<bool> layerwise) {
-  Status handed = hand_chunk_over(room, pages, state_slots, std::move(ownership), layerwise);
+                                  std::optional<bool> layerwise, engine::SourceReady sources) {
+  Status handed = hand_chunk_over(room, pages, state_slots, std::move(ownership), layerwise,
+                                  std::move(sources));
   if (handed.ok()) run_pipeline_here();
   return handed;
 }
@@ -219,7 +220,8 @@ void PrefillManager::run_pipeline_here() {
 Status PrefillManager::hand_chunk_over(uint64_t room, std::span<const int64_t> pages,
                                        std::span<const int64_t> state_slots,
                                        std::optional<ChunkOwnership> ownership,
-                                       std::optional<bool> layerwise) {
+                                       std::optional<bool> layerwise,
+                                       engine::SourceReady sources) {
   // Ownership is checked here, not when the chunk is planned, so a malformed mask fails
   // the engine's call instead of the room (and its decode ranks) later.
   if (ownership && !config_.enable_mla_l1_5_cache) {
@@ -240,6 +242,16 @@ Status PrefillManager::hand_chunk_over(uint64_t room, std::span<const int64_t> p
                                                ownership->page_local_indices, pages.size(),
                                                kv_page_capacity(config_.args)));
   }
+  // The stream's point is recorded before anything else, on the caller's thread: the
+  // forward's work issued so far is what this chunk waits for, not what comes later.
+  std::shared_ptr<const engine::ReadyEvent> ready;
+  if (sources.stream != nullptr) {
+    PDKV_ASSIGN_OR_RETURN(ready, engine_->mark_sources_ready(sources.stream, sources.device));
+  }
+  if (sources.marks.size() > 1) {
+    return invalid_argument("a chunk is sent after at most one marked point");
+  }
+  if (!ready && !sources.marks.empty()) ready = std::move(sources.marks.front());
   MutexLock lock(mu_);
   auto it = rooms_.find(room);
   if (it == rooms_.end() || !it->second.sender_open) {
@@ -273,9 +285,17 @@ Status PrefillManager::hand_chunk_over(uint64_t room, std::span<const int64_t> p
     if (config_.layerwise_interval <= 0) {
       return failed_precondition("a layerwise chunk needs a manager with layerwise_interval > 0");
     }
+    if (ready) {
+      // Its layers are written after send(), as the forward goes: a point recorded now
+      // would precede them. Layer groups become valid at mark_layers_ready instead.
+      return invalid_argument(
+          "a layerwise chunk cannot name a stream at send(): synchronise the forward's "
+          "stream before each mark_layers_ready, or send the chunk with layerwise=False");
+    }
     c.begin_cache_step = steps_.last_reservation();
   }
   c.ownership = std::move(ownership);
+  c.ready = std::move(ready);
   r.next_page += n;
   r.last_chunk_sent = c.is_last;
   if (r.bootstrapped) {

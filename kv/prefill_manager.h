@@ -85,10 +85,14 @@ class PrefillManager {
   // `layerwise`: unset = the manager's setting (layerwise_interval > 0 streams the chunk's
   // layer groups as the forward marks them); false = the chunk's KV is complete already
   // (e.g. a prefix-cache hit without a forward): send it at once.
+  // `sources` (optional): the device stream whose work issued so far writes this chunk's
+  // KV (the forward pass); the point is recorded now, so the caller goes on at once, and
+  // the engine's copies wait for it on the device. Unset: the caller has synchronised.
   Status send_chunk(uint64_t room, std::span<const int64_t> pages,
                     std::span<const int64_t> state_slots,
                     std::optional<ChunkOwnership> ownership = std::nullopt,
-                    std::optional<bool> layerwise = std::nullopt);
+                    std::optional<bool> layerwise = std::nullopt,
+                    engine::SourceReady sources = {});
   // Fails the room (reason kept) and tells every decode rank that pre-allocated it.
   void abort_room(uint64_t room, const std::string& reason);
 
@@ -183,8 +187,8 @@ class PrefillManager {
   // pass on the caller's thread (TransferPipeline::run_here).
   Status hand_chunk_over(uint64_t room, std::span<const int64_t> pages,
                          std::span<const int64_t> state_slots,
-                         std::optional<ChunkOwnership> ownership, std::optional<bool> layerwise)
-      PDKV_EXCLUDES(mu_);
+                         std::optional<ChunkOwnership> ownership, std::optional<bool> layerwise,
+                         engine::SourceReady sources) PDKV_EXCLUDES(mu_);
   void run_pipeline_here() PDKV_EXCLUDES(mu_);
 
   // Pipeline hooks (dispatcher thread), in prefill_transfer.cc.

@@ -474,14 +474,18 @@ Status TransferPipeline::plan_blocks(RoomState& r, size_t d, const Job& job,
     bytes += b.length;
   }
   if (bytes == 0) return Status();
-  // Summed now: the bytes the forward pass wrote, which is what must arrive.
-  if (dest.checksum) PDKV_RETURN_IF_ERROR(dest.checksum->add(*writes, engine_.device_regions()));
+  // Summed now: the bytes the forward pass wrote, which is what must arrive. The sum
+  // reads them on the CPU, so it waits for the forward's point first (a checking mode).
+  if (dest.checksum) {
+    if (c.ready) PDKV_RETURN_IF_ERROR(c.ready->wait_on_host());
+    PDKV_RETURN_IF_ERROR(dest.checksum->add(*writes, engine_.device_regions()));
+  }
   r.dest_outstanding[d] += bytes;
   r.planned_bytes += bytes;
   r.planned_blocks += writes->size();
   const size_t n = writes->size();
   link_for(dest.engine_endpoint)
-      .add(WritePiece{RoomKey{r.id, r.serial}, std::move(writes), 0, n, bytes});
+      .add(WritePiece{RoomKey{r.id, r.serial}, std::move(writes), 0, n, bytes, c.ready});
   return Status();
 }
 
@@ -538,7 +542,8 @@ void TransferPipeline::submit_link(PeerLink& link, TimePoint at,
                                completions_.push_back(Completion{id, std::move(status)});
                                wake_.notify_one();
                              },
-                             {reinterpret_cast<const uint8_t*>(note.data()), note.size()});
+                             {reinterpret_cast<const uint8_t*>(note.data()), note.size()},
+                             engine::SourceReady{nullptr, -1, it->second.ready_points()});
     if (!submitted.ok()) {
       link.inflight_bytes -= bytes;
       WriteBatch failed = std::move(it->second);

@@ -86,6 +86,9 @@ struct TransferChunk {
   // chunk's KV is complete, send it at once.
   std::optional<int64_t> begin_cache_step;
   std::optional<ChunkOwnership> ownership;
+  // Where the model's device stream made the chunk's KV valid (null: the caller had
+  // synchronised before send); marked when the chunk was handed over.
+  std::shared_ptr<const engine::ReadyEvent> ready;
   TimePoint queued_at{};  // set by add_chunk (stage queue_wait)
 };
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -43,7 +44,18 @@ struct CudaApi {
   PFN_cuMemcpyHtoDAsync_v2 cuMemcpyHtoDAsync_v2 = nullptr;
   PFN_cuMemcpy2DAsync_v2 cuMemcpy2DAsync_v2 = nullptr;
   PFN_cuLaunchHostFunc cuLaunchHostFunc = nullptr;
+  // Optional (drivers before CUDA 12.8 have neither): one of the two batched-copy forms.
+  PFN_cuMemcpyBatchAsync_v2 cuMemcpyBatchAsync_v2 = nullptr;
+  PFN_cuMemcpyBatchAsync cuMemcpyBatchAsync = nullptr;
 };
+
+// The three arrays a batched copy takes, kept per thread so a batch allocates nothing
+// once they have grown (each copy thread stages into slabs of a bounded size).
+struct BatchArrays {
+  std::vector<CUdeviceptr> dsts, srcs;
+  std::vector<size_t> sizes;
+};
+thread_local BatchArrays t_batch;
 
 // The context this thread last bound through a driver (copy threads bind once).
 thread_local CUcontext t_bound_context = nullptr;
@@ -193,6 +205,45 @@ class CudaDriver final : public DeviceDriver {
     return check(api_.cuMemcpy2DAsync_v2(&p, static_cast<CUstream>(stream)), "cuMemcpy2DAsync");
   }
 
+  bool batches_copies() const override {
+    return api_.cuMemcpyBatchAsync_v2 != nullptr || api_.cuMemcpyBatchAsync != nullptr;
+  }
+
+  Status copy_batch(DeviceStreamHandle stream, std::span<const CopyPiece> pieces,
+                    bool to_device) override {
+    const auto s = static_cast<CUstream>(stream);
+    if (pieces.empty()) return Status();
+    if (!batches_copies() || pieces.size() == 1) {
+      for (const CopyPiece& p : pieces) {
+        PDKV_RETURN_IF_ERROR(
+            to_device ? copy_to_device(stream, p.dst, reinterpret_cast<const void*>(p.src), p.bytes)
+                      : copy_to_host(stream, reinterpret_cast<void*>(p.dst), p.src, p.bytes));
+      }
+      return Status();
+    }
+    BatchArrays& a = t_batch;
+    a.dsts.clear(), a.srcs.clear(), a.sizes.clear();
+    for (const CopyPiece& p : pieces) {
+      a.dsts.push_back(p.dst);
+      a.srcs.push_back(p.src);
+      a.sizes.push_back(p.bytes);
+    }
+    // One attribute entry for every copy: sources in stream order (they were written, or
+    // waited for, by work queued on this stream before the batch).
+    CUmemcpyAttributes attrs{};
+    attrs.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    size_t first_copy = 0;
+    if (api_.cuMemcpyBatchAsync_v2 != nullptr) {
+      return check(api_.cuMemcpyBatchAsync_v2(a.dsts.data(), a.srcs.data(), a.sizes.data(),
+                                              pieces.size(), &attrs, &first_copy, 1, s),
+                   "cuMemcpyBatchAsync");
+    }
+    size_t failed_at = 0;
+    return check(api_.cuMemcpyBatchAsync(a.dsts.data(), a.srcs.data(), a.sizes.data(),
+                                         pieces.size(), &attrs, &first_copy, 1, &failed_at, s),
+                 "cuMemcpyBatchAsync");
+  }
+
   Status record(DeviceEventHandle event, DeviceStreamHandle stream) override {
     return check(api_.cuEventRecord(static_cast<CUevent>(event), static_cast<CUstream>(stream)),
                  "cuEventRecord");
@@ -260,6 +311,17 @@ class CudaDriver final : public DeviceDriver {
     PDKV_RESOLVE(cuMemcpy2DAsync_v2);
     PDKV_RESOLVE(cuLaunchHostFunc);
 #undef PDKV_RESOLVE
+    // Batched copies are optional: without them copy_batch issues one copy per piece.
+    api_.cuMemcpyBatchAsync_v2 =
+        reinterpret_cast<PFN_cuMemcpyBatchAsync_v2>(::dlsym(lib_, "cuMemcpyBatchAsync_v2"));
+    if (api_.cuMemcpyBatchAsync_v2 == nullptr) {
+      api_.cuMemcpyBatchAsync =
+          reinterpret_cast<PFN_cuMemcpyBatchAsync>(::dlsym(lib_, "cuMemcpyBatchAsync"));
+    }
+    if (const char* off = std::getenv("PDKV_CUDA_NO_BATCHED_COPIES"); off && *off && *off != '0') {
+      api_.cuMemcpyBatchAsync_v2 = nullptr;  // for comparing the two paths
+      api_.cuMemcpyBatchAsync = nullptr;
+    }
     return Status();
   }
 

@@ -78,6 +78,21 @@ struct CUDA_MEMCPY2D {
   size_t Height;
 };
 
+// CUmemLocation / CUmemcpyAttributes_v1: per-copy attributes of a batched copy. pdkv
+// sets only the source access order (stream order: the sources were written by work
+// queued before the batch); the location hints matter for managed memory only.
+struct CUmemLocation {
+  int type;  // CUmemLocationType; 0 = invalid (no hint)
+  int id;
+};
+struct CUmemcpyAttributes {
+  int srcAccessOrder;  // CUmemcpySrcAccessOrder
+  CUmemLocation srcLocHint;
+  CUmemLocation dstLocHint;
+  unsigned flags;
+};
+enum : int { CU_MEMCPY_SRC_ACCESS_ORDER_STREAM = 0x1 };
+
 // Signatures, as function-pointer types (the loader resolves each by name).
 using PFN_cuInit = CUresult (*)(unsigned flags);
 using PFN_cuGetErrorString = CUresult (*)(CUresult error, const char** text);
@@ -107,6 +122,16 @@ using PFN_cuMemcpyHtoDAsync_v2 = CUresult (*)(CUdeviceptr dst, const void* src, 
                                               CUstream stream);
 using PFN_cuMemcpy2DAsync_v2 = CUresult (*)(const CUDA_MEMCPY2D* copy, CUstream stream);
 using PFN_cuLaunchHostFunc = CUresult (*)(CUstream stream, CUhostFn fn, void* user_data);
+// Batched copies. CUDA 13 exports the form without a failure index as _v2; CUDA 12.8 and
+// 12.9 export the first form, whose failIdx (set on an error) pdkv does not read.
+using PFN_cuMemcpyBatchAsync_v2 = CUresult (*)(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes,
+                                               size_t count, CUmemcpyAttributes* attrs,
+                                               size_t* attrs_idxs, size_t num_attrs,
+                                               CUstream stream);
+using PFN_cuMemcpyBatchAsync = CUresult (*)(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes,
+                                            size_t count, CUmemcpyAttributes* attrs,
+                                            size_t* attrs_idxs, size_t num_attrs, size_t* fail_idx,
+                                            CUstream stream);
 // Used by tests and tools that make device buffers (never by the transfer path).
 using PFN_cuMemAlloc_v2 = CUresult (*)(CUdeviceptr* ptr, size_t bytes);
 using PFN_cuMemAllocManaged = CUresult (*)(CUdeviceptr* ptr, size_t bytes, unsigned flags);

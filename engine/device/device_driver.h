@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -44,6 +45,14 @@ struct StridedCopy {
   uint64_t width = 0;
   uint64_t rows = 1;
   bool to_device = false;
+};
+
+// One copy of a batch: `bytes` from src to dst. Within a batch every copy goes the same
+// way (to_device says which) and none overlaps another's destination.
+struct CopyPiece {
+  uint64_t dst = 0;
+  uint64_t src = 0;
+  uint64_t bytes = 0;
 };
 
 using DeviceStreamHandle = void*;
@@ -80,6 +89,13 @@ class DeviceDriver {
   virtual Status copy_to_device(DeviceStreamHandle stream, uint64_t dst, const void* src,
                                 size_t bytes) = 0;
   virtual Status copy_strided(DeviceStreamHandle stream, const StridedCopy& copy) = 0;
+  // Many small copies (scattered pages, 512 B - 64 KiB each) as one driver call where the
+  // driver has batched copies (cuMemcpyBatchAsync, CUDA 12.8+), else one call each. The
+  // batch runs in stream order; its copies in any order among themselves.
+  virtual Status copy_batch(DeviceStreamHandle stream, std::span<const CopyPiece> pieces,
+                            bool to_device) = 0;
+  // Whether copy_batch is one driver call (for the benchmark's report).
+  virtual bool batches_copies() const = 0;
 
   virtual Status record(DeviceEventHandle event, DeviceStreamHandle stream) = 0;
   // True once everything before the event's record ran; an error if a copy failed.

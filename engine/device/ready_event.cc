@@ -4,6 +4,14 @@ namespace pdkv::engine {
 
 ReadyEvent::~ReadyEvent() { pool_->give_back(event_, device_); }
 
+Status ReadyEvent::wait_on_host() const {
+  DeviceDriver* driver = pool_->driver_;
+  PDKV_ASSIGN_OR_RETURN(ScopedDevice bound, ScopedDevice::bind(driver, device_));
+  PDKV_ASSIGN_OR_RETURN(bool done, driver->event_done(event_));
+  if (done) return Status();
+  return driver->event_wait(event_);
+}
+
 ReadyEventPool::~ReadyEventPool() {
   MutexLock lock(mu_);
   for (auto& [device, event] : free_) {

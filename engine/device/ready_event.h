@@ -32,6 +32,9 @@ class ReadyEvent {
   ReadyEvent& operator=(const ReadyEvent&) = delete;
   DeviceEventHandle handle() const { return event_; }
   int device() const { return device_; }
+  // Blocks the calling thread until the point is passed (at once when it already was),
+  // for a reader on the CPU; the thread gets its own current context back.
+  Status wait_on_host() const;
 
  private:
   friend class ReadyEventPool;
@@ -41,6 +44,10 @@ class ReadyEvent {
   DeviceEventHandle event_;
   int device_;
 };
+
+// The events a batch's device sources wait for (usually one; several when a batch gathers
+// pieces that different streams wrote).
+using ReadyEvents = std::vector<std::shared_ptr<const ReadyEvent>>;
 
 class ReadyEventPool : public std::enable_shared_from_this<ReadyEventPool> {
  public:

@@ -13,7 +13,7 @@ from typing import Any, Optional, Protocol, Sequence
 
 import numpy as np
 
-from pdkv import _buffers, _native
+from pdkv import _buffers, _native, _streams
 from pdkv.config import Config
 from pdkv.failure import FailureCause, FailureStage
 
@@ -238,7 +238,10 @@ class KVManager:
         config = _merge_argument(config, "local_ip", local_ip or None, "local_ip")
         self.args, self.mode, self.bootstrap_addr = args, mode, bootstrap_addr
         self.config = config
-        self._native = _native.KVManager(args.to_dict(), mode, bootstrap_addr,
+        native_args = args.to_dict()
+        # For send(stream=...): which device a bare stream handle belongs to.
+        self._kv_pointers, self._gpu_id = native_args["kv_data_ptrs"], native_args["gpu_id"]
+        self._native = _native.KVManager(native_args, mode, bootstrap_addr,
                                          config.to_settings(), int(layerwise_interval),
                                          bool(wait_for_prefill_metadata))
         self._shut_down = False
@@ -352,28 +355,38 @@ class KVSender(_Room):
         mgr._check_open()
         self.bootstrap_addr, self.bootstrap_room = bootstrap_addr, int(bootstrap_room)
         self._native = _native.KVSender(mgr._native, self.bootstrap_room)
+        self._mgr = mgr
 
     def init(self, num_kv_indices: int, aux_index: Optional[int] = None) -> None:
         self._native.init(int(num_kv_indices), None if aux_index is None else int(aux_index))
 
     def send(self, kv_indices, state_indices=None, page_transfer_mask=None,
-             page_local_indices=None, layerwise: Optional[bool] = None) -> None:
+             page_local_indices=None, layerwise: Optional[bool] = None,
+             stream: Any = None) -> None:
         """One chunk. With ``enable_mla_l1_5_cache`` the chunk's ownership (SPEC §6.7) is
         required: a bool mask over the chunk's pages and the local page indices of the owned
         ones (ValueError without it, and when given to a prefill without L1.5).
         `layerwise`: None = the manager's setting; False = this chunk's KV is complete
         already (e.g. a prefix-cache hit without a forward), so it is sent at once instead
         of waiting for the layer steps of the current forward.
+        `stream`: the CUDA stream whose work issued so far writes this chunk's KV (a
+        torch.cuda.Stream, a CuPy stream, an object with ``__cuda_stream__``, or an int
+        CUstream). pdkv records its point now and its copies wait for it on the device, so
+        the caller goes on at once; None: the caller has synchronised that stream. Not for
+        a layerwise chunk (its layers are written after send): ValueError.
         RuntimeError after the room succeeded (every chunk was sent already); after it
         failed the call does nothing (a failure may land at any moment: poll() and
         failure_exception() report it)."""
         self._refuse_after_success("send")
+        handle, device = (None, -1) if stream is None else _streams.stream_and_device(
+            stream, self._mgr._kv_pointers, self._mgr._gpu_id)
         self._native.send(_indices(kv_indices, "kv_indices"),
                           _indices(state_indices, "state_indices"),
                           page_transfer_mask=_mask(page_transfer_mask, "page_transfer_mask"),
                           page_local_indices=_optional_indices(page_local_indices,
                                                                "page_local_indices"),
-                          layerwise=None if layerwise is None else bool(layerwise))
+                          layerwise=None if layerwise is None else bool(layerwise),
+                          stream=handle, device=device)
 
 
 class KVReceiver(_Room):

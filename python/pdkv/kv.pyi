@@ -233,8 +233,10 @@ class KVSender(_Room):
     def init(self, num_kv_indices: int, aux_index: Optional[int] = None) -> None: ...
     def send(self, kv_indices: _Indices, state_indices: _Indices = None,
              page_transfer_mask: _Mask = None, page_local_indices: _Indices = None,
-             layerwise: Optional[bool] = None) -> None:
-        """One chunk. With enable_mla_l1_5_cache: page_transfer_mask (one bool per chunk
+             layerwise: Optional[bool] = None, stream: Any = None) -> None:
+        """One chunk. `stream`: the CUDA stream that writes the chunk's KV (torch, CuPy,
+        __cuda_stream__ or an int CUstream); pdkv's copies wait for its current point on
+        the device. None: the caller synchronised. With enable_mla_l1_5_cache: page_transfer_mask (one bool per chunk
         page) and page_local_indices (the local page of each owned one, in order) are
         required; without it, passing them is a ValueError. Bad lengths or a local page
         outside the buffers: ValueError."""

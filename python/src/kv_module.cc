@@ -488,7 +488,7 @@ PYBIND11_MODULE(_native, m) {
           "send",
           [](kv::KVSender& self, const Int64Array& pages, const Int64Array& state,
              std::optional<MaskArray> mask, std::optional<Int64Array> local,
-             std::optional<bool> layerwise) {
+             std::optional<bool> layerwise, std::optional<uintptr_t> stream, int device) {
             std::vector<int64_t> p = to_vector(pages), st = to_vector(state);
             if (mask.has_value() != local.has_value()) {
               throw py::value_error(
@@ -499,12 +499,15 @@ PYBIND11_MODULE(_native, m) {
             Status s;
             {
               py::gil_scoped_release release;
-              s = self.send(p, st, std::move(own), layerwise);
+              engine::SourceReady sources;
+              if (stream) sources = engine::SourceReady{reinterpret_cast<void*>(*stream), device, {}};
+              s = self.send(p, st, std::move(own), layerwise, std::move(sources));
             }
             raise_if_error(s);
           },
           py::arg("pages"), py::arg("state"), py::arg("page_transfer_mask") = py::none(),
-          py::arg("page_local_indices") = py::none(), py::arg("layerwise") = py::none())
+          py::arg("page_local_indices") = py::none(), py::arg("layerwise") = py::none(),
+          py::arg("stream") = py::none(), py::arg("device") = -1)
       .def("poll", [](const kv::KVSender& self) { return static_cast<int>(self.poll()); })
       .def("wait", &wait_for_end<kv::KVSender>, py::arg("timeout_s"))
       .def("failure",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 from typing import Optional
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -155,3 +156,54 @@ class FakeCudaArray:
             _bind(self._lib, self.device)
             _check(self._lib.cuMemFree_v2(self.ptr), "cuMemFree_v2")
             self.ptr = 0
+
+
+_HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class FakeCudaStream:
+    """A stream of the fake driver, standing in for a model's compute stream: work queued
+    on it runs later, in order, on the fake's stream thread. ``handle`` is the CUstream a
+    send names; ``cuda_stream`` and ``device`` make it look like a torch.cuda.Stream."""
+
+    def __init__(self, device: int = 0):
+        self._lib = _driver()
+        self.device_index = int(device)
+        _bind(self._lib, self.device_index)
+        handle = ctypes.c_void_p()
+        _check(self._lib.cuStreamCreate(ctypes.byref(handle), 0), "cuStreamCreate")
+        self.handle = handle.value
+        self._keep = []  # host buffers and callbacks the queued work still reads
+
+    @property
+    def cuda_stream(self) -> int:
+        return self.handle
+
+    @property
+    def device(self):
+        return type("Device", (), {"index": self.device_index, "type": "cuda"})()
+
+    def sleep(self, ms: float) -> None:
+        """Queues `ms` of "compute" (a host function that sleeps on the stream's thread)."""
+        fn = _HOST_FN(lambda _: time.sleep(ms / 1000.0))
+        self._keep.append(fn)
+        _bind(self._lib, self.device_index)
+        self._lib.cuLaunchHostFunc.argtypes = [ctypes.c_void_p, _HOST_FN, ctypes.c_void_p]
+        _check(self._lib.cuLaunchHostFunc(self.handle, fn, None), "cuLaunchHostFunc")
+
+    def upload(self, array: FakeCudaArray, data, offset: int = 0) -> None:
+        """Queues a copy of `data` into `array` at `offset` (lands when the stream gets there)."""
+        view = memoryview(data).cast("B")
+        buf = (ctypes.c_char * view.nbytes).from_buffer_copy(view)
+        self._keep.append(buf)
+        _bind(self._lib, self.device_index)
+        self._lib.cuMemcpyHtoDAsync_v2.argtypes = [ctypes.c_uint64, ctypes.c_void_p,
+                                                   ctypes.c_size_t, ctypes.c_void_p]
+        _check(self._lib.cuMemcpyHtoDAsync_v2(array.ptr + offset, buf, view.nbytes, self.handle),
+               "cuMemcpyHtoDAsync_v2")
+
+    def synchronize(self) -> None:
+        _bind(self._lib, self.device_index)
+        self._lib.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
+        _check(self._lib.cuStreamSynchronize(self.handle), "cuStreamSynchronize")
+        self._keep.clear()

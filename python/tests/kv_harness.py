@@ -159,6 +159,12 @@ class DeviceKV:
         for a, b in zip(self.arrays, self.mem.bufs):
             a.upload(b)
 
+    def upload_on(self, stream) -> None:
+        """Queues the upload on `stream` (a FakeCudaStream): it lands when the stream
+        gets there, as a forward pass's writes do."""
+        for a, b in zip(self.arrays, self.mem.bufs):
+            stream.upload(a, b)
+
     def download(self) -> None:
         for a, b in zip(self.arrays, self.mem.bufs):
             b.reshape(-1)[:] = np.frombuffer(a.download(), np.uint8)
@@ -229,9 +235,18 @@ def prefill_main(cfg: dict, results, go, stop):
                 mem.fill(room, src)
             mem.fill_extras(room, aux_row, slot)
             senders[room] = (s, src, slot)
-        if dev:
+        # "named" / "unnamed": the KV is written by a (fake) compute stream after 150 ms of
+        # queued work, and sent with that stream named, or without (the caller's bug).
+        stream_forward, stream = cfg.get("stream_forward"), None
+        if dev and not stream_forward:
             dev.upload()
         wait_flag(go, 60)
+        if stream_forward:
+            from fake_cuda_array import FakeCudaStream
+            stream = FakeCudaStream(rank % 2)
+            stream.sleep(150)
+            dev.upload_on(stream)
+        named = stream if stream_forward == "named" else None
         token, token_after = cfg.get("token"), cfg.get("token_after", False)
         if forward_ms is not None:
             mgr.reserve_layerwise_cache_steps()
@@ -241,7 +256,7 @@ def prefill_main(cfg: dict, results, go, stop):
             chunks = np.array_split(src, cfg.get("chunks", 1))
             for i, c in enumerate(chunks):
                 last = i == len(chunks) - 1
-                s.send(c, state_indices=[slot] if last and n_state else None)
+                s.send(c, state_indices=[slot] if last and n_state else None, stream=named)
             if cfg.get("abort") == "prefill_after_send":
                 s.abort()
         if forward_ms is not None:

@@ -42,3 +42,23 @@ def test_layerwise_forward_streams_device_layers():
     # ready: a layer pdkv read before its mark would carry zeros.
     run(Shape(), p_tp=1, d_tp=2, rooms=(40, 41), pages=6, layerwise_interval=1, forward_ms=20,
         aux=True)
+
+
+def test_send_naming_the_forward_stream_waits_for_it_on_the_device():
+    # The prefill's "forward" writes the KV on a compute stream after 150 ms of queued
+    # work and send() names that stream: pdkv's copies wait for it, so the decode finds
+    # the written pages (with the checksum on, it also reads them only after the point).
+    run(Shape(), p_tp=1, d_tp=2, rooms=(50, 51), pages=6, chunks=2, stream_forward="named",
+        aux=True)
+
+
+def test_send_without_the_stream_races_the_forward_on_the_fake_device():
+    # The control: the same forward, sent without naming its stream (the caller broke the
+    # contract). pdkv reads the pages before the stream wrote them, so the decode gets
+    # the zeros the pools started with: the test above passes because of the ordering.
+    env = dict(fake_cuda_env())  # no checksum: it would fail the room instead
+    with Cluster(pdkv, Shape(), p_tp=1, d_tp=1, rooms=(52,), pages=6, device_kv=True, env=env,
+                 stream_forward="unnamed") as c:
+        done = c.start().run()
+    assert not all(done[("decode", 0)]["bytes_ok"].values()), "the unordered send did not race"
+

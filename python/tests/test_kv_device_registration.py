@@ -41,6 +41,17 @@ def _cases(with_driver: bool) -> dict:
         mgr.shutdown()
         return args.to_dict()
 
+    def send_naming(args, stream, **kw):
+        """A prefill chunk of 2 pages sent with `stream` named (its manager then shut)."""
+        keep.append(args)
+        mgr = pdkv.KVManager(args, "prefill", addr, **kw)
+        try:
+            sender = pdkv.KVSender(mgr, addr, 7)
+            sender.init(2)
+            sender.send([0, 1], stream=stream)
+        finally:
+            mgr.shutdown()
+
     def host_array():
         a = np.zeros(PAGE * PAGES, np.uint8)
         keep.append(a)
@@ -71,6 +82,12 @@ def _cases(with_driver: bool) -> dict:
         cases["device_on_shm"] = lambda: build(_args(pdkv, [dev]), backend="shm")
         cases["bad_kind"] = lambda: build(_args(pdkv, [dev.ptr], [dev.nbytes],
                                                 memory_kind="vram!"))
+        from fake_cuda_array import FakeCudaStream
+        stream = FakeCudaStream(1)
+        cases["stream_layerwise"] = lambda: send_naming(_args(pdkv, [dev]), stream,
+                                                        layerwise_interval=1)
+        cases["stream_bad_type"] = lambda: send_naming(_args(pdkv, [dev]), "stream 3")
+        cases["stream_host_kv"] = lambda: send_naming(_args(pdkv, [host_array()]), 77)
     else:
         dev = FakeCudaArray(PAGE * PAGES, 0)
         cases["no_driver_description"] = lambda: _native.device_driver()
@@ -162,6 +179,13 @@ def test_tensor_mistakes_are_named(outcomes):
            "kv_data_lens[0]")
     _error(outcomes, "strided_torch", "ValueError", "not contiguous")
     _error(outcomes, "bad_kind", "ValueError", "memory_kind")
+
+
+def test_a_named_stream_is_refused_where_it_cannot_order_the_send(outcomes):
+    _error(outcomes, "stream_layerwise", "ValueError", "layerwise chunk cannot name a stream",
+           "mark_layers_ready")
+    _error(outcomes, "stream_bad_type", "ValueError", "CUDA stream object", "str")
+    _error(outcomes, "stream_host_kv", "ValueError", "host memory", "synchronise")
 
 
 def test_device_memory_on_shm_is_refused_with_the_fix(outcomes):

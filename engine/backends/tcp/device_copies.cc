@@ -2,11 +2,26 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace pdkv::engine::tcp {
 namespace {
 
+// The plain device copies of one copy_payload call, issued together at its end as one
+// batched copy: scattered pages (page size 1, head slices of separate pages) would
+// otherwise cost one driver call each. Per thread, so it allocates only while growing.
+thread_local std::vector<CopyPiece> t_pieces;
+
+// Runs of fewer pieces go into the batch piece by piece instead of as a strided copy.
+constexpr uint64_t kMinStridedRows = 8;
+
+void add_piece(uint64_t mem, uint8_t* slab, uint64_t bytes, bool to_slab) {
+  const auto s = reinterpret_cast<uint64_t>(slab);
+  t_pieces.push_back(to_slab ? CopyPiece{s, mem, bytes} : CopyPiece{mem, s, bytes});
+}
+
 // `rows` pieces of `width` bytes between memory (pitch `stride`) and the slab (packed).
+// Device copies that are not strided go to t_pieces.
 Status copy_rows(DeviceDriver* driver, DeviceStreamHandle stream, const PayloadRun& run,
                  uint64_t mem, uint64_t width, uint64_t rows, uint8_t* slab, SlabDirection dir) {
   const bool to_slab = dir == SlabDirection::kToSlab;
@@ -23,16 +38,15 @@ Status copy_rows(DeviceDriver* driver, DeviceStreamHandle stream, const PayloadR
     return Status();
   }
   if (rows == 1 || run.stride == width) {  // contiguous in memory: one plain copy
-    const uint64_t bytes = width * rows;
-    return to_slab ? driver->copy_to_host(stream, slab, mem, bytes)
-                   : driver->copy_to_device(stream, mem, slab, bytes);
+    add_piece(mem, slab, width * rows, to_slab);
+    return Status();
   }
-  if (run.piecewise) {
+  // Pieces in different allocations cannot be one strided copy; a short run (the planner
+  // folds any two neighbouring blocks of a shuffled page list into a run of 2) is cheaper
+  // inside the batch than as a 2-D copy of its own.
+  if (run.piecewise || rows < kMinStridedRows) {
     for (uint64_t r = 0; r < rows; ++r) {
-      const uint64_t m = mem + r * run.stride;
-      uint8_t* s = slab + r * width;
-      PDKV_RETURN_IF_ERROR(to_slab ? driver->copy_to_host(stream, s, m, width)
-                                   : driver->copy_to_device(stream, m, s, width));
+      add_piece(mem + r * run.stride, slab + r * width, width, to_slab);
     }
     return Status();
   }
@@ -59,6 +73,7 @@ Status copy_rows(DeviceDriver* driver, DeviceStreamHandle stream, const PayloadR
 Status copy_payload(DeviceDriver* driver, DeviceStreamHandle stream,
                     std::span<const PayloadRun> runs, uint64_t begin, uint64_t end, uint8_t* slab,
                     SlabDirection direction, PayloadCursor* cursor) {
+  t_pieces.clear();
   const uint64_t slab_start = begin;  // payload offset of slab[0]
   while (cursor->run < runs.size() && begin < end) {
     const PayloadRun& run = runs[cursor->run];
@@ -95,7 +110,7 @@ Status copy_payload(DeviceDriver* driver, DeviceStreamHandle stream,
     }
     begin = std::min(end, run_end);
   }
-  return Status();
+  return driver->copy_batch(stream, t_pieces, direction == SlabDirection::kFromSlab);
 }
 
 }  // namespace pdkv::engine::tcp

@@ -68,7 +68,7 @@ class TcpPeer final : public BackendPeer {
   // a stream applies its parts in order, so the note is handled after all of them.
   Status post(std::span<const WriteBlock> blocks, uint64_t token, CompletionSink* sink,
               const TcpOptions& options, const DeviceRegions& regions,
-              std::span<const uint8_t> note, std::shared_ptr<const ReadyEvent> ready = nullptr) {
+              std::span<const uint8_t> note, ReadyEvents ready = {}) {
     // A broken stream would fail its share anyway; refusing the whole post up front
     // keeps a dead peer from accepting new work at all.
     PDKV_RETURN_IF_ERROR(health());
@@ -195,7 +195,7 @@ class TcpBackend final : public Backend {
   }
   Status post_after(BackendPeer& peer, std::span<const WriteBlock> blocks, uint64_t token,
                     std::span<const uint8_t> note,
-                    std::shared_ptr<const ReadyEvent> ready) override {
+                    ReadyEvents ready) override {
     if (note.size() > kMaxNoteBytes) {
       return invalid_argument("a batch note has at most " + std::to_string(kMaxNoteBytes) +
                               " bytes, not " + std::to_string(note.size()));

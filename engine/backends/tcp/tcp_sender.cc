@@ -250,24 +250,26 @@ Result<DeviceSlabRing*> StreamSender::ring_for(int device) {
 Status StreamSender::stage_into_slab(OutPart& part, DeviceSlabRing& ring) {
   DeviceDriver* driver = ring.driver();
   PDKV_RETURN_IF_ERROR(driver->bind_thread(ring.device()));
-  if (part.post->ready) {
+  for (const auto& ready : part.post->ready) {
     // The model's stream wrote these sources: the copies wait for it, on the device.
-    PDKV_RETURN_IF_ERROR(driver->stream_wait(ring.stream(), part.post->ready->handle()));
+    PDKV_RETURN_IF_ERROR(driver->stream_wait(ring.stream(), ready->handle()));
   }
   const PlannedPart& plan = part.post->plan.parts[part.part_index];
   const PartEntry* entries = part.post->plan.entries.data() + plan.first_entry;
-  PayloadCursor cursor;
-  uint64_t at = 0;
-  uint8_t* slab = ring.slab(static_cast<size_t>(part.slab));
+  // The whole part in one walk, so its scattered pieces go out as one batched copy.
+  stage_runs_.clear();
+  uint64_t bytes = 0;
   for (uint32_t k = 0; k < plan.entry_count; ++k) {
     const PartEntry& e = entries[k];
-    const PayloadRun run{e.src_addr,   e.length,       e.pieces, e.pieces > 1 ? e.src_stride : 0,
-                         e.src_device, e.src_piecewise};
-    cursor = PayloadCursor{};
-    PDKV_RETURN_IF_ERROR(copy_payload(driver, ring.stream(), std::span<const PayloadRun>(&run, 1),
-                                      0, run.bytes(), slab + at, SlabDirection::kToSlab, &cursor));
-    at += run.bytes();
+    stage_runs_.push_back(PayloadRun{e.src_addr, e.length, e.pieces,
+                                     e.pieces > 1 ? e.src_stride : 0, e.src_device,
+                                     e.src_piecewise});
+    bytes += stage_runs_.back().bytes();
   }
+  PayloadCursor cursor;
+  PDKV_RETURN_IF_ERROR(copy_payload(driver, ring.stream(), stage_runs_, 0, bytes,
+                                    ring.slab(static_cast<size_t>(part.slab)),
+                                    SlabDirection::kToSlab, &cursor));
   const DeviceEventHandle event = ring.event(static_cast<size_t>(part.slab));
   PDKV_RETURN_IF_ERROR(driver->record(event, ring.stream()));
   return driver->call_when_done(ring.stream(), &wake_stream, &wake_);

@@ -53,6 +53,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "engine/backend.h"
+#include "engine/backends/tcp/device_copies.h"
 #include "engine/backends/tcp/device_slab_ring.h"
 #include "engine/backends/tcp/part_planner.h"
 #include "engine/backends/tcp/socket_util.h"
@@ -68,9 +69,9 @@ struct PostState {
   uint64_t token = 0;
   CompletionSink* sink = nullptr;
   PartPlan plan;  // its entries name the caller's blocks (a copy of the list is not kept)
-  // Device sources are copied only after this event (null: none), waited for on the
+  // Device sources are copied only after these events (empty: none), waited for on the
   // device by each part's staging copies.
-  std::shared_ptr<const ReadyEvent> ready;
+  ReadyEvents ready;
   std::atomic<size_t> parts_left{0};
   Mutex error_mu;
   Status first_error PDKV_GUARDED_BY(error_mu);
@@ -183,6 +184,8 @@ class StreamSender {
   uint64_t device_sent_ PDKV_GUARDED_BY(io_mu_) = 0;
   // Device parts in sending_ that have neither a slab nor a staging error yet.
   size_t unstaged_device_parts_ PDKV_GUARDED_BY(io_mu_) = 0;
+  // The runs of the part being staged (stage_into_slab), kept to reuse their storage.
+  std::vector<PayloadRun> stage_runs_ PDKV_GUARDED_BY(io_mu_);
   bool waiting_copy_ PDKV_GUARDED_BY(io_mu_) = false;
   std::vector<uint8_t> ack_buf_ PDKV_GUARDED_BY(io_mu_);
   size_t ack_fill_ PDKV_GUARDED_BY(io_mu_) = 0;

@@ -13,7 +13,8 @@
 //    CUDA_ERROR_INVALID_CONTEXT, and pdkvFakeContextCreated() says which devices got one.
 //  - pdkv handles driver errors: PDKV_FAKE_CUDA_FAIL_COPY_AFTER fails one copy, and that
 //    stream's error is sticky afterwards, as the driver's is.
-//  - pdkv merges strided runs into 2-D copies: pdkvFakeCopyCount() counts driver copies.
+//  - pdkv merges strided runs into 2-D copies and scattered pieces into batched copies:
+//    pdkvFakeCopyCount() counts driver copies (a batch counts once).
 //  - copies stay inside one allocation: a range that strays out is CUDA_ERROR_ILLEGAL_ADDRESS,
 //    and allocations are never adjacent.
 //
@@ -30,6 +31,7 @@
 //    on it; where the reference is silent the fake is the stricter choice.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "engine/device/cuda_driver_api.h"
 #include "engine/device/fake/fake_memory.h"
@@ -297,6 +299,33 @@ PDKV_FAKE_EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* copy, CUstream
   c.width = copy->WidthInBytes;
   c.height = copy->Height;
   return async_copy(stream, c);
+}
+
+// The CUDA 13 form (no failure index). Like the driver, every copy needs an attribute
+// entry: attrs_idxs[0] must be 0, the entries strictly increasing, each with a valid
+// source access order.
+PDKV_FAKE_EXPORT CUresult cuMemcpyBatchAsync_v2(CUdeviceptr* dsts, CUdeviceptr* srcs,
+                                                size_t* sizes, size_t count,
+                                                CUmemcpyAttributes* attrs, size_t* attrs_idxs,
+                                                size_t num_attrs, CUstream stream) {
+  CUcontext ctx;
+  if (CUresult r = require_stream(stream, &ctx); r != CUDA_SUCCESS) return r;
+  if (count == 0 || dsts == nullptr || srcs == nullptr || sizes == nullptr || attrs == nullptr ||
+      attrs_idxs == nullptr || num_attrs == 0 || num_attrs > count || attrs_idxs[0] != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (size_t i = 0; i < num_attrs; ++i) {
+    if (attrs[i].srcAccessOrder < 1 || attrs[i].srcAccessOrder > 3) return CUDA_ERROR_INVALID_VALUE;
+    if (i > 0 && attrs_idxs[i] <= attrs_idxs[i - 1]) return CUDA_ERROR_INVALID_VALUE;
+    if (attrs_idxs[i] >= count) return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::vector<fc::CopyDesc> copies;
+  copies.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    copies.push_back(linear_copy(CU_MEMORYTYPE_UNIFIED, static_cast<uintptr_t>(srcs[i]),
+                                 CU_MEMORYTYPE_UNIFIED, static_cast<uintptr_t>(dsts[i]), sizes[i]));
+  }
+  return fc::enqueue_copies(stream, std::move(copies));
 }
 
 PDKV_FAKE_EXPORT CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* user_data) {

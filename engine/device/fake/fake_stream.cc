@@ -78,6 +78,7 @@ CUresult execute(Op& op, CUresult sticky) {
       unsigned delay = modes().copy_delay_us.load();
       if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
       CUresult r = op.inject_failure ? CUDA_ERROR_ILLEGAL_ADDRESS : copy_now(op.copy);
+      for (size_t i = 0; i < op.batch.size() && r == CUDA_SUCCESS; ++i) r = copy_now(op.batch[i]);
       modes().copies_executed.fetch_add(1);
       return r;
     }
@@ -170,7 +171,8 @@ CUresult synchronize_stream(CUstream_st* s) {
   return s->error;
 }
 
-CUresult enqueue_copy(CUstream_st* s, const CopyDesc& c) {
+namespace {
+CUresult check_copy(const CopyDesc& c) {
   for (unsigned type : {c.src.type, c.dst.type}) {
     if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_DEVICE &&
         type != CU_MEMORYTYPE_UNIFIED) {
@@ -180,10 +182,33 @@ CUresult enqueue_copy(CUstream_st* s, const CopyDesc& c) {
   if (c.height > 1 && (c.src.pitch < c.width || c.dst.pitch < c.width)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+CUresult enqueue_copy(CUstream_st* s, const CopyDesc& c) {
+  if (CUresult r = check_copy(c); r != CUDA_SUCCESS) return r;
   if (modes().poison.load()) poison_host_destination(c);
   Op op;
   op.kind = Op::Kind::kCopy;
   op.copy = c;
+  op.inject_failure = take_injected_failure();
+  push(s, std::move(op));
+  return CUDA_SUCCESS;
+}
+
+CUresult enqueue_copies(CUstream_st* s, std::vector<CopyDesc> copies) {
+  if (copies.empty()) return CUDA_ERROR_INVALID_VALUE;
+  for (const CopyDesc& c : copies) {
+    if (CUresult r = check_copy(c); r != CUDA_SUCCESS) return r;
+  }
+  if (modes().poison.load()) {
+    for (const CopyDesc& c : copies) poison_host_destination(c);
+  }
+  Op op;
+  op.kind = Op::Kind::kCopy;
+  op.copy = copies.front();
+  op.batch.assign(copies.begin() + 1, copies.end());
   op.inject_failure = take_injected_failure();
   push(s, std::move(op));
   return CUDA_SUCCESS;

@@ -9,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "common/mutex.h"
 #include "engine/device/cuda_driver_api.h"
@@ -43,6 +44,7 @@ Mutex& marker_mutex();
 struct Op {
   enum class Kind { kCopy, kRecord, kWait, kHostFn } kind = Kind::kCopy;
   CopyDesc copy;
+  std::vector<CopyDesc> batch;  // a batched copy: these too, after `copy` (one driver call)
   bool inject_failure = false;
   std::shared_ptr<Marker> marker;
   CUhostFn fn = nullptr;
@@ -78,6 +80,9 @@ CUresult synchronize_stream(CUstream_st* stream);
 
 // Checks the copy's shape, poisons a host destination in poison mode, and enqueues it.
 CUresult enqueue_copy(CUstream_st* stream, const CopyDesc& copy);
+// One op running every copy of `copies` (non-empty): a batched copy is one driver call,
+// counted once, failed or delayed as a whole.
+CUresult enqueue_copies(CUstream_st* stream, std::vector<CopyDesc> copies);
 // Runs a copy at once on the calling thread (the synchronous cuMemcpy*_v2 and the stream
 // threads): CUDA_ERROR_ILLEGAL_ADDRESS when a side is not where its type says.
 CUresult copy_now(const CopyDesc& copy);
