@@ -10,7 +10,8 @@ class ModelConfig:
         self.hf_config = hf_config
 
     @staticmethod
-    def from_server_args(server_args, model_path=None, model_revision=None, **kwargs):
+    def from_server_args(server_args, model_path=None, model_revision=None,
+                         is_draft_model=False, **kwargs):
         with open(os.path.join(model_path or server_args.model_path, "config.json")) as f:
             return ModelConfig(json.load(f))
 
