@@ -154,6 +154,32 @@ void BootstrapServer::install_routes(HttpRouter& h) {
     if (!st.ok()) return reply_error(res, http_status_of(st), "", st.message());
     res.set_content("OK", "text/plain");
   });
+  h.on(HttpMethod::kPost, "/register_dp_rank", [this](const HttpRequest& req, HttpResponse& res) {
+    requests_[kRegisterDpRank].fetch_add(1, std::memory_order_relaxed);
+    if (!authenticated(req, res)) return;
+    std::string field;
+    auto entry = parse_room_dp_rank(req.body, &field);
+    if (!entry.ok()) return reply_error(res, 400, field, entry.status().message());
+    // Checked against the instance when one registered: a rank outside it would send the
+    // decode to a group that does not exist.
+    if (auto layout = table_.layout(); layout && entry->dp_rank >= layout->dp_size) {
+      return reply_error(res, 400, "dp_rank",
+                         fmt::format("dp_rank {} outside the instance's dp_size {}", entry->dp_rank,
+                                     layout->dp_size));
+    }
+    room_dp_ranks_.put(*entry);
+    res.set_content("OK", "text/plain");
+  });
+  h.on(HttpMethod::kPost, "/query_dp_ranks", [this](const HttpRequest& req, HttpResponse& res) {
+    requests_[kQueryDpRanks].fetch_add(1, std::memory_order_relaxed);
+    if (options_.authenticate_reads && !authenticated(req, res)) return;
+    std::string field;
+    auto rooms = parse_room_query(req.body, &field);
+    if (!rooms.ok()) return reply_error(res, 400, field, rooms.status().message());
+    json out = json::object();
+    for (const RoomDpRank& e : room_dp_ranks_.find(*rooms)) out[std::to_string(e.room)] = e.dp_rank;
+    res.set_content(out.dump(), "application/json");
+  });
   // Other methods on /route get the router's 405.
   h.on(HttpMethod::kGet, "/health", [this](const HttpRequest&, HttpResponse& res) {
     requests_[kHealth].fetch_add(1, std::memory_order_relaxed);
@@ -180,8 +206,9 @@ void BootstrapServer::install_routes(HttpRouter& h) {
 }
 
 std::string BootstrapServer::metrics_text() const {
-  static const char* kRequestNames[] = {"route_put", "route_get", "route_delete", "health",
-                                        "metrics"};
+  static const char* kRequestNames[] = {"route_put", "route_get",        "route_delete",  "health",
+                                        "metrics",   "register_dp_rank", "query_dp_ranks"};
+  static_assert(std::size(kRequestNames) == kNumRequestKinds);
   static const char* kErrorNames[] = {"bad_request", "unauthorized",       "not_found",
                                       "conflict",    "method_not_allowed", "payload_too_large",
                                       "internal"};

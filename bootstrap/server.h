@@ -5,8 +5,12 @@
 //   GET    /route?engine_rank=-1&target_dp_group=g   -> all ranks of group g (404 until all)
 //   GET    /route?engine_rank=t&target_dp_group=g    -> {"rank_ip","rank_port"} (404 until)
 //   DELETE /route?engine_rank=t&target_dp_group=g    -> deregister (200 | 404)
+//   POST   /register_dp_rank {"bootstrap_room","dp_rank"} -> 200 | 400 field
+//   POST   /query_dp_ranks {"bootstrap_rooms":[...]} -> {"<room>": dp_rank} for known rooms
+//          (room_dp_ranks.h: where a prefill DP balancer placed a room, for sglang decodes)
 //   GET    /health -> 200 "OK";  GET /metrics -> Prometheus text format
-// With a cluster secret, PUT and DELETE (and GET /route if authenticate_reads) need a
+// With a cluster secret, PUT, DELETE and POST /register_dp_rank (and GET /route and POST
+// /query_dp_ranks if authenticate_reads) need a
 // signed X-Pdkv-Auth header (request_auth.h): 401 otherwise.
 // engine_rank in queries is the tp rank inside the DP group, as in the reference. Every
 // error is a JSON object {"error": message, "field": name-or-""}; other methods on
@@ -26,6 +30,7 @@
 
 #include "bootstrap/http_listener.h"
 #include "bootstrap/request_auth.h"
+#include "bootstrap/room_dp_ranks.h"
 #include "bootstrap/route_table.h"
 #include "common/status.h"
 
@@ -59,7 +64,16 @@ class BootstrapServer {
   std::string metrics_text() const;
 
  private:
-  enum Counter { kPut, kGet, kDelete, kHealth, kMetrics, kNumRequestKinds };
+  enum Counter {
+    kPut,
+    kGet,
+    kDelete,
+    kHealth,
+    kMetrics,
+    kRegisterDpRank,
+    kQueryDpRanks,
+    kNumRequestKinds
+  };
   enum ErrorKind {
     kBadRequest,
     kUnauthorized,
@@ -81,6 +95,9 @@ class BootstrapServer {
   int port_ = 0;
   ServerOptions options_;
   RouteTable table_;
+  // A room's DP placement matters only until its decode resolved it (seconds); ten
+  // minutes covers any bootstrap timeout, and 2^18 rooms bound the memory (a few MiB).
+  RoomDpRanks room_dp_ranks_{std::chrono::minutes(10), size_t{1} << 18};
   std::unique_ptr<HttpListener> listener_;
   std::atomic<uint64_t> requests_[kNumRequestKinds] = {};
   std::atomic<uint64_t> errors_[kNumErrors] = {};

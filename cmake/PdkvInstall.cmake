@@ -150,5 +150,16 @@ if(PDKV_BUILD_PYTHON AND TARGET pdkv_native_py)
           COMPONENT pdkv
           PATTERN __pycache__ EXCLUDE PATTERN "*.pyc" EXCLUDE PATTERN "*.so" EXCLUDE
           PATTERN _bin EXCLUDE)
+  # Distribution metadata beside the package, as pip writes it for the wheel: Python finds
+  # entry points only there, and sglang loads its plugins (the backend name `pdkv`) from
+  # the entry-point group sglang.srt.plugins.
+  set(distinfo ${CMAKE_BINARY_DIR}/packaging/pdkv-${PROJECT_VERSION}.dist-info)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/templates/dist-info/METADATA.in
+                 ${distinfo}/METADATA @ONLY)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/templates/dist-info/entry_points.txt
+                 ${distinfo}/entry_points.txt COPYONLY)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/templates/dist-info/INSTALLER
+                 ${distinfo}/INSTALLER COPYONLY)
+  install(DIRECTORY ${distinfo} DESTINATION ${PDKV_INSTALL_PYTHONDIR} COMPONENT pdkv)
 endif()
 include(${PROJECT_SOURCE_DIR}/cmake/PdkvPackaging.cmake)

@@ -257,3 +257,10 @@ def test_adapters_read_only_the_listed_attributes(monkeypatch):
     for key, spec in _attributes().items():
         stale = sorted(set(spec["read"]) - log.get(key, set()))
         assert stale == [], f"{key}: {stale} listed but not read by the adapters"
+
+
+def test_kvargs_stand_in_has_upstreams_fields_in_order():
+    # sglang's KVArgs is an attribute bag declared by annotations; the replays fill it as
+    # prefill.py and decode.py do, so every upstream field must be declared, in order.
+    for dotted, fields in SNAPSHOT["sglang"].get("kvargs_fields", {}).items():
+        assert list(_resolve(dotted).__annotations__) == fields

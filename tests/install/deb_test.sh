@@ -40,7 +40,8 @@ dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$tmp/contents"
 for f in /usr/bin/pdkv /usr/bin/pdkv_engine_peer /usr/include/pdkv/version.h /usr/include/pdkv/engine/transfer_engine.h \
          /usr/lib/cmake/pdkv/pdkvConfig.cmake /usr/lib/cmake/pdkv/pdkvConfigVersion.cmake \
          /usr/lib/pkgconfig/pdkv.pc /usr/lib/python3/dist-packages/pdkv/__init__.py \
-         /usr/lib/python3/dist-packages/pdkv/_tools/demo/main.py; do
+         /usr/lib/python3/dist-packages/pdkv/_tools/demo/main.py \
+         "/usr/lib/python3/dist-packages/pdkv-$version.dist-info/entry_points.txt"; do
   grep -qx "$f" "$tmp/contents" || { echo "FAIL: $f is not in the package"; exit 1; }
 done
 grep -Eq "^/usr/lib/libpdkv\.so\.${version%%.*}(\.|$)" "$tmp/contents" || { echo "FAIL: no libpdkv.so"; exit 1; }
@@ -75,4 +76,12 @@ cd "$tmp"
 "$tmp/root/usr/bin/pdkv" demo --no-bench --tokens 4 --prompt-len 12
 # The demo's benchmark step starts pdkv_engine_peer from the CLI's directory.
 "$tmp/root/usr/bin/pdkv" bench engine --tokens 256 --page 16 --rounds 1 --iperf-seconds 1 >/dev/null
+# sglang finds the backend name `pdkv` through this entry point (importlib.metadata reads
+# the dist-info beside the package); it must name a function that exists.
+EP_CHECK='from importlib.metadata import entry_points
+eps = [e for e in entry_points(group="sglang.srt.plugins") if e.name == "pdkv"]
+assert len(eps) == 1, eps
+assert callable(eps[0].load()), eps[0]
+print("sglang plugin entry point:", eps[0].value)'
+PYTHONPATH="$tmp/root/usr/lib/python3/dist-packages" /usr/bin/python3 -c "$EP_CHECK"
 echo "deb $version: Depends satisfied here; unpacked /usr/bin/pdkv ran the demo from its own package"

@@ -35,6 +35,14 @@ mkdir "$tmp/elsewhere" && cd "$tmp/elsewhere"
 site=$("$tmp/venv/bin/python" -c "import pdkv, os; print(os.path.dirname(os.path.dirname(pdkv.__file__)))")
 [[ $site == "$tmp/venv/"* ]] || { echo "FAIL: pdkv imported from $site, not the venv"; exit 1; }
 "$tmp/venv/bin/python" -c "import pdkv, pdkv._native, pdkv.plan; assert pdkv.__version__ == '$version'"
+# sglang finds the backend name `pdkv` through this entry point (importlib.metadata reads
+# the dist-info beside the package); it must name a function that exists.
+EP_CHECK='from importlib.metadata import entry_points
+eps = [e for e in entry_points(group="sglang.srt.plugins") if e.name == "pdkv"]
+assert len(eps) == 1, eps
+assert callable(eps[0].load()), eps[0]
+print("sglang plugin entry point:", eps[0].value)'
+"$tmp/venv/bin/python" -c "$EP_CHECK"
 "$tmp/venv/bin/pdkv" --version | grep -qx "pdkv $version (.*)"
 "$tmp/venv/bin/pdkv" demo --no-bench --tokens 4 --prompt-len 12
 echo "wheel $version: installed into a fresh venv; pdkv demo passed from the installed package"

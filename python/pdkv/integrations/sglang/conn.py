@@ -19,6 +19,8 @@ from sglang.srt.disaggregation.base.conn import (BaseKVBootstrapServer, BaseKVMa
 import pdkv
 from pdkv.integrations.settings import TransferSettings, make_kv_manager
 from pdkv.integrations.sglang.kvargs import kv_args_from_sglang
+from pdkv.integrations.sglang.prefill_info import (PrefillInstanceInfo, RoomPlacementReporter,
+                                                   fetch_prefill_info)
 
 log = logging.getLogger("pdkv.sglang")
 _TERMINAL = (pdkv.KVPoll.Success, pdkv.KVPoll.Failed)
@@ -68,12 +70,41 @@ class PdkvKVManager(BaseKVManager):
         # Read by sglang's prefill scheduler (sglang's FakeKVManager defines it too): pdkv
         # skips a decode's prefix pages itself, so the scheduler sees none.
         self.req_to_decode_prefix_len: dict = {}
+        # Read by sglang's decode scheduler for every request (prefill_info.py).
+        self.prefill_info_table: dict[str, PrefillInstanceInfo] = {}
+        self.room_placement = RoomPlacementReporter()
+
+    def try_ensure_parallel_info(self, bootstrap_addr: str) -> bool:
+        """sglang's decode calls this (one attempt, from its scheduler loop) before it
+        resolves a request's prefill DP group: True once ``prefill_info_table`` holds the
+        instance. A page size other than this rank's is refused as sglang refuses it."""
+        if bootstrap_addr in self.prefill_info_table:
+            return True
+        info = fetch_prefill_info(bootstrap_addr)
+        if info is None:
+            return False
+        if info.page_size != self.pdkv_args.page_size:
+            raise RuntimeError(f"page size mismatch: prefill {bootstrap_addr} has page_size "
+                               f"{info.page_size}, this decode {self.pdkv_args.page_size}; "
+                               "both must use the same --page-size")
+        self.prefill_info_table[bootstrap_addr] = info
+        return True
+
+    def submit_prefill_recompute(self, kv_receiver, payload: dict) -> None:
+        """sglang's PD retraction asks the prefill to compute a retracted request again
+        into the same room. pdkv does not re-open a room that ended, so the request fails
+        through sglang's usual path (KVPoll.Failed, then the client's error), as sglang's
+        own backends fail it when they cannot reach the prefill."""
+        kv_receiver.fail("pdkv does not recompute a "
+                         "retracted request on its prefill (PD retraction rebootstrap); "
+                         f"request {payload.get('rid')!r} fails instead")
 
     def register_to_bootstrap(self):
         """Nothing to do: a pdkv prefill rank registers when its manager starts and again
         every PDKV_BOOTSTRAP_REFRESH_S, so a restarted bootstrap server relearns it."""
 
     def shutdown(self):
+        self.room_placement.close()
         self.mgr.shutdown()
 
 
@@ -86,6 +117,14 @@ class PdkvKVSender(BaseKVSender):
         self.kv_mgr = mgr
         self.bootstrap_room = int(bootstrap_room)
         self._sender = pdkv.KVSender(mgr.mgr, bootstrap_addr, self.bootstrap_room)
+        args = mgr.pdkv_args
+        # Where this room went, for sglang decodes that ask instead of computing
+        # room % dp_size (prefill_info.py); once per DP group, by its first rank. A request
+        # that names its prefill DP group tells the decode itself.
+        if args.dp_size > 1 and args.engine_rank % args.tp_size == 0 and \
+                not req_has_disagg_prefill_dp_rank:
+            mgr.room_placement.report(bootstrap_addr, self.bootstrap_room,
+                                      args.engine_rank // args.tp_size)
         self._started = time.monotonic()
         self._ended: Optional[float] = None
         self._pages_sent = 0
@@ -148,11 +187,21 @@ class PdkvKVReceiver(BaseKVReceiver):
         self._prefill_dp_rank = prefill_dp_rank
         self._initialised = False
         self.require_staging = False  # read by sglang's decode poll loop: bytes land in place
+        # sglang's decode reads this for every queued request: None while the handshake
+        # runs, then the room's terminal state (Failed at once on abort), so a request
+        # aborted before its handshake ended is still polled and leaves the queue.
+        self.conclude_state: Optional[int] = None
+        self._failure: Optional[str] = None
 
     def init(self, prefill_dp_rank: Optional[int] = None):
         rank = self._prefill_dp_rank if prefill_dp_rank is None else prefill_dp_rank
         self._receiver.init(rank)
         self._initialised = True
+
+    def fail(self, reason: str) -> None:
+        """Ends the room as Failed with ``reason`` (what failure_exception raises)."""
+        self._failure = reason
+        self.abort()
 
     def send_metadata(self, kv_indices, aux_index: Optional[int] = None,
                       state_indices: Optional[List] = None,
@@ -165,9 +214,14 @@ class PdkvKVReceiver(BaseKVReceiver):
                                      decode_prefix_len=decode_prefix_len)
 
     def poll(self) -> int:
-        return int(self._receiver.poll())
+        state = self._receiver.poll()
+        if state in _TERMINAL:
+            self.conclude_state = int(state)
+        return int(state)
 
     def failure_exception(self):
+        if self._failure is not None:
+            raise pdkv.KVTransferError(self.bootstrap_room, self._failure)
         self._receiver.failure_exception()
 
     def clear(self):
@@ -175,6 +229,7 @@ class PdkvKVReceiver(BaseKVReceiver):
 
     def abort(self):
         self._receiver.abort()
+        self.conclude_state = int(pdkv.KVPoll.Failed)
 
 
 class PdkvKVBootstrapServer(BaseKVBootstrapServer):

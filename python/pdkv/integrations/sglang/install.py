@@ -1,7 +1,9 @@
-"""Make sglang's backend selection return pdkv's classes.
+"""For sglang versions without plugins: make an existing backend name select pdkv.
 
-sglang picks its transfer classes with ``sglang.srt.disaggregation.utils.get_kv_class``
-from ``--disaggregation-transfer-backend``, whose choices are fixed, and has no
+sglang versions with ``sglang.srt.plugins`` need none of this: pdkv's entry point
+(``plugin.py``) adds the backend name ``pdkv``. Older versions pick their transfer
+classes with ``sglang.srt.disaggregation.utils.get_kv_class`` from
+``--disaggregation-transfer-backend``, whose choices are fixed, and have no
 module-path factory. ``install()`` wraps that function so one existing backend name (by
 default ``nixl``, or ``PDKV_SGLANG_TAKEOVER``) returns pdkv's classes; every other
 name keeps sglang's. It patches modules already imported that hold the function and,
@@ -27,17 +29,10 @@ import importlib.util
 import os
 import sys
 
+from pdkv.integrations.sglang.plugin import pdkv_classes, refuse_multimodal
+
 _UTILS = "sglang.srt.disaggregation.utils"
 _PATCHED = "_pdkv_takeover"
-
-
-def _classes():
-    from sglang.srt.disaggregation.base.conn import KVArgs
-
-    from pdkv.integrations.sglang.conn import (PdkvKVBootstrapServer, PdkvKVManager,
-                                               PdkvKVReceiver, PdkvKVSender)
-    return {"kvargs": KVArgs, "manager": PdkvKVManager, "sender": PdkvKVSender,
-            "receiver": PdkvKVReceiver, "bootstrap_server": PdkvKVBootstrapServer}
 
 
 DEFAULT_TAKEOVER = "nixl"
@@ -56,10 +51,8 @@ def _patch(utils, takeover: str) -> None:
         # *args/**kwargs: newer sglang passes more (e.g. is_multimodal); they go to
         # sglang's own function untouched.
         if getattr(transfer_backend, "value", transfer_backend) == takeover:
-            if kwargs.get("is_multimodal") or any(args):
-                raise ValueError(f"pdkv (--disaggregation-transfer-backend {takeover}) "
-                                 "carries KV caches only, not multimodal embeddings")
-            return _classes()[getattr(class_type, "value", class_type)]
+            refuse_multimodal(args, kwargs, takeover)
+            return pdkv_classes(class_type)
         return original(transfer_backend, class_type, *args, **kwargs)
 
     get_kv_class.__wrapped__ = original

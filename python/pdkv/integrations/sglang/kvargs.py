@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import pdkv
 from pdkv.integrations.memory import pointer_memory
+from pdkv.integrations.sglang.kv_heads import kv_heads
 
 
 def attention_parallelism(server_args) -> tuple[int, int]:
@@ -92,10 +93,10 @@ def kv_args_from_sglang(args, server_args, is_mla: bool, mode: str = "prefill") 
                            **common)
     if len(ptrs) % 2:
         raise ValueError("an MHA pool lists K then V buffers: an even count is needed")
-    heads = int(args.kv_head_num)
+    heads, total_heads = kv_heads(args, server_args, tp)
     if items[0] % (page_size * heads):
         raise ValueError(f"kv_item_lens {items[0]} is not page_size x kv_head_num x head bytes")
     layers = len(ptrs) // 2
     return pdkv.KVArgs(layer_buffers=[[i, layers + i] for i in range(layers)],
-                       kv_head_num=heads, total_kv_head_num=int(args.total_kv_head_num),
+                       kv_head_num=heads, total_kv_head_num=total_heads,
                        head_dim=items[0] // (page_size * heads), **common)

@@ -22,4 +22,6 @@ def start_model_runner(backend: str) -> str:
 
 
 def run_scheduler_process(backend: str, q) -> None:
+    from sglang.srt.plugins import load_plugins
+    load_plugins()  # upstream's scheduler process loads plugins first
     q.put(start_model_runner(backend) or selected_manager(backend))

@@ -8,6 +8,8 @@ import sys
 from sglang._standin_scheduler import run_scheduler_process, selected_manager
 
 if __name__ == "__main__":
+    from sglang.srt.plugins import load_plugins
+    load_plugins()  # upstream's launcher loads plugins before it parses the arguments
     backend = sys.argv[sys.argv.index("--disaggregation-transfer-backend") + 1]
     ctx = mp.get_context("spawn")
     q = ctx.Queue()

@@ -1,3 +1,3 @@
 from sglang.srt.disaggregation.base.conn import (BaseKVBootstrapServer, BaseKVManager,
                                                   BaseKVReceiver, BaseKVSender, KVArgs,
-                                                  KVPoll)
+                                                  KVPoll, StateType)

@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 from abc import ABC, abstractmethod
 from typing import List, Optional
+
+
+class StateType(str, enum.Enum):
+    MAMBA = "mamba"
+    SWA = "swa"
+    DSA = "dsa"
+    MINIMAX_INDEX_K = "minimax_index_k"
+    SWA_RING = "swa_ring"
+    C128_STATE = "c128_state"
 
 
 @dataclasses.dataclass
@@ -15,7 +25,8 @@ class KVTransferMetric:
 
 
 class KVArgs:
-    """Plain attribute bag, as upstream (the engine sets fields one by one)."""
+    """Plain attribute bag, as upstream (the engine sets fields one by one); the fields and
+    defaults in upstream's order."""
     engine_rank: int
     kv_data_ptrs: List[int]
     kv_data_lens: List[int]
@@ -23,15 +34,27 @@ class KVArgs:
     aux_data_ptrs: List[int]
     aux_data_lens: List[int]
     aux_item_lens: List[int]
+    state_types: List[StateType]
     state_data_ptrs: List[List[int]]
+    state_data_lens: List[List[int]]
+    state_item_lens: List[List[int]]
+    state_dim_per_tensor: List[List[int]]
+    is_hybrid_mla_backend: bool
+    state_conv_shard_groups: List[List[Optional[List[int]]]]
+    ib_device: str
+    ib_traffic_class: str
+    gpu_id: int
     kv_head_num: int
     total_kv_head_num: int
     page_size: int
-    gpu_id: int
+    swa_page_size: Optional[int] = None
     system_dp_rank: int
     pp_rank: int
-    # DeepSeek-V4 compressed-MLA pools only (compression ratio per layer)
+    prefill_start_layer: int
+    prefill_end_layer: Optional[int]
     mla_compression_ratios: Optional[List[int]]
+    kv_buf_groups: int
+    total_kv_layers: int
     dcp_size: int = 1
     dcp_rank: int = 0
 

@@ -1,0 +1,122 @@
+#include "bootstrap/room_dp_ranks.h"
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "bootstrap/registration.h"
+
+namespace pdkv::bootstrap {
+namespace {
+
+using nlohmann::json;
+
+Status field_error(std::string* bad_field, const char* field, const std::string& message) {
+  if (bad_field) *bad_field = field;
+  return invalid_argument(message);
+}
+
+Result<json> parse_body(std::string_view body, std::string* bad_field) {
+  if (body.size() > kMaxBodyBytes) return field_error(bad_field, "body", "body is too large");
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return field_error(bad_field, "body", "body is not a JSON object");
+  return j;
+}
+
+// A room: a non-negative JSON integer, or a decimal string of one (sglang's decode sends
+// integers; a client limited to doubles can send strings without losing bits).
+std::optional<uint64_t> room_of(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer()) return std::nullopt;  // negative
+  if (!v.is_string()) return std::nullopt;
+  const std::string& s = v.get_ref<const std::string&>();
+  uint64_t out = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+Result<RoomDpRank> parse_room_dp_rank(std::string_view body, std::string* bad_field) {
+  PDKV_ASSIGN_OR_RETURN(json j, parse_body(body, bad_field));
+  if (!j.contains("bootstrap_room")) {
+    return field_error(bad_field, "bootstrap_room", "bootstrap_room is missing");
+  }
+  auto room = room_of(j["bootstrap_room"]);
+  if (!room) {
+    return field_error(bad_field, "bootstrap_room",
+                       "bootstrap_room must be a non-negative integer");
+  }
+  if (!j.contains("dp_rank")) return field_error(bad_field, "dp_rank", "dp_rank is missing");
+  const json& r = j["dp_rank"];
+  if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() >= kMaxWorldSize) {
+    return field_error(bad_field, "dp_rank",
+                       "dp_rank must be an integer in [0, " + std::to_string(kMaxWorldSize) + ")");
+  }
+  return RoomDpRank{*room, r.get<int64_t>()};
+}
+
+Result<std::vector<uint64_t>> parse_room_query(std::string_view body, std::string* bad_field) {
+  PDKV_ASSIGN_OR_RETURN(json j, parse_body(body, bad_field));
+  if (!j.contains("bootstrap_rooms") || !j["bootstrap_rooms"].is_array()) {
+    return field_error(bad_field, "bootstrap_rooms", "bootstrap_rooms must be a list of rooms");
+  }
+  const json& list = j["bootstrap_rooms"];
+  if (list.size() > kMaxRoomsPerQuery) {
+    return field_error(
+        bad_field, "bootstrap_rooms",
+        "bootstrap_rooms holds more than " + std::to_string(kMaxRoomsPerQuery) + " rooms");
+  }
+  std::vector<uint64_t> rooms;
+  rooms.reserve(list.size());
+  for (const json& v : list) {
+    auto room = room_of(v);
+    if (!room) {
+      return field_error(bad_field, "bootstrap_rooms",
+                         "every entry of bootstrap_rooms must be a non-negative integer");
+    }
+    rooms.push_back(*room);
+  }
+  return rooms;
+}
+
+void RoomDpRanks::expire(TimePoint at) {
+  while (!order_.empty() && (at - order_.front().second >= ttl_ || rooms_.size() > capacity_)) {
+    auto [room, when] = order_.front();
+    order_.pop_front();
+    auto it = rooms_.find(room);
+    if (it != rooms_.end() && it->second.at == when) rooms_.erase(it);
+  }
+}
+
+void RoomDpRanks::put(const RoomDpRank& entry, TimePoint at) {
+  MutexLock lock(mu_);
+  rooms_[entry.room] = Entry{entry.dp_rank, at};
+  order_.emplace_back(entry.room, at);
+  expire(at);
+  // Replaced entries leave stale records in order_; bound those too.
+  while (order_.size() > 2 * capacity_ + 1) {
+    auto [room, when] = order_.front();
+    order_.pop_front();
+    auto it = rooms_.find(room);
+    if (it != rooms_.end() && it->second.at == when) rooms_.erase(it);
+  }
+}
+
+std::vector<RoomDpRank> RoomDpRanks::find(const std::vector<uint64_t>& rooms, TimePoint at) const {
+  MutexLock lock(mu_);
+  std::vector<RoomDpRank> out;
+  for (uint64_t room : rooms) {
+    auto it = rooms_.find(room);
+    if (it != rooms_.end() && at - it->second.at < ttl_) out.push_back({room, it->second.dp_rank});
+  }
+  return out;
+}
+
+size_t RoomDpRanks::size() const {
+  MutexLock lock(mu_);
+  return rooms_.size();
+}
+
+}  // namespace pdkv::bootstrap

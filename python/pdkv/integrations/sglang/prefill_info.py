@@ -1,0 +1,109 @@
+"""What sglang's decode scheduler asks of a prefill instance, answered by pdkv's bootstrap.
+
+sglang's decode (``DecodePreallocQueue``) resolves each request's prefill DP group itself
+before it calls ``KVReceiver.init``: from ``kv_manager.prefill_info_table[addr]``
+(``dp_size``, ``follow_bootstrap_room``), filled by ``try_ensure_parallel_info(addr)``,
+and when the room does not say, by a ``POST /query_dp_ranks`` to the prefill's bootstrap
+server. Here the table is filled from pdkv's own parallel info (``GET /route`` with
+engine_rank and target_dp_group -1), and a prefill rank tells pdkv's bootstrap server
+where each room went (``POST /register_dp_rank``), so the query has its answer.
+
+``follow_bootstrap_room`` is reported False for an instance of several DP groups: a pdkv
+prefill registers every room's DP group there, whatever sglang's load balancer did, so
+the decode's query is always right (one HTTP request per room and rank-0 of a group).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import queue
+import threading
+import urllib.error
+import urllib.request
+from typing import Optional
+
+log = logging.getLogger("pdkv.sglang")
+HTTP_TIMEOUT_S = 2.0
+
+
+@dataclasses.dataclass
+class PrefillInstanceInfo:
+    """The fields of sglang's ``PrefillServerInfo`` its decode scheduler reads."""
+    attn_tp_size: int
+    dp_size: int
+    page_size: int
+    follow_bootstrap_room: bool
+    attn_cp_size: int = 1
+    pp_size: int = 1
+
+
+def _http(method: str, url: str, body: Optional[dict] = None) -> tuple[int, bytes]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as res:
+            return res.status, res.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def fetch_prefill_info(bootstrap_addr: str) -> Optional[PrefillInstanceInfo]:
+    """One attempt (sglang calls this from its scheduler loop, so it must not block long);
+    None while the instance has no rank registered or cannot be reached."""
+    try:
+        status, body = _http("GET", f"http://{bootstrap_addr}/route?engine_rank=-1"
+                                    "&target_dp_group=-1")
+    except (OSError, ValueError) as e:
+        log.warning("pdkv: parallel info of prefill %s: %s", bootstrap_addr, e)
+        return None
+    if status != 200:
+        log.info("pdkv: parallel info of prefill %s not there yet (HTTP %d: %s)",
+                 bootstrap_addr, status, body[:200].decode(errors="replace"))
+        return None
+    info = json.loads(body)
+    dp = int(info["prefill_dp_size"])
+    return PrefillInstanceInfo(attn_tp_size=int(info["prefill_tp_size"]) // dp, dp_size=dp,
+                               page_size=int(info["page_size"]),
+                               follow_bootstrap_room=dp == 1)
+
+
+class RoomPlacementReporter:
+    """Tells a bootstrap server which DP group serves a room (``POST /register_dp_rank``),
+    from one background thread: a prefill's scheduler must not wait on HTTP per request.
+    A lost report leaves that room's decode asking until its bootstrap timeout fails it,
+    with the reason logged here."""
+
+    def __init__(self):
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+
+    def report(self, bootstrap_addr: str, room: int, dp_rank: int) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="pdkv-room-placement")
+                self._thread.start()
+        self._queue.put((bootstrap_addr, int(room), int(dp_rank)))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                self._queue.put(None)
+                self._thread.join(timeout=HTTP_TIMEOUT_S * 2)
+                self._thread = None
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            addr, room, dp_rank = item
+            try:
+                status, body = _http("POST", f"http://{addr}/register_dp_rank",
+                                     {"bootstrap_room": room, "dp_rank": dp_rank})
+                if status != 200:
+                    log.error("pdkv: bootstrap %s refused room %d's DP group %d: HTTP %d %s",
+                              addr, room, dp_rank, status, body[:200].decode(errors="replace"))
+            except (OSError, ValueError) as e:
+                log.error("pdkv: could not tell bootstrap %s room %d's DP group %d: %s",
+                          addr, room, dp_rank, e)
