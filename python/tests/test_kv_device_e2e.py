@@ -7,12 +7,14 @@ through the driver's copies (tcp stages them through pinned host slabs). The dec
 bytes are checked after downloading its device pools: a pool pdkv did not write holds
 zeros and fails the check. The checksum runs on both sides (it reads device memory
 through a staged copy)."""
+import time
+
 import pytest
 
 import pdkv
 from fake_cuda_array import fake_cuda_env
 from kv_harness import Cluster, Shape
-from test_kv_e2e import assert_all_succeeded
+from test_kv_e2e import SUCCESS, assert_all_succeeded
 
 ENV = dict(fake_cuda_env(), PDKV_VERIFY_CHECKSUM="1")
 
@@ -62,3 +64,47 @@ def test_send_without_the_stream_races_the_forward_on_the_fake_device():
         done = c.start().run()
     assert not all(done[("decode", 0)]["bytes_ok"].values()), "the unordered send did not race"
 
+
+
+# --- failures with device pools: exactly the affected rooms -------------------------
+
+FAILED = int(pdkv.KVPoll.Failed)
+
+
+def test_an_injected_driver_error_mid_batch_fails_only_the_rooms_in_that_batch():
+    # The prefill's fake driver fails its 3rd staging copy. Batches are one room's size
+    # at most (4 KiB, rooms of 6 pages of 512 B), so the failed batch holds one room, or
+    # two where a batch straddles rooms; every other room lands exactly, on a prefill
+    # that goes on serving the same decode (no breaker, no dead peer).
+    rooms = tuple(range(60, 68))
+    with Cluster(pdkv, Shape(), p_tp=1, d_tp=1, rooms=rooms, pages=6, device_kv=True,
+                 env=dict(fake_cuda_env(), PDKV_TRANSFER_BATCH_BYTES="4096"),
+                 prefill_env={"PDKV_FAKE_CUDA_FAIL_COPY_AFTER": "3"}, timeout=20) as c:
+        done = c.start().run(timeout=60)
+    prefill, decode = done[("prefill", 0)], done[("decode", 0)]
+    failed = [r for r in rooms if prefill["states"][r] == FAILED]
+    assert 1 <= len(failed) <= 2, prefill["states"]
+    for r in failed:
+        assert "staging device memory" in prefill["reasons"][r], prefill["reasons"][r]
+        assert "CUDA_ERROR_ILLEGAL_ADDRESS" in prefill["reasons"][r]
+        assert decode["states"][r] == FAILED
+    for r in set(rooms) - set(failed):
+        assert prefill["states"][r] == SUCCESS, prefill["reasons"].get(r)
+        assert decode["states"][r] == SUCCESS, decode["reasons"].get(r)
+        assert decode["bytes_ok"][r], f"room {r}: wrong bytes"
+
+
+def test_a_killed_decode_fails_only_its_rooms_with_device_pools():
+    # Two decode DP groups with device pools; the one holding room 71 is killed before
+    # the transfer starts. Room 70 still lands exactly.
+    with Cluster(pdkv, Shape(), d_dp=2, rooms=(70, 71), pages=6, device_kv=True,
+                 env=fake_cuda_env(), timeout=15) as c:
+        c.start()
+        time.sleep(1.0)
+        c.kill("decode", 1)
+        done = c.run(timeout=30, expect=[("prefill", 0), ("decode", 0)])
+    prefill = done[("prefill", 0)]
+    assert prefill["states"][71] == FAILED
+    assert prefill["causes"][71][0] in (pdkv.FailureCause.PeerDead, pdkv.FailureCause.LinkLost)
+    assert prefill["states"][70] == SUCCESS
+    assert done[("decode", 0)]["bytes_ok"][70]

@@ -305,6 +305,19 @@ void StreamSender::release_slab(OutPart& part) {
   part.slab = -1;
 }
 
+void StreamSender::unstage_after_failed_copy(int device) {
+  // The front part's copies failed, and a driver's stream error is sticky: the copies of
+  // the parts staged behind it on the same stream never ran. Those parts are not the
+  // failure's: they give their slabs back (the broken ring is replaced once all are
+  // back) and are staged again on a fresh stream, so only the part whose copy failed
+  // fails its batch.
+  for (auto it = std::next(sending_.begin()); it != sending_.end(); ++it) {
+    if (it->src_device != device || it->slab < 0 || !it->stage_error.ok()) continue;
+    release_slab(*it);
+    ++unstaged_device_parts_;
+  }
+}
+
 bool StreamSender::device_part_ready(OutPart& part, bool* failed, std::vector<Ended>* ended) {
   *failed = false;
   Status error = part.stage_error;
@@ -319,6 +332,7 @@ bool StreamSender::device_part_ready(OutPart& part, bool* failed, std::vector<En
     if (done.ok()) return *done;
     ring.mark_broken();
     error = done.status();
+    unstage_after_failed_copy(part.src_device);
   }
   // Nothing of the part was sent: it fails alone and the stream goes on.
   *failed = true;

@@ -129,6 +129,9 @@ class StreamSender {
   Status stage_into_slab(OutPart& part, DeviceSlabRing& ring) PDKV_REQUIRES(io_mu_);
   // The ring for `device`, created (on this thread) if needed.
   Result<DeviceSlabRing*> ring_for(int device) PDKV_REQUIRES(io_mu_);
+  // After the front part's copies failed: the parts staged behind it on that device's
+  // stream go back to unstaged.
+  void unstage_after_failed_copy(int device) PDKV_REQUIRES(io_mu_);
   // Whether the front (device) part's slab is ready to send; ends the part if its copies
   // failed (then returns false with *failed set).
   bool device_part_ready(OutPart& part, bool* failed, std::vector<Ended>* ended)
