@@ -194,36 +194,98 @@ def _scheduler(layerwise=True):
                          KVConnectorRole.SCHEDULER, None)
 
 
-def test_prefill_chunks_follow_computed_full_blocks_and_preemption_fails_the_room():
+def test_prefill_chunks_follow_computed_full_blocks():
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
-    from vllm.v1.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
     from vllm.v1.request import Request
+    from vllm_objects import cached_requests, new_request, scheduler_output
     s = _scheduler()
     r = Request("r", list(range(10)), {"do_remote_decode": True})
     s.update_state_after_alloc(r, KVCacheBlocks(([7, 3],)), 0)
-    meta = s.build_connector_meta(SchedulerOutput([NewRequestData("r", ([7, 3],), 0)],
-                                                  CachedRequestData([], [], []), {"r": 6}))
+    meta = s.build_connector_meta(scheduler_output([new_request("r", ([7, 3],))], None,
+                                                   {"r": 6}, preempted=set()))
     opened, chunk = meta.sends
     assert opened.open and opened.num_blocks_total == 3 and chunk.blocks == [7]  # 6 tokens
     r.num_computed_tokens = 6
-    meta = s.build_connector_meta(SchedulerOutput(
-        [], CachedRequestData(["r"], [([9],)], [6]), {"r": 4}, preempted_req_ids=set()))
+    meta = s.build_connector_meta(scheduler_output(
+        [], cached_requests(["r"], [([9],)], [6]), {"r": 4}, preempted=set()))
     assert [c.blocks for c in meta.sends] == [[3, 9]]  # the last chunk takes the tail page
-    s2 = _scheduler()
-    s2.update_state_after_alloc(r, KVCacheBlocks(([7, 3],)), 0)
-    s2.build_connector_meta(SchedulerOutput([], CachedRequestData([], [], []), {}))
-    meta = s2.build_connector_meta(SchedulerOutput([], CachedRequestData([], [], []), {},
-                                                   preempted_req_ids={"r"}))
-    assert [(c.req_id, c.abort) for c in meta.sends] == [("r", True)]
-    # vLLM's v1 runner: no preempted_req_ids; the request comes back as resumed, with
-    # new blocks replacing its old ones
-    s3 = _scheduler()
-    s3.update_state_after_alloc(r, KVCacheBlocks(([7, 3],)), 0)
-    s3.build_connector_meta(SchedulerOutput([], CachedRequestData([], [], []), {}))
-    meta = s3.build_connector_meta(SchedulerOutput(
-        [], CachedRequestData(["r"], [([4, 5],)], [0], resumed_req_ids={"r"}), {"r": 4}))
-    assert [(c.req_id, c.abort) for c in meta.sends] == [("r", True)]
-    assert s3.has_pending_push_work() is False
+
+
+def _preempted_then_resumed(s, r, preempted_req_ids: bool):
+    """vLLM preempts r (its blocks freed), then resumes it with blocks [4, 5, 6]; returns
+    the metadata of the preemption's step and of the resume's step."""
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm_objects import cached_requests, scheduler_output
+    r.num_computed_tokens = 0
+    at_preemption = s.build_connector_meta(scheduler_output(
+        preempted={"r"} if preempted_req_ids else None))
+    s.update_state_after_alloc(r, KVCacheBlocks(([4, 5, 6],)), 0)
+    at_resume = s.build_connector_meta(scheduler_output(
+        [], cached_requests(["r"], [([4, 5, 6],)], [0], resumed={"r"}), {"r": 4},
+        preempted=set() if preempted_req_ids else None))
+    return at_preemption, at_resume
+
+
+def test_preemption_before_pdkv_holds_a_page_keeps_the_room():
+    # Whole-prompt push, or layerwise before the first full page: nothing was read from
+    # the freed blocks, so the room lives on and the pages go out from the new blocks.
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm.v1.request import Request, RequestStatus
+    from vllm_objects import scheduler_output
+    for layerwise in (False, True):
+        s = _scheduler(layerwise=layerwise)
+        r = Request("r", list(range(10)), {"do_remote_decode": True, "pdkv_room": 41})
+        s.update_state_after_alloc(r, KVCacheBlocks(([7, 3],)), 0)
+        s.build_connector_meta(scheduler_output())  # the room opens
+        at_preemption, at_resume = _preempted_then_resumed(s, r, preempted_req_ids=True)
+        assert at_preemption.sends == []
+        assert [c.blocks for c in at_resume.sends] == ([[4]] if layerwise else [])
+        r.num_computed_tokens, r.status = 10, RequestStatus.FINISHED_LENGTH_CAPPED
+        delay, params = s.request_finished(r, ([4, 5, 6],))
+        assert delay and params["pdkv_room"] == 41
+        rest = s.build_connector_meta(scheduler_output()).sends
+        assert [(c.room, c.blocks) for c in rest] == [(41, [5, 6] if layerwise else [4, 5, 6])]
+
+
+def test_preemption_after_pages_went_to_pdkv_fails_the_room_and_resumes_in_a_fresh_one():
+    # Layerwise pages handed to pdkv were read from blocks the preemption freed: that
+    # room fails (none of its writes lands), the resumed request opens another one and
+    # the decode is told that one.
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm.v1.request import Request, RequestStatus
+    from vllm_objects import new_request, scheduler_output
+    for preempted_req_ids in (True, False):  # older vLLM leaves preempted_req_ids unset
+        s = _scheduler(layerwise=True)
+        r = Request("r", list(range(10)), {"do_remote_decode": True, "pdkv_room": 41})
+        s.update_state_after_alloc(r, KVCacheBlocks(([7, 3],)), 0)
+        s.build_connector_meta(scheduler_output([new_request("r", ([7, 3],))], None,
+                                                {"r": 6}))  # page 7 goes to pdkv
+        at_preemption, at_resume = _preempted_then_resumed(s, r, preempted_req_ids)
+        sends = at_preemption.sends + at_resume.sends
+        aborted, opened, chunk = sends
+        assert (aborted.room, aborted.abort) == (41, True)
+        assert opened.open and opened.room != 41 and chunk.room == opened.room
+        assert chunk.blocks == [4]
+        r.num_computed_tokens, r.status = 10, RequestStatus.FINISHED_LENGTH_CAPPED
+        assert s.request_finished(r, ([4, 5, 6],))[1]["pdkv_room"] == opened.room
+
+
+def test_request_that_finishes_while_preempted_hands_nothing_off():
+    # A vLLM without requires_kv_delivery can finish a request whose last step was in
+    # flight at its preemption: its blocks are gone, so no parameters (the decode then
+    # computes the prompt) and its room fails.
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm.v1.request import Request, RequestStatus
+    from vllm_objects import scheduler_output
+    s = _scheduler(layerwise=False)
+    r = Request("r", list(range(10)), {"do_remote_decode": True, "pdkv_room": 41})
+    s.update_state_after_alloc(r, KVCacheBlocks(([7, 3, 9],)), 0)
+    s.build_connector_meta(scheduler_output(preempted={"r"}))
+    r.status = RequestStatus.FINISHED_LENGTH_CAPPED
+    assert s.request_finished(r, ([7, 3, 9],)) == (False, None)
+    assert [(c.room, c.abort) for c in s.build_connector_meta(scheduler_output()).sends] \
+        == [(41, True)]
+    assert s.has_pending_push_work() is False
 
 
 def test_prefill_worker_drops_an_aborted_room_without_reporting_it(monkeypatch):

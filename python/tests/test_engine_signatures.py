@@ -113,12 +113,12 @@ def _standin_instances():
     from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, VllmConfig
     from vllm.platforms import current_platform
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
-    from vllm.v1.core.sched.output import (CachedRequestData, KVConnectorOutput,
-                                           NewRequestData, SchedulerOutput)
+    from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
-    cached = CachedRequestData([], [], [])
-    return [Request("r", [1], {}), SchedulerOutput([], cached, {}),
-            NewRequestData("r", ([1],), 0), cached, KVCacheBlocks(([1],)),
+    from vllm_objects import cached_requests, new_request, scheduler_output
+    cached = cached_requests()
+    return [Request("r", [1], {}), scheduler_output(cached=cached),
+            new_request("r", ([1],)), cached, KVCacheBlocks(([1],)),
             KVConnectorOutput(), KVTransferConfig(), VllmConfig(KVTransferConfig()),
             CacheConfig(), ModelConfig(), current_platform, KVArgs(), ServerArgs()]
 
@@ -177,9 +177,9 @@ def _run_vllm_adapter(log, monkeypatch):
     from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, VllmConfig
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
-    from vllm.v1.core.sched.output import (CachedRequestData, KVConnectorOutput,
-                                           NewRequestData, SchedulerOutput)
+    from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request, RequestStatus
+    from vllm_objects import cached_requests, new_request, scheduler_output
 
     from pdkv.integrations.vllm import PdkvConnector
     W = lambda o: _wrap(o, log)  # noqa: E731
@@ -195,11 +195,11 @@ def _run_vllm_adapter(log, monkeypatch):
     s = connector(KVConnectorRole.SCHEDULER, "kv_producer")
     r = Request("r", list(range(10)), {"do_remote_decode": True})
     s.update_state_after_alloc(W(r), W(KVCacheBlocks(([7, 3],))), 0)
-    s.build_connector_meta(W(SchedulerOutput([NewRequestData("r", ([7, 3],), 0)],
-                                             CachedRequestData([], [], []), {"r": 6})))
+    s.build_connector_meta(W(scheduler_output([new_request("r", ([7, 3],))], None,
+                                              {"r": 6})))
     r.num_computed_tokens = 6
-    s.build_connector_meta(W(SchedulerOutput([], CachedRequestData(["r"], [([9],)], [6]),
-                                             {"r": 4}, preempted_req_ids=set())))
+    s.build_connector_meta(W(scheduler_output([], cached_requests(["r"], [([9],)], [6]),
+                                              {"r": 4}, preempted=set())))
     r.num_computed_tokens, r.status = 10, RequestStatus.FINISHED_LENGTH_CAPPED
     s.request_finished(W(r), ([7, 3, 9],))
     s.has_pending_push_work()

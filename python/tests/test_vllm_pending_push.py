@@ -12,6 +12,7 @@ use_standins()
 torch = pytest.importorskip("torch")
 
 from vllm_cluster import assert_delivered, run_prefill_then_decode  # noqa: E402
+from vllm_objects import scheduler_output  # noqa: E402
 
 
 def _connector(role_name: str, layerwise=False):
@@ -27,13 +28,12 @@ def _connector(role_name: str, layerwise=False):
 
 
 def _empty_output():
-    from vllm.v1.core.sched.output import CachedRequestData, SchedulerOutput
-    return SchedulerOutput([], CachedRequestData([], [], []), {})
+    return scheduler_output()
 
 
 def test_prefill_push_work_is_pending_until_every_room_is_reported_finished():
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
-    from vllm.v1.core.sched.output import KVConnectorOutput
+    from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request, RequestStatus
     s = _connector("kv_producer")
     assert s.has_pending_push_work() is False
@@ -67,7 +67,7 @@ def test_prefill_push_work_is_pending_until_every_room_is_reported_finished():
 
 def test_decode_load_aborted_mid_flight_is_pending_until_its_blocks_are_released():
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
-    from vllm.v1.core.sched.output import KVConnectorOutput
+    from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request, RequestStatus
     s = _connector("kv_consumer")
     params = {"do_remote_prefill": True, "pdkv_room": 77, "pdkv_bootstrap_addr": "p:1"}
@@ -81,7 +81,8 @@ def test_decode_load_aborted_mid_flight_is_pending_until_its_blocks_are_released
     assert s.has_pending_push_work()
     s.build_connector_meta(_empty_output())
     assert s.has_pending_push_work()  # until the workers report the room ended
-    s.update_connector_output(KVConnectorOutput(finished_sending={"d"}))
+    # ... in finished_recving, where vLLM frees the blocks of a finished request's load
+    s.update_connector_output(KVConnectorOutput(finished_recving={"d"}))
     assert s.has_pending_push_work() is False
 
 

@@ -8,8 +8,10 @@ from vllm_replay import decode_main, prefill_main
 
 def run_prefill_then_decode(p_tp: int, d_tp: int, layout: str, heads: int, requests,
                             chunk: int, extra_p=None, extra_d=None, prefix_blocks=None,
-                            block_size: int = 4, device: bool = False, env=None):
-    """requests: [(id, tokens, seed, room or None)]. Returns ({rank name: report},
+                            block_size: int = 4, device: bool = False, env=None,
+                            prefill=None, decode=None):
+    """requests: [(id, tokens, seed, room or None)]; prefill / decode: more settings of
+    those ranks (vllm_replay.prefill_main / decode_main). Returns ({rank name: report},
     {request id: params the prefill returned})."""
     with Ranks() as ranks:
         # device: CUDA caches on the fake driver (vllm_replay.on_device); env: every rank's
@@ -17,9 +19,11 @@ def run_prefill_then_decode(p_tp: int, d_tp: int, layout: str, heads: int, reque
                     env=env)
         for r in range(p_tp):
             ranks.start(f"p{r}", prefill_main, dict(base, rank=r, tp=p_tp, extra=extra_p or {},
-                                                   requests=requests, chunk=chunk))
+                                                   requests=requests, chunk=chunk,
+                                                   **(prefill or {})))
         for r in range(d_tp):
-            ranks.start(f"d{r}", decode_main, dict(base, rank=r, tp=d_tp, extra=extra_d or {}))
+            ranks.start(f"d{r}", decode_main, dict(base, rank=r, tp=d_tp, extra=extra_d or {},
+                                                   **(decode or {})))
         ranks.serve_bootstrap()
         ranks.expect("ready", p_tp + d_tp)
         params = {m[1]: m[2] for m in ranks.expect("params", len(requests))}

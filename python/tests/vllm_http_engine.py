@@ -19,7 +19,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from engine_replay import block_allocator
 from pdkv.testing import heads_of
-from vllm_replay import (NUM_BLOCKS, _connectors, _step, check_kv, make_caches, write_kv)
+from vllm_engine_model import model_runner_step
+from vllm_objects import new_request, scheduler_output
+from vllm_replay import NUM_BLOCKS, _connectors, check_kv, make_caches, write_kv
 
 
 class _Engine:
@@ -45,8 +47,7 @@ class _Engine:
 
     def loop(self, stop: threading.Event) -> None:
         from vllm.v1.core.kv_cache_manager import KVCacheBlocks
-        from vllm.v1.core.sched.output import (CachedRequestData, KVConnectorOutput,
-                                               NewRequestData, SchedulerOutput)
+        from vllm.v1.outputs import KVConnectorOutput
         from vllm.v1.request import Request, RequestStatus
         while not stop.is_set():
             new, scheduled = [], {}
@@ -61,15 +62,14 @@ class _Engine:
                     blocks = self.alloc(n_blocks)
                     assert self.sched.get_num_new_matched_tokens(r, 0) == (0, False)
                     self.sched.update_state_after_alloc(r, KVCacheBlocks((blocks,)), 0)
-                    new.append(NewRequestData(req_id, (blocks,), 0))
+                    new.append(new_request(req_id, (blocks,), 0))
                     scheduled[req_id] = len(prompt)  # whole prompt in one step
                 else:
                     count, _ = self.sched.get_num_new_matched_tokens(r, 0)
                     blocks = self.alloc(n_blocks)
                     self.sched.update_state_after_alloc(r, KVCacheBlocks((blocks,)), count)
                 self.live[req_id] = (r, blocks, prompt[0], fut)
-            meta = self.sched.build_connector_meta(
-                SchedulerOutput(new, CachedRequestData([], [], []), scheduled))
+            meta = self.sched.build_connector_meta(scheduler_output(new, None, scheduled))
 
             def forward(layer, name):
                 for req_id, n in scheduled.items():
@@ -77,7 +77,8 @@ class _Engine:
                     write_kv(self.torch, self.caches[name], self.cfg["layout"], layer, blocks,
                              self.bs, range(n), self.first_head, self.n_heads, seed)
 
-            sending, recving = _step(self.worker, meta, forward, self.finished)
+            sending, recving, invalid = model_runner_step(self.worker, meta, forward,
+                                                          self.finished)
             self.sched.update_connector_output(KVConnectorOutput(sending, recving))
             for req_id in scheduled:  # prefill: max_tokens=1, done after this forward
                 r, blocks, _, fut = self.live[req_id]
@@ -95,7 +96,7 @@ class _Engine:
                                   blocks, self.bs, range(r.num_prompt_tokens), self.first_head,
                                   self.n_heads, seed)
                          for layer, name in enumerate(self.caches))
-                errors = self.worker.get_block_ids_with_load_errors()
+                errors = invalid
                 fut.set_result({"choices": [{"text": "decoded"}], "bytes_ok": ok,
                                 "load_errors": sorted(errors)})
             time.sleep(0.002)

@@ -3,11 +3,15 @@
 A rank process plays one vLLM worker plus (a copy of) its instance's scheduler: the
 scheduler side is deterministic, so every rank builds the same metadata, as vLLM's single
 scheduler would broadcast it. Per step: get_num_new_matched_tokens /
-update_state_after_alloc for new requests, build_connector_meta (pickled, as it crosses
-processes), bind_connector_metadata, start_load_kv, then per layer wait_for_layer_load,
-the forward's KV write, save_kv_layer, then wait_for_save, get_finished,
-clear_connector_metadata, update_connector_output, and request_finished when a prompt is
-done. KV caches are real CPU tensors in the layout vLLM's attention backend allocates.
+update_state_after_alloc for requests from the waiting queue (new, or resumed after a
+preemption with new blocks), build_connector_meta (pickled, as it crosses processes),
+then the worker step in the model runner's order (vllm_engine_model.model_runner_step),
+update_connector_output with the scheduler's own bookkeeping of the reports
+(SchedulerLedger: a report naming a request it already freed kills vLLM), and
+request_finished when a prompt is done. KV caches are real CPU tensors in the layout
+vLLM's attention backend allocates. Preemption as vLLM does it: the blocks are freed
+(poisoned here, as the request that gets them next would write them), the request
+starts over from the waiting queue.
 
 The loop stops as vLLM's engine core does: once no request is left to schedule and the
 scheduler connector's has_pending_push_work() is false (Scheduler.has_requests), so a
@@ -15,14 +19,16 @@ push that needs steps after the last forward must be announced by that hook.
 """
 from __future__ import annotations
 
-import pickle
 import time
 
 from engine_replay import block_allocator, pattern, wait_stop
 from pdkv.testing import heads_of
+from vllm_engine_model import SchedulerLedger, model_runner_step
+from vllm_objects import cached_requests, new_request, scheduler_output
 
 LAYERS, HEAD_DIM, LATENT, NUM_BLOCKS = 3, 8, 16, 64
 SENTINEL = 77.0  # prefix blocks the decode already holds: must stay untouched
+POISON = 99.0  # blocks a preemption freed, as the next request to hold them writes them
 
 
 def make_caches(torch, layout: str, heads: int, block_size: int):
@@ -64,6 +70,14 @@ def on_device(cfg, caches):
             m.upload()
     cuda_sync.synchronize_current_stream = synchronize
     return {name: m.tensor() for name, m in mirrors.items()}, mirrors, syncs
+
+
+def poison_blocks(caches, layout, blocks) -> None:
+    for cache in caches.values():
+        if layout == "MLA":
+            cache[blocks] = POISON
+        else:
+            cache[:, blocks] = POISON
 
 
 def _token_view(cache, layout):
@@ -131,18 +145,10 @@ def _connectors(cfg, role: str, engine_id: str):
 
 
 def _step(worker, meta, on_layer=None, finished=frozenset()):
-    """One engine step on the worker side; returns get_finished's pair."""
-    worker.bind_connector_metadata(pickle.loads(pickle.dumps(meta)))
-    worker.start_load_kv(None)
-    for layer, name in enumerate(worker._worker.layer_names):
-        worker.wait_for_layer_load(name)
-        if on_layer is not None:
-            on_layer(layer, name)
-        worker.save_kv_layer(name, None, None)
-    worker.wait_for_save()
-    done = worker.get_finished(set(finished))
-    worker.clear_connector_metadata()
-    return done
+    """One engine step on the worker side, in the model runner's order (pdkv's loads are
+    asynchronous, so start_load_kv follows the forward); returns the finished pair."""
+    sending, recving, _ = model_runner_step(worker, meta, on_layer, finished)
+    return sending, recving
 
 
 def prefill_main(cfg, out_q, in_q):
@@ -151,8 +157,7 @@ def prefill_main(cfg, out_q, in_q):
     import torch
 
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
-    from vllm.v1.core.sched.output import (CachedRequestData, KVConnectorOutput,
-                                           NewRequestData, SchedulerOutput)
+    from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request, RequestStatus
 
     sched, worker = _connectors(cfg, "kv_producer", "prefill-instance")
@@ -171,30 +176,58 @@ def prefill_main(cfg, out_q, in_q):
         seeds[req_id] = seed
     out_q.put(("ready", cfg["name"]))
 
-    pending_finished, sending_done = set(), set()
-    while any(r.status == RequestStatus.WAITING or r.status == RequestStatus.RUNNING
-              for r in reqs.values()):
-        new, cached = [], CachedRequestData([], [], [])
+    ledger = SchedulerLedger(sched)
+    for r in reqs.values():
+        ledger.add(r)
+    just_finished, sending_done = set(), set()  # finished since the last step; all sent
+    preempt_at = dict(cfg.get("preempt", {}))  # req id -> step that preempts it
+    fill_preempted = cfg.get("fill_preempted_req_ids", True)
+    schedulable = (RequestStatus.WAITING, RequestStatus.RUNNING, RequestStatus.PREEMPTED)
+    step = 0
+    while any(r.status in schedulable for r in reqs.values()):
+        preempted = set()
+        for req_id, at in list(preempt_at.items()):
+            if at == step and reqs[req_id].status == RequestStatus.RUNNING:
+                # vLLM's preemption: the blocks go back to the pool (another request
+                # rewrites them: poisoned here) and the request waits to start over.
+                del preempt_at[req_id]
+                r = reqs[req_id]
+                r.status, r.num_computed_tokens = RequestStatus.PREEMPTED, 0
+                poison_blocks(caches, layout, blocks.pop(req_id))
+                preempted.add(req_id)
+        new, resumed, cached_ids, cached_blocks, cached_computed = [], set(), [], [], []
         scheduled = {}
         for req_id, r in reqs.items():
-            if r.status not in (RequestStatus.WAITING, RequestStatus.RUNNING):
+            if r.status not in schedulable or req_id in preempted:
                 continue
             n = min(cfg["chunk"], r.num_prompt_tokens - r.num_computed_tokens)
             scheduled[req_id] = n
             need = -(-(r.num_computed_tokens + n) // bs) - len(blocks.get(req_id, []))
             fresh = alloc(need)
-            if r.status == RequestStatus.WAITING:
+            if r.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED):
+                # from the waiting queue, first time or resumed: the connector is asked
+                # again and told of the (new) blocks
                 assert sched.get_num_new_matched_tokens(r, 0) == (0, False)
                 blocks[req_id] = fresh
                 sched.update_state_after_alloc(r, KVCacheBlocks((list(fresh),)), 0)
-                new.append(NewRequestData(req_id, (list(fresh),), 0))
+                if r.status == RequestStatus.WAITING:
+                    new.append(new_request(req_id, (list(fresh),), 0))
+                else:
+                    resumed.add(req_id)
+                    cached_ids.append(req_id)
+                    cached_blocks.append((list(fresh),))
+                    cached_computed.append(0)
                 r.status = RequestStatus.RUNNING
             else:
                 blocks[req_id] += fresh
-                cached.req_ids.append(req_id)
-                cached.new_block_ids.append((fresh,) if fresh else None)
-                cached.num_computed_tokens.append(r.num_computed_tokens)
-        meta = sched.build_connector_meta(SchedulerOutput(new, cached, scheduled))
+                cached_ids.append(req_id)
+                cached_blocks.append((fresh,) if fresh else None)
+                cached_computed.append(r.num_computed_tokens)
+        so = scheduler_output(new, cached_requests(cached_ids, cached_blocks, cached_computed,
+                                                   resumed),
+                              scheduled, just_finished,
+                              preempted if fill_preempted else None)
+        meta = sched.build_connector_meta(so)
 
         def forward(layer, name):
             if cfg.get("hang_in_forward") and layer == 1:
@@ -209,31 +242,36 @@ def prefill_main(cfg, out_q, in_q):
                          range(r.num_computed_tokens, r.num_computed_tokens + n),
                          first_head, n_heads, seeds[req_id])
 
-        sending, recving = _step(worker, meta, forward, pending_finished)
-        sched.update_connector_output(KVConnectorOutput(sending, recving))
+        sending, recving = _step(worker, meta, forward, just_finished)
+        just_finished = set()
+        ledger.apply(KVConnectorOutput(sending, recving))
         sending_done |= sending or set()
+        step += 1
         for req_id, n in scheduled.items():
             r = reqs[req_id]
             r.num_computed_tokens += n
             if r.num_computed_tokens == r.num_prompt_tokens:
-                r.status = RequestStatus.FINISHED_LENGTH_CAPPED  # max_tokens=1
-                delay, params = sched.request_finished(r, (list(blocks[req_id]),))
+                # max_tokens=1: the prompt's step samples the only token
+                delay, params = ledger.finish(r, RequestStatus.FINISHED_LENGTH_CAPPED,
+                                              (list(blocks[req_id]),))
                 assert delay, "prefill must keep its blocks until the push ends"
-                pending_finished.add(req_id)
+                just_finished.add(req_id)
                 if cfg["rank"] == 0:
                     out_q.put(("params", req_id, params))
     # Nothing left to schedule: vLLM steps on only while the connector has push work.
     deadline = time.monotonic() + cfg.get("timeout", 30)
     idle_steps = 0
     while sched.has_pending_push_work() and time.monotonic() < deadline:
-        meta = sched.build_connector_meta(SchedulerOutput([], CachedRequestData([], [], []), {}))
-        sending, recving = _step(worker, meta, None, pending_finished)
-        sched.update_connector_output(KVConnectorOutput(sending, recving))
+        meta = sched.build_connector_meta(scheduler_output(finished=just_finished))
+        sending, recving = _step(worker, meta, None, just_finished)
+        just_finished = set()
+        ledger.apply(KVConnectorOutput(sending, recving))
         sending_done |= sending or set()
         idle_steps += 1
         time.sleep(0.01)
     stats = worker.get_kv_connector_stats()
     out_q.put(("done", cfg["name"], {"finished_sending": sorted(sending_done),
+                                     "unfreed": sorted(ledger.requests),
                                      "failures": dict(worker._worker.failures),
                                      "stats": stats.reduce() if stats else None,
                                      "stats_data": dict(stats.data) if stats else None,
@@ -245,15 +283,30 @@ def prefill_main(cfg, out_q, in_q):
     worker.shutdown()
 
 
+def _report_landed_layers(torch, cfg, caches, layout, reqs, first_head, n_heads, landed,
+                          out_q) -> None:
+    """("landed", rank, layer) once every request's bytes of that layer are in place."""
+    bs = cfg["block_size"]
+    for layer, name in enumerate(caches):
+        if layer in landed:
+            continue
+        if all(check_kv(torch, caches[name], layout, layer, blocks, bs,
+                        range(prefix * bs, r.num_prompt_tokens), first_head, n_heads, seed)
+               for r, seed, blocks, prefix in reqs.values()):
+            landed.add(layer)
+            out_q.put(("landed", cfg["name"], layer))
+
+
 def decode_main(cfg, out_q, in_q):
-    """cfg: rank, tp, heads, layout, block_size, addr, extra. Inbox: ("req", id, tokens,
-    seed, params, prefix_blocks) then ("go",)."""
+    """cfg: rank, tp, heads, layout, block_size, addr, extra; async_scheduling,
+    abort_after_recv (a request the client ends right after its load was reported),
+    watch_layers (report each layer once it landed). Inbox: ("req", id, tokens, seed,
+    params, prefix_blocks) then ("go",); ("abort", id) ends a request."""
     import torch
 
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
-    from vllm.v1.core.sched.output import (CachedRequestData, KVConnectorOutput,
-                                           SchedulerOutput)
-    from vllm.v1.request import Request
+    from vllm.v1.outputs import KVConnectorOutput
+    from vllm.v1.request import Request, RequestStatus
 
     sched, worker = _connectors(cfg, "kv_consumer", "decode-instance")
     bs, layout = cfg["block_size"], cfg["layout"]
@@ -283,38 +336,67 @@ def decode_main(cfg, out_q, in_q):
         reqs[req_id] = (r, seed, blocks, prefix_blocks)
     for m in (mirrors or {}).values():  # the prefix the decode holds is on its GPU
         m.upload()
+    ledger = SchedulerLedger(sched)
+    for r, *_ in reqs.values():
+        r.status = RequestStatus.WAITING_FOR_REMOTE_KVS
+        ledger.add(r)
+    # async_scheduling: the scheduler takes a step's output only after it scheduled the
+    # next step (vLLM's asynchronous scheduling), so a request it ends in between may
+    # already be reported by the workers.
+    lag = 1 if cfg.get("async_scheduling") else 0
+    unapplied: list = []
     t0 = time.time()
-    recvd, errors, times, held, released = set(), set(), {}, set(), set()
+    recvd, errors, times, held, aborted = set(), set(), {}, set(), set()
+    reports: dict[str, list[str]] = {}  # req id -> every report naming it, in order
+    just_finished, landed = set(), set()
     deadline = time.monotonic() + cfg.get("timeout", 30)
+
+    def waiting():
+        return [i for i, r in ledger.requests.items()
+                if r.status == RequestStatus.WAITING_FOR_REMOTE_KVS and i not in ledger.ready]
+
     # Loading requests wait for remote KVs (vLLM counts them unfinished); aborted ones are
     # finished, so only has_pending_push_work keeps the loop stepping for them.
-    while (set(reqs) - recvd - held or sched.has_pending_push_work()) and \
+    while (waiting() or sched.has_pending_push_work() or unapplied) and \
             time.monotonic() < deadline:
-        if not in_q.empty():  # the client went away while the KV was landing
-            _, req_id = in_q.get()
-            from vllm.v1.request import RequestStatus
+        ends = [in_q.get()[1]] if not in_q.empty() else []  # the client went away
+        if cfg.get("abort_at_go"):  # ... before any step ran
+            ends.append(cfg.pop("abort_at_go"))
+        if cfg.get("abort_after_recv") in recvd:  # ... just as its load ended
+            ends.append(cfg.pop("abort_after_recv"))
+        for req_id in ends:
             r = reqs[req_id][0]
-            r.status = RequestStatus.FINISHED_ABORTED
-            delay, _ = sched.request_finished(r, (reqs[req_id][2],))
+            delay, _ = ledger.finish(r, RequestStatus.FINISHED_ABORTED, (reqs[req_id][2],))
+            aborted.add(req_id)
+            just_finished.add(req_id)
             if delay:
                 held.add(req_id)
-        meta = sched.build_connector_meta(SchedulerOutput([], CachedRequestData([], [], []), {}))
-        sending, recving = _step(worker, meta, finished=held)
-        sched.update_connector_output(KVConnectorOutput(sending, recving))
-        errors |= worker.get_block_ids_with_load_errors()
+        meta = sched.build_connector_meta(scheduler_output(finished=just_finished))
+        sending, recving, invalid = model_runner_step(worker, meta, finished=just_finished)
+        just_finished = set()
+        for kind, ids in (("sending", sending), ("recving", recving)):
+            for req_id in ids or ():
+                reports.setdefault(req_id, []).append(kind)
+        unapplied.append(KVConnectorOutput(sending, recving, invalid_block_ids=invalid))
+        while len(unapplied) > lag or (unapplied and not waiting()
+                                       and not sched.has_pending_push_work()):
+            ledger.apply(unapplied.pop(0))
+        errors |= invalid
         for req_id in recving or ():
             times[req_id] = time.time()
         recvd |= recving or set()
-        released |= sending or set()
         if cfg.get("report_waiting") and not recvd:
             out_q.put(("waiting", cfg["name"]))
             cfg["report_waiting"] = False
+        if cfg.get("watch_layers"):
+            _report_landed_layers(torch, cfg, caches, layout, reqs, first_head, n_heads,
+                                  landed, out_q)
         time.sleep(0.01)
     for m in (mirrors or {}).values():  # what pdkv landed on the GPU, for the checks
         m.download()
     bytes_ok, prefix_ok = {}, {}
     for req_id, (r, seed, blocks, prefix_blocks) in reqs.items():
-        if req_id in released:
+        if req_id in aborted:
             continue
         tokens = range(prefix_blocks * bs, r.num_prompt_tokens)
         bytes_ok[req_id] = all(
@@ -327,7 +409,9 @@ def decode_main(cfg, out_q, in_q):
     stats = worker.get_kv_connector_stats()
     out_q.put(("done", cfg["name"], {
         "finished_recving": sorted(recvd), "load_errors": sorted(errors),
-        "held": sorted(held), "finished_sending": sorted(released),
+        "held": sorted(held), "aborted": sorted(aborted), "reports": reports,
+        "freed": list(ledger.freed), "unfreed": sorted(ledger.requests),
+        "finished_sending": sorted(i for i, k in reports.items() if "sending" in k),
         "blocks": {k: v[2][v[3]:] for k, v in reqs.items()}, "bytes_ok": bytes_ok,
         "prefix_ok": prefix_ok, "failures": dict(worker._worker.failures),
         "recv_time": times, "start_time": t0, "stats": stats.reduce() if stats else None,

@@ -99,6 +99,13 @@ class PdkvConnector(KVConnectorBase_V1):
     def register_kv_caches(self, kv_caches):
         self._work().register_kv_caches(kv_caches)
 
+    def bind_connector_metadata(self, connector_metadata) -> None:
+        # Every vLLM model runner binds the step's metadata before the forward, while
+        # start_load_kv comes before or (newer runners, asynchronous loads) after it:
+        # the prefill's chunks must reach pdkv before the forward saves its layers.
+        super().bind_connector_metadata(connector_metadata)
+        self._work().begin_step(connector_metadata)
+
     def start_load_kv(self, forward_context, **kwargs: Any) -> None:
         self._work().start_load_kv(self._get_connector_metadata())
 
@@ -115,6 +122,16 @@ class PdkvConnector(KVConnectorBase_V1):
 
     def get_finished(self, finished_req_ids: set[str]):
         return self._work().get_finished(finished_req_ids)
+
+    def get_transfer_results(self, finished_req_ids: set[str]):
+        """What newer vLLM model runners call instead of get_finished: the same report,
+        as vLLM's KVConnectorTransferResults (pdkv names a failed load by its blocks, in
+        get_block_ids_with_load_errors, and reports it finished receiving)."""
+        from vllm.distributed.kv_transfer.kv_connector.v1.base import (
+            KVConnectorTransferResults)
+        sending, recving = self.get_finished(finished_req_ids)
+        return KVConnectorTransferResults(finished_sending=sending or set(),
+                                          finished_recving=recving or set())
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         return self._work().take_load_errors()

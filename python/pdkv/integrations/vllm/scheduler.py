@@ -7,6 +7,24 @@ at once when it finishes; ``request_finished`` keeps its blocks until the worker
 the push ended and returns the parameters the decode needs. Decode (kv_consumer): a
 request carrying ``do_remote_prefill`` loads every prompt token it does not hold yet,
 asynchronously; its blocks go to the workers as the destination pages.
+
+Preemption (prefill): vLLM frees a preempted request's blocks, puts it back in the
+waiting queue and, when it resumes, allocates new blocks and calls
+update_state_after_alloc again (a producer request is never allocated twice otherwise,
+so that second call is the resume, whether or not SchedulerOutput.preempted_req_ids
+said so). The request keeps its room through the preemption while pdkv holds none of its
+pages (the whole-prompt push, or layerwise before its first full page): the pages go out
+from the new blocks when it finishes. Pages already handed to pdkv were read from blocks
+the preemption freed, so that room fails (its queued writes are dropped, none can land
+later) and the resumed request opens a fresh room; the decode learns the room only from
+request_finished's parameters, so no decode waits on the failed one.
+
+Reports (decode): a load reaches vLLM once per worker, in finished_recving, whether it
+landed, failed (its blocks then also in the load errors) or was aborted mid-flight:
+vLLM frees an aborted load's held blocks when it shows up in finished_recving, and a
+second report of the same request (finished_sending after finished_recving, as an abort
+racing the load's end under asynchronous scheduling would give) hits the scheduler's
+assertion that the request still exists.
 """
 from __future__ import annotations
 
@@ -14,7 +32,7 @@ import dataclasses
 import logging
 from typing import Any, Optional
 
-from pdkv.integrations.rooms import RoomTable
+from pdkv.integrations.rooms import RoomTable, room_hash
 from pdkv.integrations.vllm import params as P
 from pdkv.integrations.vllm.metadata import PdkvConnectorMetadata, RecvRequest, SendChunk
 
@@ -38,10 +56,13 @@ def _cdiv(a: int, b: int) -> int:
 @dataclasses.dataclass
 class _Sending:
     request: Any
-    room: int
+    room: Optional[int]  # None: failed at a preemption, a fresh one opens on resume
     blocks: list[int]
     num_blocks_total: int
     blocks_sent: int = 0
+    # vLLM freed the blocks (preempted) and has not allocated new ones yet
+    preempted: bool = False
+    restarts: int = 0  # rooms failed at preemptions (salts the next room)
 
 
 class SchedulerSide:
@@ -53,9 +74,10 @@ class SchedulerSide:
         self._is_producer, self._is_consumer = is_producer, is_consumer
         self._rooms = RoomTable(instance_id)
         self._sending: dict[str, _Sending] = {}
+        self._instance_id = instance_id
         self._loading: dict[str, tuple[int, str]] = {}  # decode: req id -> (room, addr)
         # decode: loads aborted mid-flight whose blocks vLLM holds until the workers
-        # report them in finished_sending
+        # report them in finished_recving
         self._held: set[str] = set()
         self._meta = PdkvConnectorMetadata()
 
@@ -73,7 +95,9 @@ class SchedulerSide:
         if self._is_consumer and params.get(P.DO_REMOTE_PREFILL):
             self._start_receiving(request, params, blocks, num_external_tokens)
         elif self._is_producer and params.get(P.DO_REMOTE_DECODE):
-            if request.request_id in self._sending:
+            state = self._sending.get(request.request_id)
+            if state is not None:
+                self._resume(state, _first_group(blocks.get_block_ids()))
                 return
             room = self._rooms.assign(request.request_id, params.get(P.ROOM))
             state = _Sending(request, room, _first_group(blocks.get_block_ids()),
@@ -83,21 +107,10 @@ class SchedulerSide:
                                               state.num_blocks_total, open=True))
 
     def build_connector_meta(self, scheduler_output) -> PdkvConnectorMetadata:
-        preempted = set(getattr(scheduler_output, "preempted_req_ids", None) or ())
-        if self._layerwise:
-            # vLLM's v1 runner leaves preempted_req_ids unset; a preempted request shows
-            # up again in resumed_req_ids, with new blocks replacing its old ones (pages
-            # streamed from the old ones may be stale).
-            cached = getattr(scheduler_output, "scheduled_cached_reqs", None)
-            preempted |= set(getattr(cached, "resumed_req_ids", None) or ())
-        for req_id in sorted(preempted):
-            state = self._sending.pop(req_id, None)
-            if state is not None:
-                # Its blocks are freed and will be rewritten: pages streamed from them
-                # could be stale, so the room fails (the decode recomputes or fails).
-                self._meta.sends.append(SendChunk(req_id, state.room, [],
-                                                  state.num_blocks_total, abort=True))
-                self._rooms.release(req_id)
+        # Older vLLM leaves preempted_req_ids unset: the resume (update_state_after_alloc
+        # again) then handles the preemption, before any new page is planned.
+        for req_id in sorted(getattr(scheduler_output, "preempted_req_ids", None) or ()):
+            self._preempt(req_id)
         if self._layerwise:
             self._plan_layerwise_chunks(scheduler_output)
         meta, self._meta = self._meta, PdkvConnectorMetadata()
@@ -120,6 +133,7 @@ class SchedulerSide:
             self._rooms.release(req_id)
         for req_id in (connector_output.finished_recving or ()):
             self._loading.pop(req_id, None)
+            self._held.discard(req_id)
 
     def request_finished(self, request, block_ids) -> tuple[bool, Optional[dict]]:
         params = request.kv_transfer_params or {}
@@ -144,13 +158,14 @@ class SchedulerSide:
         if state is None:
             return False, None
         from vllm.v1.request import RequestStatus
-        if request.status != RequestStatus.FINISHED_LENGTH_CAPPED:
-            # Aborted or stopped early: nothing complete to hand off. vLLM frees the
-            # blocks now; the workers fail the room and do not report it.
-            self._meta.sends.append(SendChunk(req_id, state.room, [], state.num_blocks_total,
-                                              abort=True))
+        if request.status != RequestStatus.FINISHED_LENGTH_CAPPED or state.preempted:
+            # Aborted or stopped early: nothing complete to hand off. Or finished while
+            # preempted (a vLLM without requires_kv_delivery may finish a request whose
+            # last step was in flight at the preemption): its blocks are freed, so no
+            # parameters go out and the decode computes the prompt itself. vLLM frees
+            # the blocks now; the workers fail the room and do not report it.
+            self._drop_room(req_id, state)
             del self._sending[req_id]
-            self._rooms.release(req_id)
             return False, None
         blocks = _first_group(block_ids) or state.blocks
         if len(blocks) < state.num_blocks_total:
@@ -165,6 +180,50 @@ class SchedulerSide:
                       P.NUM_BLOCKS: state.num_blocks_total}
 
     # --- helpers ----------------------------------------------------------------------
+    def _preempt(self, req_id: str) -> None:
+        """vLLM freed the request's blocks (they will be rewritten by others)."""
+        state = self._sending.get(req_id)
+        if state is None or state.preempted:
+            return
+        state.preempted = True
+        state.blocks = []
+        if state.blocks_sent:
+            # pdkv holds pages read from the freed blocks: fail the room so none of
+            # them is written anywhere; the resume opens a fresh room.
+            self._drop_room(req_id, state)
+            state.blocks_sent = 0
+            state.restarts += 1
+
+    def _resume(self, state: _Sending, blocks: list[int]) -> None:
+        """The preempted request is scheduled again, with these (new) blocks."""
+        req_id = state.request.request_id
+        self._preempt(req_id)  # a no-op when preempted_req_ids reported it already
+        state.preempted = False
+        state.blocks = list(blocks)
+        if state.room is None:
+            state.room = self._fresh_room(req_id, state.restarts)
+            self._meta.sends.append(SendChunk(req_id, state.room, [], state.num_blocks_total,
+                                              open=True))
+
+    def _fresh_room(self, req_id: str, restarts: int) -> int:
+        """A room no earlier attempt of this request used (the failed ones are
+        remembered as failed by the prefill ranks)."""
+        salt = restarts
+        while True:
+            try:
+                return self._rooms.assign(req_id, room_hash(self._instance_id,
+                                                            f"{req_id}\0restart {salt}"))
+            except ValueError:  # held by another live request: try the next salt
+                salt += 1
+
+    def _drop_room(self, req_id: str, state: _Sending) -> None:
+        """The workers fail the request's room; nothing of it is reported back."""
+        if state.room is not None:
+            self._meta.sends.append(SendChunk(req_id, state.room, [], state.num_blocks_total,
+                                              abort=True))
+            self._rooms.release(req_id)
+            state.room = None
+
     def _start_receiving(self, request, params: dict, blocks, num_external_tokens: int):
         params[P.DO_REMOTE_PREFILL] = False  # one transfer per request
         room = int(params[P.ROOM])
@@ -199,7 +258,7 @@ class SchedulerSide:
                 if ids is not None:
                     new_blocks[req_id] = new_blocks.get(req_id, []) + _first_group(ids)
         for req_id, state in self._sending.items():
-            if req_id not in scheduled:
+            if req_id not in scheduled or state.room is None or state.preempted:
                 continue
             known = set(state.blocks)
             state.blocks.extend(b for b in new_blocks.get(req_id, ()) if b not in known)

@@ -6,7 +6,15 @@ streaming, marks a layer ready as vLLM saves it), and reports a request finished
 sending once its room ended, Success or not, so vLLM frees its blocks. Decode: opens a
 KVReceiver per request with its blocks as destination pages and reports it finished
 receiving once its room ended; a failed room's blocks are reported as load errors, for
-vLLM's ``kv_load_failure_policy`` (recompute or fail) to act on.
+vLLM's ``kv_load_failure_policy`` (recompute or fail) to act on. A load aborted
+mid-flight is reported finished receiving too, once, when its room ended (vLLM frees
+the blocks it held then); one that this worker already reported is not reported again.
+
+Call order: the prefill's chunks are handed to pdkv in ``begin_step`` (from
+bind_connector_metadata, which every vLLM model runner calls before the forward), not in
+start_load_kv, which newer runners call after the forward when no load is synchronous:
+a layerwise chunk must be reserved before the forward's save_kv_layer calls, or every
+layer would be marked only at wait_for_save and nothing would stream during the forward.
 
 CUDA caches: pdkv reads a source only once the caller has synchronised (it takes no
 stream), so before a prefill hands pdkv bytes the forward wrote (a layer in
@@ -41,7 +49,7 @@ class WorkerSide:
         self._senders: dict[str, pdkv.KVSender] = {}
         self._receivers: dict[str, tuple[pdkv.KVReceiver, list[int]]] = {}
         self._finished_requests: set[str] = set()
-        self._held: dict[str, Optional[pdkv.KVReceiver]] = {}  # decode: aborted loads
+        self._aborted_loads: dict[str, pdkv.KVReceiver] = {}  # decode: until they end
         self._load_errors: set[int] = set()
         self._layers_to_mark = 0
         self._delta = CounterDelta()
@@ -60,13 +68,20 @@ class WorkerSide:
             log.info("pdkv: TP rank %d serves /metrics on port %d", topology.tp_rank,
                      self.mgr.metrics_port)
 
-    def start_load_kv(self, meta: PdkvConnectorMetadata) -> None:
-        if self.mgr is None:
-            raise RuntimeError("start_load_kv before register_kv_caches")
-        if self._mode == "prefill":
+    def begin_step(self, meta: PdkvConnectorMetadata) -> None:
+        """This step's metadata, before its forward: the prefill's chunks go to pdkv."""
+        if self._mode == "prefill" and self._has_work(meta.sends):
             self._start_sends(meta)
-        else:
+
+    def start_load_kv(self, meta: PdkvConnectorMetadata) -> None:
+        """The decode's loads start (before or after the forward: they land between steps)."""
+        if self._mode == "decode" and self._has_work(meta.recvs):
             self._start_receives(meta)
+
+    def _has_work(self, entries) -> bool:
+        if entries and self.mgr is None:
+            raise RuntimeError("KV transfer metadata before register_kv_caches")
+        return bool(entries)
 
     def _start_sends(self, meta: PdkvConnectorMetadata) -> None:
         streaming = [c for c in meta.sends if c.layerwise and c.blocks]
@@ -112,14 +127,15 @@ class WorkerSide:
                 self._receivers[req.req_id] = (receiver, list(req.blocks))
 
     def _abort_load(self, req_id: str) -> None:
-        """The request ended while loading: its room fails (the prefill stops) and it is
-        reported finished sending, which is when vLLM frees the blocks it held."""
+        """The request ended while loading: its room fails (the prefill stops); it is
+        reported finished receiving once the room ended (nothing lands after that)."""
         entry = self._receivers.pop(req_id, None)
         if entry is not None:
             entry[0].abort()
-            self._held[req_id] = entry[0]
-        else:  # already ended (reported as received): nothing lands any more
-            self._held[req_id] = None
+            self._aborted_loads[req_id] = entry[0]
+        # else: this worker reported it already (the load ended before the abort came);
+        # vLLM frees the blocks on that report, so a second one would name a request
+        # it no longer has.
 
     def _wait_for_model(self) -> None:
         """The forward's writes to CUDA caches are done before pdkv reads them."""
@@ -153,10 +169,10 @@ class WorkerSide:
                 del self._senders[req_id]
                 self._finished_requests.discard(req_id)
                 sending.add(req_id)
-        for req_id, receiver in list(self._held.items()):
-            if receiver is None or receiver.poll() in _TERMINAL:
-                del self._held[req_id]
-                sending.add(req_id)
+        for req_id, receiver in list(self._aborted_loads.items()):
+            if receiver.poll() in _TERMINAL:
+                del self._aborted_loads[req_id]
+                recving.add(req_id)
         for req_id in list(self._receivers):
             receiver, blocks = self._receivers[req_id]
             state = receiver.poll()

@@ -1,17 +1,25 @@
-"""Stand-in for vllm.v1.request: RequestStatus and the Request fields connectors read."""
+"""Stand-in for vllm.v1.request: RequestStatus as upstream (members, values, is_finished)
+and the Request fields connectors read (upstream builds a Request from an engine request
+and its SamplingParams; the replays set the same fields directly)."""
 import enum
 from typing import Any, Optional
 
 
 class RequestStatus(enum.IntEnum):
     WAITING = enum.auto()
+    WAITING_FOR_FSM = enum.auto()
     WAITING_FOR_REMOTE_KVS = enum.auto()
     RUNNING = enum.auto()
     PREEMPTED = enum.auto()
+    # upstream: anything after PREEMPTED is a finished status
     FINISHED_STOPPED = enum.auto()
     FINISHED_LENGTH_CAPPED = enum.auto()
     FINISHED_ABORTED = enum.auto()
     FINISHED_IGNORED = enum.auto()
+
+    @staticmethod
+    def is_finished(status: "RequestStatus") -> bool:
+        return status > RequestStatus.PREEMPTED
 
 
 class Request:
@@ -23,3 +31,6 @@ class Request:
         self.num_computed_tokens = 0
         self.kv_transfer_params = kv_transfer_params
         self.status = RequestStatus.WAITING
+
+    def is_finished(self) -> bool:
+        return RequestStatus.is_finished(self.status)

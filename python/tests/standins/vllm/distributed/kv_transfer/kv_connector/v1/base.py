@@ -1,6 +1,10 @@
 """Stand-in for vllm/distributed/kv_transfer/kv_connector/v1/base.py: the abstract
-interface only (signatures from upstream_signatures.json), no behaviour beyond the
-metadata binding the base class itself implements."""
+interface only (signatures from upstream_signatures.json), no behaviour beyond what the
+base class itself implements: the metadata binding, requires_kv_delivery (the producer
+role) and KVConnectorTransferResults, the result of get_transfer_results, which newer
+model runners call instead of get_finished (its fields as the model-runner mixin reads
+them)."""
+import dataclasses
 import enum
 from abc import ABC, abstractmethod
 from typing import Any, Optional
@@ -13,6 +17,16 @@ class KVConnectorRole(enum.Enum):
 
 class KVConnectorMetadata(ABC):  # noqa: B024
     pass
+
+
+@dataclasses.dataclass
+class KVConnectorTransferResults:
+    # upstream: a failed receive is in finished_recving too (the request must leave the
+    # waiting state); failed_recving says which
+    finished_sending: set[str] = dataclasses.field(default_factory=set)
+    finished_recving: set[str] = dataclasses.field(default_factory=set)
+    failed_recving: set[str] = dataclasses.field(default_factory=set)
+    prefix_replay_checkpoints: dict = dataclasses.field(default_factory=dict)
 
 
 class KVConnectorBase_V1(ABC):
@@ -28,6 +42,12 @@ class KVConnectorBase_V1(ABC):
     @property
     def role(self) -> KVConnectorRole:
         return self._role
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        # upstream: a request preempted while its hand-off is pending is recomputed
+        # (its stale output dropped) instead of finishing on freed blocks
+        return self._kv_transfer_config.is_kv_producer
 
     def bind_connector_metadata(self, connector_metadata: KVConnectorMetadata) -> None:
         self._connector_metadata = connector_metadata
@@ -56,6 +76,11 @@ class KVConnectorBase_V1(ABC):
 
     def get_finished(self, finished_req_ids: set[str]):
         return None, None
+
+    def get_transfer_results(self, finished_req_ids: set[str]) -> KVConnectorTransferResults:
+        # Upstream's default body was not in the sources read: not modelled, so a replay
+        # proves the connector's own override is what answers.
+        raise NotImplementedError("stand-in: KVConnectorBase_V1.get_transfer_results")
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         return set()
