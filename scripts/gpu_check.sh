@@ -2,7 +2,9 @@
 # The device-memory check on a real CUDA machine, in one command (under 8 minutes):
 # builds what it needs, runs the device tests against the real driver, moves bytes
 # GPU->GPU, GPU->host and host->GPU between two processes over loopback tcp with every
-# byte checked, and writes the benchmark table (P9 and its mixed pairs).
+# byte checked, writes the benchmark table (P9 and its mixed pairs), and, where python3
+# has torch with CUDA, moves torch CUDA tensors registered through DLPack between two
+# processes, with the source written on a side stream that the send only names.
 #
 #   scripts/gpu_check.sh [--debs DIR] [--out DIR]
 #
@@ -81,6 +83,25 @@ bench p9_h2d --src-memory host --dst-memory device
 bench p9_d2h --src-memory device --dst-memory host
 # Heterogeneous TP's head slices (512 B pieces): strided copies, not a driver call a piece.
 bench p9_head_split --memory device --tokens 16384 --decode-tp 2 --head-split 2
+step "torch CUDA tensors through DLPack: GPU->GPU behind a named side stream, host->GPU"
+py=$(command -v python3 || true)
+if [[ -n "$py" ]] && "$py" -c 'import sys, numpy, torch; sys.exit(0 if torch.cuda.is_available() else 1)' \
+    2>/dev/null; then
+  # The machine's own Python (the one with torch), not Debian's: the module is built for it.
+  if cmake -S . -B "$build" -DPDKV_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$py" \
+       > "$out/configure-python.log" 2>&1 &&
+     cmake --build "$build" -j"$(nproc)" --target pdkv_native_py pdkv_plan_py pdkv_python_files \
+       > "$out/build-python.log" 2>&1; then
+    PYTHONPATH="$build/python" timeout 180 "$py" scripts/gpu_check_torch.py 2>&1 |
+      tee "$out/torch.log" | grep "gpu_check_torch" || true
+  else
+    echo "gpu_check: could not build the Python module for $("$py" --version 2>&1):" \
+      "see $out/configure-python.log and $out/build-python.log"
+  fi
+else
+  echo "gpu_check: no python3 with torch seeing CUDA: the torch check is skipped"
+fi
+
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.csv"
 fi

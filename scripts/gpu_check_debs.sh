@@ -9,7 +9,8 @@ direct=(libfmt-dev libfmt9 libspdlog-dev libspdlog1.10 nlohmann-json3-dev cppzmq
         libzmq5 libcli11-dev libcpp-httplib-dev libcpp-httplib0.11 libmicrohttpd-dev
         libmicrohttpd12 libsodium-dev libsodium23 libgtest-dev libgmock-dev googletest
         libdlpack-dev libnorm-dev libnorm1 libpgm-dev libpgm-5.3-0 libbsd-dev libbsd0
-        libgnutls28-dev libgnutls30 libssl-dev libbrotli-dev libkrb5-dev zlib1g-dev)
+        libgnutls28-dev libgnutls30 libssl-dev libbrotli-dev libkrb5-dev zlib1g-dev
+        pybind11-dev)
 cd "$dir"
 apt-get download "${direct[@]}"
 du -sh .
