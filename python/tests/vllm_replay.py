@@ -19,6 +19,7 @@ push that needs steps after the last forward must be announced by that hook.
 """
 from __future__ import annotations
 
+import ctypes
 import time
 
 from engine_replay import block_allocator, pattern, wait_stop
@@ -62,13 +63,26 @@ def on_device(cfg, caches):
 
     from pdkv.integrations import cuda_sync
     mirrors = {name: DeviceMirror(t, cfg["rank"] % 2) for name, t in caches.items()}
-    syncs = []
+    syncs, streams = [], []
 
     def synchronize(device):
         syncs.append(device)
         for m in mirrors.values():
             m.upload()
+
+    def current_stream(device):
+        # The model's writes so far, queued on its stream behind 50 ms of "compute": a
+        # push that does not wait for the stream on the device copies stale bytes.
+        from fake_cuda_array import FakeCudaStream
+        syncs.append(device)
+        stream = FakeCudaStream(device)
+        streams.append(stream)  # its queued copies read host buffers it holds
+        stream.sleep(50)
+        for m in mirrors.values():
+            stream.upload(m.array, ctypes.string_at(m.base, m.nbytes))
+        return stream
     cuda_sync.synchronize_current_stream = synchronize
+    cuda_sync.current_stream = current_stream
     return {name: m.tensor() for name, m in mirrors.items()}, mirrors, syncs
 
 

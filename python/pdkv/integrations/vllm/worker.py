@@ -106,9 +106,10 @@ class WorkerSide:
                 del self._senders[chunk.req_id]
             elif chunk.blocks:
                 layerwise = None if (chunk.layerwise and self._settings.layerwise) else False
-                if layerwise is False:
-                    self._wait_for_model()  # pdkv reads these pages at once
-                sender.send(chunk.blocks, layerwise=layerwise)
+                # Complete pages: pdkv's copies wait for the model's stream on the device.
+                # Layerwise ones are read as save_kv_layer marks layers (host-synchronised).
+                stream = self._model_stream() if layerwise is False else None
+                sender.send(chunk.blocks, layerwise=layerwise, stream=stream)
 
     def _start_receives(self, meta: PdkvConnectorMetadata) -> None:
         for req in meta.recvs:
@@ -136,6 +137,12 @@ class WorkerSide:
         # else: this worker reported it already (the load ended before the abort came);
         # vLLM frees the blocks on that report, so a second one would name a request
         # it no longer has.
+
+    def _model_stream(self):
+        """The stream the model writes CUDA caches on (None for host caches)."""
+        if self._cuda_device is None:
+            return None
+        return cuda_sync.current_stream(self._cuda_device)
 
     def _wait_for_model(self) -> None:
         """The forward's writes to CUDA caches are done before pdkv reads them."""
