@@ -71,10 +71,11 @@ BootstrapClient::Answer BootstrapClient::request(const char* method, const std::
         headers.emplace(kAuthHeader, sign_request(*options_.cluster_key, *server, method, path,
                                                   body, unix_now_ms()));
       }
-      httplib::Result r = std::string_view(method) == "PUT"
-                              ? cli.Put(path, headers, body, "application/json")
-                          : std::string_view(method) == "DELETE" ? cli.Delete(path, headers)
-                                                                 : cli.Get(path, headers);
+      const std::string_view verb(method);
+      httplib::Result r = verb == "PUT"      ? cli.Put(path, headers, body, "application/json")
+                          : verb == "POST"   ? cli.Post(path, headers, body, "application/json")
+                          : verb == "DELETE" ? cli.Delete(path, headers)
+                                             : cli.Get(path, headers);
       if (!r) {
         a.error = httplib::to_string(r.error());
         return a;
@@ -216,6 +217,13 @@ Status BootstrapClient::deregister(int64_t dp_group, int64_t tp_rank) const {
   auto r =
       call("DELETE", fmt::format("/route?engine_rank={}&target_dp_group={}", tp_rank, dp_group), "",
            false, now() + options_.read_timeout);
+  return r.ok() ? Status() : r.status();
+}
+
+Status BootstrapClient::register_room_dp_rank(uint64_t room, int64_t dp_group,
+                                              TimePoint deadline) const {
+  const std::string body = json{{"bootstrap_room", room}, {"dp_rank", dp_group}}.dump();
+  auto r = call("POST", "/register_dp_rank", body, false, deadline);
   return r.ok() ? Status() : r.status();
 }
 

@@ -53,6 +53,9 @@ class BootstrapClient {
   // All ranks of the group, in tp_rank order.
   Result<std::vector<RankEndpoint>> group(int64_t dp_group, TimePoint deadline) const;
   Status deregister(int64_t dp_group, int64_t tp_rank) const;
+  // POST /register_dp_rank: which DP group of this instance serves `room` (for decodes
+  // that ask rather than compute it). Signed like every write under a cluster key.
+  Status register_room_dp_rank(uint64_t room, int64_t dp_group, TimePoint deadline) const;
   // One GET /health within `timeout`: OK or kUnavailable. No retry (heartbeats count).
   Status health(std::chrono::milliseconds timeout) const;
 

@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bootstrap/client.h"
 #include "bootstrap/server.h"
 #include "common/config.h"
 #include "common/host_port.h"
@@ -235,6 +236,7 @@ class NativeManager {
     if (!options.local_ip.empty()) engine.host = options.local_ip;
     auto directory = value_or_raise(kv::make_route_directory(
         value_or_raise(kv::RegistryOptions::from(settings)), engine.cluster_key));
+    cluster_key_ = engine.cluster_key;
     py::gil_scoped_release release;
     if (mode == "prefill") {
       kv::PrefillManagerConfig config;
@@ -289,6 +291,18 @@ class NativeManager {
     return prefill_ ? prefill_->metrics_text() : decode_ ? decode_->metrics_text() : "";
   }
   int metrics_port() const { return metrics_endpoint_ ? metrics_endpoint_->port() : -1; }
+  // Tells the bootstrap server at `address` which DP group serves `room`, signed with this
+  // manager's cluster key when it has one (the server refuses unsigned writes then).
+  Status report_room_dp_rank(const std::string& address, uint64_t room, int64_t dp_group,
+                             double timeout_s) const {
+    bootstrap::ClientOptions options;
+    options.cluster_key = cluster_key_;
+    PDKV_ASSIGN_OR_RETURN(bootstrap::BootstrapClient client,
+                          bootstrap::BootstrapClient::from_address(address, options));
+    const auto budget = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::duration<double>(timeout_s));
+    return client.register_room_dp_rank(room, dp_group, now() + budget);
+  }
   void shutdown() {
     metrics_endpoint_.reset();
     if (prefill_) prefill_->shutdown();
@@ -298,6 +312,7 @@ class NativeManager {
  private:
   std::unique_ptr<kv::PrefillManager> prefill_;
   std::unique_ptr<kv::DecodeManager> decode_;
+  std::shared_ptr<const ClusterKey> cluster_key_;  // null: no cluster secret
   // The process's endpoint (shared by every manager asking for one; stops with the last).
   std::shared_ptr<kv::ProcessMetricsEndpoint> metrics_endpoint_;
 };
@@ -466,6 +481,18 @@ PYBIND11_MODULE(_native, m) {
            })
       .def("metrics_text", &NativeManager::metrics_text, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("metrics_port", &NativeManager::metrics_port)
+      .def(
+          "report_room_dp_rank",
+          [](const NativeManager& self, const std::string& address, uint64_t room,
+             int64_t dp_group, double timeout_s) {
+            Status s;
+            {
+              py::gil_scoped_release release;
+              s = self.report_room_dp_rank(address, room, dp_group, timeout_s);
+            }
+            raise_if_error(s);
+          },
+          py::arg("address"), py::arg("room"), py::arg("dp_group"), py::arg("timeout_s"))
       .def("shutdown", &NativeManager::shutdown, py::call_guard<py::gil_scoped_release>());
 
   py::class_<kv::KVSender>(m, "KVSender")

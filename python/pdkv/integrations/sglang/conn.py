@@ -72,7 +72,7 @@ class PdkvKVManager(BaseKVManager):
         self.req_to_decode_prefix_len: dict = {}
         # Read by sglang's decode scheduler for every request (prefill_info.py).
         self.prefill_info_table: dict[str, PrefillInstanceInfo] = {}
-        self.room_placement = RoomPlacementReporter()
+        self.room_placement = RoomPlacementReporter(self.mgr)
 
     def try_ensure_parallel_info(self, bootstrap_addr: str) -> bool:
         """sglang's decode calls this (one attempt, from its scheduler loop) before it

@@ -72,10 +72,13 @@ def fetch_prefill_info(bootstrap_addr: str) -> Optional[PrefillInstanceInfo]:
 class RoomPlacementReporter:
     """Tells a bootstrap server which DP group serves a room (``POST /register_dp_rank``),
     from one background thread: a prefill's scheduler must not wait on HTTP per request.
-    A lost report leaves that room's decode asking until its bootstrap timeout fails it,
-    with the reason logged here."""
+    The request goes through the manager's native bootstrap client, so it is signed with
+    the cluster key when there is one (the server refuses unsigned writes then). A lost
+    report leaves that room's decode asking until its bootstrap timeout fails it, with the
+    reason logged here."""
 
-    def __init__(self):
+    def __init__(self, mgr):
+        self._mgr = mgr  # a pdkv.KVManager: its native side holds the cluster key
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
@@ -99,11 +102,7 @@ class RoomPlacementReporter:
         while (item := self._queue.get()) is not None:
             addr, room, dp_rank = item
             try:
-                status, body = _http("POST", f"http://{addr}/register_dp_rank",
-                                     {"bootstrap_room": room, "dp_rank": dp_rank})
-                if status != 200:
-                    log.error("pdkv: bootstrap %s refused room %d's DP group %d: HTTP %d %s",
-                              addr, room, dp_rank, status, body[:200].decode(errors="replace"))
-            except (OSError, ValueError) as e:
+                self._mgr._native.report_room_dp_rank(addr, room, dp_rank, HTTP_TIMEOUT_S)
+            except Exception as e:  # noqa: BLE001 - a background thread: log, go on
                 log.error("pdkv: could not tell bootstrap %s room %d's DP group %d: %s",
                           addr, room, dp_rank, e)
