@@ -1,4 +1,4 @@
-"""The hostile-peer cases (docs/SECURITY.md, R10 in BENCHMARKS.md): each attack of
+"""The hostile-peer cases (issue 15, "Trust boundaries"): each attack of
 pdkv_hostile_peer (bench/hostile) tried as a separate process against real victims
 (hostile_cluster.Victims: `pdkv bootstrap`, a prefill and a decode rank on loopback).
 

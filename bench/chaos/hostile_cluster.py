@@ -1,4 +1,4 @@
-"""The victims of the hostile-peer suite (docs/SECURITY.md): a real `pdkv bootstrap` server
+"""The victims of the hostile-peer suite (issue 15): a real `pdkv bootstrap` server
 process, one prefill and one decode rank (bench/chaos/rank.py, each its own process) on
 loopback, optionally sharing a cluster secret; plus what the suite measures on them
 (RSS, open descriptors, threads) and asks of them (rooms with verified bytes, canaries).

@@ -1,4 +1,4 @@
-// Attacks on a rank's ZeroMQ control socket (forged and flooded messages), each sending the
+// Attacks on a rank's ZeroMQ control socket (issue 15 items 2, 4 and 5), each sending the
 // documented protocol (proto/codec.h) from a real socket of its own. Each returns what the
 // attacker could observe as one JSON object; whether a victim's rooms were hurt is for
 // the caller (python/tests/test_hostile_peers.py) to check on the victim.

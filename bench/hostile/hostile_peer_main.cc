@@ -1,5 +1,5 @@
-// pdkv_hostile_peer: a stranger on the network of a pdkv cluster (the threat model of
-// docs/SECURITY.md). One sub-command per attack; it speaks the documented protocols with the
+// pdkv_hostile_peer: a stranger on the network of a pdkv cluster (issue 15, "Trust
+// boundaries"). One sub-command per attack; it speaks the documented protocols with the
 // project's own codecs and prints ONE JSON line saying what it observed, e.g.
 //   {"attack":"raw_write","refused":true,"stage":"write","status":"OutOfRange: ..."}
 // Whether the victims were hurt is checked on the victims (python/tests/

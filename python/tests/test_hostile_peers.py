@@ -1,4 +1,4 @@
-"""The hostile-peer suite (docs/SECURITY.md): real victim processes on
+"""The hostile-peer suite (issue 15, "Trust boundaries"): real victim processes on
 loopback (a `pdkv bootstrap` server, a prefill and a decode rank), each attack of
 pdkv_hostile_peer run as a separate process against them, once without a cluster secret
 and once with one the attacker does not hold.
