@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Authentication on vs off (issue 15: "P1 and P6 within 3 %, same run").
+"""Authentication on vs off: the cluster secret must cost P1 and P6 at most 3 %, same run.
 
 Writes a random 32-byte cluster secret (mode 600) to a temporary file and runs, --runs
 times each, the two interleaved comparisons: `pdkv bench engine --auth-ab` (P1: a sender

@@ -12,7 +12,7 @@
 namespace pdkv::bench {
 namespace {
 
-constexpr double kTarget = 0.97;  // issue 15: authentication costs P1 at most 3 %
+constexpr double kTarget = 0.97;  // the cluster secret may cost P1 at most 3 %
 
 // One side of the comparison: its own receiver process, destination and sender engine.
 struct Arm {

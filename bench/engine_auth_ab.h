@@ -6,7 +6,7 @@
 // secret writing to a receiver without one, same workload, same processes' lifetime.
 // Their timed rounds alternate in ABBA order (off on, on off, ...), so a change of load
 // during the run weighs on both arms alike; the figure is the median of the per-pair
-// on/off ratios (key "P1_auth", target >= 0.97: issue 15's "within 3 %"). Separate runs
+// on/off ratios (key "P1_auth", target >= 0.97: the secret costs at most 3 %). Separate runs
 // for each arm spread by 10-20 % here, far more than the cost being measured.
 #pragma once
 

@@ -1,5 +1,6 @@
 // Baselines for the shm and UCX engine benchmarks (P2, P3), measured in the same run as
-// the figure they divide (TARGETS.md: the machine is shared and noisy).
+// the figure they divide: the machine is shared and noisy, so only a same-run ratio means
+// anything.
 //
 //  * memcpy_baseline_gbps: one thread memcpy'ing the workload's blocks (same sizes, same
 //    shuffled destinations) from one buffer into another, both pre-faulted: the P2 baseline.

@@ -166,7 +166,7 @@ Status run_engine_bench(const EngineBenchArgs& args) {
              {"blocks", blocks.size()},
              {"pairs", args.pairs},
              {"bytes_per_round", bytes_per_round}};
-    if (args.backend == "ucx") j["P3"] = j[id];  // TARGETS.md key; per-transport key beside it
+    if (args.backend == "ucx") j["P3"] = j[id];  // the target's key; per-transport key beside it
     PDKV_RETURN_IF_ERROR(write_json_file(args.json_path, j));
   }
   if (!verified) return data_loss("destination bytes do not match the source");

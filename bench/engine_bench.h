@@ -31,7 +31,8 @@ struct EngineBenchArgs {
   uint64_t head_split = 1;
   // > 1: that many sender/receiver pairs (each its own engine and receiver process) move
   // their rounds at the same time and the aggregate is reported: P6's data movement (4
-  // prefill ranks at once) without the managers, on the same cores (issue 20).
+  // prefill ranks at once) without the managers, on the same cores, so P6's ratio to it
+  // shows what the managers cost.
   int pairs = 1;
   // Instead of the baseline comparison: authentication on vs off, interleaved
   // (bench/engine_auth_ab.h).

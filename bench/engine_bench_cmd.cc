@@ -46,7 +46,7 @@ const pdkv::cli::CommandRegistrar kEngineBench("bench", [](CLI::App& bench) {
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
   cmd->add_flag("--auth-ab", args->auth_ab,
-                "issue 15: the same workload with and without the cluster secret "
+                "the same workload with and without the cluster secret "
                 "(PDKV_SECRET_FILE), rounds alternating in one run (key P1_auth)");
   cmd->add_option_function<std::string>(
          "--auth-ab-first", [args](const std::string& v) { args->auth_ab_on_first = v == "on"; },

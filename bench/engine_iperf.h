@@ -1,4 +1,4 @@
-// iperf3 loopback baseline for `pdkv bench engine` (TARGETS.md P1/P1s): runs Debian's
+// iperf3 loopback baseline for `pdkv bench engine` (P1/P1s, BENCHMARKS.md): runs Debian's
 // iperf3 server (`iperf3 -s -1 -p PORT`) and client
 // (`iperf3 -c 127.0.0.1 -p PORT -P streams -t seconds -J`) and reads the receiver-side
 // throughput from the client's JSON (end.sum_received.bits_per_second).

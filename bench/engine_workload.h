@@ -1,12 +1,12 @@
-// Workloads of `pdkv bench engine`: the model presets of TARGETS.md turned into a source
+// Workloads of `pdkv bench engine`: the model presets (BENCHMARKS.md) turned into a source
 // layout, a destination layout with shuffled pages, and the block list between them.
 //
 // Layout: every KV buffer holds `tokens` tokens contiguously on the source (prefill)
 // side; the destination (decode) side has the same number of pages per buffer, and page
 // p of the request lands on page perm[p] (one shuffled permutation for all buffers, as a
 // decode free list gives one page list per request). Blocks are emitted run-major (for
-// each page, for each buffer), the order of SPEC §6.3. qwen3-next adds 36 state slots of
-// 2 MiB each, one block per slot.
+// each page, for each buffer), the order the reference planner emits. qwen3-next adds 36
+// state slots of 2 MiB each, one block per slot.
 //
 // head_split N > 1 models heterogeneous TP (prefill TP = N x decode TP, as P6's 4 -> 2 is
 // N = 2): a source token holds bytes_per_token / N, a destination token N times that, and

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """P4: planning speed of pdkv.plan against the reference algorithm in Python.
 
-Workload (TARGETS.md): the block list for 32 k tokens of llama3-8b (32 layers, 64 KV
+Workload (P4, BENCHMARKS.md): the block list for 32 k tokens of llama3-8b (32 layers, 64 KV
 buffers, 2048 bytes/token/buffer), page size 1, shuffled destination pages, without
 fragments (TP 1->1) and with the TP 2->4 fragments of pdkv.plan.plan_fragments. pdkv.plan
 is timed from Python including the numpy conversion of its inputs and outputs; the

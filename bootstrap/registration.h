@@ -25,8 +25,9 @@ inline constexpr size_t kMaxHostBytes = 255;
 inline constexpr size_t kMaxListEntries = 4096;  // item / unit lengths per buffer kind
 inline constexpr int64_t kMaxWorldSize = 1 << 16;
 
-// Fields that must agree across all ranks of one prefill instance (SPEC §2.2 left them
-// last-writer-wins; §12 item 14). A decode checks its own layout against these.
+// Fields that must agree across all ranks of one prefill instance (the reference kept the
+// last writer's, unchecked, so one misconfigured rank silently changed the layout every
+// decode planned against). A decode checks its own layout against these.
 struct InstanceLayout {
   int64_t world_size = 1;  // attention world size of the instance (all DP groups)
   int64_t dp_size = 1;
@@ -68,7 +69,7 @@ std::string registration_to_json(const PrefillRegistration& reg);
 std::string first_layout_difference(const InstanceLayout& a, const InstanceLayout& b);
 
 // The parallel-info JSON fields of a layout (reference names: prefill_tp_size is the
-// world size, as SPEC §2.3 has it) and its parser, used by the client.
+// world size, as the reference's server answers) and its parser, used by the client.
 std::string layout_to_json_fields(const InstanceLayout& layout);  // without braces
 Result<InstanceLayout> parse_parallel_info(std::string_view body);
 

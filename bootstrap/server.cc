@@ -195,7 +195,8 @@ void BootstrapServer::install_routes(HttpRouter& h) {
   // listener's (body over the limit, too many headers).
   h.on_error([this](const HttpRequest&, HttpResponse& res) {
     if (res.status == 413) {
-      // The contract: an oversized body is a 400 naming the body.
+      // Every bad registration body is a 400 naming the field (docs/CONFIG.md, the bootstrap
+      // server); an oversized one names `body`.
       count_error(413);
       return reply_error(
           res, 400, "body",

@@ -8,8 +8,9 @@
 //   3. the default the reader passes.
 // A value that does not parse or lies outside its range is an InvalidArgument error
 // naming the variable, the value, where it came from and the range: a bad setting fails
-// start-up instead of silently falling back (SPEC §11). Every knob read is logged at
-// debug level and recorded, and has a line in docs/CONFIG.md (a test checks).
+// start-up instead of silently falling back to the default, as the reference did. Every
+// knob read is logged at debug level and recorded, and has a line in docs/CONFIG.md (a
+// test checks).
 //
 // Thread safety: the read_* functions and knobs_read() may be called from any thread. A
 // Settings is a value type: build it on one thread, then share it read-only; its

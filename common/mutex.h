@@ -41,7 +41,8 @@ class PDKV_SCOPED_CAPABILITY MutexLock {
 };
 
 // Waits always carry a deadline or a predicate; there is no bare wait() because an
-// unbounded wait is how the reference hangs (SPEC §12 item 3).
+// unbounded wait is how the reference hangs (its layer and first-token waits had no
+// deadline).
 class CondVar {
  public:
   CondVar() = default;

@@ -4,7 +4,7 @@
 // Why: a receiver that learns "this batch's bytes are in place" from the data connection
 // itself needs no second message on another channel after the sender's acknowledgement
 // (for the KV managers: the room's Success status riding its last batch instead of a
-// ZeroMQ message after the ACK, issue 20's P5).
+// ZeroMQ message after the ACK: about half of a small request's latency, P5).
 //
 // Semantics (TransferEngine::submit_async with a note, set_note_handler):
 //  * The receiving engine hands the note to its handler after the batch's last byte

@@ -278,7 +278,7 @@ TEST(EngineMultiProcess, StridedRunsAreWrittenExactlyAndCheckedPieceByPiece) {
   EXPECT_TRUE(peer.process->ping().ok());
 }
 
-// Fencing (issue 15): a receiver that requires write grants admits a block only under a
+// Fencing (docs/SECURITY.md): a receiver that requires write grants admits a block only under a
 // live grant that covers it. Blocks without a grant, under an unknown or revoked grant, or
 // reaching past their grant are refused whole and write nothing; after a revoke the same
 // bytes granted under a new id take the new writer's bytes and refuse the old one's.

@@ -1,7 +1,8 @@
 // MemoryRegistry: the regions of this process that peers may write into.
 //
 // Every backend receiver validates each incoming write against it before touching
-// memory (SPEC §12 item 6, TARGETS R6). Regions never overlap. check() accepts a range
+// memory: addresses come from the peer, and the reference wrote wherever they pointed
+// (R6 in BENCHMARKS.md). Regions never overlap. check() accepts a range
 // covered by registered memory; regions registered back to back count as one span,
 // because senders merge blocks that continue each other and would otherwise be rejected
 // when two such regions happen to be adjacent. No byte outside registered memory is ever

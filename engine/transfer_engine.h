@@ -3,8 +3,9 @@
 //
 // Shape (as Mooncake's TransferEngine and NIXL's agent, smaller): register memory once,
 // open a session to a peer endpoint, submit batches of WriteBlock {src, dst, length},
-// poll or wait for each batch, release it. transfer_sync() is the reference's blocking
-// call (SPEC §1.1): 0 on success, negative on failure, an empty batch is 0.
+// poll or wait for each batch, release it. transfer_sync() keeps the reference's blocking
+// call (Mooncake's batch_transfer_sync): 0 on success, negative on failure, an empty batch
+// is 0.
 //
 // Semantics:
 //  * A batch succeeds only after the peer wrote every byte into its memory and

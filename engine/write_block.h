@@ -3,7 +3,8 @@
 // `src_addr` is a local address, `dst_addr` an address in the peer's memory (which the
 // peer must have registered), `length` a byte count, `grant` the peer's write grant the
 // bytes land under (write_grant.h; 0 = none, accepted only by a peer that does not
-// require grants). The names match SPEC §0 ("block").
+// require grants). "Block" is the name the KV layer and the reference use for one such
+// (src, dst, length) write.
 // A plain value type: callers build std::vector<WriteBlock> in bulk (reserve once per
 // batch), and the engine takes std::span<const WriteBlock>, so there is no per-block heap
 // allocation anywhere on the submit path.

@@ -1,4 +1,5 @@
-// WriteGrant: the memory a receiver opens to peers for one room (fencing, issue 15).
+// WriteGrant: the memory a receiver opens to peers for one room (fencing,
+// docs/SECURITY.md).
 //
 // Registered memory says where peers may write at all; a grant narrows that to what one
 // request owns: the pages, aux rows and state slots its decode pre-allocated. A decode

@@ -1,4 +1,4 @@
-// DecodeManager: the decode side of one rank (SPEC §4, §5.3, §10).
+// DecodeManager: the decode side of one rank.
 //
 // For each room it resolves the prefill ranks through the bootstrap directory (retrying
 // until the bootstrap timeout), registers its buffers once with each prefill rank it
@@ -64,7 +64,7 @@ namespace pdkv::kv {
 struct DecodeManagerConfig {
   KvArgs args;
   std::string bootstrap_addr;  // default for receivers that name none
-  // This rank holds MLA pages partially (L1.5 cache, SPEC §6.7): every send_metadata
+  // This rank holds MLA pages partially (L1.5 cache, docs/API.md): every send_metadata
   // carries the request's page ownership, and only owned pages are written.
   bool enable_mla_l1_5_cache = false;
   engine::EngineOptions engine;

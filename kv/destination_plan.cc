@@ -29,7 +29,8 @@ bool has_kv_fragment(const std::vector<plan::Fragment>& fragments) {
 // A fragment copies bytes_per_page bytes at src_byte_offset of each source page: it must
 // stay inside the page, with the prefill's own page stride. Without this a decode could
 // name src_page_stride 0 and bytes_per_page = the whole pool and be pushed every other
-// request's KV (issue 15); with it, a room's fragments read only the room's own pages.
+// request's KV (a theft a hostile decode showed); with it, a room's fragments read only
+// the room's own pages.
 Status check_fragment_sources(const KvArgs& prefill, std::span<const plan::Fragment> fragments) {
   for (size_t i = 0; i < fragments.size(); ++i) {
     const plan::Fragment& f = fragments[i];
@@ -271,7 +272,8 @@ Status DestinationPlan::append_state_blocks(std::span<const int64_t> src_slots,
   }
   const DestinationBuffers& dst = *buffers_;
   if (dst.state_ptrs.empty()) {
-    // The reference reported success here without sending the state (SPEC §12 item 16).
+    // The reference reported success here without sending the state: the decode then
+    // decoded from slots nobody wrote.
     return failed_precondition(
         "the room has state slots but the decode registered no state buffers");
   }

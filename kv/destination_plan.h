@@ -6,7 +6,8 @@
 // (destination pages, slots, aux index, L1.5 ownership, TP fragments). create() checks
 // that they fit together (buffer counts, prefix alignment, item lengths where no
 // fragment reshapes them, ownership lengths) so that a bad pre-allocation fails its room
-// at once with a reason, instead of failing a worker later (SPEC §12 item 7).
+// at once with a reason, instead of failing a worker later (in the reference such an
+// exception killed the worker thread and hung every later room on its queue).
 //
 // Chunk geometry: a chunk names prefill pages for request pages [first_page,
 // first_page + n). The decode holds the first decode_prefix_len / page_size pages

@@ -103,7 +103,7 @@ TEST(DestinationPlanTest, ItemLengthMismatchWithoutFragmentsIsRejected) {
   EXPECT_NE(plan.status().message().find("carries no fragments"), std::string::npos);
 }
 
-// Issue 15: a decode that names a fragment reading the whole pool (source stride 0,
+// KV theft: a decode that names a fragment reading the whole pool (source stride 0,
 // bytes_per_page = the buffer) would be pushed every other request's KV; a fragment must
 // read inside one of the prefill's own pages, at its own page stride.
 TEST(DestinationPlanTest, FragmentsReadingOutsideOneSourcePageAreRefused) {

@@ -1,5 +1,4 @@
-// FailedPeerTracker: which transfer destinations recently failed (SPEC §10 item 1), as a
-// circuit breaker.
+// FailedPeerTracker: which transfer destinations recently failed, as a circuit breaker.
 //
 // After a write to a peer fails (its retries spent), further transfers to it are refused
 // for a cooldown, so every room queued behind a dead decode fails at once instead of each

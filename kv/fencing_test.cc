@@ -1,4 +1,4 @@
-// Fencing (issue 15): a decode's engine admits a room's bytes only under the room's write
+// Fencing (docs/SECURITY.md): a decode's engine admits a room's bytes only under the room's write
 // grant, which it revokes when the room ends. Here a stale prefill (this test, with its
 // own real ZeroMQ socket and its own TCP engine, registered in the route directory as a
 // prefill instance) takes a room, writes part of it, and keeps writing after the decode

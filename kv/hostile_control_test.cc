@@ -299,10 +299,10 @@ TEST_F(HostileControlTest, AnotherIncarnationReplacesADecodeOnlyByProvingItListe
       << other.failure().to_string();
 }
 
-// The KV theft of issue 15, sent the way a decode now sends its head fragments: once, in
-// its registration, for all its rooms. A "fragment" with source stride 0 spanning a whole
-// buffer would read every request's KV; the prefill refuses the registration and says
-// why, so no room of it ever names that list.
+// The KV theft a hostile decode showed, sent the way a decode now sends its head fragments:
+// once, in its registration, for all its rooms. A "fragment" with source stride 0 spanning
+// a whole buffer would read every request's KV; the prefill refuses the registration and
+// says why, so no room of it ever names that list.
 TEST_F(HostileControlTest, RegisteredFragmentsReadingPastOnePageAreRefusedWithTheReason) {
   const std::vector<int64_t> src{3, 5}, dst{6, 7};
   ASSERT_NO_FATAL_FAILURE(pair_.open(70, src, dst));
@@ -380,7 +380,7 @@ TEST_F(HostileControlTest, PreAllocationsFromUnregisteredRanksTouchNoRoom) {
   ASSERT_NO_FATAL_FAILURE(pair_.finish_and_check());
 }
 
-// Bounded resources (issue 15): what decodes alone can make a prefill rank hold.
+// Bounded resources (docs/SECURITY.md): what decodes alone can make a prefill rank hold.
 class PrefillCapsTest : public ::testing::Test {
  protected:
   std::unique_ptr<PrefillManager> make_prefill(KvManagerOptions options) {

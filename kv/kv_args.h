@@ -1,5 +1,5 @@
 // KvArgs: what one rank tells pdkv about its buffers and its place in the instance,
-// the C++ twin of the Python contract's KVArgs (../shared/KV_API.md).
+// the C++ twin of the Python KVArgs (docs/API.md).
 //
 // validate() checks everything a rank can get wrong about itself (equal list lengths,
 // buffer indices, address overflow, rank ranges) so that later failures are about the
@@ -41,7 +41,7 @@ struct KvArgs {
   proto::PageLayout page_layout = proto::PageLayout::kNHD;
   bool is_mla = false;
   // Speculative decoding: KV layers (layer_buffers entries) from this index on belong to
-  // the draft model (SPEC §6.4 "layers >= target_layer_num are draft"); 0 = none. The
+  // the draft model; 0 = none. The
   // draft's head count and head size may differ from the target's (0 = the same).
   int64_t target_layer_num = 0;
   int64_t draft_kv_head_num = 0;
@@ -71,7 +71,8 @@ struct KvArgs {
   int64_t dp_rank() const { return engine_rank / tp_size; }
   // Global KV layer ids, defaulted (0..n-1) when kv_layer_ids is empty.
   std::vector<int64_t> effective_kv_layer_ids() const;
-  // max(kv ids ∪ state ids) + 1, or the KV layer count if both are empty (SPEC §6.1).
+  // max(kv ids ∪ state ids) + 1, or the KV layer count if both are empty: hybrid models
+  // have layers with state only, and the layerwise step counter counts every layer.
   int64_t layer_num() const;
 
   // InvalidArgument naming the field for anything inconsistent.

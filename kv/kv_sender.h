@@ -1,5 +1,5 @@
 // KVSender / KVReceiver: one room's view for a serving engine's scheduler thread, the C++
-// twins of the Python contract's classes (../shared/KV_API.md). Every method but wait()
+// twins of the Python classes (docs/API.md). Every method but wait()
 // returns at once: the managers' own threads do the waiting. poll() reads the room's handle, so it
 // keeps answering with the final state after the room left the manager's tables.
 //

@@ -44,10 +44,10 @@ struct KvManagerOptions {
   // that rank (kv/status_note.h) when the engine carries notes (tcp) and the status can
   // be decided then; otherwise, or off, it is a ZeroMQ message after the acknowledgement.
   bool status_in_band = true;
-  // What peers can make a prefill rank hold (issue 15): registered decode ranks at once,
-  // and rooms that decodes pre-allocated (or aborted) before this rank's KVSender for them
-  // existed. Past either, new ones are refused with a reason (not silently dropped), and
-  // every room already held is unaffected.
+  // What peers can make a prefill rank hold (bounded, docs/SECURITY.md): registered decode
+  // ranks at once, and rooms that decodes pre-allocated (or aborted) before this rank's
+  // KVSender for them existed. Past either, new ones are refused with a reason (not
+  // silently dropped), and every room already held is unaffected.
   int64_t max_decode_peers = 4096;
   int64_t max_pending_rooms = 65536;
   // Of those, what one decode rank may make it hold (pending_room_budget.h).

@@ -188,7 +188,8 @@ TEST_P(HeterogeneousTpTest, EveryDecodeRankGetsItsHeads) {
   }
   uint64_t noted_sent = 0, noted_received = 0;
   for (int p = 0; p < P; ++p) {
-    // Prefill ranks nobody needs learn it (dummy) and succeed too (SPEC §12 item 18).
+    // Prefill ranks nobody needs learn it (dummy) and succeed too, instead of staying in
+    // Bootstrapping as in the reference (and stalling their TP group's MIN all-reduce).
     EXPECT_TRUE(eventually([&] { return senders[p]->poll() == RoomState::kSuccess; }))
         << "prefill rank " << p << ": " << senders[p]->failure().to_string();
     EXPECT_TRUE(eventually([&] { return prefills[p]->active_rooms() == 0; }));
@@ -330,7 +331,7 @@ TEST_F(KvManagerTest, ChecksumPassesHeadSlicedChunkedTransfers) {
                         /*chunk_pages=*/2, testing::checksum_options());
 }
 
-// --- MLA L1.5: partial page ownership on either side (SPEC §6.7) --------------------
+// --- MLA L1.5: partial page ownership on either side (docs/API.md) -----------------
 
 class L15Test : public KvManagerTest {
  protected:

@@ -1,5 +1,5 @@
 // Checks of the MLA L1.5 page ownership an engine hands to a KVSender / KVReceiver
-// (SPEC §6.7), made where the engine calls so that a malformed mask fails that call
+// (docs/API.md), made where the engine calls so that a malformed mask fails that call
 // (ValueError in Python) with a message, instead of failing the room later or, worse,
 // planning a transfer from pages the engine did not mean.
 //
@@ -31,7 +31,8 @@ Status check_chunk_ownership(std::span<const uint8_t> page_transfer_mask,
 // index per owned page, each used once and inside the buffers.
 //
 // Returns the local indices in mask order (local[mapping[i]] for each owned i). That is
-// what travels: the prefill derives the mapping as cumsum(mask) - 1 (SPEC §6.7), and
+// what travels: the prefill derives the mapping as cumsum(mask) - 1 (as the reference's
+// prefill does, so the wire needs no mapping), and
 // this reordering makes its plan pick exactly the pages the engine's mapping names.
 Result<std::vector<int64_t>> mask_ordered_local_indices(
     std::span<const uint8_t> page_transfer_mask, std::span<const int64_t> page_indices_mapping,

@@ -1,4 +1,4 @@
-// PrefillManager: the prefill side of one rank (SPEC §4, §5.2, §9, §10).
+// PrefillManager: the prefill side of one rank.
 //
 // It serves decode ranks' buffer registrations and per-room pre-allocations, takes each
 // room's chunks from its KVSender, hands them to the TransferPipeline (plans the writes,

@@ -1,6 +1,7 @@
 // PrefillMetadataStore: the first sampled token and speculative candidate ids of each
 // room, published by the engine after the prefill forward and consumed by the transfer
-// worker that sends the room's final status (SPEC §8).
+// worker that sends the room's final status, so Success never reaches a decode ahead of
+// its token.
 //
 // Unlike the reference, the wait has a real deadline (PDKV_METADATA_TIMEOUT_S) and a
 // publish for a room that is not open (it ended, or never existed) is dropped, so an

@@ -3,8 +3,9 @@
 // Values follow the engines' KVPoll (sglang): Failed 0, Bootstrapping 1,
 // WaitingForInput 2 (the reference's "Bootstrapped"), Transferring 3, Success 4.
 // Transitions are monotonic: a room only moves forward, Failed and Success are
-// terminal, and Failed wins over everything (a late Success cannot revive a failed room,
-// SPEC §5.1). merge_room_state() is the one place that rule lives.
+// terminal, and Failed wins over everything (a late Success cannot revive a failed room;
+// engines all-reduce poll() with MIN across a TP group and rely on it).
+// merge_room_state() is the one place that rule lives.
 #pragma once
 
 #include <cstdint>

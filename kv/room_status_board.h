@@ -1,7 +1,8 @@
 // RoomStatusBoard: the state, failure reason and deadline of every room a manager
 // holds, with the update rule of room_state.h.
 //
-// Deadlines replace the reference's dead timeouts (SPEC §10 item 5): a room carries at
+// Deadlines replace the reference's timeouts, which never fired (one's start time was
+// never set, the other ran only in a state never entered): a room carries at
 // most one deadline at a time (bootstrap timeout until it is bootstrapped, then the
 // waiting timeout until it ends); expire_overdue() fails every room past its deadline
 // with the cause and reason given when the deadline was set. The failure kept (cause,

@@ -47,7 +47,7 @@ plan::SideLayout side_layout(int64_t tp_size, const proto::KvLayout& layout,
   s.target.head_dim = layout.head_dim;
   s.target.dtype_bytes = layout.dtype_bytes;
   // Position 0 of a layer is K (or the MLA latent), position 1 is V; KV layers from
-  // target_layer_num on are the draft model's (SPEC §6.4), with its own geometry.
+  // target_layer_num on are the draft model's, with its own geometry.
   s.kv_buffer_kinds.assign(kv_item_lens.size(), plan::BufferKind::kTargetK);
   for (size_t layer = 0; layer < layout.layer_buffers.size(); ++layer) {
     const auto& buffers = layout.layer_buffers[layer];

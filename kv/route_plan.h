@@ -1,5 +1,5 @@
 // RoomRoute: which prefill ranks of a DP group a decode rank pre-allocates at, and what
-// it asks of each (SPEC §5.4), computed from both sides' layouts.
+// it asks of each, computed from both sides' layouts.
 //
 // Rules: a prefill running the MLA L1.5 cache (partial pages per rank) is asked by every
 // decode rank for its owned pages (every prefill rank a target, D pre-allocations each,

@@ -1,8 +1,8 @@
 // The note a prefill's data batch carries to the decode (engine/batch_note.h): the
 // Success statuses of the rooms whose last bytes are in that batch, so the decode learns
 // each room is complete from the data connection itself, after its bytes landed, instead
-// of from a ZeroMQ message sent after the acknowledgement came back (issue 20's P5: that
-// leg was about half of a small request's latency).
+// of from a ZeroMQ message sent after the acknowledgement came back (that leg was about
+// half of a small request's latency, P5).
 //
 // Layout: one or more records of {u32 little-endian length, that many bytes of one
 // control message in its flat form (proto::encode_flat)}; at most engine::kMaxNoteBytes

@@ -1,5 +1,5 @@
 // StepCounter: the layerwise-streaming handshake between the forward pass and the
-// transfer pipeline (SPEC §7), in host memory.
+// transfer pipeline, in host memory.
 //
 // Before a forward batch the engine reserves layer_num steps (reserve() returns the
 // batch's begin step B); the forward calls mark_ready(1) after each layer's KV is

@@ -1,5 +1,5 @@
-// The optional end-to-end check of a room's bytes (PDKV_VERIFY_CHECKSUM, SPEC §12: a
-// transport bug or a stray writer must become a Failed room, never silent corruption).
+// The optional end-to-end check of a room's bytes (PDKV_VERIFY_CHECKSUM: a transport bug
+// or a stray writer must become a Failed room, never silent corruption).
 //
 // The prefill sums what it sends to one decode rank, block by block in send order, and
 // ships crc32c(concatenated bytes) with the list of destination regions in that order.

@@ -1,4 +1,5 @@
-// TransferMetrics: what a KV manager reports about its rooms (SPEC §12 item 19), in
+// TransferMetrics: what a KV manager reports about its rooms (the reference had one
+// latency hook and a stub collector), in
 // Prometheus conventions (base units, _total counters, role / cause / stage as labels):
 // rooms ended by outcome, failures by cause, bytes and blocks written, queued chunks, and
 // per-room histograms: the time each room spent in each stage (RoomStage) and its size

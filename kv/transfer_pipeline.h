@@ -1,12 +1,12 @@
 // TransferPipeline: the prefill's data path. Chunks of bootstrapped rooms become engine
 // batches that are submitted without waiting; completions, not blocked workers, advance
-// the rooms (issue 20: the blocking one-chunk-per-worker path reached a sixth of the
+// the rooms (the blocking one-chunk-per-worker path it replaced reached a sixth of the
 // engine's throughput at 1024 concurrent rooms).
 //
 // All state belongs to whoever runs a pass, under pass_mu_: the dispatcher thread, or a
 // caller of run_here() (KVSender::send, right after handing a chunk over) when no pass is
 // running, so a small request's bytes leave from the caller's thread without waiting for
-// the dispatcher to wake (issue 20's P5). Each pass
+// the dispatcher to wake (P5 latency). Each pass
 //  1. takes what other threads handed over (rooms, chunks, cancellations, completions,
 //     opened sessions, layer-step advances),
 //  2. plans ready chunks into blocks per destination (DestinationPlan over plan/), as

@@ -1,4 +1,4 @@
-// Per-layer KV block lists (SPEC §6.3 default blocks, §6.4 fragment blocks).
+// Per-layer KV block lists: whole pages by default, or the byte ranges of TP fragments.
 //
 // kv_blocks turns resolved page lists into (src_addr, dst_addr, length) writes for the
 // KV buffers of the KV layers [begin_layer, end_layer) (KV-layer indices, i.e. indices

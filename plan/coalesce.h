@@ -1,5 +1,6 @@
-// Coalescing of paired page lists (SPEC §6.3): split wherever src or dst does not step
-// by +1, giving maximal runs (src_first, dst_first, count).
+// Coalescing of paired page lists, so each run becomes one block per buffer: split
+// wherever src or dst does not step by +1, giving maximal runs (src_first, dst_first,
+// count).
 //
 // Pure function; safe to call concurrently.
 #pragma once

@@ -1,24 +1,28 @@
-// The heterogeneous-TP fragment planner (SPEC §6.4, with §12 items 2 and 18 fixed).
+// The heterogeneous-TP fragment planner: the reference's, with two of its faults fixed
+// (token-major pages sliced by head, and prefill ranks that are never told a room needs
+// nothing from them; both below).
 //
 // Runs on the decode side: given both sides' layouts it tells one decode rank which
 // prefill ranks to pre-allocate at, with which fragments, and the fan-out numbers.
 //
-// Head ownership (KV_API.md): with H KV heads and TP size T, rank r holds heads
+// Head ownership (docs/API.md): with H KV heads and TP size T, rank r holds heads
 // [r*H/T, (r+1)*H/T) when H >= T (T must divide H), and head r*H/T when H < T (H must
 // divide T: a GQA replica group of T/H ranks holds each head). Each decode head is taken
 // from one prefill rank: its only holder, or, inside a replica group, the member closest
-// to d*P/D (so P == D is always the identity and MLA follows SPEC §5.4's routes).
+// to d*P/D (so P == D is always the identity and MLA keeps the reference's routes: one
+// prefill rank per decode rank).
 //
 // Page geometry: a page of a rank with h local heads is h*S*head_dim*dtype_bytes bytes,
 // either token-major "NHD" (token, head, dim) or head-major "HND" (head, token, dim).
 // Fragments are the maximal byte ranges that are contiguous on both sides: for NHD with
 // a partial head range and S > 1 that is one fragment per token (the reference's one
-// range per page copied tokens instead of heads, §12 item 2); for HND one per head run.
+// range per page copied tokens instead of heads); for HND one per head run.
 // MLA latent buffers (is_mla, one head) are copied whole.
 //
 // Prefill ranks from which no decode rank needs anything (GQA replicas, MLA with
 // D < P) are "idle"; decode rank p*D/P names each idle rank p as a dummy target
-// (no pages) so that it learns the room needs nothing from it (§12 item 18).
+// (no pages) so that it learns the room needs nothing from it (in the reference such a
+// rank waited in Bootstrapping until it timed out).
 // State buffers: P == D copies whole slots from the identity target; otherwise a slot
 // is either sharded (item_p*P == item_d*D, contiguous shards) or replicated (equal
 // items, taken from rank d*P/D); anything else is an error.

@@ -1,5 +1,5 @@
-// Transfer-index resolution for one chunk and one destination (SPEC §6.2 "Resolution"
-// and §6.7 MLA L1.5 partial ownership).
+// Transfer-index resolution for one chunk and one destination: which prefill pages go to
+// which decode pages, with MLA L1.5 partial ownership on either side (docs/API.md).
 //
 // Semantics are the reference's resolve_transfer_indices: take the chunk's source pages
 // and dst_pages[slice] (Python slice rules), truncate both to the shorter length n; n == 0

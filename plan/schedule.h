@@ -1,4 +1,4 @@
-// The layerwise streaming schedule (SPEC §7): layers [0, layer_num) in groups of
+// The layerwise streaming schedule: layers [0, layer_num) in groups of
 // `interval` (interval < 1 counts as 1); group [begin, end) may be sent once the
 // ready-step counter has passed begin_cache_step + end - 1.
 //

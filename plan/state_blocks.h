@@ -1,4 +1,4 @@
-// Hybrid-model state-slot blocks (SPEC §6.5), the reference's send_mamba_cache plan.
+// Hybrid-model state-slot blocks, the reference's send_mamba_cache plan.
 //
 // Each state buffer item is one slot. Order of rules (the reference's):
 //   1. no state buffers on either side, or a slot list missing -> no blocks;

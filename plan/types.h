@@ -3,8 +3,8 @@
 // A Block is one (src_addr, dst_addr, length) write, laid out as three uint64 so a
 // vector of blocks is directly an (n, 3) uint64 array. A PageRun is a run of pages that
 // steps by +1 on both sides. A Fragment says which bytes of each page of one buffer to
-// copy (heterogeneous TP, SPEC §6.4); the planner emits them, kv_blocks/state_blocks
-// execute them.
+// copy (heterogeneous TP: each rank holds a slice of the heads); the planner emits them,
+// kv_blocks/state_blocks execute them.
 //
 // Everything here is a plain value type; no function in plan/ keeps state, so all of
 // plan/ may be called from any thread concurrently.
@@ -35,7 +35,8 @@ struct PageRun {
 static_assert(sizeof(PageRun) == 3 * sizeof(int64_t), "PageRun must be an (n, 3) int64 row");
 
 // kKv is the generic "kv" of the Python contract; the specific KV kinds are what the
-// planner emits (SPEC §3.4 names). Only kState fragments apply to state buffers.
+// planner emits (the reference's target_k / target_v / draft_k / draft_v / mamba_state).
+// Only kState fragments apply to state buffers.
 enum class BufferKind : uint8_t { kKv, kTargetK, kTargetV, kDraftK, kDraftV, kState };
 
 inline bool is_state_kind(BufferKind kind) { return kind == BufferKind::kState; }
@@ -53,7 +54,7 @@ struct Fragment {
   uint64_t dst_byte_offset = 0;
   uint64_t bytes_per_page = 0;
   std::optional<uint64_t> page_count;  // at most this many pages per run; nullopt = all
-  // Informational (SPEC §3.4 src_rank / dst_rank); ignored when executing.
+  // Informational (the reference's src_rank / dst_rank); ignored when executing.
   int32_t src_rank = -1;
   int32_t dst_rank = -1;
   bool operator==(const Fragment&) const = default;

@@ -7,7 +7,8 @@
 // One body frame (rather than one frame per field, as the reference did) makes a message
 // a single sequential record: the decoder checks every count against the bytes left and
 // requires the body to be consumed exactly, so there is no positional optional frame and
-// no empty-versus-absent ambiguity (SPEC §12 item 5). Optional fields carry a presence
+// no empty-versus-absent ambiguity (the reference read an empty frame as absent in one
+// place and as an empty array in another). Optional fields carry a presence
 // byte. Limits (kMax*) bound every string and array a peer can make us allocate.
 //
 // encode_* never fails. decode_* (codec.h) validates everything and returns kDataLoss.
@@ -49,8 +50,8 @@ struct RankIdentity {
   // Random per process start: a restarted rank at the same endpoint is a new peer.
   uint64_t incarnation = 0;
   std::string control_endpoint;  // its ZeroMQ PULL, "tcp://host:port": replies go here
-  // Its transfer-engine endpoint, what engine::TransferEngine connects to (SPEC §0 calls
-  // it the "session id"; an engine::SessionId is the handle of one open session to it).
+  // Its transfer-engine endpoint, what engine::TransferEngine connects to (the reference
+  // calls it the "session id"; an engine::SessionId is the handle of one open session to it).
   std::string engine_endpoint;
   bool operator==(const RankIdentity&) const = default;
 };
@@ -58,7 +59,8 @@ struct RankIdentity {
 enum class PageLayout : uint8_t { kNHD = 0, kHND = 1 };
 inline constexpr uint8_t kMaxPageLayout = 1;
 
-// The layout a prefill must check against its own before writing (KV_API KVArgs).
+// The layout a prefill must check against its own before writing (the KVArgs fields that
+// shape the bytes, docs/API.md).
 struct KvLayout {
   uint32_t page_size = 1;  // tokens per page
   uint32_t kv_head_num = 1;
@@ -69,7 +71,7 @@ struct KvLayout {
   bool is_mla = false;
   std::vector<std::vector<uint32_t>> layer_buffers;  // KV buffer indices of each KV layer
   std::vector<int32_t> kv_layer_ids;                 // global layer id per KV layer
-  // Speculative decoding (SPEC §6.1, §6.4): KV layers from index target_layer_num on are
+  // Speculative decoding: KV layers from index target_layer_num on are
   // the draft model's, with their own geometry. target_layer_num 0 = no draft layers;
   // a draft geometry field 0 = the same as the target's.
   uint32_t target_layer_num = 0;
@@ -96,7 +98,7 @@ enum class BufferKind : uint8_t {
 };
 inline constexpr uint8_t kMaxBufferKind = 4;
 
-// One heterogeneous-TP fragment (SPEC §3.4), a fixed 62-byte record on the wire.
+// One heterogeneous-TP fragment (plan/types.h), a fixed 62-byte record on the wire.
 struct Fragment {
   BufferKind buffer_kind = BufferKind::kTargetK;
   uint32_t buffer_index = 0;
@@ -113,7 +115,8 @@ struct Fragment {
 inline constexpr size_t kFragmentWireBytes = 1 + 4 * 3 + 8 * 5 + 1 + 8;
 
 // decode -> prefill, once per route before any PreAllocation on the same socket
-// (SPEC §3.2, plus what §12 item 6 needs: lengths, so prefill can bounds-check writes).
+// (with buffer lengths, which the reference did not send, so prefill can bounds-check
+// writes).
 struct BufferRegistration {
   RankIdentity decode;
   KvLayout layout;
@@ -121,7 +124,7 @@ struct BufferRegistration {
   BufferSet aux;
   BufferSet state;
   std::vector<int32_t> state_layer_ids;
-  bool enable_mla_l1_5_cache = false;  // decode holds a partial MLA cache (§6.7)
+  bool enable_mla_l1_5_cache = false;  // decode holds a partial MLA cache
   uint64_t decode_prefix_len = 0;      // tokens
   std::string memory_descriptor;       // opaque engine blob (UCX rkeys), may be empty
   // The heterogeneous-TP fragments of this decode rank for the prefill rank it registers
@@ -132,7 +135,7 @@ struct BufferRegistration {
   bool operator==(const BufferRegistration&) const = default;
 };
 
-// Destination-side L1.5 partial ownership (SPEC §6.7), mask over the whole request.
+// Destination-side L1.5 partial ownership (docs/API.md), mask over the whole request.
 struct PageOwnership {
   bool indices_are_local = false;
   std::vector<bool> page_transfer_mask;
@@ -143,11 +146,11 @@ struct PageOwnership {
 enum class PreAllocKind : uint8_t {
   kTransfer = 0,       // write the pages below
   kDummy = 1,          // counts toward required_dst_info_num; send no data to this rank
-  kNothingNeeded = 2,  // the room needs nothing from this prefill rank at all (§12 item 18)
+  kNothingNeeded = 2,  // the room needs nothing from this prefill rank at all
 };
 inline constexpr uint8_t kMaxPreAllocKind = 2;
 
-// decode -> prefill, per room and target (SPEC §3.3).
+// decode -> prefill, per room and target.
 struct PreAllocation {
   uint64_t room = 0;
   RankIdentity decode;
@@ -183,7 +186,7 @@ struct PreAllocation {
 enum class TransferState : uint8_t { kFailed = 0, kSuccess = 1 };
 inline constexpr uint8_t kMaxTransferState = 1;
 
-// prefill -> decode, final status of a room (SPEC §3.5), sent by each prefill rank.
+// prefill -> decode, final status of a room, sent by each prefill rank.
 struct TransferStatus {
   uint64_t room = 0;
   TransferState state = TransferState::kFailed;
@@ -219,7 +222,7 @@ struct Abort {
 };
 
 // prefill -> decode, answer to a BufferRegistration: a layout mismatch fails it with a
-// reason (KV_API "a mismatch fails registration with a clear error").
+// reason, so the decode's rooms fail saying why instead of moving bytes to wrong places.
 struct RegistrationResult {
   RankIdentity prefill;
   uint64_t decode_incarnation = 0;  // which registration this answers
@@ -229,7 +232,8 @@ struct RegistrationResult {
   bool operator==(const RegistrationResult&) const = default;
 };
 
-// Per-rank liveness probe (KV_API: liveness is per prefill rank and per decode rank).
+// Per-rank liveness probe: a rank killed while its bootstrap server lives must still be
+// detected, so each rank pings its peers rather than the bootstrap server.
 // The receiver answers a Ping with a Pong carrying the same seq to ping.sender's endpoint.
 struct Ping {
   RankIdentity sender;

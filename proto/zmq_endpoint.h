@@ -1,10 +1,10 @@
 // ZmqEndpoint: one rank's control-plane socket set (the KV managers' only ZeroMQ user).
 //
 // - One PULL socket, bound to tcp://<bind_host>:* and read back through ZMQ_LAST_ENDPOINT,
-//   so there is no "bind port 0, close, rebind" race (SPEC §3.1, §12 item 20).
+//   so there is no "bind port 0, close, rebind" race (the reference's).
 // - One PUSH socket per peer endpoint, created on first send and cached, each behind its
 //   own mutex, so senders to different peers never wait for each other and a socket is
-//   never used by two threads at once (the reference shared them unlocked, §12 item 11).
+//   never used by two threads at once (the reference shared them unlocked).
 //   Sends never block (ZMQ_DONTWAIT): a message is queued or the call fails at once.
 //   ZMQ_IMMEDIATE is off, so a message sent before the TCP connection is up waits in the
 //   socket's queue and leaves once connected (first contact does not fail); a full queue

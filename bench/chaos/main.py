@@ -5,7 +5,7 @@
 
 Prints a table (fault, config, rooms affected, detection time vs bound, bytes verified,
 leaks, crashes/hangs) and writes {"R1": {...}, ..., "R4": {...}, "cases": [...]} to FILE.
---hostile runs only the hostile-peer cases (issue 15: every attack of pdkv_hostile_peer on
+--hostile runs only the hostile-peer cases (every attack of pdkv_hostile_peer on
 real victims, without and with a cluster secret; bench/chaos/hostile.py); the full plan
 ends with them, --short leaves them out (CI runs them as python_test_hostile_peers).
 Exit status 1 when any case fails. See RELIABILITY.md."""
@@ -114,7 +114,7 @@ def main():
     ap.add_argument("--json", help="write {R1..R4, cases} here")
     ap.add_argument("--short", action="store_true", help="CI subset (~3 min)")
     ap.add_argument("--hostile", action="store_true",
-                    help="only the hostile-peer cases (issue 15), without and with a secret")
+                    help="only the hostile-peer cases, without and with a secret")
     ap.add_argument("--only", help="run only cases whose label/fault contains this")
     ap.add_argument("--no-netns", action="store_true",
                     help="no network namespaces: cases that need them are skipped, the etcd "

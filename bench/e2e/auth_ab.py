@@ -1,6 +1,6 @@
 """`pdkv bench e2e --case scale --auth-ab`: what the cluster secret costs P6, measured so
-that this shared machine's noise cancels instead of deciding the figure (issue 15:
-"P1 and P6 within 3 %, same run").
+that this shared machine's noise cancels instead of deciding the figure (the secret may
+cost P1 and P6 at most 3 %, same run).
 
 Two clusters live side by side in one run, each with its own bootstrap server and rank
 processes: one without a secret, one with PDKV_SECRET_FILE (ranks and server). Their

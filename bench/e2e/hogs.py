@@ -1,4 +1,4 @@
-"""CPU hogs beside the cluster (issue 20, R9): N busy-loop processes that compete with the
+"""CPU hogs beside the cluster (R9 in BENCHMARKS.md): N busy-loop processes that compete with the
 ranks for the cores, so liveness and transfers are measured on a saturated host.
 
 Each hog is `nice -n 0 sh -c 'while :; do :; done'`: `nice -n 0` adds nothing, so a hog runs

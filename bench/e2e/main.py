@@ -78,7 +78,7 @@ def parse():
                     help="s a rank waits for its rooms (a round; the soak's drain)")
     ap.add_argument("--json", help="write the figures to this file (written whatever happens)")
     ap.add_argument("--plot", help="write a throughput plot (PNG) of the last run here")
-    g = ap.add_argument_group("robustness (issue 20)")
+    g = ap.add_argument_group("robustness")
     g.add_argument("--repeat", type=int, default=1,
                    help="runs of the case, each on a fresh cluster")
     g.add_argument("--hogs", type=int, default=0, help="CPU busy loops beside the cluster")
@@ -101,7 +101,7 @@ def parse():
     g.add_argument("--poll-sleep-us", type=float, default=50.0,
                    help="sleep between poll passes with --decode-poll sleep")
     g.add_argument("--auth-ab", action="store_true",
-                   help="scale only (issue 15): a cluster with PDKV_SECRET_FILE and one "
+                   help="scale only: a cluster with PDKV_SECRET_FILE and one "
                    "without, rounds interleaved in one run; key P6_auth (auth_ab.py)")
     g.add_argument("--auth-ab-first", choices=["off", "on"], default="off",
                    help="with --auth-ab: which cluster starts first")

@@ -42,8 +42,8 @@ class Memory(RankMemory):
 
 class PageAllocator:
     """Free list over a rank's pool, as an engine's page allocator: a stack of page
-    indices, shuffled at start so a room's pages are scattered (TARGETS.md: the decode's
-    free list is fragmented). alloc(n) takes n pages or None when fewer are free; free()
+    indices, shuffled at start so a room's pages are scattered, as on a decode whose free
+    list is fragmented by serving. alloc(n) takes n pages or None when fewer are free; free()
     gives them back. Single-threaded (a rank's loop is the only user)."""
 
     def __init__(self, capacity: int, seed: str):

@@ -1,4 +1,4 @@
-"""Workload presets of TARGETS.md as KV layouts a rank can allocate and register."""
+"""Workload presets (BENCHMARKS.md, "Targets") as KV layouts a rank can allocate and register."""
 from __future__ import annotations
 
 import dataclasses
@@ -24,7 +24,7 @@ class Preset:
         return [[l, self.layers + l] for l in range(self.layers)]
 
     def heads_of(self, rank: int, tp: int) -> tuple[int, int]:
-        """(first head, head count) rank `rank` of `tp` holds (KV_API.md's split)."""
+        """(first head, head count) rank `rank` of `tp` holds (contiguous split, docs/API.md)."""
         return heads_of(rank, tp, self.heads, self.mla)
 
     def bytes_per_token(self) -> int:

@@ -1,7 +1,7 @@
 """Per-run figures of each case and their aggregate over --repeat runs: the JSON object
 under the case's target key (P5 latency, P6 scale, P7 layerwise, P8 soak).
 
-Each run carries what TARGETS.md asks of the key (ratio, value, baseline, unit,
+Each run carries the fields every benchmark key has (ratio, value, baseline, unit,
 verified_bytes_ok) plus its failures; the aggregate takes the median of the figures over
 the runs (the machine is shared and noisy, one slow run should not set the figure), the
 worst RSS growth, the lowest P5 sample, sums of failures, and says how many runs failed."""
@@ -22,7 +22,7 @@ SUMS = ("failed_rooms", "negative_samples", "corrupt_rooms")
 
 def outcome(log, bytes_checked: bool) -> dict:
     """Failure fields of one run. verified_bytes_ok: every room succeeded and every
-    destination byte was checked and matched (TARGETS.md R8)."""
+    destination byte was checked and matched (R8: every benchmark checks the bytes)."""
     corrupt = {e[2] for e in log.events if e[3] == report.BYTES_DIFFER}
     clean = not log.events
     return {"all_succeeded": clean, "failed_rooms": log.count, "first_failures": log.first(),

@@ -1,4 +1,4 @@
-// Attacks on the bootstrap HTTP server (issue 15 items 1 and 5): route poisoning and a
+// Attacks on the bootstrap HTTP server: route poisoning and a
 // flood of unauthenticated writes. Each returns what the attacker observed as one JSON
 // object. Slow clients and chunked bodies are left to the HTTP servers' own hardening.
 #pragma once

@@ -1,5 +1,5 @@
-// The cluster secret on every one-sided backend (issue 15: data-plane sessions start with
-// a challenge-response handshake before a single byte is accepted), across processes:
+// The cluster secret on every one-sided backend (docs/SECURITY.md: data-plane sessions
+// start with a challenge-response handshake before a single byte is accepted), across processes:
 // the sender here, each receiver an engine_backend_peer with its own PDKV_SECRET_FILE.
 //  * members with the same secret move random blocks exactly, through the public
 //    TransferEngine (which refused shm and ucx with a secret before the lease channel

@@ -109,7 +109,7 @@ TEST_P(BackendConformance, UnregisteredRegionIsRevoked) {
   EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.to_string();
 }
 
-// Fencing (issue 15): under write grants, a block is admitted only under a live grant
+// Fencing (docs/SECURITY.md): under write grants, a block is admitted only under a live grant
 // covering it; after a revoke, a late block naming the old grant is refused even though
 // the same bytes were granted again under a new id.
 TEST_P(BackendConformance, WritesLandOnlyUnderALiveGrant) {

@@ -1,4 +1,4 @@
-// The lease channel's bounds against a flood of connections (issue 15): a LeaseServer
+// The lease channel's bounds against a flood of connections (docs/SECURITY.md): a LeaseServer
 // serves at most max_connections at once and closes the rest at accept (logged,
 // rate-limited); a connection that sends no first frame within the handshake deadline is
 // closed and frees its slot; a member is served again as soon as slots free, and a member

@@ -1,4 +1,4 @@
-"""The engine-facing KV transfer API (the contract is ../shared/KV_API.md).
+"""The engine-facing KV transfer API (what it promises: docs/API.md).
 
 Names and call order mirror sglang's disaggregation base classes (``KVArgs``,
 ``KVPoll``, ``KVManager``, ``KVSender``, ``KVReceiver``, a bootstrap server), so a serving
@@ -363,7 +363,7 @@ class KVSender(_Room):
     def send(self, kv_indices, state_indices=None, page_transfer_mask=None,
              page_local_indices=None, layerwise: Optional[bool] = None,
              stream: Any = None) -> None:
-        """One chunk. With ``enable_mla_l1_5_cache`` the chunk's ownership (SPEC §6.7) is
+        """One chunk. With ``enable_mla_l1_5_cache`` the chunk's ownership (docs/API.md) is
         required: a bool mask over the chunk's pages and the local page indices of the owned
         ones (ValueError without it, and when given to a prefill without L1.5).
         `layerwise`: None = the manager's setting; False = this chunk's KV is complete
@@ -406,7 +406,7 @@ class KVReceiver(_Room):
                       decode_prefix_len: Optional[int] = None, page_transfer_mask=None,
                       page_indices_mapping=None, page_local_indices=None) -> None:
         """The destination pages and slots. With ``enable_mla_l1_5_cache`` on this decode,
-        the request-wide ownership (SPEC §6.7) is required: a bool mask with one entry per
+        the request-wide ownership (docs/API.md) is required: a bool mask with one entry per
         page of `kv_indices`, for each owned page its position in `page_local_indices`
         (``cumsum(mask) - 1`` when they are in page order), and the local pages; only owned
         pages are written, into their local pages. RuntimeError after the room succeeded."""

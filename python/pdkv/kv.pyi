@@ -1,4 +1,4 @@
-# Type hints of the engine-facing API (pdkv.kv; the contract is KV_API.md). Every call
+# Type hints of the engine-facing API (pdkv.kv; what it promises: docs/API.md). Every call
 # that may wait releases the GIL; failures raise ValueError (bad arguments) or
 # RuntimeError / KVTransferError (with the reason, cause and stage) and never crash the
 # interpreter.
@@ -95,10 +95,10 @@ class KVArgs:
     state_data_lens: list[int]
     state_item_lens: list[int]
     state_layer_ids: list[int]
-    # MLA L1.5 cache (SPEC §6.7): this instance holds pages partially, so every chunk
+    # MLA L1.5 cache (docs/API.md): this instance holds pages partially, so every chunk
     # (prefill) / pre-allocation (decode) carries its page ownership. Needs is_mla.
     enable_mla_l1_5_cache: bool
-    # Speculative decoding (SPEC §6.1, §6.4): KV layers from target_layer_num on belong to
+    # Speculative decoding: KV layers from target_layer_num on belong to
     # the draft model, whose head count and head size may differ (0 = as the target; a
     # target_layer_num of 0 means no draft layers).
     target_layer_num: int

@@ -1,4 +1,4 @@
-"""pdkv.plan: transfer planning (contract: PLAN_API.md). Pure functions, numpy in/out.
+"""pdkv.plan: transfer planning (docs/API.md, "pdkv.plan"). Pure functions, numpy in/out.
 
 Index arguments accept numpy int32/int64 (any integer dtype) arrays or lists of ints;
 bad input raises ValueError with a message.

@@ -1,9 +1,9 @@
 // pdkv._native: the KV managers, senders, receivers and the bootstrap server for Python.
 //
-// Thin by design (STYLE.md "Python surface"): it converts types in bulk (numpy int64
-// arrays, never per-element Python objects), releases the GIL around every call that
-// may wait or lock, and maps Status to Python exceptions in one place (raise_if_error).
-// The Python-facing names and semantics live in pdkv/kv.py.
+// Thin by design, so the logic lives in C++ and is tested there: it converts types in bulk
+// (numpy int64 arrays, never per-element Python objects), releases the GIL around every
+// call that may wait or lock, and maps Status to Python exceptions in one place
+// (raise_if_error). The Python-facing names and semantics live in pdkv/kv.py.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>

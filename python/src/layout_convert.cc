@@ -25,7 +25,7 @@ std::vector<uint64_t> u64_list(py::handle obj, const char* side, const char* key
 }
 
 // Kinds from layer_buffers: position 0 is K (or the MLA latent), 1 is V; KV layers at or
-// past target_layer_num are draft layers (SPEC §6.4 "Kinds").
+// past target_layer_num are draft layers.
 std::vector<plan::BufferKind> kinds_from_layers(py::handle obj, const char* side) {
   const auto layers = to_layer_buffers(get_field(obj, "layer_buffers"));
   const int64_t target_layers =

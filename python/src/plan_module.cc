@@ -1,4 +1,4 @@
-// pdkv.plan: the Python face of plan/ (contract: ../shared/PLAN_API.md, stub: plan.pyi).
+// pdkv.plan: the Python face of plan/ (contract: docs/API.md, stub: plan.pyi).
 //
 // Thin by design: each function converts its arguments in bulk (convert.h), calls the
 // pure C++ planner with the GIL released for the page-proportional work, and hands the

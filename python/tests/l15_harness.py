@@ -1,4 +1,4 @@
-"""MLA L1.5 partial page ownership (SPEC §6.7) across real processes: the ranks of
+"""MLA L1.5 partial page ownership (docs/API.md) across real processes: the ranks of
 kv_harness, but each side may hold only part of a request's pages.
 
 Prefill ON: prefill rank p of P owns request page i iff i % P == p and keeps it in a local

@@ -1,9 +1,10 @@
 """A straightforward Python transcription of the reference planning algorithms.
 
-Written from the behaviour of the reference prefill manager (resolve_transfer_indices,
-_layer_transfer_blocks, send_mamba_cache, send_kvcache_layerwise) as SPEC.md §6-§7
-describe it, for the property tests and the P4 benchmark. Errors are whatever numpy /
-Python raise; callers treat any exception as "the reference rejects this input".
+Written from the behaviour of the reference prefill manager's page resolution, block
+lists, state slots and layerwise schedule (resolve_transfer_indices,
+_layer_transfer_blocks, send_mamba_cache, send_kvcache_layerwise), for the property tests
+and the P4 benchmark. Errors are whatever numpy / Python raise; callers treat any
+exception as "the reference rejects this input".
 """
 
 from collections import defaultdict

@@ -1,4 +1,4 @@
-"""Serving-scale concurrency and liveness across real processes (issue 20, "Tests").
+"""Serving-scale concurrency and liveness across real processes.
 
 A real bootstrap server, prefill and decode ranks as separate spawned processes over
 loopback (ZeroMQ control plane, TCP engine), driven step by step through
@@ -248,7 +248,7 @@ def test_layerwise_room_waiting_for_its_forward_delays_no_whole_prompt_room():
 # test_kv_e2e.py kills a decode and a prefill before any byte moves, with FAST_TIMEOUTS'
 # 0.2 s x 3 heartbeat, bounds the decode kill at 15 s and checks no room after the kill.
 # These kill mid-transfer (half of a layerwise forward sent), at default liveness settings,
-# with the R1 / R2 bounds of ../shared/TARGETS.md, and then run new rooms.
+# with the R1 / R2 bounds (BENCHMARKS.md, "Targets"), and then run new rooms.
 
 KILL_LAYERS, KILL_LAYER_MS, KILL_PAGES, KILL_ROOMS = 4, 300, 4, 32
 # R1: a killed decode's rooms Failed on the prefill within 2 s. The old build took 3.2-4.0 s

@@ -1,4 +1,4 @@
-"""Speculative decoding's draft model across real processes (SPEC §6.1, §6.4): KV layers
+"""Speculative decoding's draft model across real processes: KV layers
 from `target_layer_num` on belong to the draft, whose head count and head size differ from
 the target's. Every byte of target and draft layers lands on the decode, with heterogeneous
 TP slicing each model by its own heads; a decode whose draft differs is refused."""
@@ -19,7 +19,7 @@ def test_target_and_draft_layers_land_with_their_own_geometry(p_tp, d_tp):
 
 
 def test_draft_layers_stream_layerwise_with_the_target():
-    # The step counter counts draft layers too (SPEC §7): 3 KV layers, 3 steps.
+    # The step counter counts draft layers too (a forward runs them): 3 KV layers, 3 steps.
     with Cluster(pdkv, Shape(**DRAFT), p_tp=2, d_tp=1, rooms=(23,), pages=4,
                  layerwise_interval=1, forward_ms=10) as c:
         assert_all_succeeded(c.start().run())

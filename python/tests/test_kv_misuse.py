@@ -1,6 +1,6 @@
 """Misuse of the Python API raises a clear exception instead of crashing or doing nothing
-(issue 15 item 5): bad ports, unmapped buffer pointers, calls after shutdown, a layer count
-out of range, send() after the room succeeded. Real managers, one process, loopback."""
+(as several calls once did): bad ports, unmapped buffer pointers, calls after shutdown, a
+layer count out of range, send() after the room succeeded. Real managers, one process, loopback."""
 import contextlib
 import threading
 import time
@@ -129,8 +129,9 @@ def test_wait_returns_when_the_room_ends_or_at_its_timeout(fast_env, server):
 
 
 def test_the_registry_is_chosen_by_pdkv_config_too(fast_env, monkeypatch):
-    """pdkv.Config(registry="etcd", ...) reaches the manager (issue 19: settings through
-    the config object): an etcd nobody serves is named in the error, not the HTTP server."""
+    """pdkv.Config(registry="etcd", ...) reaches the manager (every setting can come
+    through the config object, not only the environment): an etcd nobody serves is named
+    in the error, not the HTTP server."""
     monkeypatch.delenv("PDKV_REGISTRY", raising=False)
     mem = RankMemory(Shape(), 1, 0)
     config = pdkv.Config(registry="etcd", etcd_endpoints="127.0.0.1:9", bootstrap_timeout_s=1)

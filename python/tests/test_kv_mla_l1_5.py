@@ -1,4 +1,4 @@
-"""MLA L1.5 partial page ownership (KV_API.md, SPEC §6.7) through the KV API: all four
+"""MLA L1.5 partial page ownership (docs/API.md) through the KV API: all four
 ON/OFF combinations across real processes with prefill TP != decode TP, every owned byte
 checked at its destination and every page nobody should write checked untouched, plus
 the ValueError cases of KVSender.send / KVReceiver.send_metadata."""

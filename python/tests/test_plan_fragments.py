@@ -194,7 +194,8 @@ def test_draft_layers(P, D):
 
 
 def test_nhd_partial_heads_emit_one_fragment_per_token():
-    """SPEC §12 item 2: token-major pages need per-token ranges; head-major need one."""
+    """Token-major pages need per-token ranges (the reference copied one range per page,
+    tokens instead of heads); head-major need one."""
     for layout, want in (("NHD", 4), ("HND", 1)):
         result = plan.plan_fragments(layout_dict(2, 8, 128, 4, layout, 1, False, [], 0),
                                      layout_dict(4, 8, 128, 4, layout, 1, False, [], 0), 1)

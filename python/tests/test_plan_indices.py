@@ -92,7 +92,7 @@ def call_both(args):
     if len(want[0]) != len(want[1]):
         # The reference pairs unequal lists (ON/OFF with a local list not holding one page
         # per owned page) and its block planner stops at the shorter: a silently wrong
-        # plan, which pdkv refuses (PLAN_API.md).
+        # plan, which pdkv refuses (docs/API.md).
         with pytest.raises(ValueError):
             plan.resolve_indices(*args)
         return None

@@ -20,7 +20,7 @@ from . import pattern
 
 def heads_of(rank: int, tp: int, total_heads: int, mla: bool = False) -> tuple[int, int]:
     """(first model head, head count) that rank `rank` of `tp` holds: pdkv's contiguous
-    split (KV_API.md). With fewer heads than ranks, each rank holds one head, shared by
+    split (docs/API.md). With fewer heads than ranks, each rank holds one head, shared by
     tp / heads ranks; MLA's one latent "head" is whole on every rank."""
     if mla:
         return 0, 1
@@ -32,7 +32,7 @@ def heads_of(rank: int, tp: int, total_heads: int, mla: bool = False) -> tuple[i
 
 def shuffled_pages(capacity: int, seed: Union[int, str]) -> np.ndarray:
     """Every page of a pool in a fixed shuffled order (a fragmented free list, as
-    TARGETS.md asks of the decode's pages). A str seed goes through crc32, so ranks name
+    a serving decode's pages are). A str seed goes through crc32, so ranks name
     their order ("decode/3") and every process derives the same one."""
     if isinstance(seed, str):
         seed = zlib.crc32(seed.encode())

@@ -87,7 +87,7 @@ def fast_config(**fields):
 
 
 def liveness_bound_s(env: Mapping[str, str] = FAST_TIMEOUTS) -> float:
-    """R2 (TARGETS.md): a dead peer's rooms fail within heartbeat interval x max failures
+    """R2 (BENCHMARKS.md): a dead peer's rooms fail within heartbeat interval x max failures
     + 1 s. Unset or "" values are pdkv's defaults (pdkv.Config.defaults())."""
     import pdkv
     defaults = pdkv.Config.defaults()
