@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "kv/decode_manager.h"
-#include "kv/prefill_manager.h"
+#include "kv/decode/decode_manager.h"
+#include "kv/prefill/prefill_manager.h"
 
 namespace pdkv::kv {
 

@@ -34,14 +34,14 @@ struct KvManagerOptions {
   // How often a prefill rank registers with the bootstrap server again, so a restarted
   // (empty) server learns it within this long; 0 = only at start.
   std::chrono::milliseconds bootstrap_refresh{2'000};
-  // Prefill data path (kv/transfer_pipeline.h): bytes in flight per decode rank, and
+  // Prefill data path (kv/pipeline/transfer_pipeline.h): bytes in flight per decode rank, and
   // most bytes per engine batch (several rooms' blocks share one).
   uint64_t transfer_window_bytes = 64ull << 20;
   uint64_t transfer_batch_bytes = 4ull << 20;
   // crc32c of every written region sent with the status and checked by the decode.
   bool verify_checksum = false;
   // Prefill: a room's Success status to each decode rank rides its last data batch to
-  // that rank (kv/status_note.h) when the engine carries notes (tcp) and the status can
+  // that rank (kv/pipeline/status_note.h) when the engine carries notes (tcp) and the status can
   // be decided then; otherwise, or off, it is a ZeroMQ message after the acknowledgement.
   bool status_in_band = true;
   // What peers can make a prefill rank hold (bounded, docs/SECURITY.md): registered decode
@@ -55,7 +55,7 @@ struct KvManagerOptions {
   int64_t max_pending_bytes_per_decode = int64_t{1} << 28;
   // Address this rank advertises; empty = detected.
   std::string local_ip;
-  // Port of the process's Prometheus endpoint (kv/process_metrics_endpoint.h; started or
+  // Port of the process's Prometheus endpoint (kv/metrics/process_metrics_endpoint.h; started or
   // joined by whoever embeds the manager, e.g. the Python KVManager); -1 = none, 0 = the
   // one running, else any free port.
   int metrics_port = -1;

@@ -2,8 +2,9 @@
 // engines over loopback, messages through the real codecs on an in-process bus
 // (kv/testing/room_pair.h). Chunking, head slicing across TP sizes, page layouts, extra
 // buffers, many rooms, checksums and MLA L1.5 ownership; every test checks the bytes.
-// One side's behaviour is in kv/prefill_manager_test.cc and kv/decode_manager_test.cc;
-// real processes over ZeroMQ and the HTTP bootstrap server in python/tests/test_kv_e2e.py.
+// One side's behaviour is in kv/prefill/prefill_manager_test.cc and
+// kv/decode/decode_manager_test.cc; real processes over ZeroMQ and the HTTP bootstrap server in
+// python/tests/test_kv_e2e.py.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -17,9 +17,9 @@
 #include "bootstrap/client.h"
 #include "bootstrap/server.h"
 #include "common/clock.h"
-#include "kv/bootstrap_route_directory.h"
 #include "kv/registry/etcd_route_directory.h"
 #include "kv/registry/testing/etcd_cluster.h"
+#include "kv/route/bootstrap_route_directory.h"
 
 extern char** environ;
 

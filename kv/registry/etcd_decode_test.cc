@@ -6,13 +6,13 @@
 // registry takes only tcp:// control endpoints).
 #include <gtest/gtest.h>
 
+#include "kv/control/zmq_control_channel.h"
 #include "kv/kv_sender.h"
 #include "kv/registry/etcd_client.h"
 #include "kv/registry/etcd_route_directory.h"
 #include "kv/registry/etcd_route_keys.h"
 #include "kv/registry/testing/etcd_cluster.h"
 #include "kv/testing/kv_cluster.h"
-#include "kv/zmq_control_channel.h"
 
 namespace pdkv::kv {
 namespace {

@@ -1,7 +1,8 @@
 #include "kv/registry/etcd_rank_publisher.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "common/logging.h"
 #include "kv/registry/etcd_route_keys.h"

@@ -13,13 +13,13 @@
 
 #include "common/cluster_key.h"
 #include "common/mutex.h"
-#include "kv/bootstrap_route_directory.h"
 #include "kv/registry/etcd_client.h"
 #include "kv/registry/etcd_route_directory.h"
 #include "kv/registry/etcd_route_keys.h"
 #include "kv/registry/etcd_route_seal.h"
 #include "kv/registry/registry_http_server.h"
 #include "kv/registry/testing/etcd_cluster.h"
+#include "kv/route/bootstrap_route_directory.h"
 
 namespace pdkv::kv {
 namespace {

@@ -1,6 +1,6 @@
 #include "kv/registry/etcd_route_directory.h"
 
-#include "kv/bootstrap_route_directory.h"
+#include "kv/route/bootstrap_route_directory.h"
 
 namespace pdkv::kv {
 

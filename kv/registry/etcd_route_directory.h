@@ -21,7 +21,7 @@
 #include "kv/registry/etcd_rank_publisher.h"
 #include "kv/registry/etcd_route_watcher.h"
 #include "kv/registry/registry_options.h"
-#include "kv/route_directory.h"
+#include "kv/route/route_directory.h"
 
 namespace pdkv::kv {
 

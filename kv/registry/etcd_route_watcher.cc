@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include "common/logging.h"
-#include "kv/bootstrap_route_directory.h"
 #include "kv/registry/etcd_route_keys.h"
 #include "kv/registry/etcd_route_seal.h"
+#include "kv/route/bootstrap_route_directory.h"
 
 namespace pdkv::kv {
 

@@ -45,8 +45,8 @@
 #include "common/cluster_key.h"
 #include "common/mutex.h"
 #include "kv/registry/etcd_client.h"
-#include "kv/route_directory.h"
-#include "kv/route_listeners.h"
+#include "kv/route/route_directory.h"
+#include "kv/route/route_listeners.h"
 
 namespace pdkv::kv {
 

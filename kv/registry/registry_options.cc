@@ -1,8 +1,8 @@
 #include "kv/registry/registry_options.h"
 
 #include "common/config.h"
-#include "kv/bootstrap_route_directory.h"
 #include "kv/registry/etcd_route_directory.h"
+#include "kv/route/bootstrap_route_directory.h"
 
 namespace pdkv::kv {
 

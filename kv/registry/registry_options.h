@@ -10,7 +10,7 @@
 #include "common/cluster_key.h"
 #include "common/config.h"
 #include "common/status.h"
-#include "kv/route_directory.h"
+#include "kv/route/route_directory.h"
 
 namespace pdkv::kv {
 

@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "common/mutex.h"
-#include "kv/control_channel.h"
-#include "kv/route_directory.h"
-#include "kv/route_listeners.h"
+#include "kv/control/control_channel.h"
+#include "kv/route/route_directory.h"
+#include "kv/route/route_listeners.h"
 
 namespace pdkv::kv::testing {
 

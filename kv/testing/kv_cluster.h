@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "kv/decode_manager.h"
-#include "kv/prefill_manager.h"
+#include "kv/decode/decode_manager.h"
+#include "kv/prefill/prefill_manager.h"
 #include "kv/testing/in_process_channel.h"
 
 namespace pdkv::kv::testing {

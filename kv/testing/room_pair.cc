@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kv/zmq_control_channel.h"
+#include "kv/control/zmq_control_channel.h"
 
 namespace pdkv::kv::testing {
 

@@ -1,6 +1,6 @@
 """Why and where a room failed: ``pdkv.FailureCause`` and ``pdkv.FailureStage``.
 
-They mirror ``kv/failure_cause.h``: a cause's value is the one the C++ side uses (and
+They mirror ``kv/room/failure_cause.h``: a cause's value is the one the C++ side uses (and
 sends on the wire), its ``label`` the stable snake_case name used as the metric label
 (``pdkv_*_failures_total{cause="..."}``). ``KVTransferError.cause`` / ``.stage`` carry
 them. Pure Python, so importing it needs no native module.

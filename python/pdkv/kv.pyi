@@ -18,7 +18,7 @@ class KVPoll(enum.IntEnum):
     Success = 4
 
 class FailureCause(enum.IntEnum):
-    """Why a room failed (mirrors kv/failure_cause.h; values stable, append only).
+    """Why a room failed (mirrors kv/room/failure_cause.h; values stable, append only).
     ``label`` is the snake_case metric label (pdkv_*_failures_total{cause=...})."""
     Internal = 0
     BootstrapTimeout = 1  # not bootstrapped within PDKV_BOOTSTRAP_TIMEOUT_S

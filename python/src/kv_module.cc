@@ -25,13 +25,13 @@
 #include "common/logging.h"
 #include "device_bindings.h"
 #include "engine/backend.h"
-#include "kv/bootstrap_route_directory.h"
-#include "kv/failure_cause.h"
+#include "kv/control/zmq_control_channel.h"
 #include "kv/kv_sender.h"
-#include "kv/metrics_registry.h"
-#include "kv/process_metrics_endpoint.h"
+#include "kv/metrics/metrics_registry.h"
+#include "kv/metrics/process_metrics_endpoint.h"
 #include "kv/registry/registry_options.h"
-#include "kv/zmq_control_channel.h"
+#include "kv/room/failure_cause.h"
+#include "kv/route/bootstrap_route_directory.h"
 #include "proto/zmq_endpoint_options.h"
 
 namespace py = pybind11;
@@ -483,8 +483,8 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("metrics_port", &NativeManager::metrics_port)
       .def(
           "report_room_dp_rank",
-          [](const NativeManager& self, const std::string& address, uint64_t room,
-             int64_t dp_group, double timeout_s) {
+          [](const NativeManager& self, const std::string& address, uint64_t room, int64_t dp_group,
+             double timeout_s) {
             Status s;
             {
               py::gil_scoped_release release;
@@ -527,7 +527,8 @@ PYBIND11_MODULE(_native, m) {
             {
               py::gil_scoped_release release;
               engine::SourceReady sources;
-              if (stream) sources = engine::SourceReady{reinterpret_cast<void*>(*stream), device, {}};
+              if (stream)
+                sources = engine::SourceReady{reinterpret_cast<void*>(*stream), device, {}};
               s = self.send(p, st, std::move(own), layerwise, std::move(sources));
             }
             raise_if_error(s);

@@ -1,0 +1,207 @@
+// Fencing (docs/SECURITY.md): a decode's engine admits a room's bytes only under the room's write
+// grant, which it revokes when the room ends. Here a stale prefill (this test, with its
+// own real ZeroMQ socket and its own TCP engine, registered in the route directory as a
+// prefill instance) takes a room, writes part of it, and keeps writing after the decode
+// aborted the room and reused its pages for a new room served by a real prefill: every
+// late write is refused, and the new room's pages hold exactly the new room's bytes.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <optional>
+
+#include "common/mutex.h"
+#include "engine/transfer_engine.h"
+#include "kv/control/zmq_control_channel.h"
+#include "kv/kv_sender.h"
+#include "kv/testing/room_pair.h"
+
+namespace pdkv::kv {
+namespace {
+
+using testing::eventually;
+using testing::RankBuffers;
+
+constexpr char kAddr[] = "real-prefill:8998";
+constexpr char kStaleAddr[] = "stale-prefill:8998";
+
+// What the stale prefill's control socket received, in order.
+class Inbox {
+ public:
+  void push(proto::Message m) {
+    MutexLock lock(mu_);
+    messages_.push_back(std::move(m));
+  }
+  template <typename T>
+  std::optional<T> take() {
+    std::optional<T> found;
+    eventually([&] {
+      MutexLock lock(mu_);
+      for (auto it = messages_.begin(); it != messages_.end(); ++it) {
+        if (auto* m = std::get_if<T>(&*it)) {
+          found = *m;
+          messages_.erase(it);
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
+  }
+
+ private:
+  Mutex mu_;
+  std::deque<proto::Message> messages_ PDKV_GUARDED_BY(mu_);
+};
+
+class FencingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(pair_.ok());
+    auto stale = zmq_channel_factory()(
+        "127.0.0.1", ChannelCallbacks{[this](proto::Message m) { inbox_.push(std::move(m)); }, {}});
+    ASSERT_TRUE(stale.ok()) << stale.status().to_string();
+    stale_ = std::move(stale).value();
+    auto engine = engine::TransferEngine::create(testing::loopback_engine());
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    stale_engine_ = std::move(engine).value();
+    // The stale prefill announces itself as an instance of the same layout.
+    const KvArgs args = pbuf_.args(0);
+    PrefillRankInfo info;
+    info.control_endpoint = stale_->endpoint();
+    info.layout = args.layout();
+    info.kv_item_lens = args.kv_item_lens;
+    info.state_item_lens = args.state_item_lens;
+    ASSERT_TRUE(pair_.maker()
+                    .directory()
+                    .register_prefill_rank(kStaleAddr, info, now() + std::chrono::seconds(5))
+                    .ok());
+  }
+  void TearDown() override {
+    if (stale_) stale_->stop();
+  }
+
+  // The stale prefill answers the decode's registration and waits for the room's
+  // pre-allocation, as a prefill rank does.
+  proto::PreAllocation take_room_as_stale_prefill() {
+    auto reg = inbox_.take<proto::BufferRegistration>();
+    EXPECT_TRUE(reg.has_value()) << "the decode never registered with the stale prefill";
+    if (!reg) return {};
+    proto::RegistrationResult accepted;
+    accepted.prefill.role = proto::Role::kPrefill;
+    accepted.prefill.control_endpoint = stale_->endpoint();
+    accepted.prefill.engine_endpoint = stale_engine_->endpoint();
+    accepted.prefill.incarnation = 0x57a1e;
+    accepted.decode_incarnation = reg->decode.incarnation;
+    accepted.accepted = true;
+    EXPECT_TRUE(stale_->send(reg->decode.control_endpoint, accepted).ok());
+    auto pre = inbox_.take<proto::PreAllocation>();
+    EXPECT_TRUE(pre.has_value()) << "no pre-allocation reached the stale prefill";
+    return pre.value_or(proto::PreAllocation{});
+  }
+
+  // Writes `value` over every byte of the given decode pages (all buffers) under `grant`.
+  Status stale_write(const std::vector<int64_t>& pages, uint64_t grant, uint8_t value) {
+    const KvArgs dargs = dbuf_.args(0);
+    junk_.assign(dargs.kv_item_lens[0], value);
+    std::vector<engine::WriteBlock> blocks;
+    for (size_t b = 0; b < dargs.kv_data_ptrs.size(); ++b) {
+      for (int64_t page : pages) {
+        blocks.push_back(
+            {reinterpret_cast<uint64_t>(junk_.data()),
+             dargs.kv_data_ptrs[b] + static_cast<uint64_t>(page) * dargs.kv_item_lens[b],
+             dargs.kv_item_lens[b], grant});
+      }
+    }
+    auto session = stale_engine_->open_session(pair_.decode().engine_endpoint());
+    if (!session.ok()) return session.status();
+    Status st = stale_engine_->transfer(*session, blocks);
+    (void)stale_engine_->close_session(*session);
+    return st;
+  }
+
+  bool page_is(int64_t page, uint8_t value) {
+    for (auto& buffer : dbuf_.buffers()) {
+      const uint64_t item = dbuf_.item_bytes();
+      for (uint64_t i = 0; i < item; ++i) {
+        if (buffer[static_cast<uint64_t>(page) * item + i] != value) return false;
+      }
+    }
+    return true;
+  }
+
+  static testing::RoomPairOptions pair_options() {
+    testing::RoomPairOptions o;
+    o.bootstrap_addr = kAddr;
+    o.channels = testing::Channels::kZmq;
+    o.num_pages = 32;
+    return o;
+  }
+
+  testing::RoomPair pair_{pair_options()};
+  RankBuffers& pbuf_ = pair_.prefill_buffers();
+  RankBuffers& dbuf_ = pair_.decode_buffers();
+  Inbox inbox_;
+  std::unique_ptr<ControlChannel> stale_;
+  std::unique_ptr<engine::TransferEngine> stale_engine_;
+  std::vector<uint8_t> junk_;
+};
+
+TEST_F(FencingTest, LateWritesOfAnAbortedRoomAreRefusedAndTheNextRoomKeepsItsBytes) {
+  const std::vector<int64_t> dst{7, 8, 9, 10};
+  for (int64_t page : dst) {
+    for (auto& buffer : dbuf_.buffers()) {
+      std::fill_n(buffer.begin() + page * static_cast<int64_t>(dbuf_.item_bytes()),
+                  dbuf_.item_bytes(), 0);
+    }
+  }
+  // Room 1 goes to the stale prefill.
+  KVReceiver first(pair_.decode(), 1, kStaleAddr);
+  ASSERT_TRUE(first.init().ok());
+  ASSERT_TRUE(first.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  const proto::PreAllocation pre = take_room_as_stale_prefill();
+  ASSERT_EQ(pre.room, 1u);
+  ASSERT_NE(pre.write_grant, 0u) << "the pre-allocation carries no write grant";
+  ASSERT_EQ(pre.dst_kv_pages, dst);
+
+  // While the room is live: its own pages under its grant land; a page it was not given,
+  // or its pages without the grant, do not.
+  ASSERT_TRUE(stale_write({7, 8}, pre.write_grant, 0xE1).ok());
+  EXPECT_TRUE(page_is(7, 0xE1) && page_is(8, 0xE1));
+  EXPECT_EQ(stale_write({11}, pre.write_grant, 0xE2).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(stale_write({9}, 0, 0xE3).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(stale_write({9}, pre.write_grant + 1, 0xE4).code(), StatusCode::kOutOfRange);
+  EXPECT_TRUE(page_is(9, 0) && page_is(11, 0));
+
+  // The decode aborts the room mid-transfer: the rest of its writes are refused.
+  first.abort("the engine preempted the request");
+  ASSERT_TRUE(eventually([&] { return first.poll() == RoomState::kFailed; }));
+  EXPECT_EQ(stale_write({9, 10}, pre.write_grant, 0xE5).code(), StatusCode::kOutOfRange);
+  EXPECT_TRUE(page_is(9, 0) && page_is(10, 0));
+
+  // The same pages go to room 2, served by the real prefill.
+  ASSERT_NO_FATAL_FAILURE(pair_.open(2, {3, 1, 4, 5}, dst,
+                                     testing::RoomPair::Wait::kForPreAllocation,
+                                     /*salt=*/2));
+  // A late write before, and one after the new room's bytes landed: both refused.
+  EXPECT_EQ(stale_write(dst, pre.write_grant, 0xE6).code(), StatusCode::kOutOfRange);
+  ASSERT_NO_FATAL_FAILURE(pair_.finish_and_check());
+  EXPECT_EQ(stale_write(dst, pre.write_grant, 0xE7).code(), StatusCode::kOutOfRange);
+  EXPECT_TRUE(dbuf_.holds_request(dst, 0, /*salt=*/2)) << "the new room's pages were overwritten";
+}
+
+TEST_F(FencingTest, APrefillRankAcceptsNoWriteAtAll) {
+  // Its KV pool is registered read-only and it never grants: even a write naming nothing
+  // into its own buffers is refused.
+  const KvArgs pargs = pbuf_.args(0);
+  std::vector<uint8_t> junk(pargs.kv_item_lens[0], 0xAB);
+  const uint8_t before = pbuf_.buffers()[0][0];
+  auto session = stale_engine_->open_session(pair_.prefill().engine_endpoint());
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  std::vector<engine::WriteBlock> blocks = {
+      {reinterpret_cast<uint64_t>(junk.data()), pargs.kv_data_ptrs[0], junk.size(), 0}};
+  EXPECT_EQ(stale_engine_->transfer(*session, blocks).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(pbuf_.buffers()[0][0], before);
+}
+
+}  // namespace
+}  // namespace pdkv::kv

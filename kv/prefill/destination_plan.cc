@@ -1,0 +1,328 @@
+#include "kv/prefill/destination_plan.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "plan/blocks.h"
+#include "plan/state_blocks.h"
+
+namespace pdkv::kv {
+namespace {
+
+plan::BufferKind to_plan_kind(proto::BufferKind kind) {
+  switch (kind) {
+    case proto::BufferKind::kTargetK: return plan::BufferKind::kTargetK;
+    case proto::BufferKind::kTargetV: return plan::BufferKind::kTargetV;
+    case proto::BufferKind::kDraftK: return plan::BufferKind::kDraftK;
+    case proto::BufferKind::kDraftV: return plan::BufferKind::kDraftV;
+    case proto::BufferKind::kMambaState: return plan::BufferKind::kState;
+  }
+  return plan::BufferKind::kKv;
+}
+
+bool has_kv_fragment(const std::vector<plan::Fragment>& fragments) {
+  return std::any_of(fragments.begin(), fragments.end(),
+                     [](const plan::Fragment& f) { return !plan::is_state_kind(f.kind); });
+}
+
+// A fragment copies bytes_per_page bytes at src_byte_offset of each source page: it must
+// stay inside the page, with the prefill's own page stride. Without this a decode could
+// name src_page_stride 0 and bytes_per_page = the whole pool and be pushed every other
+// request's KV (a theft a hostile decode showed); with it, a room's fragments read only
+// the room's own pages.
+Status check_fragment_sources(const KvArgs& prefill, std::span<const plan::Fragment> fragments) {
+  for (size_t i = 0; i < fragments.size(); ++i) {
+    const plan::Fragment& f = fragments[i];
+    const bool state = plan::is_state_kind(f.kind);
+    const std::vector<uint64_t>& items = state ? prefill.state_item_lens : prefill.kv_item_lens;
+    if (f.buffer_index < 0 || static_cast<size_t>(f.buffer_index) >= items.size()) {
+      return invalid_argument("fragment " + std::to_string(i) + " names " +
+                              (state ? "state" : "KV") + " buffer " +
+                              std::to_string(f.buffer_index) + ", which the prefill does not have");
+    }
+    const uint64_t item = items[static_cast<size_t>(f.buffer_index)];
+    const bool inside = f.bytes_per_page > 0 && f.src_page_stride_bytes == item &&
+                        f.src_byte_offset <= item && f.bytes_per_page <= item - f.src_byte_offset &&
+                        f.dst_byte_offset <= f.dst_page_stride_bytes &&
+                        f.bytes_per_page <= f.dst_page_stride_bytes - f.dst_byte_offset;
+    if (!inside) {
+      return invalid_argument(
+          "fragment " + std::to_string(i) + " (" + std::to_string(f.bytes_per_page) +
+          " bytes at source offset " + std::to_string(f.src_byte_offset) + ", source stride " +
+          std::to_string(f.src_page_stride_bytes) + ", destination offset " +
+          std::to_string(f.dst_byte_offset) + " of stride " +
+          std::to_string(f.dst_page_stride_bytes) + ") does not stay inside one page of " +
+          std::to_string(item) + " bytes");
+    }
+  }
+  return Status();
+}
+
+// `fragments` as a shared list, once check_fragment_sources() passed.
+Result<FragmentList> checked_and_shared(const KvArgs& prefill,
+                                        std::vector<plan::Fragment> fragments) {
+  PDKV_RETURN_IF_ERROR(check_fragment_sources(prefill, fragments));
+  return FragmentList(std::make_shared<const std::vector<plan::Fragment>>(std::move(fragments)));
+}
+
+}  // namespace
+
+Result<FragmentList> checked_fragment_list(const KvArgs& prefill,
+                                           std::span<const proto::Fragment> fragments) {
+  return checked_and_shared(prefill, to_plan_fragments(fragments));
+}
+
+std::vector<plan::Fragment> to_plan_fragments(std::span<const proto::Fragment> fragments) {
+  std::vector<plan::Fragment> out;
+  out.reserve(fragments.size());
+  for (const proto::Fragment& f : fragments) {
+    plan::Fragment p;
+    p.kind = to_plan_kind(f.buffer_kind);
+    p.buffer_index = f.buffer_index;
+    p.src_page_stride_bytes = f.src_page_stride_bytes;
+    p.dst_page_stride_bytes = f.dst_page_stride_bytes;
+    p.src_byte_offset = f.src_byte_offset;
+    p.dst_byte_offset = f.dst_byte_offset;
+    p.bytes_per_page = f.bytes_per_page;
+    p.page_count = f.page_count;
+    p.src_rank = static_cast<int32_t>(f.src_rank);
+    p.dst_rank = static_cast<int32_t>(f.dst_rank);
+    out.push_back(p);
+  }
+  return out;
+}
+
+namespace {
+
+// The prefill's side of DestinationBuffers is the same for every plan of one `prefill`
+// (PlanSharing's contract), so only the registration is compared.
+bool same_buffers(const DestinationBuffers& b, const proto::BufferRegistration& reg) {
+  return b.kv_ptrs == reg.kv.ptrs && b.kv_lens == reg.kv.lens && b.state_ptrs == reg.state.ptrs &&
+         b.state_lens == reg.state.lens && b.aux_ptrs == reg.aux.ptrs &&
+         b.aux_lens == reg.aux.lens && b.aux_item_lens == reg.aux.item_lens;
+}
+
+std::shared_ptr<const DestinationBuffers> buffers_of(const KvArgs& prefill,
+                                                     const proto::BufferRegistration& reg) {
+  auto b = std::make_shared<DestinationBuffers>();
+  b->kv_ptrs = reg.kv.ptrs;
+  b->kv_lens = reg.kv.lens;
+  b->state_ptrs = reg.state.ptrs;
+  b->state_lens = reg.state.lens;
+  b->aux_ptrs = reg.aux.ptrs;
+  b->aux_lens = reg.aux.lens;
+  b->aux_item_lens = reg.aux.item_lens;
+  b->layer_buffers = prefill.layer_buffers;
+  b->kv_layer_ids = prefill.effective_kv_layer_ids();
+  return b;
+}
+
+}  // namespace
+
+Result<DestinationPlan> DestinationPlan::create(const KvArgs& prefill,
+                                                const proto::BufferRegistration& registration,
+                                                proto::PreAllocation pre_allocation,
+                                                const PlanSharing& share) {
+  DestinationPlan plan;
+  plan.prefill_ = &prefill;
+  const auto& reg = registration;
+  if (pre_allocation.decode_prefix_len % static_cast<uint64_t>(prefill.page_size) != 0) {
+    return invalid_argument("decode_prefix_len " +
+                            std::to_string(pre_allocation.decode_prefix_len) +
+                            " is not a multiple of page_size " + std::to_string(prefill.page_size));
+  }
+  plan.prefix_pages_ = static_cast<int64_t>(pre_allocation.decode_prefix_len /
+                                            static_cast<uint64_t>(prefill.page_size));
+  if (pre_allocation.fragments_from_registration && share.registered_fragments) {
+    plan.fragments_ = share.registered_fragments;  // checked when the decode registered
+  } else {
+    const std::vector<proto::Fragment>& wire = pre_allocation.fragments_from_registration
+                                                   ? registration.fragments
+                                                   : pre_allocation.fragments;
+    std::vector<plan::Fragment> fragments = to_plan_fragments(wire);
+    if (share.fragments && *share.fragments == fragments) {
+      plan.fragments_ = share.fragments;  // an earlier plan's, checked then
+    } else {
+      PDKV_ASSIGN_OR_RETURN(plan.fragments_, checked_and_shared(prefill, std::move(fragments)));
+    }
+    std::vector<proto::Fragment>().swap(pre_allocation.fragments);  // the wire copy
+  }
+  if (pre_allocation.kind == proto::PreAllocKind::kTransfer) {
+    if (reg.kv.ptrs.size() != prefill.kv_data_ptrs.size()) {
+      return invalid_argument("decode registered " + std::to_string(reg.kv.ptrs.size()) +
+                              " KV buffers but the prefill has " +
+                              std::to_string(prefill.kv_data_ptrs.size()));
+    }
+    if (!has_kv_fragment(*plan.fragments_)) {
+      // Without fragments the reference copies prefill items onto decode items one for
+      // one, which is only right when they have the same size.
+      for (size_t i = 0; i < reg.kv.item_lens.size(); ++i) {
+        if (reg.kv.item_lens[i] != prefill.kv_item_lens[i]) {
+          return invalid_argument("KV buffer " + std::to_string(i) + " has item length " +
+                                  std::to_string(prefill.kv_item_lens[i]) + " on prefill but " +
+                                  std::to_string(reg.kv.item_lens[i]) +
+                                  " on decode and the pre-allocation carries no fragments");
+        }
+      }
+    }
+    if (!pre_allocation.state_slots.empty() && !prefill.state_data_ptrs.empty() &&
+        reg.state.ptrs.size() != prefill.state_data_ptrs.size()) {
+      return invalid_argument("decode registered " + std::to_string(reg.state.ptrs.size()) +
+                              " state buffers but the prefill has " +
+                              std::to_string(prefill.state_data_ptrs.size()));
+    }
+  }
+  if (pre_allocation.dst_l1_5 && pre_allocation.dst_l1_5->indices_are_local) {
+    const auto& own = *pre_allocation.dst_l1_5;
+    plan.dst_local_ = true;
+    plan.dst_mask_.reserve(own.page_transfer_mask.size());
+    plan.dst_mapping_.reserve(own.page_transfer_mask.size());
+    int64_t owned = 0;
+    for (bool bit : own.page_transfer_mask) {
+      plan.dst_mask_.push_back(bit ? 1 : 0);
+      owned += bit ? 1 : 0;
+      plan.dst_mapping_.push_back(owned - 1);
+    }
+    if (plan.dst_mask_.size() != pre_allocation.dst_kv_pages.size()) {
+      return invalid_argument("L1.5 page_transfer_mask has " +
+                              std::to_string(plan.dst_mask_.size()) + " entries but the room has " +
+                              std::to_string(pre_allocation.dst_kv_pages.size()) +
+                              " destination pages");
+    }
+  }
+  plan.buffers_ =
+      share.buffers && same_buffers(*share.buffers, reg) ? share.buffers : buffers_of(prefill, reg);
+  plan.pre_allocation_ = std::move(pre_allocation);
+  return plan;
+}
+
+Result<plan::ResolvedIndices> DestinationPlan::resolve(const ChunkSpec& chunk) const {
+  const int64_t n = static_cast<int64_t>(chunk.pages.size());
+  if (chunk.first_page < 0) return invalid_argument("chunk first_page is negative");
+  const int64_t skip = std::clamp<int64_t>(prefix_pages_ - chunk.first_page, 0, n);
+  const int64_t slice_start = chunk.first_page + skip - prefix_pages_;
+  const int64_t slice_stop = chunk.first_page + n - prefix_pages_;
+  if (skip == n) return plan::ResolvedIndices{};  // the chunk lies inside the decode prefix
+  plan::DstOwnership dst_own;
+  const plan::DstOwnership* dst_l15 = nullptr;
+  const auto& local = pre_allocation_.dst_l1_5;
+  if (dst_local_) {
+    dst_own.page_transfer_mask = std::span<const uint8_t>(dst_mask_);
+    dst_own.page_indices_mapping = std::span<const int64_t>(dst_mapping_);
+    dst_own.page_local_indices = std::span<const int64_t>(local->page_local_indices);
+    dst_l15 = &dst_own;
+  }
+  // The prefill's mask covers the whole chunk, prefix pages included: the skipped pages
+  // take their mask entries, and the local pages of those they own, with them.
+  plan::SrcOwnership src_own;
+  const plan::SrcOwnership* src_l15 = chunk.src_l15;
+  if (src_l15 && skip > 0 && src_l15->page_transfer_mask && src_l15->page_local_indices) {
+    const auto mask = *src_l15->page_transfer_mask;
+    const auto local_pages = *src_l15->page_local_indices;
+    const size_t skipped = std::min(static_cast<size_t>(skip), mask.size());
+    const auto owned_skipped = static_cast<size_t>(
+        std::count_if(mask.begin(), mask.begin() + static_cast<std::ptrdiff_t>(skipped),
+                      [](uint8_t m) { return m != 0; }));
+    src_own.page_transfer_mask = mask.subspan(skipped);
+    src_own.page_local_indices = local_pages.subspan(std::min(owned_skipped, local_pages.size()));
+    src_l15 = &src_own;
+  }
+  return plan::resolve_indices(chunk.pages.subspan(static_cast<size_t>(skip)),
+                               pre_allocation_.dst_kv_pages, slice_start, slice_stop, src_l15,
+                               dst_l15);
+}
+
+Status DestinationPlan::append_kv_blocks(const plan::ResolvedIndices& pages, int64_t begin_layer_id,
+                                         int64_t end_layer_id,
+                                         std::vector<plan::Block>& out) const {
+  if (pages.src_pages.empty()) return Status();
+  const DestinationBuffers& dst = *buffers_;
+  plan::BufferTable table{prefill_->kv_data_ptrs, dst.kv_ptrs, prefill_->kv_item_lens,
+                          prefill_->kv_data_lens, dst.kv_lens};
+  // KV layers whose global id is in range, as maximal runs of consecutive KV-layer indices
+  // (hybrid models interleave KV and state layers, so the ids may have gaps).
+  const int64_t layers = static_cast<int64_t>(dst.layer_buffers.size());
+  int64_t l = 0;
+  while (l < layers) {
+    if (dst.kv_layer_ids[l] < begin_layer_id || dst.kv_layer_ids[l] >= end_layer_id) {
+      ++l;
+      continue;
+    }
+    int64_t run_end = l + 1;
+    while (run_end < layers && dst.kv_layer_ids[run_end] >= begin_layer_id &&
+           dst.kv_layer_ids[run_end] < end_layer_id) {
+      ++run_end;
+    }
+    PDKV_ASSIGN_OR_RETURN(auto blocks, plan::kv_blocks(table, dst.layer_buffers, pages.src_pages,
+                                                       pages.dst_pages, l, run_end, *fragments_));
+    out.insert(out.end(), blocks.begin(), blocks.end());
+    l = run_end;
+  }
+  return Status();
+}
+
+Status DestinationPlan::append_state_blocks(std::span<const int64_t> src_slots,
+                                            std::optional<int64_t> begin_layer_id,
+                                            std::optional<int64_t> end_layer_id,
+                                            std::vector<plan::Block>& out) const {
+  if (prefill_->state_data_ptrs.empty() || pre_allocation_.state_slots.empty() ||
+      src_slots.empty()) {
+    return Status();
+  }
+  const DestinationBuffers& dst = *buffers_;
+  if (dst.state_ptrs.empty()) {
+    // The reference reported success here without sending the state: the decode then
+    // decoded from slots nobody wrote.
+    return failed_precondition(
+        "the room has state slots but the decode registered no state buffers");
+  }
+  plan::BufferTable table{prefill_->state_data_ptrs, dst.state_ptrs, prefill_->state_item_lens,
+                          prefill_->state_data_lens, dst.state_lens};
+  plan::StateSlots slots;
+  slots.src_slots = src_slots;
+  slots.dst_slots = std::span<const int64_t>(pre_allocation_.state_slots);
+  if (begin_layer_id || end_layer_id) {
+    slots.state_layer_ids = std::span<const int64_t>(prefill_->state_layer_ids);
+    slots.begin_layer = begin_layer_id;
+    slots.end_layer = end_layer_id;
+  }
+  PDKV_ASSIGN_OR_RETURN(auto blocks, plan::state_blocks(table, slots, *fragments_));
+  out.insert(out.end(), blocks.begin(), blocks.end());
+  return Status();
+}
+
+Status DestinationPlan::append_aux_blocks(int64_t src_aux_index,
+                                          std::vector<plan::Block>& out) const {
+  const auto& dst_index = pre_allocation_.aux_index;
+  const DestinationBuffers& dst = *buffers_;
+  if (!dst_index || prefill_->aux_data_ptrs.empty() || dst.aux_ptrs.empty()) return Status();
+  if (dst.aux_ptrs.size() != prefill_->aux_data_ptrs.size()) {
+    return invalid_argument("decode registered " + std::to_string(dst.aux_ptrs.size()) +
+                            " aux buffers but the prefill has " +
+                            std::to_string(prefill_->aux_data_ptrs.size()));
+  }
+  if (src_aux_index < 0 || *dst_index < 0) return out_of_range("negative aux index");
+  for (size_t i = 0; i < dst.aux_ptrs.size(); ++i) {
+    const uint64_t item = prefill_->aux_item_lens[i];
+    if (dst.aux_item_lens[i] != item) {
+      return invalid_argument("aux buffer " + std::to_string(i) + " has item length " +
+                              std::to_string(item) + " on prefill but " +
+                              std::to_string(dst.aux_item_lens[i]) + " on decode");
+    }
+    const auto src_row = static_cast<uint64_t>(src_aux_index);
+    const auto dst_row = static_cast<uint64_t>(*dst_index);
+    const uint64_t src_rows = prefill_->aux_data_lens[i] / item;
+    const uint64_t dst_rows = dst.aux_lens[i] / item;
+    if (src_row >= src_rows || dst_row >= dst_rows) {
+      return out_of_range("aux row " + std::to_string(src_row) + " -> " + std::to_string(dst_row) +
+                          " outside buffer " + std::to_string(i) + " (" + std::to_string(src_rows) +
+                          " / " + std::to_string(dst_rows) + " rows)");
+    }
+    out.push_back(plan::Block{prefill_->aux_data_ptrs[i] + src_row * item,
+                              dst.aux_ptrs[i] + dst_row * item, item});
+  }
+  return Status();
+}
+
+}  // namespace pdkv::kv
