@@ -27,6 +27,13 @@
 // pings). Public methods are thread-safe and never block on the network. No thread sends
 // while holding mu_: messages decided under it go into an Outbox flushed after it is
 // released (send paths are marked PDKV_EXCLUDES(mu_)), and control sends never block.
+//
+// Files, one job each: decode_manager.cc (create, start-up, shutdown, metrics),
+// decode_room_api.cc (the KVReceiver calls), decode_resolution.cc (route resolution and
+// registration, resolver threads), decode_pre_allocation.cc (the pre-allocation
+// protocol), decode_statuses.cc (statuses, batch notes, Aborts), decode_liveness.cc
+// (timer, pings, peers gone or refused, route changes), decode_room_end.cc (fencing and
+// failure of a room).
 #pragma once
 
 #include <atomic>

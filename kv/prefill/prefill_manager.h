@@ -17,6 +17,12 @@
 // (deadlines, liveness, unsent statuses) and the bootstrap refresher. No thread sends on
 // the network while holding mu_ (sends are marked PDKV_EXCLUDES(mu_)), and control sends
 // never block. Every public method is thread-safe and non-blocking except shutdown().
+//
+// Files, one job each: prefill_manager.cc (create, start-up, shutdown, metrics),
+// prefill_room_api.cc (the KVSender calls), prefill_registration.cc (control messages in,
+// decode registrations), prefill_pre_allocation.cc (pre-allocations, proofs, Aborts),
+// prefill_rooms.cc (bootstrap, failure, statuses out), prefill_liveness.cc (timer, pings,
+// decodes gone, route refresh), prefill_transfer.cc (completion: the pipeline's hooks).
 #pragma once
 
 #include <atomic>
