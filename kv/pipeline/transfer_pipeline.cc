@@ -407,7 +407,7 @@ Status TransferPipeline::plan_job(RoomState& r, Job& job, std::optional<int64_t>
     }
     job.resolved = true;
   }
-  auto each_destination = [&](const BlockSpec& spec) -> Status {
+  auto each_destination = [&](const BlockSpec& spec) PDKV_REQUIRES(pass_mu_) -> Status {
     for (size_t d = 0; d < r.destinations.size(); ++d) {
       PDKV_RETURN_IF_ERROR(plan_blocks(r, d, job, spec));
     }
@@ -515,7 +515,8 @@ void TransferPipeline::submit_link(PeerLink& link, TimePoint at,
     }
     return;
   }
-  auto is_alive = [this](const RoomKey& key) { return alive(key); };
+  // Called by next_batch() on this thread, within this pass.
+  auto is_alive = [this](const RoomKey& key) PDKV_REQUIRES(pass_mu_) { return alive(key); };
   while (link.session && link.inflight_bytes < options_.window_bytes) {
     std::optional<WriteBatch> next =
         link.next_batch(options_.batch_bytes, options_.batch_blocks, at, is_alive, wake_at);

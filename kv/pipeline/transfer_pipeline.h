@@ -213,18 +213,19 @@ class TransferPipeline {
   // One pass (see the file comment); the earliest timer it left, if any.
   std::optional<TimePoint> pass(Reports& reports) PDKV_REQUIRES(pass_mu_);
   void report(Reports& reports) PDKV_EXCLUDES(pass_mu_, mu_);
-  void apply(Command& command);
-  void on_completion(Completion& completion);
+  void apply(Command& command) PDKV_REQUIRES(pass_mu_);
+  void on_completion(Completion& completion) PDKV_REQUIRES(pass_mu_);
   // Counts the batch's bytes acknowledged (and `noted`'s statuses delivered) and finishes
   // the rooms it completes. `noted` is the batch's own or, for a retry the decode
   // answered AlreadyCompleted, the room whose status rode an earlier attempt.
-  void acknowledge(const WriteBatch& batch, const std::vector<RoomKey>& noted);
-  void on_opened(Opened& opened);
-  void plan_ready_rooms();
+  void acknowledge(const WriteBatch& batch, const std::vector<RoomKey>& noted)
+      PDKV_REQUIRES(pass_mu_);
+  void on_opened(Opened& opened) PDKV_REQUIRES(pass_mu_);
+  void plan_ready_rooms() PDKV_REQUIRES(pass_mu_);
   // Plans what of the room can go now; false if its links are too full to take more.
-  bool plan_room(uint64_t room, RoomState& r);
+  bool plan_room(uint64_t room, RoomState& r) PDKV_REQUIRES(pass_mu_);
   // Plans what of the job can go now; `wait_for` gets the layer step it still waits for.
-  Status plan_job(RoomState& r, Job& job, std::optional<int64_t>* wait_for);
+  Status plan_job(RoomState& r, Job& job, std::optional<int64_t>* wait_for) PDKV_REQUIRES(pass_mu_);
   // Which blocks of a job one planning step covers.
   struct BlockSpec {
     bool kv = false;
@@ -233,27 +234,30 @@ class TransferPipeline {
     std::optional<int64_t> state_begin, state_end;  // unset: every state buffer
     bool aux = false;
   };
-  Status plan_blocks(RoomState& r, size_t dest, const Job& job, const BlockSpec& spec);
-  void submit_ready_links(TimePoint now, std::optional<TimePoint>* wake_at);
-  void submit_link(PeerLink& link, TimePoint now, std::optional<TimePoint>* wake_at);
+  Status plan_blocks(RoomState& r, size_t dest, const Job& job, const BlockSpec& spec)
+      PDKV_REQUIRES(pass_mu_);
+  void submit_ready_links(TimePoint now, std::optional<TimePoint>* wake_at) PDKV_REQUIRES(pass_mu_);
+  void submit_link(PeerLink& link, TimePoint now, std::optional<TimePoint>* wake_at)
+      PDKV_REQUIRES(pass_mu_);
   // Starts opening the link's session; `at` is the attempt's start (a failure's age).
-  void open_link(PeerLink& link, TimePoint at);
+  void open_link(PeerLink& link, TimePoint at) PDKV_REQUIRES(pass_mu_);
   // Puts the Success statuses of the rooms `batch` completes into its note (status_note.h).
-  void attach_statuses(WriteBatch& batch);
-  void handle_batch_failure(PeerLink& link, WriteBatch batch, const Status& status);
-  void give_up_link(PeerLink& link, const Status& why);
-  void fail(uint64_t room, FailureCause cause, const std::string& reason);
+  void attach_statuses(WriteBatch& batch) PDKV_REQUIRES(pass_mu_);
+  void handle_batch_failure(PeerLink& link, WriteBatch batch, const Status& status)
+      PDKV_REQUIRES(pass_mu_);
+  void give_up_link(PeerLink& link, const Status& why) PDKV_REQUIRES(pass_mu_);
+  void fail(uint64_t room, FailureCause cause, const std::string& reason) PDKV_REQUIRES(pass_mu_);
   // Ends the room if nothing is left of it (r is gone then).
-  void maybe_finished(uint64_t room, RoomState& r);
+  void maybe_finished(uint64_t room, RoomState& r) PDKV_REQUIRES(pass_mu_);
   // The room `key` names if it is still the same room; nullptr once it ended.
-  RoomState* find_room(const RoomKey& key);
+  RoomState* find_room(const RoomKey& key) PDKV_REQUIRES(pass_mu_);
   // How a failure reason names the decode behind `engine_endpoint`: its control endpoint.
   static std::string decode_name(const RoomState& r, const std::string& engine_endpoint);
   // The index of the destination behind `engine_endpoint`; destinations.size() if none.
   static size_t dest_index(const RoomState& r, const std::string& engine_endpoint);
-  void erase_room(uint64_t room);
-  bool alive(const RoomKey& key) const;
-  PeerLink& link_for(const std::string& endpoint);
+  void erase_room(uint64_t room) PDKV_REQUIRES(pass_mu_);
+  bool alive(const RoomKey& key) const PDKV_REQUIRES(pass_mu_);
+  PeerLink& link_for(const std::string& endpoint) PDKV_REQUIRES(pass_mu_);
 
   engine::TransferEngine& engine_;
   const PipelineOptions options_;
@@ -274,20 +278,28 @@ class TransferPipeline {
 
   // Held by whoever runs a pass; guards the state below (lock order: pass_mu_, then mu_).
   Mutex pass_mu_;
-  // State of the passes.
-  std::unordered_map<uint64_t, RoomState> rooms_;
-  std::deque<uint64_t> ready_;                      // rooms with a chunk to plan, in arrival order
-  std::multimap<int64_t, uint64_t> waiting_steps_;  // layerwise: step needed -> room
-  std::unordered_map<std::string, std::unique_ptr<PeerLink>> links_;
-  std::unordered_map<uint64_t, WriteBatch> inflight_;
-  uint64_t next_serial_ = 1;
-  uint64_t next_batch_id_ = 1;
-  const bool notes_ = false;               // the engine carries batch notes (engine/batch_note.h)
-  std::vector<TransferredRoom> finished_;  // this pass
-  std::vector<std::tuple<uint64_t, FailureCause, std::string>> failed_;  // this pass
-  std::vector<plan::Block> scratch_;
-  std::vector<std::pair<RoomKey, uint64_t>> room_bytes_;  // attach_statuses' scratch
+  // State of the passes: read and written only with pass_mu_ held (the helpers above
+  // that touch it are marked PDKV_REQUIRES(pass_mu_)).
+  std::unordered_map<uint64_t, RoomState> rooms_ PDKV_GUARDED_BY(pass_mu_);
+  // Rooms with a chunk to plan, in arrival order.
+  std::deque<uint64_t> ready_ PDKV_GUARDED_BY(pass_mu_);
+  // Layerwise: step needed -> room.
+  std::multimap<int64_t, uint64_t> waiting_steps_ PDKV_GUARDED_BY(pass_mu_);
+  std::unordered_map<std::string, std::unique_ptr<PeerLink>> links_ PDKV_GUARDED_BY(pass_mu_);
+  std::unordered_map<uint64_t, WriteBatch> inflight_ PDKV_GUARDED_BY(pass_mu_);
+  uint64_t next_serial_ PDKV_GUARDED_BY(pass_mu_) = 1;
+  uint64_t next_batch_id_ PDKV_GUARDED_BY(pass_mu_) = 1;
+  std::vector<TransferredRoom> finished_ PDKV_GUARDED_BY(pass_mu_);  // this pass
+  std::vector<std::tuple<uint64_t, FailureCause, std::string>> failed_
+      PDKV_GUARDED_BY(pass_mu_);  // this pass
+  std::vector<plan::Block> scratch_ PDKV_GUARDED_BY(pass_mu_);
+  // attach_statuses' scratch.
+  std::vector<std::pair<RoomKey, uint64_t>> room_bytes_ PDKV_GUARDED_BY(pass_mu_);
+  // Immutable after construction: the engine carries batch notes (engine/batch_note.h).
+  const bool notes_ = false;
 
+  // Set in the constructor, stopped in stop(); passes open and close sessions on it
+  // (it has its own lock).
   std::unique_ptr<SessionConnector> connector_;
   std::thread dispatcher_;
 };
