@@ -154,7 +154,9 @@ class DecodeManager {
     RouteTarget route;
     std::string endpoint;  // the prefill rank's control endpoint
   };
-  struct Room {
+  // This manager's record of one room: its prefill targets, its pre-allocation, grant
+  // and ticket, the statuses counted so far (room_state.h lists the room names).
+  struct DecodeRoom {
     std::string bootstrap_addr;
     std::shared_ptr<ReceivedMetadata> metadata;
     bool init_requested = false;
@@ -219,7 +221,7 @@ class DecodeManager {
   Status check_status_checksum(const proto::TransferStatus& status) const;
   // The target of `r` that sent `status`, or null (logged, rate-limited) if the status
   // names a prefill rank that is not one of the room's targets or the wrong ticket.
-  const Target* status_sender(const proto::TransferStatus& status, const Room& r) const
+  const Target* status_sender(const proto::TransferStatus& status, const DecodeRoom& r) const
       PDKV_REQUIRES(mu_);
   void on_registration_result(const proto::RegistrationResult& result) PDKV_EXCLUDES(mu_);
   void on_pong(const proto::Pong& pong) PDKV_EXCLUDES(mu_);
@@ -256,7 +258,7 @@ class DecodeManager {
                                   uint64_t epoch) PDKV_EXCLUDES(mu_);
   // Puts the room's pre-allocations its targets are ready for into `out`, skipping the
   // endpoints in `skip`.
-  void send_pre_allocations(uint64_t room, Room& r, Outbox& out,
+  void send_pre_allocations(uint64_t room, DecodeRoom& r, Outbox& out,
                             const std::set<std::string>* skip = nullptr) PDKV_REQUIRES(mu_);
   bool ready_for_pre_allocation(const std::string& endpoint) const PDKV_REQUIRES(mu_);
   // Timer: registrations not answered yet, pre-allocations not sent yet.
@@ -275,8 +277,8 @@ class DecodeManager {
   // the writes admitted under it have landed, the room's handle keeps its end hidden.
   // `end` kCompleted only when the room succeeded: a prefill retrying a batch whose
   // acknowledgement it lost is then told the room is done (AlreadyCompleted).
-  void revoke_grant(uint64_t room, Room& r, engine::GrantEnd end = engine::GrantEnd::kWithdrawn)
-      PDKV_REQUIRES(mu_);
+  void revoke_grant(uint64_t room, DecodeRoom& r,
+                    engine::GrantEnd end = engine::GrantEnd::kWithdrawn) PDKV_REQUIRES(mu_);
   // Sends what `out` holds; pre-allocations the channel refused go back to the timer.
   void flush(Outbox& out) PDKV_EXCLUDES(mu_);
 
@@ -298,7 +300,7 @@ class DecodeManager {
   std::unique_ptr<MetricsRegistry::Registration> metrics_registration_;
 
   mutable Mutex mu_;
-  std::unordered_map<uint64_t, Room> rooms_ PDKV_GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, DecodeRoom> rooms_ PDKV_GUARDED_BY(mu_);
   std::unordered_map<std::string, PrefillPeer> prefills_ PDKV_GUARDED_BY(mu_);
   // Prefill ranks dropped from prefills_ whose control sockets heartbeat() closes on its
   // next run (not at once: the Aborts just sent them would be dropped with the socket).

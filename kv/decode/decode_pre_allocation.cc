@@ -54,7 +54,7 @@ bool DecodeManager::ready_for_pre_allocation(const std::string& endpoint) const 
   return peer != prefills_.end() && peer->second.registration_acked && peer->second.refused.ok();
 }
 
-void DecodeManager::send_pre_allocations(uint64_t room, Room& r, Outbox& out,
+void DecodeManager::send_pre_allocations(uint64_t room, DecodeRoom& r, Outbox& out,
                                          const std::set<std::string>* skip) {
   const PreAllocationRequest& req = *r.pending;
   if (r.pre_sent.size() != r.targets.size()) r.pre_sent.assign(r.targets.size(), false);
@@ -160,7 +160,7 @@ void DecodeManager::flush(Outbox& out) {
     if (pre == nullptr) continue;
     auto it = rooms_.find(pre->room);
     if (it == rooms_.end()) continue;
-    Room& r = it->second;
+    DecodeRoom& r = it->second;
     for (size_t i = 0; i < r.targets.size() && i < r.pre_sent.size(); ++i) {
       if (r.targets[i].endpoint == u.endpoint) r.pre_sent[i] = false;
     }

@@ -156,7 +156,7 @@ Status DecodeManager::resolve(uint64_t room) {
       }
       continue;
     }
-    Room& r = it->second;
+    DecodeRoom& r = it->second;
     r.targets = std::move(found.targets);
     r.required_responses = found.instance.route.required_prefill_response_num;
     r.resolved = true;
@@ -185,7 +185,7 @@ Status DecodeManager::resolve(uint64_t room) {
     MutexLock lock(mu_);
     auto it = rooms_.find(room);
     if (it == rooms_.end()) return Status();
-    Room& r = it->second;
+    DecodeRoom& r = it->second;
     for (const Target& t : r.targets) {
       const PrefillPeer& peer = register_once(t, addr, out);
       if (!peer.refused.ok())

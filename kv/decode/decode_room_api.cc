@@ -16,7 +16,7 @@ DecodeManager::Handles DecodeManager::open_room(uint64_t room, const std::string
       "bootstrap timeout: the prefill ranks of room " + std::to_string(room) +
           " were not resolved within " + format_seconds(config_.options.bootstrap_timeout));
   MutexLock lock(mu_);
-  Room& r = rooms_[room];
+  DecodeRoom& r = rooms_[room];
   if (!r.metadata) {
     r.metadata = std::make_shared<ReceivedMetadata>();
     r.bootstrap_addr = bootstrap_addr.empty() ? config_.bootstrap_addr : bootstrap_addr;
@@ -104,7 +104,7 @@ Status DecodeManager::send_metadata(uint64_t room, PreAllocationRequest request)
       refused = failed_precondition("send_metadata() was already called for room " +
                                     std::to_string(room));
     } else {
-      Room& r = it->second;
+      DecodeRoom& r = it->second;
       r.pending = std::move(request);
       r.grant = grant;
       r.granted = std::move(granted);

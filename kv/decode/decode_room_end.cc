@@ -7,7 +7,7 @@
 
 namespace pdkv::kv {
 
-void DecodeManager::revoke_grant(uint64_t room, Room& r, engine::GrantEnd end) {
+void DecodeManager::revoke_grant(uint64_t room, DecodeRoom& r, engine::GrantEnd end) {
   if (r.grant == 0) return;
   const uint64_t grant = std::exchange(r.grant, 0);
   std::shared_ptr<RoomHandle> handle = board_.handle(room);
@@ -60,7 +60,7 @@ void DecodeManager::fail_room(uint64_t room, FailureCause cause, const std::stri
       return;
     }
     if (it != rooms_.end() && tell_prefill) {
-      Room& r = it->second;
+      DecodeRoom& r = it->second;
       if (r.resolved) {
         // Even without a pre-allocation: the prefill may hold the room's KVSender.
         for (const Target& t : r.targets) notify.push_back(t.endpoint);

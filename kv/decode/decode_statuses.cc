@@ -67,7 +67,7 @@ Status DecodeManager::check_status_checksum(const proto::TransferStatus& status)
 }
 
 const DecodeManager::Target* DecodeManager::status_sender(const proto::TransferStatus& status,
-                                                          const Room& r) const {
+                                                          const DecodeRoom& r) const {
   const auto tp = static_cast<int64_t>(status.prefill_attn_tp_rank);
   const Target* from = nullptr;
   for (const Target& t : r.targets) {
@@ -128,7 +128,7 @@ void DecodeManager::on_status(const proto::TransferStatus& status) {
     // ticket) while its bytes were re-read.
     auto it = rooms_.find(room);
     if (it == rooms_.end()) return;
-    Room& r = it->second;
+    DecodeRoom& r = it->second;
     const Target* from = status_sender(status, r);
     if (from == nullptr) return;
     auto peer = prefills_.find(from->endpoint);

@@ -219,7 +219,7 @@ void TransferPipeline::apply(Command& command) {
   switch (command.kind) {
     case Command::Kind::kStartRoom: {
       erase_room(command.room);  // a stale entry of a room id used again
-      RoomState& r = rooms_[command.room];
+      RoomTransfer& r = rooms_[command.room];
       r.id = command.room;
       r.serial = next_serial_++;
       r.destinations = std::move(command.destinations);
@@ -234,7 +234,7 @@ void TransferPipeline::apply(Command& command) {
         metrics_.queue_depth_delta(-1);
         return;  // ended meanwhile
       }
-      RoomState& r = it->second;
+      RoomTransfer& r = it->second;
       r.last_chunk_added = r.last_chunk_added || command.chunk.is_last;
       r.jobs.push_back(Job{std::move(command.chunk), {}, {}, 0, false});
       if (!r.queued) {
@@ -272,19 +272,20 @@ bool TransferPipeline::alive(const RoomKey& key) const {
   return it != rooms_.end() && it->second.serial == key.serial;
 }
 
-TransferPipeline::RoomState* TransferPipeline::find_room(const RoomKey& key) {
+TransferPipeline::RoomTransfer* TransferPipeline::find_room(const RoomKey& key) {
   auto it = rooms_.find(key.room);
   return it != rooms_.end() && it->second.serial == key.serial ? &it->second : nullptr;
 }
 
-size_t TransferPipeline::dest_index(const RoomState& r, const std::string& engine_endpoint) {
+size_t TransferPipeline::dest_index(const RoomTransfer& r, const std::string& engine_endpoint) {
   for (size_t i = 0; i < r.destinations.size(); ++i) {
     if (r.destinations[i].engine_endpoint == engine_endpoint) return i;
   }
   return r.destinations.size();
 }
 
-std::string TransferPipeline::decode_name(const RoomState& r, const std::string& engine_endpoint) {
+std::string TransferPipeline::decode_name(const RoomTransfer& r,
+                                          const std::string& engine_endpoint) {
   for (const TransferDestination& d : r.destinations) {
     if (d.engine_endpoint == engine_endpoint) return d.key;
   }
@@ -303,7 +304,7 @@ void TransferPipeline::fail(uint64_t room, FailureCause cause, const std::string
   failed_.emplace_back(room, cause, reason);
 }
 
-void TransferPipeline::maybe_finished(uint64_t room, RoomState& r) {
+void TransferPipeline::maybe_finished(uint64_t room, RoomTransfer& r) {
   const bool acked = std::all_of(r.dest_outstanding.begin(), r.dest_outstanding.end(),
                                  [](uint64_t bytes) { return bytes == 0; });
   if (!r.last_chunk_added || !r.jobs.empty() || !acked) return;
@@ -334,7 +335,7 @@ void TransferPipeline::plan_ready_rooms() {
   }
 }
 
-bool TransferPipeline::plan_room(uint64_t room, RoomState& r) {
+bool TransferPipeline::plan_room(uint64_t room, RoomTransfer& r) {
   const RoomKey key{room, r.serial};
   while (!r.jobs.empty()) {
     for (const TransferDestination& d : r.destinations) {
@@ -368,7 +369,7 @@ bool TransferPipeline::plan_room(uint64_t room, RoomState& r) {
   return true;
 }
 
-Status TransferPipeline::plan_job(RoomState& r, Job& job, std::optional<int64_t>* wait_for) {
+Status TransferPipeline::plan_job(RoomTransfer& r, Job& job, std::optional<int64_t>* wait_for) {
   const TransferChunk& c = job.chunk;
   for (const TransferDestination& d : r.destinations) {
     if (auto refused = failed_peers_.refused_for(d.engine_endpoint); refused.count() > 0) {
@@ -447,7 +448,7 @@ Status TransferPipeline::plan_job(RoomState& r, Job& job, std::optional<int64_t>
   return Status();
 }
 
-Status TransferPipeline::plan_blocks(RoomState& r, size_t d, const Job& job,
+Status TransferPipeline::plan_blocks(RoomTransfer& r, size_t d, const Job& job,
                                      const BlockSpec& spec) {
   const TransferDestination& dest = r.destinations[d];
   const DestinationPlan& plan = *dest.plan;
@@ -527,7 +528,7 @@ void TransferPipeline::submit_link(PeerLink& link, TimePoint at,
     next->submitted_at = at;
     if (notes_ && next->note.empty()) attach_statuses(*next);
     for (const RoomKey& key : next->noted) {
-      if (RoomState* r = find_room(key); r != nullptr) {
+      if (RoomTransfer* r = find_room(key); r != nullptr) {
         const size_t d = dest_index(*r, next->endpoint);
         if (d < r->status_sent_at.size()) r->status_sent_at[d] = std::min(r->status_sent_at[d], at);
       }
@@ -576,7 +577,7 @@ void TransferPipeline::attach_statuses(WriteBatch& batch) {
     for (; i < room_bytes_.size() && room_bytes_[i].first == key; ++i) {
       bytes += room_bytes_[i].second;
     }
-    const RoomState* r = find_room(key);
+    const RoomTransfer* r = find_room(key);
     const size_t d = r != nullptr ? dest_index(*r, batch.endpoint) : 0;
     // Only a batch that completes the room's bytes to this decode rank may say so: every
     // chunk planned and no byte for this rank pending or in flight elsewhere. The status
@@ -636,7 +637,7 @@ void TransferPipeline::acknowledge(const WriteBatch& batch, const std::vector<Ro
   const TimePoint acked = now();
   for (const RoomKey& key : noted) {
     // Its status rode this batch (or an earlier attempt), and the decode handled it.
-    RoomState* r = find_room(key);
+    RoomTransfer* r = find_room(key);
     const size_t d = r != nullptr ? dest_index(*r, batch.endpoint) : 0;
     if (r == nullptr || d >= r->destinations.size()) continue;
     const std::string& dest = r->destinations[d].key;
@@ -645,7 +646,7 @@ void TransferPipeline::acknowledge(const WriteBatch& batch, const std::vector<Ro
     }
   }
   for (const BatchSegment& seg : batch.segments) {
-    RoomState* r = find_room(seg.key);
+    RoomTransfer* r = find_room(seg.key);
     if (r == nullptr) continue;
     // A link carries only the pieces of destinations behind its endpoint.
     r->dest_outstanding[dest_index(*r, batch.endpoint)] -= seg.bytes;
@@ -686,7 +687,7 @@ void TransferPipeline::handle_batch_failure(PeerLink& link, WriteBatch batch,
     // when the room's status rode an earlier submission to that decode (a refused part
     // delivers no note, so this one's cannot count); else the decode is wrong about our
     // room and it fails below like any refusal.
-    RoomState* r = find_room(keys.front());
+    RoomTransfer* r = find_room(keys.front());
     const size_t d = r != nullptr ? dest_index(*r, batch.endpoint) : 0;
     if (r != nullptr && d < r->status_sent_at.size() && r->status_sent_at[d] < batch.submitted_at) {
       failed_peers_.record_success(batch.endpoint);
@@ -714,7 +715,7 @@ void TransferPipeline::handle_batch_failure(PeerLink& link, WriteBatch batch,
   }
   const FailureCause cause = cause_of_batch_failure(status);
   for (const RoomKey& k : keys) {
-    const RoomState* r = find_room(k);
+    const RoomTransfer* r = find_room(k);
     if (r == nullptr) continue;
     fail(k.room, cause,
          "failed to send KV of room " + std::to_string(k.room) + " to decode " +
@@ -724,7 +725,7 @@ void TransferPipeline::handle_batch_failure(PeerLink& link, WriteBatch batch,
 
 void TransferPipeline::give_up_link(PeerLink& link, const Status& why) {
   for (const RoomKey& k : link.take_all_rooms()) {
-    const RoomState* r = find_room(k);
+    const RoomTransfer* r = find_room(k);
     if (r == nullptr) continue;
     fail(k.room, FailureCause::kLinkLost,
          "cannot send KV of room " + std::to_string(k.room) + " to decode " +

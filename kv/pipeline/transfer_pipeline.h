@@ -183,7 +183,8 @@ class TransferPipeline {
     size_t next_group = 0;
     bool resolved = false;
   };
-  struct RoomState {
+  // What of one room this pipeline still has to move (room_state.h lists the room names).
+  struct RoomTransfer {
     uint64_t id = 0;
     uint64_t serial = 0;
     std::vector<TransferDestination> destinations;
@@ -223,9 +224,10 @@ class TransferPipeline {
   void on_opened(Opened& opened) PDKV_REQUIRES(pass_mu_);
   void plan_ready_rooms() PDKV_REQUIRES(pass_mu_);
   // Plans what of the room can go now; false if its links are too full to take more.
-  bool plan_room(uint64_t room, RoomState& r) PDKV_REQUIRES(pass_mu_);
+  bool plan_room(uint64_t room, RoomTransfer& r) PDKV_REQUIRES(pass_mu_);
   // Plans what of the job can go now; `wait_for` gets the layer step it still waits for.
-  Status plan_job(RoomState& r, Job& job, std::optional<int64_t>* wait_for) PDKV_REQUIRES(pass_mu_);
+  Status plan_job(RoomTransfer& r, Job& job, std::optional<int64_t>* wait_for)
+      PDKV_REQUIRES(pass_mu_);
   // Which blocks of a job one planning step covers.
   struct BlockSpec {
     bool kv = false;
@@ -234,7 +236,7 @@ class TransferPipeline {
     std::optional<int64_t> state_begin, state_end;  // unset: every state buffer
     bool aux = false;
   };
-  Status plan_blocks(RoomState& r, size_t dest, const Job& job, const BlockSpec& spec)
+  Status plan_blocks(RoomTransfer& r, size_t dest, const Job& job, const BlockSpec& spec)
       PDKV_REQUIRES(pass_mu_);
   void submit_ready_links(TimePoint now, std::optional<TimePoint>* wake_at) PDKV_REQUIRES(pass_mu_);
   void submit_link(PeerLink& link, TimePoint now, std::optional<TimePoint>* wake_at)
@@ -248,13 +250,13 @@ class TransferPipeline {
   void give_up_link(PeerLink& link, const Status& why) PDKV_REQUIRES(pass_mu_);
   void fail(uint64_t room, FailureCause cause, const std::string& reason) PDKV_REQUIRES(pass_mu_);
   // Ends the room if nothing is left of it (r is gone then).
-  void maybe_finished(uint64_t room, RoomState& r) PDKV_REQUIRES(pass_mu_);
+  void maybe_finished(uint64_t room, RoomTransfer& r) PDKV_REQUIRES(pass_mu_);
   // The room `key` names if it is still the same room; nullptr once it ended.
-  RoomState* find_room(const RoomKey& key) PDKV_REQUIRES(pass_mu_);
+  RoomTransfer* find_room(const RoomKey& key) PDKV_REQUIRES(pass_mu_);
   // How a failure reason names the decode behind `engine_endpoint`: its control endpoint.
-  static std::string decode_name(const RoomState& r, const std::string& engine_endpoint);
+  static std::string decode_name(const RoomTransfer& r, const std::string& engine_endpoint);
   // The index of the destination behind `engine_endpoint`; destinations.size() if none.
-  static size_t dest_index(const RoomState& r, const std::string& engine_endpoint);
+  static size_t dest_index(const RoomTransfer& r, const std::string& engine_endpoint);
   void erase_room(uint64_t room) PDKV_REQUIRES(pass_mu_);
   bool alive(const RoomKey& key) const PDKV_REQUIRES(pass_mu_);
   PeerLink& link_for(const std::string& endpoint) PDKV_REQUIRES(pass_mu_);
@@ -280,7 +282,7 @@ class TransferPipeline {
   Mutex pass_mu_;
   // State of the passes: read and written only with pass_mu_ held (the helpers above
   // that touch it are marked PDKV_REQUIRES(pass_mu_)).
-  std::unordered_map<uint64_t, RoomState> rooms_ PDKV_GUARDED_BY(pass_mu_);
+  std::unordered_map<uint64_t, RoomTransfer> rooms_ PDKV_GUARDED_BY(pass_mu_);
   // Rooms with a chunk to plan, in arrival order.
   std::deque<uint64_t> ready_ PDKV_GUARDED_BY(pass_mu_);
   // Layerwise: step needed -> room.

@@ -147,7 +147,9 @@ class PrefillManager {
     PlanSharing last_plan_parts;
   };
 
-  struct Room {
+  // This manager's record of one room: its decode destinations, its chunks until it is
+  // bootstrapped, its first-token wait (room_state.h lists the room names).
+  struct PrefillRoom {
     bool sender_open = false;
     // A decode aborted the room before its KVSender existed: the sender fails at once
     // with this reason instead of waiting for pre-allocations that will not come.
@@ -184,9 +186,9 @@ class PrefillManager {
   // The decode's process is gone (its control connection closed for good).
   void on_peer_gone(const std::string& endpoint) PDKV_EXCLUDES(mu_);
 
-  void maybe_bootstrap(uint64_t room, Room& r) PDKV_REQUIRES(mu_);
+  void maybe_bootstrap(uint64_t room, PrefillRoom& r) PDKV_REQUIRES(mu_);
   // `wake` false: the caller runs the pipeline's pass itself next (run_pipeline_here).
-  void hand_to_pipeline(uint64_t room, Room& r, TransferChunk chunk, bool wake = true)
+  void hand_to_pipeline(uint64_t room, PrefillRoom& r, TransferChunk chunk, bool wake = true)
       PDKV_REQUIRES(mu_);
   // send_chunk's checks and hand-over (under mu_), then, with no lock held, a pipeline
   // pass on the caller's thread (TransferPipeline::run_here).
@@ -204,13 +206,13 @@ class PrefillManager {
   std::optional<proto::TransferStatus> success_for_note(uint64_t room, const std::string& key)
       PDKV_EXCLUDES(mu_);
   // The room's Success status for one destination (checksum: that destination's).
-  proto::TransferStatus success_status(uint64_t room, const Room& r, const std::string& key,
+  proto::TransferStatus success_status(uint64_t room, const PrefillRoom& r, const std::string& key,
                                        const DestinationPlan& dest,
                                        const PrefillMetadata& meta) const PDKV_REQUIRES(mu_);
   // Success statuses of a room whose bytes are all written and whose metadata is in (or
   // not waited for), to every decode rank but those in `delivered` (theirs rode the
   // room's last batch to them); the room leaves the tables.
-  void complete_room(uint64_t room, Room& r, const PrefillMetadata& meta,
+  void complete_room(uint64_t room, PrefillRoom& r, const PrefillMetadata& meta,
                      const std::vector<std::string>& delivered, Outbox& out) PDKV_REQUIRES(mu_);
   void expire_metadata_waits() PDKV_EXCLUDES(mu_);
 
@@ -222,8 +224,8 @@ class PrefillManager {
   // The room's entry for a message of `decode` holding `bytes` there (pending_room_budget.h):
   // a room whose KVSender is open is not charged; otherwise the budget is, and past one of
   // its bounds nothing is created and the error names the bound.
-  Result<Room*> room_for_peer_message(uint64_t room, const std::string& decode, uint64_t bytes)
-      PDKV_REQUIRES(mu_);
+  Result<PrefillRoom*> room_for_peer_message(uint64_t room, const std::string& decode,
+                                             uint64_t bytes) PDKV_REQUIRES(mu_);
   void fail_open_rooms() PDKV_EXCLUDES(mu_);  // shutdown
   proto::TransferStatus status_of(uint64_t room, proto::TransferState state) const;
   // A Failed status carrying the failure's reason, cause and stage.
@@ -278,7 +280,7 @@ class PrefillManager {
 
   mutable Mutex mu_;
   std::unordered_map<std::string, DecodePeer> decodes_ PDKV_GUARDED_BY(mu_);
-  std::unordered_map<uint64_t, Room> rooms_ PDKV_GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, PrefillRoom> rooms_ PDKV_GUARDED_BY(mu_);
   // Rooms in rooms_ without a KVSender yet: what decodes alone made this rank hold.
   PendingRoomBudget pending_ PDKV_GUARDED_BY(mu_);
   std::set<uint64_t> awaiting_metadata_ PDKV_GUARDED_BY(mu_);

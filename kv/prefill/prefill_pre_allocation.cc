@@ -116,16 +116,16 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
       // The registration's list or an earlier room's is held once, not by this room.
       const bool shared = plan.ok() && (plan->fragments() == share.fragments ||
                                         plan->fragments() == share.registered_fragments);
-      Result<Room*> pending =
+      Result<PrefillRoom*> pending =
           plan.ok() ? room_for_peer_message(room, key, shared ? shared_cost : own_cost)
-                    : Result<Room*>(plan.status());
+                    : Result<PrefillRoom*>(plan.status());
       if (!plan.ok()) {
         refused = plan.status();
         if (refused.code() == StatusCode::kOutOfRange) refused_cause = FailureCause::kOutOfRange;
       } else if (!pending.ok()) {
         refused = pending.status();
       } else {
-        Room& r = **pending;
+        PrefillRoom& r = **pending;
         if (r.destinations.empty() && !r.sender_open) r.first_seen = now();
         r.required_destinations = plan->pre_allocation().required_dst_info_num;
         peer->last_plan_parts = plan->shared_parts();
@@ -185,13 +185,14 @@ void PrefillManager::on_abort(const proto::Abort& abort) {
     if (!board_.get(abort.room)) {
       // No KVSender yet: keep the abort (like an early pre-allocation, dropped after the
       // bootstrap timeout if no sender ever opens) so the sender fails when it opens.
-      Result<Room*> pending = room_for_peer_message(abort.room, abort.sender.control_endpoint, 0);
+      Result<PrefillRoom*> pending =
+          room_for_peer_message(abort.room, abort.sender.control_endpoint, 0);
       if (!pending.ok()) {
         PDKV_LOG_WARN_LIMITED("prefill rank {} drops an Abort of room {}: {}",
                               identity_.engine_rank, abort.room, pending.status().message());
         return;
       }
-      Room& r = **pending;
+      PrefillRoom& r = **pending;
       if (r.first_seen == TimePoint{}) r.first_seen = now();
       if (!r.aborted_early) {
         r.aborted_early = RoomFailure{cause, FailureStage::kBootstrap, std::move(reason)};

@@ -19,7 +19,7 @@ std::shared_ptr<const RoomHandle> PrefillManager::open_room(uint64_t room) {
   {
     MutexLock lock(mu_);
     auto [it, created] = rooms_.try_emplace(room);
-    Room& r = it->second;
+    PrefillRoom& r = it->second;
     if (!r.sender_open) {
       if (!created) pending_.release(room);  // a decode's message opened it first
       r.sender_open = true;
@@ -105,7 +105,7 @@ Status PrefillManager::hand_chunk_over(uint64_t room, std::span<const int64_t> p
   if (it == rooms_.end() || !it->second.sender_open) {
     return not_found("room " + std::to_string(room) + " is not open on this prefill rank");
   }
-  Room& r = it->second;
+  PrefillRoom& r = it->second;
   if (r.num_pages < 0)
     return failed_precondition("send() before init() for room " + std::to_string(room));
   if (r.last_chunk_sent) {

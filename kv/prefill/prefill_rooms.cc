@@ -10,7 +10,7 @@
 
 namespace pdkv::kv {
 
-void PrefillManager::maybe_bootstrap(uint64_t room, Room& r) {
+void PrefillManager::maybe_bootstrap(uint64_t room, PrefillRoom& r) {
   if (r.bootstrapped || !r.sender_open || r.required_destinations == 0 ||
       r.destinations.size() < r.required_destinations) {
     return;
@@ -40,7 +40,8 @@ void PrefillManager::maybe_bootstrap(uint64_t room, Room& r) {
   }
 }
 
-void PrefillManager::hand_to_pipeline(uint64_t room, Room& r, TransferChunk chunk, bool wake) {
+void PrefillManager::hand_to_pipeline(uint64_t room, PrefillRoom& r, TransferChunk chunk,
+                                      bool wake) {
   if (!r.transferring) {
     r.transferring = true;
     board_.advance(room, RoomState::kTransferring);
@@ -48,9 +49,8 @@ void PrefillManager::hand_to_pipeline(uint64_t room, Room& r, TransferChunk chun
   pipeline_->add_chunk(room, std::move(chunk), wake);
 }
 
-Result<PrefillManager::Room*> PrefillManager::room_for_peer_message(uint64_t room,
-                                                                    const std::string& decode,
-                                                                    uint64_t bytes) {
+Result<PrefillManager::PrefillRoom*> PrefillManager::room_for_peer_message(
+    uint64_t room, const std::string& decode, uint64_t bytes) {
   auto it = rooms_.find(room);
   if (it != rooms_.end() && it->second.sender_open) return &it->second;
   PDKV_RETURN_IF_ERROR(pending_.charge(room, decode, bytes));

@@ -17,7 +17,7 @@ void PrefillManager::on_rooms_transferred(const std::vector<TransferredRoom>& ro
     for (const TransferredRoom& done : rooms) {
       auto it = rooms_.find(done.room);
       if (it == rooms_.end()) continue;  // ended meanwhile (failed, aborted)
-      Room& r = it->second;
+      PrefillRoom& r = it->second;
       r.transferred_at = at;
       std::optional<PrefillMetadata> meta = metadata_.peek(done.room);
       // A note is built only with the metadata in (or not waited for), so a room that
@@ -39,7 +39,7 @@ std::optional<proto::TransferStatus> PrefillManager::success_for_note(uint64_t r
   MutexLock lock(mu_);
   auto it = rooms_.find(room);
   if (it == rooms_.end()) return std::nullopt;
-  const Room& r = it->second;
+  const PrefillRoom& r = it->second;
   std::optional<PrefillMetadata> meta = metadata_.peek(room);
   if (!meta && config_.wait_for_prefill_metadata) return std::nullopt;
   auto dest = r.destinations.find(key);
@@ -47,7 +47,7 @@ std::optional<proto::TransferStatus> PrefillManager::success_for_note(uint64_t r
   return success_status(room, r, key, *dest->second, meta.value_or(PrefillMetadata{}));
 }
 
-proto::TransferStatus PrefillManager::success_status(uint64_t room, const Room& r,
+proto::TransferStatus PrefillManager::success_status(uint64_t room, const PrefillRoom& r,
                                                      const std::string& key,
                                                      const DestinationPlan& dest,
                                                      const PrefillMetadata& meta) const {
@@ -66,7 +66,7 @@ proto::TransferStatus PrefillManager::success_status(uint64_t room, const Room& 
   return success;
 }
 
-void PrefillManager::complete_room(uint64_t room, Room& r, const PrefillMetadata& meta,
+void PrefillManager::complete_room(uint64_t room, PrefillRoom& r, const PrefillMetadata& meta,
                                    const std::vector<std::string>& delivered, Outbox& out) {
   auto status = board_.get(room);
   if (!status || status->state == RoomState::kFailed) return;

@@ -6,6 +6,17 @@
 // terminal, and Failed wins over everything (a late Success cannot revive a failed room;
 // engines all-reduce poll() with MIN across a TP group and rely on it).
 // merge_room_state() is the one place that rule lives.
+//
+// One name per role of a room (one request, bootstrap_room) in kv/:
+//   RoomState       where the room is in its lifecycle (this enum; KVPoll's values);
+//   RoomStatus      a snapshot: its RoomState and, once Failed, the failure
+//                   (room_status_board.h);
+//   RoomHandle      what a KVSender / KVReceiver polls; outlives the tables;
+//   RoomStatusBoard every room's status and deadline on one manager;
+//   PrefillRoom, DecodeRoom  a manager's protocol record of the room (its destinations or
+//                   targets, chunks, grant, ticket; prefill_manager.h, decode_manager.h);
+//   RoomTransfer    what of the room the prefill's pipeline still has to move
+//                   (transfer_pipeline.h).
 #pragma once
 
 #include <cstdint>
