@@ -60,12 +60,7 @@ void DecodeManager::timer_loop() {
   const auto tick = std::min<std::chrono::milliseconds>(config_.options.heartbeat_interval,
                                                         std::chrono::milliseconds(100));
   TimePoint next_ping = now();
-  while (!stopping_) {
-    {
-      MutexLock lock(timer_mu_);
-      timer_wake_.wait_for(timer_mu_, tick, [this] { return stopping_.load(); });
-    }
-    if (stopping_) break;
+  while (runtime_.sleep_for(tick)) {
     for (uint64_t room : board_.expire_overdue(now())) {
       auto status = board_.get(room);
       // The board failed it already with the deadline's cause; this tells the peers.
@@ -183,7 +178,7 @@ void DecodeManager::on_peer_refused(const std::string& endpoint) {
 }
 
 void DecodeManager::on_route_change(const RouteChange& change) {
-  if (stopping_ || !change.route_lost()) return;
+  if (runtime_.stopping() || !change.route_lost()) return;
   std::vector<uint64_t> bootstrapping;
   {
     MutexLock lock(mu_);

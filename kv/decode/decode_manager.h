@@ -65,6 +65,7 @@
 #include "kv/room/room_status_board.h"
 #include "kv/route/route_directory.h"
 #include "kv/route/route_plan.h"
+#include "kv/runtime/manager_runtime.h"
 
 namespace pdkv::kv {
 
@@ -273,6 +274,7 @@ class DecodeManager {
   void fail_room(uint64_t room, FailureCause cause, const std::string& reason, bool tell_prefill,
                  std::optional<FailureStage> stage = std::nullopt) PDKV_EXCLUDES(mu_);
   void drop_room(uint64_t room) PDKV_REQUIRES(mu_);
+  void fail_open_rooms() PDKV_EXCLUDES(mu_);  // shutdown
   // Revokes the room's write grant, if it has one, before its end is published: until
   // the writes admitted under it have landed, the room's handle keeps its end hidden.
   // `end` kCompleted only when the room succeeded: a prefill retrying a batch whose
@@ -319,16 +321,8 @@ class DecodeManager {
   static constexpr std::chrono::milliseconds kRegistrationRetry{200};
   std::vector<std::thread> resolvers_;
   std::thread timer_;
-  Mutex timer_mu_;
-  CondVar timer_wake_;
-  std::atomic<bool> stopping_{false};
-  // Set once start() has set identity_ (or shutdown() began): the channel's handlers
-  // wait for it, since the channel starts receiving before its endpoint is known.
-  std::atomic<bool> started_{false};
-  bool wait_until_started() {
-    started_.wait(false, std::memory_order_acquire);
-    return !stopping_.load();
-  }
+  // Start and stop: the handlers' gate, the stop signal, the timer's sleep.
+  ManagerRuntime runtime_;
 };
 
 }  // namespace pdkv::kv

@@ -14,9 +14,9 @@ void DecodeManager::resolver_loop() {
     {
       MutexLock lock(mu_);
       resolve_wake_.wait_until(mu_, TimePoint::max(), [&]() PDKV_REQUIRES(mu_) {
-        return stopping_.load() || !resolve_queue_.empty();
+        return runtime_.stopping() || !resolve_queue_.empty();
       });
-      if (stopping_) return;
+      if (runtime_.stopping()) return;
       room = resolve_queue_.front();
       resolve_queue_.pop_front();
     }

@@ -89,4 +89,15 @@ void DecodeManager::fail_room(uint64_t room, FailureCause cause, const std::stri
   flush(out);
 }
 
+void DecodeManager::fail_open_rooms() {
+  std::vector<uint64_t> open;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [room, r] : rooms_) open.push_back(room);
+  }
+  for (uint64_t room : open) {
+    fail_room(room, FailureCause::kShutdown, "the decode manager shut down", true);
+  }
+}
+
 }  // namespace pdkv::kv

@@ -11,7 +11,7 @@
 namespace pdkv::kv {
 
 void DecodeManager::on_message(proto::Message message) {
-  if (stopping_) return;
+  if (runtime_.stopping()) return;
   if (const proto::RankIdentity* sender = sender_of(message)) heard_from(sender->control_endpoint);
   if (auto* status = std::get_if<proto::TransferStatus>(&message)) {
     on_status(*status);
@@ -43,7 +43,7 @@ void DecodeManager::on_message(proto::Message message) {
 }
 
 void DecodeManager::on_note(std::span<const uint8_t> note) {
-  if (stopping_) return;
+  if (runtime_.stopping()) return;
   // Peer input like any control message: each record decoded and checked, then the same
   // checks as a status from ZeroMQ (the room, a target prefill rank, the room's ticket).
   Status read = for_each_status(note, [this](const proto::TransferStatus& status) {

@@ -64,12 +64,7 @@ void PrefillManager::timer_loop() {
   const auto period = std::min<std::chrono::milliseconds>(config_.options.heartbeat_interval,
                                                           std::chrono::milliseconds(100));
   TimePoint next_ping = now();
-  while (!stopping_) {
-    {
-      MutexLock lock(timer_mu_);
-      timer_wake_.wait_for(timer_mu_, period, [this] { return stopping_.load(); });
-    }
-    if (stopping_) break;
+  while (runtime_.sleep_for(period)) {
     for (uint64_t room : board_.expire_overdue(now())) {
       auto status = board_.get(room);
       // The board failed it already with the deadline's cause; this tells the peers.
@@ -105,12 +100,7 @@ void PrefillManager::bootstrap_refresh_loop() {
   constexpr std::chrono::milliseconds kSecond{1000};
   const auto period = config_.options.bootstrap_refresh;
   bool reachable = true;
-  while (!stopping_) {
-    {
-      MutexLock lock(timer_mu_);
-      timer_wake_.wait_for(timer_mu_, period, [this] { return stopping_.load(); });
-    }
-    if (stopping_) break;
+  while (runtime_.sleep_for(period)) {
     // Bounded so that shutdown, which joins this thread, waits at most a second.
     const auto deadline = now() + std::min<std::chrono::milliseconds>(period, kSecond);
     Status registered =

@@ -7,6 +7,7 @@
 
 #include "common/logging.h"
 #include "kv/runtime/manager_common.h"
+#include "kv/runtime/manager_runtime.h"
 
 namespace pdkv::kv {
 
@@ -23,11 +24,8 @@ PrefillManager::PrefillManager(PrefillManagerConfig config,
 Result<std::unique_ptr<PrefillManager>> PrefillManager::create(
     PrefillManagerConfig config, const ControlChannelFactory& channels,
     std::shared_ptr<RouteDirectory> directory) {
-  PDKV_RETURN_IF_ERROR(config.args.validate().with_context("prefill KVArgs"));
-  if (config.enable_mla_l1_5_cache && !config.args.is_mla) {
-    return invalid_argument("enable_mla_l1_5_cache needs an MLA model (is_mla)");
-  }
-  if (directory == nullptr) return invalid_argument("a prefill manager needs a route directory");
+  PDKV_RETURN_IF_ERROR(
+      check_manager_config(config.args, config.enable_mla_l1_5_cache, directory.get(), "prefill"));
   std::unique_ptr<PrefillManager> m(new PrefillManager(std::move(config), std::move(directory)));
   Status started = m->start(channels);
   if (!started.ok()) {
@@ -41,12 +39,10 @@ Result<std::unique_ptr<PrefillManager>> PrefillManager::create(
 
 Status PrefillManager::start(const ControlChannelFactory& channels) {
   const KvArgs& a = config_.args;
-  if (!config_.options.local_ip.empty()) config_.engine.host = config_.options.local_ip;
   // A prefill only sends: its engine admits no write from anyone (no grants, ever), and
   // its KV pool is registered for reading only.
-  config_.engine.require_write_grants = true;
-  PDKV_ASSIGN_OR_RETURN(engine_, engine::TransferEngine::create(config_.engine));
-  PDKV_RETURN_IF_ERROR(register_rank_buffers(*engine_, a, engine::MemoryAccess::kLocalReadOnly));
+  PDKV_ASSIGN_OR_RETURN(engine_, start_rank_engine(config_.engine, config_.options, a,
+                                                   engine::MemoryAccess::kLocalReadOnly));
 
   PipelineOptions po;
   po.window_bytes = config_.options.transfer_window_bytes;
@@ -72,20 +68,14 @@ Status PrefillManager::start(const ControlChannelFactory& channels) {
   pipeline_ = std::make_unique<TransferPipeline>(*engine_, po, failed_peers_, metrics_, steps_,
                                                  std::move(hooks));
 
-  // The channel's receive thread starts before identity_ (which needs the channel's
-  // endpoint) is set: its handlers wait until start() has set it (or shutdown() began).
-  ChannelCallbacks callbacks;
-  callbacks.on_message = [this](proto::Message m) {
-    if (wait_until_started()) on_message(std::move(m));
-  };
-  callbacks.on_peer_gone = [this](const std::string& endpoint) {
-    if (wait_until_started()) on_peer_gone(endpoint);
-  };
-  PDKV_ASSIGN_OR_RETURN(channel_, channels(config_.engine.host, std::move(callbacks)));
+  ChannelCallbacks handlers;
+  handlers.on_message = [this](proto::Message m) { on_message(std::move(m)); };
+  handlers.on_peer_gone = [this](const std::string& endpoint) { on_peer_gone(endpoint); };
+  PDKV_ASSIGN_OR_RETURN(channel_,
+                        channels(config_.engine.host, runtime_.gated(std::move(handlers))));
   identity_ =
       make_rank_identity(proto::Role::kPrefill, a, channel_->endpoint(), engine_->endpoint());
-  started_.store(true, std::memory_order_release);
-  started_.notify_all();
+  runtime_.mark_started();
   timer_ = std::thread([this] { timer_loop(); });
 
   PrefillRankInfo info;
@@ -113,19 +103,13 @@ Status PrefillManager::start(const ControlChannelFactory& channels) {
 PrefillManager::~PrefillManager() { shutdown(); }
 
 void PrefillManager::shutdown() {
-  if (stopping_.exchange(true)) return;
-  started_.store(true, std::memory_order_release);  // a handler still waiting returns
-  started_.notify_all();
-  metrics_registration_.reset();  // waits for a scrape that is reading this manager
+  if (!runtime_.begin_stop()) return;  // wakes the timer and the refresher too
+  metrics_registration_.reset();       // waits for a scrape that is reading this manager
   // A KVSender::send running a pass on its own thread (run_pipeline_here) ends first.
   for (int n = inline_passes_.load(); n != 0; n = inline_passes_.load()) inline_passes_.wait(n);
   // The pipeline and the timer send through the channel, so they stop first; the
   // channel's receive thread (handlers) stops with the channel.
   if (pipeline_) pipeline_->stop();
-  {
-    MutexLock lock(timer_mu_);
-    timer_wake_.notify_all();
-  }
   if (timer_.joinable()) timer_.join();
   if (bootstrap_refresher_.joinable()) bootstrap_refresher_.join();
   // Withdraw the route first, so decodes stop choosing this rank for new rooms.
@@ -136,13 +120,9 @@ void PrefillManager::shutdown() {
       PDKV_LOG_WARN("prefill rank {}: route not withdrawn: {}", identity_.engine_rank,
                     withdrawn.to_string());
   }
-  // Rooms still open fail while the channel can still tell their decodes (a shutdown
-  // right after an abort must not leave them to find out by heartbeat); a room a
+  // Rooms still open fail while the channel can still tell their decodes; a room a
   // handler opens meanwhile fails after the channel stopped, unannounced.
-  fail_open_rooms();
-  if (channel_) channel_->stop();  // no handler runs after this
-  fail_open_rooms();
-  channel_.reset();
+  stop_control_channel(channel_, [this] { fail_open_rooms(); });
   // The engine completes the batches still in flight into the pipeline's callbacks, so it
   // goes before the pipeline.
   engine_.reset();

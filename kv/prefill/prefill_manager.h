@@ -59,6 +59,7 @@
 #include "kv/room/failure_cause.h"
 #include "kv/room/room_status_board.h"
 #include "kv/route/route_directory.h"
+#include "kv/runtime/manager_runtime.h"
 
 namespace pdkv::kv {
 
@@ -299,17 +300,9 @@ class PrefillManager {
   Mutex outbox_mu_;
   std::deque<UnsentStatus> unsent_statuses_ PDKV_GUARDED_BY(outbox_mu_);
 
-  Mutex timer_mu_;
-  CondVar timer_wake_;
-  std::atomic<bool> stopping_{false};
+  // Start and stop: the handlers' gate, the stop signal, the timer's and refresher's sleep.
+  ManagerRuntime runtime_;
   std::atomic<int> inline_passes_{0};  // run_pipeline_here calls under way
-  // Set once start() has set identity_ (or shutdown() began): the channel's handlers
-  // wait for it, since the channel starts receiving before its endpoint is known.
-  std::atomic<bool> started_{false};
-  bool wait_until_started() {
-    started_.wait(false, std::memory_order_acquire);
-    return !stopping_.load();
-  }
 };
 
 }  // namespace pdkv::kv

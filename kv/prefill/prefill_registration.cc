@@ -11,7 +11,7 @@
 namespace pdkv::kv {
 
 void PrefillManager::on_message(proto::Message message) {
-  if (stopping_) return;
+  if (runtime_.stopping()) return;
   if (const proto::RankIdentity* sender = sender_of(message)) {
     heard_from(*sender);
   }

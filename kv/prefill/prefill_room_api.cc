@@ -59,10 +59,10 @@ Status PrefillManager::send_chunk(uint64_t room, std::span<const int64_t> pages,
 }
 
 void PrefillManager::run_pipeline_here() {
-  // Counted before stopping_ is read (both seq_cst), so shutdown() either sees this pass
-  // and waits for it, or this call sees shutdown and leaves the pipeline alone.
+  // Counted before the stop signal is read (both seq_cst), so shutdown() either sees this
+  // pass and waits for it, or this call sees shutdown and leaves the pipeline alone.
   inline_passes_.fetch_add(1);
-  if (!stopping_ && pipeline_) pipeline_->run_here();
+  if (!runtime_.stopping() && pipeline_) pipeline_->run_here();
   if (inline_passes_.fetch_sub(1) == 1) inline_passes_.notify_all();
 }
 

@@ -123,7 +123,7 @@ proto::TransferStatus PrefillManager::failed_status(uint64_t room,
 void PrefillManager::flush(Outbox& out) {
   if (!channel_ || out.empty()) return;  // start() failed before the channel existed
   std::vector<Outbox::Unsent> unsent = out.flush(*channel_);
-  if (unsent.empty() || stopping_) return;
+  if (unsent.empty() || runtime_.stopping()) return;
   PDKV_LOG_WARN("{} control message(s) to {} not sent, will retry: {}", unsent.size(),
                 unsent.front().endpoint, unsent.front().why.to_string());
   MutexLock lock(outbox_mu_);
