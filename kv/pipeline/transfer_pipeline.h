@@ -33,6 +33,11 @@
 // calls the hooks). on_transferred and on_failed run on whichever thread ran the pass
 // (the dispatcher or a run_here() caller), possibly two at once, with no pipeline lock
 // held; they may call back into the pipeline. status_note runs inside a pass.
+//
+// Files: transfer_pipeline.cc (the calls above, the dispatcher, the pass, the rooms'
+// table), pipeline_planning.cc (chunks -> blocks -> pieces), pipeline_submission.cc
+// (pieces -> batches on the engine, status notes), pipeline_completion.cc (sessions
+// opened, batches acknowledged or failed).
 #pragma once
 
 #include <cstdint>
