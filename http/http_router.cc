@@ -1,11 +1,11 @@
-#include "bootstrap/http_router.h"
+#include "http/http_router.h"
 
 #include <fmt/format.h>
 
-#include "bootstrap/http_replies.h"
 #include "common/logging.h"
+#include "http/http_replies.h"
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 
 void HttpRouter::on(HttpMethod method, std::string path, HttpHandler handler) {
   routes_.push_back(Route{method, std::move(path), std::move(handler)});
@@ -75,4 +75,4 @@ void HttpRouter::finish(const HttpRequest& req, HttpResponse& res) const {
   }
 }
 
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http

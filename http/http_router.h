@@ -19,9 +19,9 @@
 #include <string_view>
 #include <vector>
 
-#include "bootstrap/http_types.h"
+#include "http/http_types.h"
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
 
@@ -52,4 +52,4 @@ class HttpRouter {
   HttpHandler error_hook_;
 };
 
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http

@@ -1,5 +1,5 @@
 // A real metrics endpoint over loopback, scraped with cpp-httplib.
-#include "bootstrap/metrics_server.h"
+#include "http/metrics_server.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -7,7 +7,7 @@
 #include <atomic>
 #include <stdexcept>
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 namespace {
 
 TEST(MetricsServerTest, ServesWhatRenderReturnsAtEachScrape) {
@@ -59,4 +59,4 @@ TEST(MetricsServerTest, AnAddressThatCannotBeBoundIsUnavailableNamingIt) {
 }
 
 }  // namespace
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http

@@ -7,10 +7,10 @@
 #include <memory>
 #include <string>
 
-#include "bootstrap/http_listener.h"
 #include "common/status.h"
+#include "http/http_listener.h"
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 
 class MetricsServer {
  public:
@@ -27,4 +27,4 @@ class MetricsServer {
   std::unique_ptr<HttpListener> listener_;
 };
 
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http

@@ -7,14 +7,14 @@
 
 #include <string_view>
 
-#include "bootstrap/http_types.h"
 #include "common/status.h"
+#include "http/http_types.h"
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 
 void reply_error(HttpResponse& res, int status, std::string_view field, std::string_view message);
 // 404 NotFound, 409 FailedPrecondition, 400 InvalidArgument/OutOfRange, 401
 // Unauthenticated, 503 Unavailable, else 500.
 int http_status_of(const Status& s);
 
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http

@@ -1,4 +1,4 @@
-#include "bootstrap/http_listener.h"
+#include "http/http_listener.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -12,11 +12,11 @@
 #include <cstdio>
 #include <optional>
 
-#include "bootstrap/http_request_deadlines.h"
-#include "bootstrap/listen_socket.h"
 #include "common/logging.h"
+#include "http/http_request_deadlines.h"
+#include "http/listen_socket.h"
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 namespace {
 
 // What one request gathers between libmicrohttpd's calls of the access handler: the
@@ -266,4 +266,4 @@ void HttpListener::stop() {
   daemon_ = nullptr;
 }
 
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http

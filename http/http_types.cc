@@ -1,8 +1,8 @@
-#include "bootstrap/http_types.h"
+#include "http/http_types.h"
 
 #include <strings.h>
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 namespace {
 
 bool equal_ignoring_case(std::string_view a, std::string_view b) {
@@ -56,4 +56,4 @@ std::string HttpRequest::param(const std::string& name) const {
   return it == query.end() ? std::string() : it->second;
 }
 
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http

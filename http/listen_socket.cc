@@ -1,4 +1,4 @@
-#include "bootstrap/listen_socket.h"
+#include "http/listen_socket.h"
 
 #include <fmt/format.h>
 #include <netdb.h>
@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 namespace {
 
 int bound_port(int fd) {
@@ -75,4 +75,4 @@ Result<ListenSocket> bind_listen_socket(const std::string& host, int port, int b
   return out;
 }
 
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http

@@ -1,8 +1,8 @@
-#include "bootstrap/metrics_server.h"
+#include "http/metrics_server.h"
 
 #include "common/logging.h"
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& host, int port,
                                                             std::function<std::string()> render) {
@@ -27,4 +27,4 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& h
   return m;
 }
 
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http

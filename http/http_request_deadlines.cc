@@ -1,10 +1,10 @@
-#include "bootstrap/http_request_deadlines.h"
+#include "http/http_request_deadlines.h"
 
 #include <sys/socket.h>
 
 #include <algorithm>
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 namespace {
 
 // With no connection to watch the thread still wakes now and then; opened() wakes it
@@ -80,4 +80,4 @@ void RequestDeadlines::run() {
   }
 }
 
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http

@@ -1,6 +1,6 @@
 // RequestDeadlines on socket pairs: an overdue connection is shut down, a forgotten or
 // restarted one is not.
-#include "bootstrap/http_request_deadlines.h"
+#include "http/http_request_deadlines.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -9,7 +9,7 @@
 
 #include <thread>
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 namespace {
 
 using std::chrono::milliseconds;
@@ -59,4 +59,4 @@ TEST(RequestDeadlinesTest, AClosedOrRestartedConnectionIsLeftAlone) {
 }
 
 }  // namespace
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http

@@ -1,8 +1,8 @@
-#include "bootstrap/http_replies.h"
+#include "http/http_replies.h"
 
 #include <nlohmann/json.hpp>
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 
 void reply_error(HttpResponse& res, int status, std::string_view field, std::string_view message) {
   res.status = status;
@@ -21,4 +21,4 @@ int http_status_of(const Status& s) {
   }
 }
 
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 
 enum class HttpMethod { kGet, kHead, kPut, kPost, kDelete, kPatch, kOptions, kOther };
 
@@ -62,4 +62,4 @@ struct HttpResponse {
   }
 };
 
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http

@@ -42,12 +42,12 @@
 #include <memory>
 #include <string>
 
-#include "bootstrap/http_router.h"
 #include "common/status.h"
+#include "http/http_router.h"
 
 struct MHD_Daemon;
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 
 class RequestDeadlines;
 
@@ -103,4 +103,4 @@ class HttpListener {
   std::atomic<bool> stopped_{false};
 };
 
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http

@@ -13,7 +13,7 @@
 
 #include "common/status.h"
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 
 struct ListenSocket {
   int fd = -1;
@@ -26,4 +26,4 @@ struct ListenSocket {
 // kInvalidArgument for a port outside [0, 65535].
 Result<ListenSocket> bind_listen_socket(const std::string& host, int port, int backlog);
 
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http

@@ -17,7 +17,7 @@
 
 #include "common/clock.h"
 
-namespace pdkv::bootstrap::testing {
+namespace pdkv::http::testing {
 
 struct RawReply {
   // The HTTP status; 0 if the server closed (or reset) the connection before a whole
@@ -145,4 +145,4 @@ inline RawReply raw_get(int port, std::string_view path, std::chrono::millisecon
   return c.read_reply(timeout);
 }
 
-}  // namespace pdkv::bootstrap::testing
+}  // namespace pdkv::http::testing

@@ -22,7 +22,7 @@
 #include "common/clock.h"
 #include "common/mutex.h"
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 
 class RequestDeadlines {
  public:
@@ -62,4 +62,4 @@ class RequestDeadlines {
   std::thread thread_;
 };
 
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http

@@ -1,11 +1,11 @@
 // HttpRouter without sockets: dispatch, the 404/405 fallbacks, exceptions, the error hook.
-#include "bootstrap/http_router.h"
+#include "http/http_router.h"
 
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 
-namespace pdkv::bootstrap {
+namespace pdkv::http {
 namespace {
 
 HttpRequest request(HttpMethod method, std::string path) {
@@ -91,4 +91,4 @@ TEST(HttpTypesTest, HeadersAreCaseInsensitiveAndKeepTheFirstValue) {
 }
 
 }  // namespace
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::http
