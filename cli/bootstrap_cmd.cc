@@ -12,13 +12,16 @@
 #include <string>
 
 #include "bootstrap/server.h"
+#include "cli/commands.h"
 #include "common/cluster_key.h"
 #include "common/logging.h"
 #include "kv/registry/registry_http_server.h"
-#include "tools/cli_registry.h"
 
-namespace pdkv::bootstrap {
+namespace pdkv::cli {
 namespace {
+
+using bootstrap::BootstrapServer;
+using bootstrap::ServerOptions;
 
 int run(ServerOptions options, const std::string& secret_file) {
   auto key = secret_file.empty() ? ClusterKey::from_env() : ClusterKey::from_file(secret_file);
@@ -50,7 +53,9 @@ int run(ServerOptions options, const std::string& secret_file) {
   return 0;
 }
 
-const cli::CommandRegistrar kRegistrar("", [](CLI::App& parent) {
+}  // namespace
+
+void add_bootstrap_command(CLI::App& parent) {
   auto options = std::make_shared<ServerOptions>();
   auto secret_file = std::make_shared<std::string>();
   CLI::App* cmd = parent.add_subcommand("bootstrap", "Run a bootstrap (rendezvous) HTTP server");
@@ -79,14 +84,13 @@ const cli::CommandRegistrar kRegistrar("", [](CLI::App& parent) {
     if (*registry == "etcd") {
       if (instance->empty()) {
         std::fprintf(stderr, "pdkv bootstrap: --registry etcd needs --instance\n");
-        return cli::set_exit_code(2);
+        return set_exit_code(2);
       }
-      return cli::set_exit_code(
+      return set_exit_code(
           kv::run_registry_http_server(options->host, options->port, *instance, *secret_file));
     }
-    cli::set_exit_code(run(*options, *secret_file));
+    set_exit_code(run(*options, *secret_file));
   });
-});
+}
 
-}  // namespace
-}  // namespace pdkv::bootstrap
+}  // namespace pdkv::cli

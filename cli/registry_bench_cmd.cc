@@ -1,12 +1,12 @@
-// Registers `pdkv bench registry` (bench/registry/registry_bench.h).
+// Adds `pdkv bench registry` (bench/registry/registry_bench.h).
 #include <cstdio>
 
 #include "bench/registry/registry_bench.h"
-#include "tools/cli_registry.h"
+#include "cli/commands.h"
 
-namespace {
+namespace pdkv::cli {
 
-const pdkv::cli::CommandRegistrar kRegistryBench("bench", [](CLI::App& bench) {
+void add_registry_bench_command(CLI::App& bench) {
   auto args = std::make_shared<pdkv::bench::RegistryBenchArgs>();
   CLI::App* cmd = bench.add_subcommand(
       "registry",
@@ -39,6 +39,6 @@ const pdkv::cli::CommandRegistrar kRegistryBench("bench", [](CLI::App& bench) {
       pdkv::cli::set_exit_code(1);
     }
   });
-});
+}
 
-}  // namespace
+}  // namespace pdkv::cli

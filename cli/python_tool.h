@@ -11,21 +11,20 @@
 //   <bin>/../..                     wheel             site-packages/pdkv/_bin/pdkv
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <string>
 
 namespace pdkv::cli {
 
 struct PythonToolSpec {
-  std::string parent;  // "" for `pdkv demo`, "bench" for `pdkv bench e2e`
-  std::string name;
+  std::string name;  // "demo", "e2e" (under `pdkv bench`)
   std::string help;
   // Path under pdkv/_tools (the script's path in the source tree), e.g. "bench/e2e/main.py".
   std::string script;
 };
 
-// Registers a pass-through sub-command: every argument after its name (including
-// --help, which the script answers with its real options) goes to the script. Call from
-// a static initialiser only (like CommandRegistrar).
-bool register_python_tool(PythonToolSpec spec);
+// Adds a pass-through sub-command under `parent`: every argument after its name (including
+// --help, which the script answers with its real options) goes to the script.
+void add_python_tool(CLI::App& parent, PythonToolSpec spec);
 
 }  // namespace pdkv::cli

@@ -1,4 +1,4 @@
-#include "tools/version_info.h"
+#include "cli/version_info.h"
 
 #include <pdkv/version.h>
 

@@ -1,4 +1,4 @@
-#include "tools/python_tool.h"
+#include "cli/python_tool.h"
 
 #include <limits.h>
 #include <unistd.h>
@@ -7,11 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "tools/cli_registry.h"
+#include "cli/commands.h"
 
 namespace pdkv::cli {
 namespace {
@@ -84,17 +83,14 @@ int exec_script(const std::string& script, const std::vector<std::string>& args)
 
 }  // namespace
 
-bool register_python_tool(PythonToolSpec spec) {
-  auto shared = std::make_shared<PythonToolSpec>(std::move(spec));
-  // The registrar only queues the builder; it need not outlive this call.
-  CommandRegistrar(shared->parent, [shared](CLI::App& parent) {
-    CLI::App* cmd = parent.add_subcommand(shared->name, shared->help);
-    cmd->set_help_flag();  // --help belongs to the script: it prints the real options
-    cmd->allow_extras();
-    cmd->prefix_command();
-    cmd->callback([cmd, shared] { set_exit_code(exec_script(shared->script, cmd->remaining())); });
+void add_python_tool(CLI::App& parent, PythonToolSpec spec) {
+  CLI::App* cmd = parent.add_subcommand(spec.name, spec.help);
+  cmd->set_help_flag();  // --help belongs to the script: it prints the real options
+  cmd->allow_extras();
+  cmd->prefix_command();
+  cmd->callback([cmd, script = std::move(spec.script)] {
+    set_exit_code(exec_script(script, cmd->remaining()));
   });
-  return true;
 }
 
 }  // namespace pdkv::cli

@@ -1,14 +1,14 @@
-// Registers `pdkv bench engine` (see bench/engine_bench.h).
+// Adds `pdkv bench engine` (see bench/engine_bench.h).
 #include <cstdio>
 
 #include "bench/engine_auth_ab.h"
 #include "bench/engine_bench.h"
 #include "bench/engine_device_bench.h"
-#include "tools/cli_registry.h"
+#include "cli/commands.h"
 
-namespace {
+namespace pdkv::cli {
 
-const pdkv::cli::CommandRegistrar kEngineBench("bench", [](CLI::App& bench) {
+void add_engine_bench_command(CLI::App& bench) {
   auto args = std::make_shared<pdkv::bench::EngineBenchArgs>();
   CLI::App* cmd = bench.add_subcommand(
       "engine", "Transfer-engine throughput vs a same-run baseline (P1, P1s; BENCHMARKS.md)");
@@ -81,6 +81,6 @@ const pdkv::cli::CommandRegistrar kEngineBench("bench", [](CLI::App& bench) {
       pdkv::cli::set_exit_code(1);
     }
   });
-});
+}
 
-}  // namespace
+}  // namespace pdkv::cli
