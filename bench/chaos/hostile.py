@@ -106,19 +106,30 @@ class Run:
 
     def peer(self, *args, wrong_secret=False, timeout=90):
         """Runs pdkv_hostile_peer once; its JSON line (or {"error": ...})."""
+        return self.peer_result(self.start_peer(*args, wrong_secret=wrong_secret), timeout)
+
+    def start_peer(self, *args, wrong_secret=False):
+        """Starts pdkv_hostile_peer and returns at once (the victims are watched meanwhile);
+        peer_result() waits for what it saw."""
         cmd = [os.path.join(bin_dir(), "pdkv_hostile_peer"), *map(str, args)]
         if wrong_secret:
             cmd += ["--secret-file", self.wrong_secret]
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def peer_result(self, p, timeout=90):
+        """The JSON line of a started pdkv_hostile_peer (or {"error": ...}), once it ended."""
         try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            seen = {"error": f"attacker hung: {' '.join(cmd[1:3])}"}
+            p.kill()
+            p.communicate()
+            seen = {"error": f"attacker hung: {' '.join(p.args[1:3])}"}
         else:
-            lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+            lines = [ln for ln in out.splitlines() if ln.startswith("{")]
             seen = json.loads(lines[-1]) if lines else {
-                "error": f"attacker exit {r.returncode}: {r.stderr.strip()[-400:]}"}
+                "error": f"attacker exit {p.returncode}: {err.strip()[-400:]}"}
         self.out.observed.append(seen)
-        self.expect(f"attacker ran ({seen.get('attack', args[0])})", "error" not in seen,
+        self.expect(f"attacker ran ({seen.get('attack', p.args[1])})", "error" not in seen,
                     seen.get("error", ""))
         return seen
 
@@ -552,9 +563,8 @@ def _hold_slots_during_a_new_session(r: Run, source):
     CONNECTIONS 128) taken with silent connections from `source`, reopening each one the
     decode closes, while a prefill opens its first session to it: (succeeded, reason)."""
     r.c.replace_decode()
-    cmd = [os.path.join(bin_dir(), "pdkv_hostile_peer"), "hold-slots", "--engine",
-           r.c.d.ready["eng"], "--source", source, "--count", 200, "--hold-ms", 3000]
-    p = subprocess.Popen(list(map(str, cmd)), stdout=subprocess.PIPE, text=True)
+    p = r.start_peer("hold-slots", "--engine", r.c.d.ready["eng"], "--source", source,
+                     "--count", 200, "--hold-ms", 3000)
     try:
         time.sleep(0.5)  # the stranger takes what it can first
         t0 = time.monotonic()
@@ -565,10 +575,7 @@ def _hold_slots_during_a_new_session(r: Run, source):
         room = next(iter(rooms))
         reason = " ".join(rk.states().get(room, {}).get("reason", "") for rk in (r.c.p, r.c.d))
     finally:
-        out, _ = p.communicate(timeout=30)
-    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-    seen = json.loads(lines[-1]) if lines else {"error": "hold-slots printed nothing"}
-    r.out.observed.append(seen)
+        seen = r.peer_result(p, timeout=30)
     r.expect("the stranger had as many connections open as the engine has slots",
              seen.get("held_most", 0) >= 128, seen)
     return ok and not wrong, reason or why

@@ -30,9 +30,9 @@ MID_TRANSFER_ENV = {"PDKV_TRANSFER_BATCH_BYTES": str(32 << 10),
                     "PDKV_TRANSFER_WINDOW_BYTES": str(160 << 10), "PDKV_TCP_STREAMS": "1"}
 
 
-def _wrong_rooms(r: Run, aborted, others):
+def _judge_round(r: Run, aborted, others):
     """What went wrong with one round: the aborted room not failed on either side, or one
-    of the others not a Success with its bytes verified."""
+    of the others not a Success with its bytes verified. Counts the verified bytes."""
     out = []
     for rk in (r.c.p, r.c.d):
         st = rk.states()
@@ -66,7 +66,7 @@ def _abort_mid_transfer(r: Run):
         time.sleep(0.1)  # the aborted room's batches still in flight come back refused
         c.p.send(op="send", rooms=[later])
         c.wait_rooms([c.p, c.d], rooms, 15)
-        wrong += [f"round {k}: {w}" for w in _wrong_rooms(r, aborted, (queued, later))]
+        wrong += [f"round {k}: {w}" for w in _judge_round(r, aborted, (queued, later))]
     r.expect(f"in each of {ROUNDS} rounds the aborted room failed alone", not wrong,
              f"{len(wrong)} wrong: " + " | ".join(wrong[:3]))
     r.expect("the decode's engine refused writes of an aborted room (the race was hit)",
@@ -78,22 +78,31 @@ def _abort_mid_transfer(r: Run):
         "refused push fails that room only, the victim's rooms sent right after succeed",
         fresh=True)
 def _registration_naming_victim_engine(r: Run):
+    started = []
+
     def hit(rooms):
         room = prefill_only_room(r)
-        seen = r.peer("whole-pool", "--honest", "--control", r.c.p.ready["ctrl"], "--as-engine",
-                      r.c.d.ready["eng"], "--room", room, "--count", r.c.pages, "--pages",
-                      r.c.p.ready["pages"], "--hold-ms", 100)
+        # The stranger stays up meanwhile: gone, it would fail its room by its absence.
+        started.append(r.start_peer(
+            "whole-pool", "--honest", "--control", r.c.p.ready["ctrl"], "--as-engine",
+            r.c.d.ready["eng"], "--room", room, "--count", r.c.pages, "--pages",
+            r.c.p.ready["pages"], "--hold-ms", 1000))
         if r.secret:
-            r.refused_at_door(seen, "registration_naming_victim_engine")
             return
-        r.expect("the stranger's registration was accepted",
-                 seen.get("registration", {}).get("accepted"), seen)
         ended = wait_until(lambda: r.c.p.states().get(room, {}).get("state") in (FAILED, SUCCESS),
                            10, 0.002)
         ev = r.c.p.states().get(room, {})
         r.expect("the stranger's room failed, refused by the victim's engine",
                  ended and ev.get("state") == FAILED and "OutOfRange" in ev.get("reason", ""),
                  ev)
-    # The victim's rooms are sent 50 ms after the refusal: a breaker opened by it would
-    # refuse them for its whole cooldown (a second at least).
+    # The victim's rooms are sent 50 ms after the refusal, inside the cooldown (a second)
+    # of a breaker the refusal would have opened.
     r.during(hit, n=3, settle=0.05)
+    if not started:
+        return  # the rooms never bootstrapped (during() said so)
+    seen = r.peer_result(started[0])
+    if r.secret:
+        r.refused_at_door(seen, "registration_naming_victim_engine")
+    else:
+        r.expect("the stranger's registration was accepted",
+                 seen.get("registration", {}).get("accepted"), seen)

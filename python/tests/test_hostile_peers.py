@@ -215,11 +215,10 @@ def test_a_route_rewritten_in_etcd_is_never_followed_and_its_owner_restores_it(t
     import threading
     import time
 
+    import pdkv
     from hostile_cluster import write_secret
     from kv_harness import Cluster, SerialDecode, Shape
     from pdkv.etcd_cluster import EtcdCluster
-
-    import pdkv
     success = int(pdkv.KVPoll.Success)
     ttl_s = 2
     attacker = socket.socket()  # its control "endpoint": accepts, never answers
