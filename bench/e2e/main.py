@@ -1,4 +1,13 @@
-"""`pdkv bench e2e`: P5 (latency), P6 (scale), P7 (layerwise), P8 (soak) over real processes.
+"""`pdkv bench e2e`: pdkv end to end over real processes (a bootstrap server, prefill and
+decode ranks on loopback), one case at a time (BENCHMARKS.md's targets in parentheses):
+- latency (P5): how long a one-page request takes from the prefill's last send to Success
+  on the decode, p50 and p99, against a ZeroMQ round trip measured in the same run;
+- scale (P6): throughput (GB/s) and latency of 1024 concurrent requests from 4 prefill
+  ranks to 2 decode ranks, every byte checked, against the engine alone (P1) measured in
+  the same run;
+- layerwise (P7): how long after a simulated forward ends (--layer-ms per layer) the last
+  of its KV lands, each layer sent as soon as it is computed;
+- soak (P8): minutes of Poisson arrivals of mixed sizes; failures, throughput, memory.
 
 Run as `build/bin/pdkv bench e2e --case latency|scale|layerwise|soak [...]`; the CLI runs
 this copy of the script inside the package (pdkv/_tools/bench/e2e) with the package's parent
@@ -56,12 +65,16 @@ DECODE_POLL = {"latency": "wait", "scale": "engine", "layerwise": "engine", "soa
 SOAK_RATE = 2.0
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults shown, and the description's list kept as written."""
+
+
 def parse():
-    ap = argparse.ArgumentParser(prog="pdkv bench e2e", description=__doc__,
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap = argparse.ArgumentParser(prog="pdkv bench e2e", description=__doc__.split("\n\n")[0],
+                                 formatter_class=_HelpFormatter)
     ap.add_argument("--case", choices=sorted(CASE_DEFAULTS), default="scale",
-                    help="latency (P5), scale (P6), layerwise (P7) or soak (P8); sets the "
-                    "defaults of the geometry options below")
+                    help="what is measured (see above): latency (P5), scale (P6), layerwise "
+                    "(P7) or soak (P8); sets the defaults of the geometry options below")
     ap.add_argument("--model", choices=sorted(PRESETS), help="KV geometry preset (presets.py)")
     ap.add_argument("--tokens", type=int, help="prompt length (tokens) of each request")
     ap.add_argument("--page", type=int, help="page size (tokens)")
@@ -73,7 +86,9 @@ def parse():
     ap.add_argument("--layer-ms", type=float, default=5.0, help="simulated ms per layer (P7)")
     ap.add_argument("--layerwise-interval", type=int, default=1,
                     help="layers per send in the layerwise case (P7)")
-    ap.add_argument("--no-baselines", action="store_true", help="skip iperf3 / P1 (quick runs)")
+    ap.add_argument("--no-baselines", action="store_true",
+                    help="skip the reference runs (iperf3; the engine alone, P1): quicker, but "
+                    "no ratio to them")
     ap.add_argument("--timeout", type=float, default=300.0,
                     help="s a rank waits for its rooms (a round; the soak's drain)")
     ap.add_argument("--json", help="write the figures to this file (written whatever happens)")
@@ -101,8 +116,9 @@ def parse():
     g.add_argument("--poll-sleep-us", type=float, default=50.0,
                    help="sleep between poll passes with --decode-poll sleep")
     g.add_argument("--auth-ab", action="store_true",
-                   help="scale only: a cluster with PDKV_SECRET_FILE and one "
-                   "without, rounds interleaved in one run; key P6_auth (auth_ab.py)")
+                   help="scale only: what the cluster secret costs, a cluster with "
+                   "PDKV_SECRET_FILE and one without, rounds interleaved in one run (JSON key "
+                   "P6_auth; auth_ab.py)")
     g.add_argument("--auth-ab-first", choices=["off", "on"], default="off",
                    help="with --auth-ab: which cluster starts first")
     g.add_argument("--auth-ab-control", action="store_true",
