@@ -8,7 +8,9 @@ void add_chaos_command(CLI::App& parent) {
   add_python_tool(
       parent,
       {"chaos",
-       "Fault injection over network namespaces and a syscall shim (R1-R4); needs root for netns",
+       "Fault injection: killed ranks, cut links, timeouts, hostile peers; checks each "
+       "failure is reported within its bound and no other request is lost (R1-R4 in "
+       "RELIABILITY.md); needs root for network namespaces",
        "bench/chaos/main.py"});
 }
 

@@ -8,8 +8,9 @@ void add_e2e_bench_command(CLI::App& bench) {
   add_python_tool(
       bench,
       {"e2e",
-       "End-to-end: bootstrap, prefill and decode processes over loopback (P5 latency, P6 scale, "
-       "P7 layerwise, P8 soak)",
+       "End to end over real bootstrap, prefill and decode processes: a request's latency, "
+       "throughput of 1024 concurrent requests, layer-by-layer streaming, a soak of mixed "
+       "arrivals (P5-P8 in BENCHMARKS.md)",
        "bench/e2e/main.py"});
 }
 

@@ -11,15 +11,19 @@ namespace pdkv::cli {
 void add_engine_bench_command(CLI::App& bench) {
   auto args = std::make_shared<pdkv::bench::EngineBenchArgs>();
   CLI::App* cmd = bench.add_subcommand(
-      "engine", "Transfer-engine throughput vs a same-run baseline (P1, P1s; BENCHMARKS.md)");
+      "engine",
+      "Transfer-engine throughput (GB/s) of one model's KV between two processes, against "
+      "the backend's raw transport measured in the same run (P1, P1s in BENCHMARKS.md)");
   cmd->add_option("--backend", args->backend,
-                  "tcp (iperf3 baseline), shm (memcpy, P2), ucx (ucx_perftest, P3)")
+                  "tcp (against iperf3), shm (against a single-thread memcpy; P2) or ucx "
+                  "(against ucx_perftest; P3)")
       ->capture_default_str();
   cmd->add_option("--ucx-tls", args->ucx_tls, "UCX transports for --backend ucx (e.g. tcp, posix)");
   cmd->add_option("--model", args->model, "llama3-8b, deepseek-v3, qwen3-next or tiny")
       ->capture_default_str();
   cmd->add_option("--tokens", args->tokens, "prompt length in tokens")->capture_default_str();
-  cmd->add_option("--page", args->page, "page size in tokens (16 -> P1, 1 -> P1s)")
+  cmd->add_option("--page", args->page,
+                  "page size in tokens (16: P1; 1: scattered 2 KiB blocks, P1s)")
       ->capture_default_str();
   cmd->add_option("--streams", args->streams,
                   "TCP streams for the engine and iperf3 (0 = engine default)")
@@ -41,13 +45,13 @@ void add_engine_bench_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--pairs", args->pairs,
                   "sender/receiver pairs moving their rounds at the same time (aggregate "
-                  "GB/s); 4 with --tokens 16384 --decode-tp 2 --head-split 2 is one P6 round "
-                  "without the managers")
+                  "GB/s); 4 with --tokens 16384 --decode-tp 2 --head-split 2 move one round "
+                  "of the e2e scale case with the engines alone (P6e)")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
   cmd->add_flag("--auth-ab", args->auth_ab,
-                "the same workload with and without the cluster secret "
-                "(PDKV_SECRET_FILE), rounds alternating in one run (key P1_auth)");
+                "what the cluster secret costs: the same workload with and without it "
+                "(PDKV_SECRET_FILE), rounds alternating in one run (JSON key P1_auth)");
   cmd->add_option_function<std::string>(
          "--auth-ab-first", [args](const std::string& v) { args->auth_ab_on_first = v == "on"; },
          "with --auth-ab: which arm starts first (off or on)")
@@ -55,8 +59,9 @@ void add_engine_bench_command(CLI::App& bench) {
   const auto memory = CLI::IsMember({"host", "device"});
   cmd->add_option_function<std::string>(
          "--memory", [args](const std::string& v) { args->src_memory = args->dst_memory = v; },
-         "host or device: the source and the destination live there (P9 with --device cuda, "
-         "P9f with --device fake); the host-memory engine is measured in the same run")
+         "host or device: the source and the destination live there, and the same transfer "
+         "between host memories is measured in the same run (P9 with --device cuda, P9f "
+         "with --device fake)")
       ->check(memory)
       ->option_text("KIND");
   cmd->add_option("--src-memory", args->src_memory, "host or device (mixed pairs)")

@@ -15,8 +15,10 @@ int main(int argc, char** argv) {
   // (cli/CMakeLists.txt).
   add_bootstrap_command(app);
 #ifdef PDKV_CLI_WITH_BENCH
-  CLI::App& bench =
-      add_group(app, "bench", "Benchmarks: each prints a table and writes --json (see BENCHMARKS.md)");
+  CLI::App& bench = add_group(app, "bench",
+                              "Benchmarks of KV transfer: engine throughput, end-to-end latency "
+                              "and throughput, how fast routes appear and vanish; each prints a "
+                              "table and writes --json (BENCHMARKS.md)");
   add_engine_bench_command(bench);
   add_e2e_bench_command(bench);
   add_registry_bench_command(bench);
