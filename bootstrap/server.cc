@@ -5,13 +5,21 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
-#include "bootstrap/http_replies.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "http/http_replies.h"
 
 namespace pdkv::bootstrap {
 namespace {
 
+using http::http_status_of;
+using http::HttpListener;
+using http::HttpListenerOptions;
+using http::HttpMethod;
+using http::HttpRequest;
+using http::HttpResponse;
+using http::HttpRouter;
+using http::reply_error;
 using nlohmann::json;
 
 // Parses a required integer query parameter; a missing or non-integer value is a 400

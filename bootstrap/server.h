@@ -28,11 +28,11 @@
 #include <string>
 #include <thread>
 
-#include "bootstrap/http_listener.h"
 #include "bootstrap/request_auth.h"
 #include "bootstrap/room_dp_ranks.h"
 #include "bootstrap/route_table.h"
 #include "common/status.h"
+#include "http/http_listener.h"
 
 namespace pdkv::bootstrap {
 
@@ -86,9 +86,9 @@ class BootstrapServer {
   };
 
   BootstrapServer() = default;
-  void install_routes(HttpRouter& h);
+  void install_routes(http::HttpRouter& h);
   // True if the request may proceed; else answers 401 and counts it.
-  bool authenticated(const HttpRequest& req, HttpResponse& res);
+  bool authenticated(const http::HttpRequest& req, http::HttpResponse& res);
   void count_error(int status);
 
   std::string host_;
@@ -98,7 +98,7 @@ class BootstrapServer {
   // A room's DP placement matters only until its decode resolved it (seconds); ten
   // minutes covers any bootstrap timeout, and 2^18 rooms bound the memory (a few MiB).
   RoomDpRanks room_dp_ranks_{std::chrono::minutes(10), size_t{1} << 18};
-  std::unique_ptr<HttpListener> listener_;
+  std::unique_ptr<http::HttpListener> listener_;
   std::atomic<uint64_t> requests_[kNumRequestKinds] = {};
   std::atomic<uint64_t> errors_[kNumErrors] = {};
   std::atomic<uint64_t> auth_refused_{0};

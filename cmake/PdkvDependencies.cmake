@@ -8,7 +8,7 @@ find_package(cppzmq REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(PkgConfig REQUIRED)
 # cpp-httplib: the HTTP clients (bootstrap client, etcd's JSON gateway). libmicrohttpd: the
-# HTTP servers (bootstrap/http_listener.h says why not cpp-httplib there).
+# HTTP servers (http/http_listener.h says why not cpp-httplib there).
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
 # libsodium: cluster authentication (common/cluster_key.h: keyed BLAKE2b, HMAC-SHA-512/256

@@ -1,6 +1,6 @@
 # Where the Python package lives once installed, relative to the prefix. Debian's
 # interpreter looks in /usr/lib/python3/dist-packages; another prefix needs PYTHONPATH for
-# `import pdkv` (the installed CLI finds the package without it, see tools/python_tool.h).
+# `import pdkv` (the installed CLI finds the package without it, see cli/python_tool.h).
 include(GNUInstallDirs)
 set(PDKV_INSTALL_PYTHONDIR "lib/python3/dist-packages" CACHE STRING
     "Where the pdkv Python package is installed, relative to the prefix")
@@ -9,7 +9,7 @@ set(PDKV_INSTALL_PYTHONDIR "lib/python3/dist-packages" CACHE STRING
 # demo`, `pdkv bench e2e`, `pdkv chaos`) inside the Python package, at
 # pdkv/_tools/<path of the calling directory in the source tree>/, e.g.
 # build/python/pdkv/_tools/bench/e2e/main.py. The CLI runs them from there
-# (tools/python_tool.cc), so a build tree, an install prefix, a wheel and the .deb all carry
+# (cli/python_tool.cc), so a build tree, an install prefix, a wheel and the .deb all carry
 # the same layout and none needs the source tree. *_test.py files stay behind; EXTRA names
 # other files to ship (e.g. a C source a driver compiles).
 #   pdkv_add_python_driver([EXTRA file...])

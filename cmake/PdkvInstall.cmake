@@ -12,7 +12,7 @@ if(NOT PDKV_SANITIZE STREQUAL "")
   return()  # sanitizer builds are for tests, never installed
 endif()
 foreach(t pdkv_common pdkv_plan pdkv_engine_base pdkv_engine_lease pdkv_engine_shm pdkv_engine
-          pdkv_proto pdkv_bootstrap pdkv_kv pdkv_kv_bootstrap pdkv)
+          pdkv_proto pdkv_http pdkv_bootstrap pdkv_kv pdkv_kv_bootstrap pdkv)
   if(NOT TARGET ${t})
     message(STATUS "pdkv: ${t} is not built (PDKV_LAYERS), so nothing is installed")
     return()
@@ -29,7 +29,7 @@ set(PDKV_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/pdkv)
 # "pdkv/common/status.h", so one -I P/include serves both the consumer and the headers.
 # Tests, fuzzers, test helpers and backend internals (engine/backends: reached only through
 # engine/backend.h) are not part of the interface.
-set(pdkv_header_layers common plan engine proto bootstrap kv)
+set(pdkv_header_layers common plan engine proto http bootstrap kv)
 set(pdkv_public_headers "")
 foreach(layer ${pdkv_header_layers})
   file(GLOB_RECURSE found CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}
@@ -69,7 +69,7 @@ add_custom_target(pdkv_public_headers ALL DEPENDS ${staged})
 # layers are also linked privately: the linker takes nothing from them (every symbol is
 # already defined by the objects) but they bring their own dependencies (zmq, httplib, microhttpd, ucx).
 set(pdkv_layer_libs pdkv_common pdkv_plan pdkv_engine_base pdkv_engine_lease pdkv_engine_shm
-    pdkv_engine pdkv_proto pdkv_bootstrap pdkv_kv pdkv_kv_bootstrap)
+    pdkv_engine pdkv_proto pdkv_http pdkv_bootstrap pdkv_kv pdkv_kv_bootstrap)
 if(TARGET pdkv_engine_ucx)
   list(APPEND pdkv_layer_libs pdkv_engine_ucx)
 endif()

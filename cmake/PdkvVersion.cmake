@@ -5,7 +5,7 @@
 #
 # The wire protocol versions are not restated here: they stay in proto/wire.h
 # (kProtocolVersion) and engine/lease/wire.h (kWireVersion), read at configure time so
-# `pdkv --version` and pdkv.PROTOCOL_VERSION report them; tools/version_cmd.cc
+# `pdkv --version` and pdkv.PROTOCOL_VERSION report them; cli/version_info.cc
 # static_asserts the copies against the constants, so they cannot drift.
 
 function(pdkv_read_constant out file name)

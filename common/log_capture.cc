@@ -7,7 +7,6 @@
 #include <deque>
 #include <mutex>
 
-#include "common/logging.h"
 #include "common/mutex.h"
 
 namespace pdkv::log_capture {

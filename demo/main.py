@@ -1,10 +1,14 @@
 """`pdkv demo`: the tiny transformer run disaggregated (prefill and decode in separate
 processes, pdkv moving the KV cache) against the same model run colocated, then a short
-transfer-engine benchmark. Exits non-zero if the tokens differ."""
+transfer-engine benchmark. Exits non-zero if the tokens differ.
+
+Every process runs under a cluster secret the demo makes for itself (cluster_secret.py),
+unless PDKV_SECRET_FILE is already set."""
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
+from cluster_secret import SECRET_BYTES, demo_secret  # noqa: E402
 from disagg import run_disaggregated  # noqa: E402
 from tiny_model import TinyModel, colocated_generate  # noqa: E402
 
@@ -43,6 +48,20 @@ def main(argv=None) -> int:
     if args.prompt_len + args.tokens > TinyModel().cfg.max_positions:
         ap.error(f"--prompt-len + --tokens must be <= {TinyModel().cfg.max_positions}")
 
+    # SIGTERM ends the demo through its finally blocks, so the secret's directory goes too.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    with demo_secret() as (secret_path, made):
+        if made:
+            print(f"cluster secret: made one for this demo ({SECRET_BYTES} random bytes from "
+                  f"the OS, mode 600, {secret_path}, removed at exit); the bootstrap server "
+                  "and every process get it through PDKV_SECRET_FILE", flush=True)
+        else:
+            print(f"cluster secret: PDKV_SECRET_FILE from the environment ({secret_path})",
+                  flush=True)
+        return run(args)
+
+
+def run(args) -> int:
     prompt = np.random.default_rng(args.seed).integers(0, 256, args.prompt_len)
     chunk = chunk_size(args.prompt_len, args.page) if args.chunked else None
 

@@ -20,7 +20,7 @@
 
 #include "common/mutex.h"
 #include "common/status.h"
-#include "engine/transfer_engine.h"
+#include "engine/engine_handles.h"
 
 namespace pdkv::engine {
 

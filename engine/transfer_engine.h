@@ -41,6 +41,7 @@
 #include "engine/batch_note.h"
 #include "engine/device/memory_kind.h"
 #include "engine/device/ready_event.h"
+#include "engine/engine_handles.h"
 #include "engine/engine_options.h"
 #include "engine/write_block.h"
 #include "engine/write_grant.h"
@@ -48,18 +49,6 @@
 namespace pdkv::engine {
 
 class DeviceRegions;
-
-struct SessionId {
-  uint32_t index = 0;
-  uint32_t generation = 0;  // 0 = never valid
-  bool operator==(const SessionId&) const = default;
-};
-
-struct BatchId {
-  uint32_t index = 0;
-  uint32_t generation = 0;  // 0 = never valid
-  bool operator==(const BatchId&) const = default;
-};
 
 // Who may touch a registered region: peers writing into it, or only this engine's own
 // sends reading from it (a prefill's KV pool: peers must never write there).
@@ -82,14 +71,6 @@ struct SourceReady {
   void* stream = nullptr;  // a CUstream; null: none
   int device = -1;
   ReadyEvents marks;
-};
-
-// Progress is not an error: state and error are separate.
-enum class BatchState : uint8_t { kPending, kSucceeded, kFailed };
-
-struct BatchStatus {
-  BatchState state = BatchState::kPending;
-  Status error;  // set only when state == kFailed
 };
 
 class TransferEngine {

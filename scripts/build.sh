@@ -32,7 +32,7 @@ if [[ -n "$sanitize" ]]; then
   # instrumented, so pytest is not run there) and the benchmarks are left out to keep CI
   # inside its time budget.
   args+=(-DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DPDKV_SANITIZE="$sanitize"
-         -DPDKV_BUILD_PYTHON=OFF "-DPDKV_LAYERS=common;plan;engine;proto;bootstrap;kv;tests;tools")
+         -DPDKV_BUILD_PYTHON=OFF "-DPDKV_LAYERS=common;plan;engine;proto;http;bootstrap;kv;tests;cli")
 fi
 # ccache, when installed, lets several checkouts (git worktrees) share compiled objects.
 # The base directory and no hashed cwd make objects from /work/a and /work/b hit each other.

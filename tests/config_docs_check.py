@@ -13,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 NAME = re.compile(r'"(PDKV_[A-Z0-9_]+)"')
 # Names that are build/CMake or test-harness plumbing, not user configuration.
 NOT_KNOBS = {"PDKV_BIN_DIR", "PDKV_PYTHON_DIR"}
-SOURCE_DIRS = ["common", "plan", "engine", "proto", "bootstrap", "kv", "python", "tools", "bench"]
+SOURCE_DIRS = ["common", "plan", "engine", "proto", "http", "bootstrap", "kv", "python", "cli", "bench"]
 
 
 def is_test_file(path: pathlib.Path) -> bool:

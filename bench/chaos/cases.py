@@ -301,8 +301,7 @@ def case_registry_etcd(topo):
         else:
             how = "SIGSTOP, no netns"
             cut, heal = etcd.freeze, etcd.thaw
-        env = {"PDKV_REGISTRY": "etcd", "PDKV_ETCD_ENDPOINTS": etcd.endpoints,
-               "PDKV_ETCD_PREFIX": "/pdkv-chaos", "PDKV_ETCD_LEASE_TTL_S": "3"}
+        env = etcd.registry_env("/pdkv-chaos", 3)
         c = Cluster(topo, 1, 1, env=env)
         try:
             ok0, nb0, w0 = heal_check(c)

@@ -1,6 +1,8 @@
-"""The hostile-peer cases (issue 15, "Trust boundaries"): each attack of
+"""The hostile-peer cases (the trust boundaries of docs/SECURITY.md): each attack of
 pdkv_hostile_peer (bench/hostile) tried as a separate process against real victims
 (hostile_cluster.Victims: `pdkv bootstrap`, a prefill and a decode rank on loopback).
+A few need no attacker: what an unlucky cluster does to itself (a decode cancelling a
+request mid-transfer) is tried on the same victims with the same checks.
 
 Every case checks, besides what its attack must be refused with:
   - the victims are alive (bootstrap server, prefill, decode);
@@ -9,7 +11,9 @@ Every case checks, besides what its attack must be refused with:
   - canaries are intact: no byte a room did not own changed on either rank, guard bands
     around the registered buffers included;
   - memory and descriptors are bounded: each victim's VmRSS and open descriptors grow by
-    less than the case's bound across the attack.
+    less than the case's bound across the attack;
+  - logs are bounded: each rank's log (stderr, at warn) grows by less than the case's
+    bound, however many messages the attacker sent.
 
 Modes: "open" (no cluster secret: the checks pdkv makes without one) and "secret" (every
 victim shares PDKV_SECRET_FILE; the attacker has none, or another one: every attack is
@@ -22,6 +26,7 @@ import dataclasses
 import json
 import os
 import random
+import re
 import subprocess
 import time
 from typing import Callable, Optional
@@ -45,7 +50,12 @@ class Attack:
     rss_mib: int = 32  # bound on each victim's RSS growth
     fd_slack: int = 48  # bound on each victim's descriptor growth
     legit_prefill_first: bool = False  # the legitimate room after opens its sender first
+    log_kib: int = 64  # bound on each rank's log growth
     env: Optional[dict] = None  # victim settings of its own (fresh victims only)
+    # The decode's own settings on top of env (fresh victims only); called when they start.
+    decode_env: Optional[Callable[[], dict]] = None
+    # Victims of its own in every mode: its settings are what it tests, with a secret too.
+    always_fresh: bool = False
 
 
 ATTACKS = {}
@@ -96,19 +106,30 @@ class Run:
 
     def peer(self, *args, wrong_secret=False, timeout=90):
         """Runs pdkv_hostile_peer once; its JSON line (or {"error": ...})."""
+        return self.peer_result(self.start_peer(*args, wrong_secret=wrong_secret), timeout)
+
+    def start_peer(self, *args, wrong_secret=False):
+        """Starts pdkv_hostile_peer and returns at once (the victims are watched meanwhile);
+        peer_result() waits for what it saw."""
         cmd = [os.path.join(bin_dir(), "pdkv_hostile_peer"), *map(str, args)]
         if wrong_secret:
             cmd += ["--secret-file", self.wrong_secret]
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def peer_result(self, p, timeout=90):
+        """The JSON line of a started pdkv_hostile_peer (or {"error": ...}), once it ended."""
         try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            seen = {"error": f"attacker hung: {' '.join(cmd[1:3])}"}
+            p.kill()
+            p.communicate()
+            seen = {"error": f"attacker hung: {' '.join(p.args[1:3])}"}
         else:
-            lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+            lines = [ln for ln in out.splitlines() if ln.startswith("{")]
             seen = json.loads(lines[-1]) if lines else {
-                "error": f"attacker exit {r.returncode}: {r.stderr.strip()[-400:]}"}
+                "error": f"attacker exit {p.returncode}: {err.strip()[-400:]}"}
         self.out.observed.append(seen)
-        self.expect(f"attacker ran ({seen.get('attack', args[0])})", "error" not in seen,
+        self.expect(f"attacker ran ({seen.get('attack', p.args[1])})", "error" not in seen,
                     seen.get("error", ""))
         return seen
 
@@ -152,21 +173,23 @@ GAP_ENV = {"PDKV_BOOTSTRAP_TIMEOUT_S": "3", "PDKV_WAITING_TIMEOUT_S": "3"}
 def new_victims(topo, mode, tmpdir, name=None):
     """Victims for `mode`; with `name`, the settings that attack asks for."""
     secret = write_secret(os.path.join(tmpdir, "cluster_secret")) if mode == "secret" else None
-    env = {}
+    env, decode_env = {}, {}
     if name:
         a = ATTACKS[name]
         env = dict(GAP_ENV if a.gap else {}, **(a.env or {}))
-    return Victims(topo, secret_file=secret, env=env)
+        decode_env = a.decode_env() if a.decode_env else {}
+    return Victims(topo, secret_file=secret, env=env, decode_env=decode_env)
 
 
 def run_attack(c: Victims, name: str, mode: str, tmpdir: str) -> Outcome:
     """Tries one attack on running victims and checks everything the module doc lists."""
     a = ATTACKS[name]
     out = Outcome(name, mode)
-    wrong = write_secret(os.path.join(tmpdir, "attacker_secret"), b"w")
+    wrong = write_secret(os.path.join(tmpdir, "attacker_secret"), b"w" * 32)
     run = Run(c, mode, wrong, out)
     t0 = time.monotonic()
     before = snapshot(c)
+    logged = {"prefill": c.p.err_bytes, "decode": c.d.err_bytes}
     with Sampler(c) as sampler:
         a.body(run)
     time.sleep(0.2)
@@ -185,6 +208,12 @@ def run_attack(c: Victims, name: str, mode: str, tmpdir: str) -> Outcome:
                    f"{m['fds']} -> {after[proc]['fds']} (peak {peak.get('fds')})")
         out.notes.append(f"{proc} rss {rss / MIB:+.1f} MiB fds {fd:+d} threads peak "
                          f"{peak.get('threads')}")
+    for proc, rk in (("prefill", c.p), ("decode", c.d)):
+        if proc in logged and rk.pid == before[proc]["pid"]:
+            grew = rk.err_bytes - logged[proc]
+            run.expect(f"{proc} log growth < {a.log_kib} KiB", grew < a.log_kib * 1024,
+                       f"{grew} bytes, ending: {''.join(rk.err[-3:])[-300:]}")
+            out.notes.append(f"{proc} log {grew:+d} bytes")
     if all(alive.values()):
         rooms = c.open_rooms(1, prefill_first=a.legit_prefill_first)
         ok, nbytes, wrong_rooms, why = c.finish(rooms)
@@ -198,14 +227,16 @@ def run_attack(c: Victims, name: str, mode: str, tmpdir: str) -> Outcome:
 
 # --- 1. route poisoning ------------------------------------------------------------------
 
-@attack("route_poison", "PUT/DELETE /route without the secret; re-pointing engine_rank 0")
+@attack("route_poison", "PUT/DELETE /route without the secret; re-pointing engine_rank 0, "
+        "rank_ip values that are no address ('*', 'host:port', an address then a NUL byte)")
 def _route_poison(r: Run):
     if r.secret:
         seen = r.peer("route-poison", "--bootstrap", r.c.bootstrap_addr, "--first-port", 1)
         r.expect("every write refused with 401", all(
             v.startswith("Unauthenticated") for v in seen.get("attempts", {}).values()), seen)
     else:
-        # Without a secret the server still refuses routes that are not an IP or host name.
+        # Without a secret the server still refuses routes that are not an IP or host name,
+        # judged by every byte: "127.0.0.1\0evil" is refused, not stored and served back.
         seen = r.peer("route-poison", "--bootstrap", r.c.bootstrap_addr, "--first-port", 1,
                       "--malformed-only")
         r.expect("malformed routes refused with 400", all(
@@ -225,7 +256,7 @@ def _route_poison_unsigned(r: Run):
 
 # --- 2. a stranger registering as a decode to be pushed the whole pool ---------------------
 
-def _prefill_only_room(r: Run):
+def prefill_only_room(r: Run):
     """A room the prefill is ready to send (pages filled, send() called) that no decode
     pre-allocated yet: what a stranger who learned its id would ask for."""
     room = r.c.next_room
@@ -238,7 +269,7 @@ def _prefill_only_room(r: Run):
 @attack("whole_pool",
         "register as a decode, pre-allocate with src stride 0 and the pool as one page")
 def _whole_pool(r: Run):
-    room = _prefill_only_room(r)
+    room = prefill_only_room(r)
     seen = r.peer("whole-pool", "--control", r.c.p.ready["ctrl"], "--room", room,
                   "--pages", r.c.p.ready["pages"], "--hold-ms", 1500)
     r.expect("no KV byte reached the stranger", seen.get("bytes_received") == 0, seen)
@@ -255,7 +286,7 @@ def _whole_pool(r: Run):
             "that room's KV (only the secret keeps strangers off the control plane)",
         fresh=True)
 def _room_pull(r: Run):
-    room = _prefill_only_room(r)
+    room = prefill_only_room(r)
     seen = r.peer("whole-pool", "--honest", "--control", r.c.p.ready["ctrl"], "--room", room,
                   "--count", r.c.pages, "--pages", r.c.p.ready["pages"], "--hold-ms", 1500)
     r.expect("no KV byte reached the stranger", seen.get("bytes_received") == 0, seen)
@@ -420,15 +451,22 @@ attack("ping_flood", "2,000 Pings to each rank with distinct reply addresses (so
 
 # --- 5. resources ------------------------------------------------------------------------
 
-@attack("abort_flood", "100,000 Aborts of rooms nobody opened, to each rank", rss_mib=64)
-def _abort_flood(r: Run):
+def _flood_each_rank(r: Run, peer_attack, count):
+    """`count` messages of pdkv_hostile_peer's `peer_attack` to each rank while a room is
+    in flight: all of them queued without a secret, the handshake refused with one."""
     def hit(rooms):
         for target in (r.c.p, r.c.d):
-            seen = r.peer("abort-flood", "--control", target.ready["ctrl"], "--count", 100000)
-            r.refused_at_door(seen, "abort_flood")
+            seen = r.peer(peer_attack, "--control", target.ready["ctrl"], "--count", count)
+            r.refused_at_door(seen, peer_attack)
             if not r.secret:
-                r.expect("every Abort queued", seen.get("sent") == 100000, seen)
+                r.expect(f"every message queued ({peer_attack})", seen.get("sent") == count,
+                         seen)
     r.during(hit)
+
+
+@attack("abort_flood", "100,000 Aborts of rooms nobody opened, to each rank", rss_mib=64)
+def _abort_flood(r: Run):
+    _flood_each_rank(r, "abort-flood", 100000)
 
 
 def _flood_pre_allocations(r: Run, count):
@@ -477,6 +515,32 @@ def _registration_flood(r: Run):
     time.sleep(1.0)
 
 
+# Every log line a peer's messages trigger is rate-limited per call site (10 a second),
+# the next line let through counting those dropped: 100,000 garbage messages to each rank
+# and a stranger's 20,000 pre-allocations (which fail when it leaves) write a few KiB of
+# log, not megabytes. With a secret the garbage never passes the ZeroMQ handshake.
+@attack("garbage_flood", "100,000 messages that are no pdkv message to each rank, then a "
+        "registered stranger's 20,000 pre-allocations of rooms nobody opened", fresh=True,
+        rss_mib=64, log_kib=128)
+def _garbage_flood(r: Run):
+    _flood_each_rank(r, "garbage-flood", 100000)
+    if r.secret:
+        return
+    _flood_pre_allocations(r, 20000)
+    time.sleep(3)  # the stranger left: the prefill fails its rooms once it sees it gone
+    # One more garbage message each, in a later second: its line counts those dropped.
+    for target in (r.c.p, r.c.d):
+        r.peer("garbage-flood", "--control", target.ready["ctrl"], "--count", 1)
+    time.sleep(0.5)
+    for name, rk in (("prefill", r.c.p), ("decode", r.c.d)):
+        text = "".join(rk.err)
+        r.expect(f"{name}: the garbage's log lines were dropped and counted", re.search(
+            r"\((\d{5}) similar lines suppressed\)\n[^\n]*dropped a malformed", text),
+            text[-600:])
+    r.expect("prefill: the pre-allocations past the per-decode cap were logged",
+             "PDKV_MAX_PENDING_ROOMS_PER_DECODE" in "".join(r.c.p.err), "".join(r.c.p.err)[-600:])
+
+
 @attack("idle_connections", "400 data connections to the decode's engine that never speak",
         fd_slack=32)
 def _idle_connections(r: Run):
@@ -499,9 +563,8 @@ def _hold_slots_during_a_new_session(r: Run, source):
     CONNECTIONS 128) taken with silent connections from `source`, reopening each one the
     decode closes, while a prefill opens its first session to it: (succeeded, reason)."""
     r.c.replace_decode()
-    cmd = [os.path.join(bin_dir(), "pdkv_hostile_peer"), "hold-slots", "--engine",
-           r.c.d.ready["eng"], "--source", source, "--count", 200, "--hold-ms", 3000]
-    p = subprocess.Popen(list(map(str, cmd)), stdout=subprocess.PIPE, text=True)
+    p = r.start_peer("hold-slots", "--engine", r.c.d.ready["eng"], "--source", source,
+                     "--count", 200, "--hold-ms", 3000)
     try:
         time.sleep(0.5)  # the stranger takes what it can first
         t0 = time.monotonic()
@@ -512,10 +575,7 @@ def _hold_slots_during_a_new_session(r: Run, source):
         room = next(iter(rooms))
         reason = " ".join(rk.states().get(room, {}).get("reason", "") for rk in (r.c.p, r.c.d))
     finally:
-        out, _ = p.communicate(timeout=30)
-    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-    seen = json.loads(lines[-1]) if lines else {"error": "hold-slots printed nothing"}
-    r.out.observed.append(seen)
+        seen = r.peer_result(p, timeout=30)
     r.expect("the stranger had as many connections open as the engine has slots",
              seen.get("held_most", 0) >= 128, seen)
     return ok and not wrong, reason or why
@@ -593,7 +653,8 @@ def _wrong_secret(r: Run):
 
 
 def needs_fresh(name, mode):
-    return ATTACKS[name].fresh and mode == "open"
+    a = ATTACKS[name]
+    return a.always_fresh or (a.fresh and mode == "open")
 
 
 def cases(mode):
@@ -619,3 +680,6 @@ def case(topo, name, mode):
             c.crashes = c.close()
     return row(fault, "1P1D", bytes_verified=out.bytes_verified, ok=out.ok,
                note=out.summary()[:300])
+
+
+import hostile_refusals  # noqa: E402,F401  (registers its cases into ATTACKS)

@@ -1,4 +1,4 @@
-"""The victims of the hostile-peer suite (issue 15): a real `pdkv bootstrap` server
+"""The victims of the hostile-peer suite: a real `pdkv bootstrap` server
 process, one prefill and one decode rank (bench/chaos/rank.py, each its own process) on
 loopback, optionally sharing a cluster secret; plus what the suite measures on them
 (RSS, open descriptors, threads) and asks of them (rooms with verified bytes, canaries).
@@ -27,9 +27,16 @@ def bin_dir():
     return os.environ.get("PDKV_BIN_DIR", os.path.join(os.getcwd(), "build", "bin"))
 
 
-def write_secret(path, fill=b"s"):
+# The victims' cluster secret: raw bytes whose last one is a line feed, as
+# `head -c 32 /dev/urandom` writes one time in 256. It is no text secret (those are
+# printable ASCII), so all 32 bytes are the secret: a reader that strips the line ending
+# anyway finds 31 and refuses to start, and every case with a secret fails.
+RAW_SECRET = bytes(range(0x80, 0x80 + 31)) + b"\n"
+
+
+def write_secret(path, content=RAW_SECRET):
     with open(path, "wb") as f:
-        f.write(fill * 32)
+        f.write(content)
     os.chmod(path, 0o600)
     return path
 
@@ -87,8 +94,9 @@ class Victims(Cluster):
     """1P1D on loopback with a `pdkv bootstrap` process; every rank with guard bands and
     SPARE_PAGES canary pages (rank.py). `secret_file`: the cluster secret of all three."""
 
-    def __init__(self, topo, secret_file=None, env=None):
+    def __init__(self, topo, secret_file=None, env=None, decode_env=None):
         self.secret_file = secret_file
+        self.decode_env = decode_env or {}  # the decode's own settings on top of env
         env = dict(VICTIM_ENV, **(env or {}))
         if secret_file:
             env["PDKV_SECRET_FILE"] = secret_file
@@ -99,8 +107,9 @@ class Victims(Cluster):
         return self._set_boot(i, b, f"{self.topo.ip(0)}:{b.port}")
 
     def start_rank(self, role, inst, r):
+        env = dict(self.env, **self.decode_env) if role == "decode" else self.env
         return Rank(self.topo, 0, {"role": role, "tp": 1, "rank": r, "addr": self.boot[0][1],
-                                   "spare": SPARE_PAGES}, env=self.env)
+                                   "spare": SPARE_PAGES}, env=env)
 
     # --- what attacks aim at ---------------------------------------------------------
     @property
@@ -130,15 +139,18 @@ class Victims(Cluster):
         self.restart_decode(0)
 
     # --- legitimate work -------------------------------------------------------------
-    def open_rooms(self, n=1, prefill_first=False, send=True, decode_lead_s=0.0):
+    def open_rooms(self, n=1, prefill_first=False, send=True, decode_lead_s=0.0,
+                   abort_on_bytes=()):
         """n rooms over the pair; the prefill's KVSender first if prefill_first (its rooms
         are then never "pending" there). decode_lead_s: the decode opens its side that long
         before the prefill (its pre-allocation arrives first, as when the prefill is still
-        computing)."""
+        computing). abort_on_bytes: indices (into the n) of rooms the decode aborts as soon
+        as their first bytes land."""
         rooms = list(range(self.next_room, self.next_room + n))
         self.next_room += n
         addr = self.bootstrap_addr
-        sides = [(self.p, dict(send=send)), (self.d, dict(addr=addr))]
+        aborted = [rooms[i] for i in abort_on_bytes]
+        sides = [(self.p, dict(send=send)), (self.d, dict(addr=addr, abort_on_bytes=aborted))]
         if not prefill_first:
             sides.reverse()
         for i, (rk, extra) in enumerate(sides):

@@ -111,7 +111,8 @@ def fmt(v, nd=2):
 def main():
     ap = argparse.ArgumentParser(prog="pdkv chaos", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--json", help="write {R1..R4, cases} here")
+    ap.add_argument("--json", help="write the results here as JSON (one object per "
+                    "requirement, R1-R4, and every case)")
     ap.add_argument("--short", action="store_true", help="CI subset (~3 min)")
     ap.add_argument("--hostile", action="store_true",
                     help="only the hostile-peer cases, without and with a secret")

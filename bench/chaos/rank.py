@@ -1,8 +1,10 @@
 """One pdkv rank (bootstrap, prefill or decode) driven over stdin/stdout JSON lines.
 
 Runs anywhere the driver puts it (a network namespace via `ip netns exec`, or loopback).
-Commands on stdin: {"op": "rooms", "rooms": [...], "pages": N, "send": bool},
-{"op": "send"}, {"op": "check"}, {"op": "quit"}. Events on stdout: ready (with the
+Commands on stdin: {"op": "rooms", "rooms": [...], "pages": N, "send": bool,
+"abort_on_bytes": [...]}, {"op": "send", "rooms": [...]}, {"op": "check"}, {"op": "quit"}.
+A decode aborts each room of "abort_on_bytes" as soon as a byte of it landed (a request
+cancelled while its KV is in flight); "send" without "rooms" sends every room held back. Events on stdout: ready (with the
 registered buffers: [address, bytes, page bytes] each), state (room, state, t =
 time.monotonic(), reason, bytes_ok), active (rooms left in the manager's tables), check
 (whether every byte no room of this rank owned still holds its canary).
@@ -120,6 +122,7 @@ def main():
          bufs=pool.layout(), capacity=s["capacity"], pages=pool.n_pages)
     rooms = {}  # room -> [obj, pages, last_state]
     pending_send = []
+    abort_on_bytes = set()
     quit_at = None
     last_active = None
     cmds = queue.Queue()
@@ -170,11 +173,16 @@ def main():
                         if cmd.get("metadata", True):
                             o.send_metadata(pg)
                         rooms[room] = [o, pg, None, time.monotonic()]
+                abort_on_bytes.update(cmd.get("abort_on_bytes", []))
                 emit(ev="created", rooms=cmd["rooms"])
             elif op == "send":
-                for room in pending_send:
+                now = [r for r in pending_send if r in cmd.get("rooms", pending_send)]
+                for room in now:
                     rooms[room][0].send(rooms[room][1])
-                pending_send = []
+                pending_send = [r for r in pending_send if r not in now]
+        for room in [r for r in abort_on_bytes if any(b[rooms[r][1]].any() for b in bufs)]:
+            rooms[room][0].abort()
+            abort_on_bytes.discard(room)
         for room, rec in rooms.items():
             st = int(rec[0].poll())
             if st != rec[2]:

@@ -159,12 +159,13 @@ class Rank:
         cmd = topo.prefix(host) + ["env", f"PYTHONPATH={e.get('PYTHONPATH', '')}"] + pre + [PY,
                                    os.path.join(HERE, "rank.py"), json.dumps(self.cfg)]
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, env=e,
+                                  stderr=subprocess.PIPE, text=True, errors="replace", env=e,
                                   start_new_session=True)
         self.q = queue.Queue()
         self.assigned = set()  # rooms this rank was told to create
         self.events = []
-        self.err = []
+        self.err = []  # the last few hundred lines of its stderr (its log)
+        self.err_bytes = 0  # of all it wrote there
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._read_err, daemon=True).start()
         self.ready = self.wait(lambda ev: ev["ev"] == "ready", 30)
@@ -184,6 +185,7 @@ class Rank:
 
     def _read_err(self):
         for line in self.p.stderr:
+            self.err_bytes += len(line.encode())
             self.err.append(line)
             if len(self.err) > 400:
                 del self.err[:200]

@@ -1,11 +1,21 @@
-"""`pdkv bench e2e`: P5 (latency), P6 (scale), P7 (layerwise), P8 (soak) over real processes.
+"""`pdkv bench e2e`: pdkv end to end over real processes (a bootstrap server, prefill and
+decode ranks on loopback), one case at a time (BENCHMARKS.md's targets in parentheses):
+- latency (P5): how long a one-page request takes from the prefill's last send to Success
+  on the decode, p50 and p99, against a ZeroMQ round trip measured in the same run;
+- scale (P6): throughput (GB/s) and latency of 1024 concurrent requests from 4 prefill
+  ranks to 2 decode ranks, every byte checked, against the engine alone (P1) measured in
+  the same run;
+- layerwise (P7): how long after a simulated forward ends (--layer-ms per layer) the last
+  of its KV lands, each layer sent as soon as it is computed;
+- soak (P8): minutes of Poisson arrivals of mixed sizes; failures, throughput, memory.
 
 Run as `build/bin/pdkv bench e2e --case latency|scale|layerwise|soak [...]`; the CLI runs
 this copy of the script inside the package (pdkv/_tools/bench/e2e) with the package's parent
 on PYTHONPATH and PDKV_BIN_DIR set to its own directory. Progress: a tqdm bar on a terminal,
 plain lines otherwise (pdkv._progress). --repeat N runs the case N times, each on a fresh
 cluster; --hogs N runs N CPU busy loops beside it. The JSON is written whatever happens
-(failed rooms, a dead rank, a timeout, an exception, Ctrl-C): a failed run is a result."""
+(failed rooms, a dead rank, a timeout, an exception, Ctrl-C): a failed run is a result.
+--plot draws throughput and latency against --concurrency's values, or per round (plot.py)."""
 from __future__ import annotations
 
 import argparse
@@ -22,6 +32,7 @@ import baselines  # noqa: E402
 import failures  # noqa: E402
 import hogs  # noqa: E402
 import latency  # noqa: E402
+import plot  # noqa: E402
 import report  # noqa: E402
 import results  # noqa: E402
 import rounds  # noqa: E402
@@ -56,12 +67,16 @@ DECODE_POLL = {"latency": "wait", "scale": "engine", "layerwise": "engine", "soa
 SOAK_RATE = 2.0
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults shown, and the description's list kept as written."""
+
+
 def parse():
-    ap = argparse.ArgumentParser(prog="pdkv bench e2e", description=__doc__,
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap = argparse.ArgumentParser(prog="pdkv bench e2e", description=__doc__.split("\n\n")[0],
+                                 formatter_class=_HelpFormatter)
     ap.add_argument("--case", choices=sorted(CASE_DEFAULTS), default="scale",
-                    help="latency (P5), scale (P6), layerwise (P7) or soak (P8); sets the "
-                    "defaults of the geometry options below")
+                    help="what is measured (see above): latency (P5), scale (P6), layerwise "
+                    "(P7) or soak (P8); sets the defaults of the geometry options below")
     ap.add_argument("--model", choices=sorted(PRESETS), help="KV geometry preset (presets.py)")
     ap.add_argument("--tokens", type=int, help="prompt length (tokens) of each request")
     ap.add_argument("--page", type=int, help="page size (tokens)")
@@ -73,11 +88,17 @@ def parse():
     ap.add_argument("--layer-ms", type=float, default=5.0, help="simulated ms per layer (P7)")
     ap.add_argument("--layerwise-interval", type=int, default=1,
                     help="layers per send in the layerwise case (P7)")
-    ap.add_argument("--no-baselines", action="store_true", help="skip iperf3 / P1 (quick runs)")
+    ap.add_argument("--no-baselines", action="store_true",
+                    help="skip the reference runs (iperf3; the engine alone, P1): quicker, but "
+                    "no ratio to them")
     ap.add_argument("--timeout", type=float, default=300.0,
                     help="s a rank waits for its rooms (a round; the soak's drain)")
     ap.add_argument("--json", help="write the figures to this file (written whatever happens)")
-    ap.add_argument("--plot", help="write a throughput plot (PNG) of the last run here")
+    ap.add_argument("--plot", metavar="FILE",
+                    help="draw throughput (GB/s) and p50/p99 latency (ms) of the last run into "
+                    "FILE (.png, .svg or .pdf): against the requests per round when "
+                    "--concurrency lists several (e.g. 1,4,16,64,256,1024), else per timed "
+                    "round")
     g = ap.add_argument_group("robustness")
     g.add_argument("--repeat", type=int, default=1,
                    help="runs of the case, each on a fresh cluster")
@@ -101,8 +122,9 @@ def parse():
     g.add_argument("--poll-sleep-us", type=float, default=50.0,
                    help="sleep between poll passes with --decode-poll sleep")
     g.add_argument("--auth-ab", action="store_true",
-                   help="scale only: a cluster with PDKV_SECRET_FILE and one "
-                   "without, rounds interleaved in one run; key P6_auth (auth_ab.py)")
+                   help="scale only: what the cluster secret costs, a cluster with "
+                   "PDKV_SECRET_FILE and one without, rounds interleaved in one run (JSON key "
+                   "P6_auth; auth_ab.py)")
     g.add_argument("--auth-ab-first", choices=["off", "on"], default="off",
                    help="with --auth-ab: which cluster starts first")
     g.add_argument("--auth-ab-control", action="store_true",
@@ -144,6 +166,11 @@ def parse():
     if a.auth_ab and (a.repeat != 1 or a.hogs or a.kill_rank or len(a.concurrency) != 1):
         ap.error("--auth-ab is one interleaved run at one concurrency, without --repeat, "
                  "--hogs or --kill-rank (bench/auth_overhead.py --runs N repeats it)")
+    if a.plot and os.path.splitext(a.plot)[1].lower() not in plot.FORMATS:
+        ap.error(f"--plot: the file name must end in one of {', '.join(plot.FORMATS)}")
+    if a.plot and (a.auth_ab or a.case == "soak"):
+        ap.error("--plot draws the rounds of the latency, scale and layerwise cases (the soak "
+                 "has none; --auth-ab reports its two clusters' rounds in the JSON)")
     if a.auth_ab_control and not a.auth_ab:
         ap.error("--auth-ab-control goes with --auth-ab")
     if a.case == "soak":
@@ -193,8 +220,9 @@ def measure_baselines(a, bin_dir) -> dict:
 
 
 def one_run(pdkv, a, base):
-    """One run on a fresh cluster -> (its figures, the Ctrl-C / SIGTERM that cut it short
-    or None). An exception is the run's failure, not the bench's: it is logged."""
+    """One run on a fresh cluster -> (its figures, what --plot draws of it or None, the
+    Ctrl-C / SIGTERM that cut it short or None). An exception is the run's failure, not
+    the bench's: it is logged."""
     log, t_start, stop = failures.FailureLog(), time.monotonic(), None
     modes = latency.modes(a) if a.case == "latency" else {"": a}
     # The headline's rounds (warm unless only cold runs) and, for latency, the cold ones.
@@ -222,7 +250,9 @@ def one_run(pdkv, a, base):
         print(report.table(r["rows"], f"pdkv bench e2e --case {a.case}" + (f" ({m})" if m else "")))
     fig = results.run_figures(a.case, rr, log, extra)
     fig["seconds"] = time.monotonic() - t_start
-    return fig, stop
+    drawn = None if rr is None else {"rows": rr["rows"], "round_figs": rr["round_figs"],
+                                     "sequential": modes[main_mode].sequential}
+    return fig, drawn, stop
 
 
 def print_run(i, n, fig) -> None:
@@ -254,13 +284,13 @@ def main():
     print(describe(a))
     if a.auth_ab:
         return run_auth_ab(pdkv, a)
-    base, runs, hog_info, interrupted = {}, [], {"hogs": 0}, None
+    base, runs, hog_info, interrupted, drawn = {}, [], {"hogs": 0}, None, None
     try:
         base.update(measure_baselines(a, bin_dir))
         with hogs.Hogs(a.hogs) as h:
             hog_info = h.describe()
             for i in range(a.repeat):
-                fig, stop = one_run(pdkv, a, base)
+                fig, drawn, stop = one_run(pdkv, a, base)
                 runs.append(fig)
                 print_run(i + 1, a.repeat, fig)
                 if stop is not None:
@@ -271,6 +301,8 @@ def main():
         interrupted = e
     finally:
         code = finish(a, base, runs, hog_info, interrupted)
+        if a.plot:
+            draw_plot(a, drawn)
     if isinstance(interrupted, BaseException) and not isinstance(interrupted, Exception):
         raise interrupted
     return code
@@ -313,11 +345,25 @@ def finish(a, base, runs, hog_info, interrupted) -> int:
              "baselines": base, "rss_per_round": last.get("rss_per_round", []), **hog_info}
     if a.json:
         report.write_json(a.json, {key: agg, "e2e": extra})
-    if a.plot and last.get("rows"):
-        report.plot(a.plot, last["rows"], f"pdkv e2e {a.case} ({a.model}, {a.tokens} tok)")
     ok = bool(runs) and len(runs) == a.repeat and agg["all_succeeded"] and \
         agg["verified_bytes_ok"] and not broken
     return 0 if ok else 1
+
+
+def draw_plot(a, drawn) -> None:
+    """--plot: the last run's figure (plot.py); a run with nothing to draw says why."""
+    size = PRESETS[a.model].bytes_per_token() * a.tokens
+    size_text = f"{size / 2**20:.3g} MiB" if size >= 2**20 else f"{size / 2**10:.3g} KiB"
+    tokens = f"{a.tokens} token" + ("s" if a.tokens != 1 else "")
+    title = (f"pdkv bench e2e --case {a.case}: {a.model}, {tokens} ({size_text}) per "
+             f"request, prefill TP {a.prefill_tp} -> decode TP {a.decode_tp}, {a.backend}")
+    try:
+        plot.write(a.plot, drawn["rows"] if drawn else [], drawn["round_figs"] if drawn else [],
+                   title, sequential=bool(drawn and drawn["sequential"]))
+    except ValueError as e:
+        print(f"--plot: {e}; no plot written", file=sys.stderr)
+        return
+    print(f"plot: {a.plot}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Per-round figures -> rows -> table, JSON, plot.
+"""Per-round figures -> rows -> table, JSON (plot.py draws them).
 
 Figures are computed over the rooms that succeeded at every rank; the others go to the
 run's FailureLog with their reasons. A figure that cannot be computed (no room
@@ -118,24 +118,3 @@ def write_json(path: str, obj: dict) -> None:
         json.dump(_clean(obj), f, indent=2, allow_nan=False)
     os.replace(path + ".tmp", path)  # never a half-written file under the final name
 
-
-def plot(path: str, rows: list, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    rows = [r for r in rows if r["gbps"] is not None]
-    c = [r["concurrency"] for r in rows]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    a.plot(c, [r["lat_p50_us"] for r in rows], "o-", label="p50")
-    a.plot(c, [r["lat_p99_us"] for r in rows], "s--", label="p99")
-    a.set_xscale("log", base=2)
-    a.set_xlabel("concurrency")
-    a.set_ylabel("latency (us)")
-    a.legend()
-    b.plot(c, [r["gbps"] for r in rows], "o-")
-    b.set_xscale("log", base=2)
-    b.set_xlabel("concurrency")
-    b.set_ylabel("throughput (GB/s)")
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path)

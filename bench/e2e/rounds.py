@@ -36,8 +36,9 @@ def arm_kill(cl, a):
 
 
 def new_result(a) -> dict:
-    """What run_rounds fills in as it goes, so an interrupted run keeps its rounds."""
-    return {"rows": [], "rss_rounds": [], "rounds_run": 0,
+    """What run_rounds fills in as it goes, so an interrupted run keeps its rounds.
+    round_figs (one round_figure per timed round) feeds --plot, not the JSON."""
+    return {"rows": [], "round_figs": [], "rss_rounds": [], "rounds_run": 0,
             "rounds_planned": len(a.concurrency) * (a.rounds + 1)}
 
 
@@ -66,6 +67,7 @@ def run_rounds(pdkv, a, log, rr: dict, between=None) -> None:
                     rr["rounds_run"] += 1
                     if i:
                         timed.append(s)
+                        rr["round_figs"].append(round_figure(conc, i, s))
                     if conc == max(a.concurrency):
                         rr["rss_rounds"].append(s["rss"])
                     show_round(a, conc, i, s, log)
@@ -79,6 +81,12 @@ def run_rounds(pdkv, a, log, rr: dict, between=None) -> None:
         if killer:
             killer.cancel()
         cl.close()
+
+
+def round_figure(conc: int, i: int, s: dict) -> dict:
+    """One timed round's own figures (report.summarize's `s`), for --plot (plot.py)."""
+    return {"concurrency": conc, "round": i, "gbps": s["gbps"], "req_per_s": s["req_per_s"],
+            "lat_p50_us": report.pct(s["lat_us"], 50), "lat_p99_us": report.pct(s["lat_us"], 99)}
 
 
 def show_round(a, conc, i, s, log) -> None:

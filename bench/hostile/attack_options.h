@@ -37,6 +37,7 @@ struct PoolShape {
 struct AttackOptions {
   std::string control;    // victim's ZeroMQ endpoint, "tcp://host:port"
   std::string as;         // endpoint the forged messages claim to come from ("" = own)
+  std::string as_engine;  // engine endpoint its registrations name ("" = its own)
   std::string engine;     // victim's TCP engine, "host:port"
   std::string bootstrap;  // bootstrap server, "host:port"
   std::shared_ptr<const ClusterKey> key;  // null: no secret at all

@@ -66,6 +66,15 @@ json route_poison(const AttackOptions& o) {
   attempt("put_wildcard_ip", client->register_rank(reg, now() + kDeadline));
   reg.rank_ip = "127.0.0.1:1";
   attempt("put_host_port_ip", client->register_rank(reg, now() + kDeadline));
+  // A valid address, then a NUL: a check that reads the address as a C string stops at
+  // the NUL and passes it, and the server would store and serve the whole string.
+  using namespace std::string_literals;
+  for (const auto& [name, ip] :
+       {std::pair{"put_ip_nul_evil", "127.0.0.1\0evil"s}, std::pair{"put_ip_nul", "127.0.0.1\0"s},
+        std::pair{"put_ipv6_nul_x", "::1\0x"s}, std::pair{"put_host_name_nul", "localhost\0"s}}) {
+    reg.rank_ip = ip;
+    attempt(name, client->register_rank(reg, now() + kDeadline));
+  }
   if (!o.malformed_only) attempt("delete_route", client->deregister(0, 0));
   const std::string after = route_text(client->rank(0, 0, now() + kDeadline));
   report["attempts"] = attempts;

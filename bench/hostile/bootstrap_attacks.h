@@ -11,8 +11,9 @@ namespace pdkv::hostile {
 
 // Reads the instance layout (reads are open unless --authenticate-reads), then tries to
 // re-point engine_rank 0 of DP group 0 at 127.0.0.1:<first_port>, to register it at
-// rank_ip "*" and "127.0.0.1:1", and to delete it; reads the route back.
-// `malformed_only`: only the two routes the server must refuse even without a secret.
+// rank_ip "*", "127.0.0.1:1" and valid addresses followed by a NUL byte, and to delete
+// it; reads the route back. `malformed_only`: only the routes the server must refuse
+// even without a secret.
 nlohmann::json route_poison(const AttackOptions& o);
 // `count` unauthenticated PUT /route with a malformed body from `threads` clients while
 // GET /health is probed every 20 ms: answers by status, and how /health fared.

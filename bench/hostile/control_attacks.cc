@@ -274,4 +274,25 @@ json registration_flood(const AttackOptions& o) {
   return report;
 }
 
+json garbage_flood(const AttackOptions& o) {
+  auto started = StrangerDecode::start(o);
+  if (!started.ok()) return started_failed("garbage_flood", started.status());
+  StrangerDecode& s = **started;
+  size_t sent = 0;
+  auto last_progress = std::chrono::steady_clock::now();
+  while (sent < o.count && std::chrono::steady_clock::now() - last_progress < milliseconds(2000) &&
+         s.endpoint().stats().auth_failed == 0) {
+    // Distinct texts, so nothing on the way can fold them into one.
+    if (s.endpoint().send_frames(o.control, {"not a pdkv message " + std::to_string(sent)}).ok()) {
+      ++sent;
+      last_progress = std::chrono::steady_clock::now();
+    } else {
+      std::this_thread::sleep_for(milliseconds(1));  // the victim's queue is full
+    }
+  }
+  json report{{"attack", "garbage_flood"}, {"sent", sent}};
+  finish(s, report);
+  return report;
+}
+
 }  // namespace pdkv::hostile

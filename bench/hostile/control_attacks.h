@@ -1,5 +1,5 @@
-// Attacks on a rank's ZeroMQ control socket (issue 15 items 2, 4 and 5), each sending the
-// documented protocol (proto/codec.h) from a real socket of its own. Each returns what the
+// Attacks on a rank's ZeroMQ control socket, each sending the documented protocol
+// (proto/codec.h), or garbage, from a real socket of its own. Each returns what the
 // attacker could observe as one JSON object; whether a victim's rooms were hurt is for
 // the caller (python/tests/test_hostile_peers.py) to check on the victim.
 //
@@ -36,5 +36,8 @@ nlohmann::json abort_flood(const AttackOptions& o);
 nlohmann::json pre_allocation_flood(const AttackOptions& o);
 // `count` registrations from made-up decode endpoints.
 nlohmann::json registration_flood(const AttackOptions& o);
+// `count` messages that are no pdkv message at all (one frame of text each): each is
+// dropped by the victim, which must not log a line for every one.
+nlohmann::json garbage_flood(const AttackOptions& o);
 
 }  // namespace pdkv::hostile

@@ -55,8 +55,14 @@ std::vector<std::optional<int>> watch_closures(const std::vector<tcp::UniqueFd>&
     if (n <= 0) continue;
     for (size_t k = 0; k < polls.size(); ++k) {
       if (polls[k].revents == 0) continue;
-      char byte;
-      const ssize_t r = ::recv(polls[k].fd, &byte, 1, MSG_DONTWAIT);
+      // Read all that is there: a receiver with no slot writes a refusal frame before it
+      // closes, and reading it a byte per poll round would time the attacker's reading,
+      // not the close.
+      char buf[4096];
+      ssize_t r;
+      do {
+        r = ::recv(polls[k].fd, buf, sizeof buf, MSG_DONTWAIT);
+      } while (r > 0);
       if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR) ||
           (polls[k].revents & (POLLHUP | POLLERR))) {
         closed[index[k]] = ms_since(t0);

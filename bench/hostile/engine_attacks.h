@@ -1,6 +1,6 @@
-// Attacks on a rank's TCP transfer engine (issue 15 items 3 and 5): writes into its
-// registered memory, probing for its layout, idle connections, and frame headers that
-// declare huge entry tables. Each returns what the attacker observed as one JSON object.
+// Attacks on a rank's TCP transfer engine: writes into its registered memory, probing
+// for its layout, idle connections, and frame headers that declare huge entry tables. Each returns
+// what the attacker observed as one JSON object.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,6 +1,7 @@
-// pdkv_hostile_peer: a stranger on the network of a pdkv cluster (issue 15, "Trust
-// boundaries"). One sub-command per attack; it speaks the documented protocols with the
-// project's own codecs and prints ONE JSON line saying what it observed, e.g.
+// pdkv_hostile_peer: a stranger on the network of a pdkv cluster, the attacker of the
+// hostile-peer suite (the trust boundaries of docs/SECURITY.md). One sub-command per
+// attack; it speaks the documented protocols with the project's own codecs and prints
+// ONE JSON line saying what it observed, e.g.
 //   {"attack":"raw_write","refused":true,"stage":"write","status":"OutOfRange: ..."}
 // Whether the victims were hurt is checked on the victims (python/tests/
 // test_hostile_peers.py, `pdkv chaos --hostile`). It holds no cluster secret unless
@@ -46,6 +47,7 @@ const AttackEntry kAttacks[] = {
      pdkv::hostile::pre_allocation_flood},
     {"registration-flood", "--count registrations from made-up decode endpoints",
      pdkv::hostile::registration_flood},
+    {"garbage-flood", "--count messages that are no pdkv message", pdkv::hostile::garbage_flood},
     {"raw-write", "write --count x --length bytes at --dst under --grant",
      pdkv::hostile::raw_write},
     {"probe", "one hand-made PART at --dst, the ACK read as it is", pdkv::hostile::probe},
@@ -79,6 +81,8 @@ int main(int argc, char** argv) {
   app.add_option("--control", o.control, "victim's control endpoint tcp://host:port");
   app.add_option("--as", o.as, "endpoint the forged messages claim to come from");
   app.add_option("--engine", o.engine, "victim's engine host:port");
+  app.add_option("--as-engine", o.as_engine,
+                 "engine endpoint the stranger's registration names (another rank's)");
   app.add_option("--bootstrap", o.bootstrap, "bootstrap server host:port");
   app.add_option("--secret-file", secret_file,
                  "a secret of the attacker's own (not the cluster's)");

@@ -82,7 +82,7 @@ proto::RankIdentity StrangerDecode::identity(const std::string& as_endpoint) con
   id.role = proto::Role::kDecode;
   id.incarnation = incarnation_;
   id.control_endpoint = as_endpoint.empty() ? endpoint_->endpoint() : as_endpoint;
-  id.engine_endpoint = engine_->endpoint();
+  id.engine_endpoint = options_.as_engine.empty() ? engine_->endpoint() : options_.as_engine;
   return id;
 }
 

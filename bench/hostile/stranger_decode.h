@@ -30,7 +30,8 @@ class StrangerDecode {
   ~StrangerDecode();
 
   // Who it says it is: its own endpoints under a fresh random incarnation, unless
-  // `as_endpoint` names another rank's control endpoint to impersonate.
+  // `as_endpoint` names another rank's control endpoint to impersonate (and its engine
+  // endpoint is AttackOptions::as_engine when that is set).
   proto::RankIdentity identity(const std::string& as_endpoint = "") const;
   // A registration of its buffers, shaped like a real decode's, under `who`.
   proto::BufferRegistration registration(const proto::RankIdentity& who) const;

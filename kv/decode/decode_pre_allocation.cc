@@ -150,8 +150,10 @@ void DecodeManager::flush(Outbox& out) {
   if (!channel_ || out.empty()) return;  // start() failed before the channel existed
   std::vector<Outbox::Unsent> unsent = out.flush(*channel_);
   if (unsent.empty()) return;
-  PDKV_LOG_WARN("{} control message(s) to {} not sent, will retry: {}", unsent.size(),
-                unsent.front().endpoint, unsent.front().why.to_string());
+  // A peer that stops reading its queue (a stranger's flood whose answers pile up) makes
+  // every flush end here: rate-limited, or it would write a line per flush.
+  PDKV_LOG_WARN_LIMITED("{} control message(s) to {} not sent, will retry: {}", unsent.size(),
+                        unsent.front().endpoint, unsent.front().why.to_string());
   // Pre-allocations go back to the timer's retry list; registrations are resent until
   // answered anyway; a lost ping is what liveness tolerates.
   MutexLock lock(mu_);

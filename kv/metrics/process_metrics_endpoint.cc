@@ -29,7 +29,7 @@ Result<std::shared_ptr<ProcessMetricsEndpoint>> ProcessMetricsEndpoint::acquire(
   }
   std::shared_ptr<ProcessMetricsEndpoint> endpoint(new ProcessMetricsEndpoint());
   endpoint->host_ = host;
-  PDKV_ASSIGN_OR_RETURN(endpoint->server_, bootstrap::MetricsServer::start(host, port, [] {
+  PDKV_ASSIGN_OR_RETURN(endpoint->server_, http::MetricsServer::start(host, port, [] {
                           return MetricsRegistry::process().render();
                         }));
   running() = endpoint;

@@ -12,8 +12,8 @@
 #include <memory>
 #include <string>
 
-#include "bootstrap/metrics_server.h"
 #include "common/status.h"
+#include "http/metrics_server.h"
 
 namespace pdkv::kv {
 
@@ -30,7 +30,7 @@ class ProcessMetricsEndpoint {
  private:
   ProcessMetricsEndpoint() = default;
   std::string host_;
-  std::unique_ptr<bootstrap::MetricsServer> server_;
+  std::unique_ptr<http::MetricsServer> server_;
 };
 
 }  // namespace pdkv::kv

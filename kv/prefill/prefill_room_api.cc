@@ -90,16 +90,16 @@ Status PrefillManager::hand_chunk_over(uint64_t room, std::span<const int64_t> p
                                                ownership->page_local_indices, pages.size(),
                                                kv_page_capacity(config_.args)));
   }
-  // The stream's point is recorded before anything else, on the caller's thread: the
-  // forward's work issued so far is what this chunk waits for, not what comes later.
+  if (sources.marks.size() + (sources.stream != nullptr ? 1 : 0) > 1) {
+    return invalid_argument("a chunk waits for one point: name a stream or pass one mark");
+  }
   std::shared_ptr<const engine::ReadyEvent> ready;
+  if (!sources.marks.empty()) ready = std::move(sources.marks.front());
   if (sources.stream != nullptr) {
+    // Recorded before anything else, on the caller's thread: the forward's work issued
+    // so far is what this chunk waits for, not what comes later.
     PDKV_ASSIGN_OR_RETURN(ready, engine_->mark_sources_ready(sources.stream, sources.device));
   }
-  if (sources.marks.size() > 1) {
-    return invalid_argument("a chunk is sent after at most one marked point");
-  }
-  if (!ready && !sources.marks.empty()) ready = std::move(sources.marks.front());
   MutexLock lock(mu_);
   auto it = rooms_.find(room);
   if (it == rooms_.end() || !it->second.sender_open) {

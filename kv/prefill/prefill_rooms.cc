@@ -124,13 +124,16 @@ void PrefillManager::flush(Outbox& out) {
   if (!channel_ || out.empty()) return;  // start() failed before the channel existed
   std::vector<Outbox::Unsent> unsent = out.flush(*channel_);
   if (unsent.empty() || runtime_.stopping()) return;
-  PDKV_LOG_WARN("{} control message(s) to {} not sent, will retry: {}", unsent.size(),
-                unsent.front().endpoint, unsent.front().why.to_string());
+  // A peer that stops reading its queue (a stranger's flood whose answers pile up) makes
+  // every flush end here: rate-limited, or it would write a line per flush.
+  PDKV_LOG_WARN_LIMITED("{} control message(s) to {} not sent, will retry: {}", unsent.size(),
+                        unsent.front().endpoint, unsent.front().why.to_string());
   MutexLock lock(outbox_mu_);
   for (Outbox::Unsent& u : unsent) {
     if (unsent_statuses_.size() >= kMaxUnsentStatuses) {
-      PDKV_LOG_ERROR("a control message to {} dropped: {} messages already wait for a retry",
-                     unsent_statuses_.front().endpoint, unsent_statuses_.size());
+      PDKV_LOG_ERROR_LIMITED(
+          "a control message to {} dropped: {} messages already wait for a retry",
+          unsent_statuses_.front().endpoint, unsent_statuses_.size());
       unsent_statuses_.pop_front();
     }
     unsent_statuses_.push_back(

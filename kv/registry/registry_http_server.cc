@@ -7,19 +7,19 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "bootstrap/http_replies.h"
 #include "bootstrap/route_table.h"
 #include "common/logging.h"
+#include "http/http_replies.h"
 #include "kv/registry/registry_options.h"
 
 namespace pdkv::kv {
 namespace {
 
-using bootstrap::http_status_of;
-using bootstrap::HttpMethod;
-using bootstrap::HttpRequest;
-using bootstrap::HttpResponse;
-using bootstrap::reply_error;
+using http::http_status_of;
+using http::HttpMethod;
+using http::HttpRequest;
+using http::HttpResponse;
+using http::reply_error;
 using nlohmann::json;
 
 bool query_int(const HttpRequest& req, HttpResponse& res, const char* name, int64_t* out) {
@@ -40,10 +40,10 @@ Result<std::unique_ptr<RegistryHttpServer>> RegistryHttpServer::start(EtcdRouteW
                                                                       const std::string& host,
                                                                       int port) {
   std::unique_ptr<RegistryHttpServer> s(new RegistryHttpServer(watcher, std::move(instance)));
-  bootstrap::HttpListenerOptions listen{"bootstrap-etcd", host, port, 4096};
-  bootstrap::HttpRouter router("bootstrap-etcd");
+  http::HttpListenerOptions listen{"bootstrap-etcd", host, port, 4096};
+  http::HttpRouter router("bootstrap-etcd");
   s->install_routes(router);
-  PDKV_ASSIGN_OR_RETURN(s->listener_, bootstrap::HttpListener::start(listen, std::move(router)));
+  PDKV_ASSIGN_OR_RETURN(s->listener_, http::HttpListener::start(listen, std::move(router)));
   return s;
 }
 
@@ -53,7 +53,7 @@ void RegistryHttpServer::stop() {
   if (listener_) listener_->stop();
 }
 
-void RegistryHttpServer::install_routes(bootstrap::HttpRouter& h) {
+void RegistryHttpServer::install_routes(http::HttpRouter& h) {
   // The router turns an exception into a 500 (http_router.h).
   h.on(HttpMethod::kGet, "/route", [this](const HttpRequest& req, HttpResponse& res) {
     int64_t rank = 0, group = 0;

@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "bootstrap/http_listener.h"
+#include "http/http_listener.h"
 #include "kv/registry/etcd_route_watcher.h"
 
 namespace pdkv::kv {
@@ -37,11 +37,11 @@ class RegistryHttpServer {
  private:
   RegistryHttpServer(EtcdRouteWatcher& watcher, std::string instance)
       : watcher_(watcher), instance_(std::move(instance)) {}
-  void install_routes(bootstrap::HttpRouter& h);
+  void install_routes(http::HttpRouter& h);
 
   EtcdRouteWatcher& watcher_;
   const std::string instance_;
-  std::unique_ptr<bootstrap::HttpListener> listener_;
+  std::unique_ptr<http::HttpListener> listener_;
 };
 
 // Runs the server until SIGTERM/SIGINT (blocked in the caller's mask), reading

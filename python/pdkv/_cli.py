@@ -1,6 +1,6 @@
 """The ``pdkv`` console script of the wheel: hands over to the CLI binary the wheel carries
 in ``pdkv/_bin/pdkv``. The binary finds this package relative to itself
-(tools/python_tool.h), so its Python-driven sub-commands (demo, bench e2e, chaos) run
+(cli/python_tool.h), so its Python-driven sub-commands (demo, bench e2e, chaos) run
 from the installed package alone."""
 from __future__ import annotations
 

@@ -42,18 +42,24 @@ def _handle_and_device(stream) -> tuple[int, Optional[int]]:
     return _int(stream, "stream"), None
 
 
-def stream_and_device(stream, kv_pointers, gpu_id: int) -> tuple[int, int]:
+def kv_device(kv_pointers, gpu_id: int) -> Optional[int]:
+    """The CUDA device a manager's KV buffers are on: ``gpu_id`` when set, else the first
+    buffer's (the driver's pointer query); None for host buffers."""
+    if gpu_id >= 0:
+        return gpu_id
+    info = _native.memory_info(int(kv_pointers[0])) if len(kv_pointers) else None
+    return int(info["device"]) if info is not None and info["kind"] == "cuda" else None
+
+
+def stream_and_device(stream, default_device: Optional[int]) -> tuple[int, int]:
     """(handle, device) for the native send. The device is the stream's own when it says,
-    else ``gpu_id``, else the device of the first KV buffer."""
+    else `default_device` (kv_device's answer)."""
     handle, device = _handle_and_device(stream)
     if handle == 0:
         handle = _CU_STREAM_LEGACY
-    if device is None and gpu_id >= 0:
-        device = gpu_id
     if device is None:
-        info = _native.memory_info(int(kv_pointers[0])) if len(kv_pointers) else None
-        if info is None or info["kind"] != "cuda":
-            raise ValueError("send(stream=...) orders the KV cache after a device stream, but "
-                             "this manager's KV buffers are host memory: synchronise instead")
-        device = int(info["device"])
+        device = default_device
+    if device is None:
+        raise ValueError("send(stream=...) orders the KV cache after a device stream, but "
+                         "this manager's KV buffers are host memory: synchronise instead")
     return handle, int(device)

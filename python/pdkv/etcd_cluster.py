@@ -10,6 +10,7 @@ Not for production: it is how pdkv's own tests get a database, never a mock.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -28,6 +29,11 @@ def etcd_binary() -> Optional[str]:
     """Path of the etcd server binary, or None when it is not installed."""
     path = os.environ.get("PDKV_ETCD_BIN") or "/usr/bin/etcd"
     return path if os.access(path, os.X_OK) else None
+
+
+def _b64(text: str) -> str:
+    """etcd's JSON gateway takes keys and values base64-encoded."""
+    return base64.b64encode(text.encode()).decode()
 
 
 def _free_port() -> int:
@@ -144,12 +150,28 @@ class EtcdCluster:
                 return i
         raise RuntimeError("no etcd member leads")
 
+    def registry_env(self, prefix: str, lease_ttl_s: float, **more: str) -> dict:
+        """The PDKV_* settings of a rank (or `pdkv bootstrap`) that registers in this
+        cluster under `prefix` with leases of `lease_ttl_s`; `more` adds settings."""
+        return dict({"PDKV_REGISTRY": "etcd", "PDKV_ETCD_ENDPOINTS": self.endpoints,
+                     "PDKV_ETCD_PREFIX": prefix, "PDKV_ETCD_LEASE_TTL_S": str(lease_ttl_s)},
+                    **more)
+
+    def get(self, key: str, i: int = 0) -> Optional[tuple[str, int]]:
+        """(value, lease id) of `key` as member i has it (lease 0: none), or None."""
+        kvs = self._post(i, "/v3/kv/range", {"key": _b64(key)})
+        kv = (kvs.get("kvs") or [None])[0]
+        return None if kv is None else (base64.b64decode(kv["value"]).decode(),
+                                        int(kv.get("lease", 0)))
+
+    def put(self, key: str, value: str, i: int = 0) -> None:
+        """Puts `value` at `key` without a lease, as any client allowed to write may."""
+        self._post(i, "/v3/kv/put", {"key": _b64(key), "value": _b64(value)})
+
     def keys(self, prefix: str, i: Optional[int] = None) -> list[str]:
         """Every key starting with `prefix` (asked of member i, or the first alive)."""
-        import base64
         end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-        body = {"key": base64.b64encode(prefix.encode()).decode(),
-                "range_end": base64.b64encode(end.encode()).decode(), "keys_only": True}
+        body = {"key": _b64(prefix), "range_end": _b64(end), "keys_only": True}
         members = [i] if i is not None else [k for k, p in enumerate(self.procs) if p]
         for k in members:
             try:

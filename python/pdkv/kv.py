@@ -239,12 +239,21 @@ class KVManager:
         self.args, self.mode, self.bootstrap_addr = args, mode, bootstrap_addr
         self.config = config
         native_args = args.to_dict()
-        # For send(stream=...): which device a bare stream handle belongs to.
+        # For send(stream=...): which device a bare stream handle belongs to, asked of the
+        # driver on first use only.
         self._kv_pointers, self._gpu_id = native_args["kv_data_ptrs"], native_args["gpu_id"]
+        self._kv_device_known, self._kv_device = False, None
         self._native = _native.KVManager(native_args, mode, bootstrap_addr,
                                          config.to_settings(), int(layerwise_interval),
                                          bool(wait_for_prefill_metadata))
         self._shut_down = False
+
+    def _stream_device(self) -> Optional[int]:
+        """The KV buffers' CUDA device (None: host), for a stream handle that names none."""
+        if not self._kv_device_known:
+            self._kv_device = _streams.kv_device(self._kv_pointers, self._gpu_id)
+            self._kv_device_known = True
+        return self._kv_device
 
     def _check_open(self) -> None:
         if self._shut_down:
@@ -379,7 +388,7 @@ class KVSender(_Room):
         failure_exception() report it)."""
         self._refuse_after_success("send")
         handle, device = (None, -1) if stream is None else _streams.stream_and_device(
-            stream, self._mgr._kv_pointers, self._mgr._gpu_id)
+            stream, self._mgr._stream_device())
         self._native.send(_indices(kv_indices, "kv_indices"),
                           _indices(state_indices, "state_indices"),
                           page_transfer_mask=_mask(page_transfer_mask, "page_transfer_mask"),

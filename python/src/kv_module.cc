@@ -23,6 +23,7 @@
 #include "common/host_port.h"
 #include "common/log_capture.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "device_bindings.h"
 #include "engine/backend.h"
 #include "kv/control/zmq_control_channel.h"
@@ -294,16 +295,17 @@ class NativeManager {
   // Tells the bootstrap server at `address` which DP group serves `room`, signed with this
   // manager's cluster key when it has one (the server refuses unsigned writes then).
   Status report_room_dp_rank(const std::string& address, uint64_t room, int64_t dp_group,
-                             double timeout_s) const {
-    bootstrap::ClientOptions options;
-    options.cluster_key = cluster_key_;
-    PDKV_ASSIGN_OR_RETURN(bootstrap::BootstrapClient client,
-                          bootstrap::BootstrapClient::from_address(address, options));
+                             double timeout_s) {
+    PDKV_ASSIGN_OR_RETURN(bootstrap::BootstrapClient client, report_client(address));
     const auto budget = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::duration<double>(timeout_s));
     return client.register_room_dp_rank(room, dp_group, now() + budget);
   }
   void shutdown() {
+    {
+      MutexLock lock(report_clients_mu_);
+      report_clients_.clear();
+    }
     metrics_endpoint_.reset();
     if (prefill_) prefill_->shutdown();
     if (decode_) decode_->shutdown();
@@ -313,6 +315,23 @@ class NativeManager {
   std::unique_ptr<kv::PrefillManager> prefill_;
   std::unique_ptr<kv::DecodeManager> decode_;
   std::shared_ptr<const ClusterKey> cluster_key_;  // null: no cluster secret
+  // One client per bootstrap address the reports go to: a client learns the server's id
+  // (GET /health) before its first signed request, once, and its copies share it.
+  Result<bootstrap::BootstrapClient> report_client(const std::string& address) {
+    MutexLock lock(report_clients_mu_);
+    auto it = report_clients_.find(address);
+    if (it == report_clients_.end()) {
+      bootstrap::ClientOptions options;
+      options.cluster_key = cluster_key_;
+      PDKV_ASSIGN_OR_RETURN(bootstrap::BootstrapClient client,
+                            bootstrap::BootstrapClient::from_address(address, options));
+      it = report_clients_.emplace(address, std::move(client)).first;
+    }
+    return it->second;
+  }
+  Mutex report_clients_mu_;
+  std::map<std::string, bootstrap::BootstrapClient> report_clients_
+      PDKV_GUARDED_BY(report_clients_mu_);
   // The process's endpoint (shared by every manager asking for one; stops with the last).
   std::shared_ptr<kv::ProcessMetricsEndpoint> metrics_endpoint_;
 };
@@ -483,8 +502,8 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("metrics_port", &NativeManager::metrics_port)
       .def(
           "report_room_dp_rank",
-          [](const NativeManager& self, const std::string& address, uint64_t room, int64_t dp_group,
-             double timeout_s) {
+          [](NativeManager& self, const std::string& address, uint64_t room,
+             int64_t dp_group, double timeout_s) {
             Status s;
             {
               py::gil_scoped_release release;

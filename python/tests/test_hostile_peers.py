@@ -1,7 +1,8 @@
-"""The hostile-peer suite (issue 15, "Trust boundaries"): real victim processes on
-loopback (a `pdkv bootstrap` server, a prefill and a decode rank), each attack of
-pdkv_hostile_peer run as a separate process against them, once without a cluster secret
-and once with one the attacker does not hold.
+"""The hostile-peer suite (the trust boundaries of docs/SECURITY.md): real victim
+processes on loopback (a `pdkv bootstrap` server, a prefill and a decode rank), each
+attack of pdkv_hostile_peer run as a separate process against them, once without a
+cluster secret and once with one the attacker does not hold. The victims' secret is raw
+bytes ending in a line feed (hostile_cluster.RAW_SECRET), taken as it is.
 
 Each case (bench/chaos/hostile.py, shared with `pdkv chaos --hostile`) asserts that the
 attack was refused, the victims live, legitimate rooms during and after it succeed with
@@ -10,7 +11,11 @@ are intact, and each victim's RSS and descriptors grew by less than the case's b
 
 Attacks documented as not stopped without a secret (docs/SECURITY.md) run in the open
 mode as strict expected failures: when pdkv learns to stop one, its xfail turns into a
-failure here, so the docs and this list are updated with it."""
+failure here, so the docs and this list are updated with it.
+
+Attacks on what the victims above do not run are tests of their own below: captured
+bootstrap requests replayed, secret files replaced by what would hang or mislead a
+starting rank, and etcd routes rewritten under a rank that registers there."""
 import json
 import os
 import subprocess
@@ -21,6 +26,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "bench", "chaos"))
 import hostile  # noqa: E402
+from pdkv.etcd_cluster import etcd_binary  # noqa: E402
 from topo import Topology  # noqa: E402
 
 
@@ -156,3 +162,107 @@ def test_captured_bootstrap_requests_do_not_replay(tmp_path):
     finally:
         for p in (a, b):
             p.quit()
+
+
+def _start_with_secret_file(path):
+    """`pdkv bootstrap` and a decode rank (bench/chaos/rank.py), each started with
+    PDKV_SECRET_FILE=path as a deployment sets it: {process: what it said}. A process that
+    neither starts nor fails within 15 s reports "hung"; one that starts, "started"."""
+    from hostile_cluster import bin_dir
+    from topo import HERE
+    env = dict(os.environ, PDKV_SECRET_FILE=path, PDKV_LOG_LEVEL="error")
+    decode = json.dumps({"role": "decode", "addr": "127.0.0.1:9"})
+    said = {}
+    for name, cmd in (("bootstrap", [os.path.join(bin_dir(), "pdkv"), "bootstrap", "--host",
+                                     "127.0.0.1", "--port", "0"]),
+                      ("decode", [sys.executable, os.path.join(HERE, "rank.py"), decode])):
+        try:
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=15,
+                               stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as e:
+            said[name] = "started" if "listening on" in str(e.stdout or "") else "hung"
+        else:
+            said[name] = "started" if r.returncode == 0 else r.stderr.strip()[-400:]
+    return said
+
+
+def test_a_secret_file_replaced_by_a_fifo_fails_start_up_at_once(tmp_path):
+    """Whoever can write where the secret lives puts a FIFO there: opening it would wait
+    for a writer, so a rank or bootstrap server would neither start nor fail. Each must
+    fail at once, naming what the file is."""
+    fifo = str(tmp_path / "secret")
+    os.mkfifo(fifo, 0o600)
+    said = _start_with_secret_file(fifo)
+    assert all("is a FIFO" in s for s in said.values()), said
+
+
+def test_a_secret_file_too_long_is_refused_naming_its_size(tmp_path):
+    from hostile_cluster import write_secret
+    said = _start_with_secret_file(write_secret(str(tmp_path / "secret"), b"x" * 5000))
+    assert all("5000 bytes" in s for s in said.values()), said
+
+
+@pytest.mark.skipif(etcd_binary() is None,
+                    reason="etcd is not installed (/usr/bin/etcd, etcd-server)")
+def test_a_route_rewritten_in_etcd_is_never_followed_and_its_owner_restores_it(tmp_path):
+    """PDKV_REGISTRY=etcd with a cluster secret, a real etcd member, a prefill and a
+    decode rank (kv_harness processes): whoever can write to etcd (a plain client, no
+    secret) re-points the prefill rank's route at a socket of its own, again and again.
+    The decode, which resolved the route before, takes only entries that verify: its
+    rooms during the attack still reach the real rank. Once the writes stop, the owner's
+    keep-alive reads its entry back and puts it back, sealed and under its lease."""
+    import socket
+    import threading
+    import time
+
+    import pdkv
+    from hostile_cluster import write_secret
+    from kv_harness import Cluster, SerialDecode, Shape
+    from pdkv.etcd_cluster import EtcdCluster
+    success = int(pdkv.KVPoll.Success)
+    ttl_s = 2
+    attacker = socket.socket()  # its control "endpoint": accepts, never answers
+    attacker.bind(("127.0.0.1", 0))
+    attacker.listen(16)
+    with EtcdCluster(1) as etcd:
+        env = etcd.registry_env("/pdkv-hostile", ttl_s, PDKV_BOOTSTRAP_TIMEOUT_S="5",
+                                PDKV_SECRET_FILE=write_secret(str(tmp_path / "secret")))
+        rooms = (71, 72, 73)
+        key = "/pdkv-hostile/instances/prefill-s:0/ranks/0"
+        with SerialDecode(Shape(), "prefill-s:0", env) as decode, \
+                Cluster(pdkv, Shape(), p_tp=1, d_tp=0, rooms=rooms, addr="prefill-s:0",
+                        env=env, timeout=30) as prefill:
+            prefill.start()
+            prefill.go.value = 1
+            first = decode.room(71, rooms)  # the decode holds the rank's route now
+            assert first["state"] == success and first["bytes_ok"], first
+            owner = etcd.get(key)
+            assert owner is not None and owner[1] != 0, owner
+            sealed = json.loads(owner[0])
+            assert set(sealed) == {"route", "mac"}, sealed
+            route = json.loads(sealed["route"])
+            route["rank_port"] = attacker.getsockname()[1]
+            stop = threading.Event()
+
+            def rewrite():  # unleased puts, repeated so the owner's repairs do not end it
+                while not stop.is_set():
+                    etcd.put(key, json.dumps(route))
+                    time.sleep(0.05)
+            writer = threading.Thread(target=rewrite)
+            writer.start()
+            try:
+                time.sleep(0.3)
+                for room in (72, 73):
+                    served = decode.room(room, rooms, timeout=15)
+                    assert served["state"] == success and served["bytes_ok"], served
+            finally:
+                stop.set()
+                writer.join()
+            # The owner reads its entry back three times per TTL: the poisoned unleased
+            # entry is gone within a third of it (and the slack of a loaded machine).
+            start = time.monotonic()
+            while etcd.get(key) != owner and time.monotonic() - start < ttl_s + 2.0:
+                time.sleep(0.05)
+            assert etcd.get(key) == owner
+            assert time.monotonic() - start < ttl_s / 3 + 1.5
+    attacker.close()

@@ -8,29 +8,17 @@ Real processes over loopback (kv_harness.Cluster). The decode runs with the chao
 shim (LD_PRELOAD) set to break its engine connection on the first ACK frame it sends, so
 the loss happens at exactly that point of the protocol, every run.
 """
-import os
 import re
 
 import pdkv
 from kv_harness import Cluster, Shape
+from pdkv.testing.fault_shim import on_ack_frames
 
 SUCCESS = int(pdkv.KVPoll.Success)
 
-# The TCP engine's ACK frame header starts: magic "PDKV", version 4, type ACK (4), flags 0
-# (engine/backends/tcp/tcp_frame.h).
-ACK_FRAME_PREFIX = "50444b5604040000"
-
-
-def fault_shim():
-    path = os.path.join(os.path.dirname(pdkv.__file__), "_tools", "bench", "chaos",
-                        "libpdkv_fault_shim.so")
-    assert os.path.exists(path), f"{path}: the README build makes it (bench/chaos)"
-    return path
-
 
 def break_first_ack():
-    return {"LD_PRELOAD": fault_shim(), "PDKV_FAULT_EVERY_N": "1", "PDKV_FAULT_MAX": "1",
-            "PDKV_FAULT_CALLS": "send,sendmsg,write", "PDKV_FAULT_PREFIX": ACK_FRAME_PREFIX}
+    return on_ack_frames(max=1)
 
 
 def check_one_ack_broken(err: str):

@@ -1,14 +1,9 @@
 """The etcd registry (PDKV_REGISTRY=etcd) across real processes and a real etcd: prefill
 and decode ranks find each other through etcd alone (no bootstrap server runs), routes of
 a killed rank expire with its lease, a live decode follows a rank that was killed and
-restarted, rooms survive the loss of an etcd leader, and a route rewritten in etcd by
-someone else is never followed (with a cluster secret) and is put back by its owner.
+restarted, and rooms survive the loss of an etcd leader. (A route rewritten in etcd by
+someone else is a case of the hostile-peer suite, python/tests/test_hostile_peers.py.)
 Skipped only when /usr/bin/etcd is absent (Debian package etcd-server)."""
-import base64
-import json
-import os
-import socket
-import threading
 import time
 import uuid
 
@@ -28,10 +23,7 @@ TTL_S = 2
 
 
 def registry_env(etcd: EtcdCluster, prefix: str, **more) -> dict:
-    env = {"PDKV_REGISTRY": "etcd", "PDKV_ETCD_ENDPOINTS": etcd.endpoints,
-           "PDKV_ETCD_PREFIX": prefix, "PDKV_ETCD_LEASE_TTL_S": str(TTL_S)}
-    env.update(more)
-    return env
+    return etcd.registry_env(prefix, TTL_S, **more)
 
 
 def unique_prefix() -> str:
@@ -240,71 +232,3 @@ def test_bootstrap_serves_the_etcd_routes_to_http_only_decodes():
         finally:
             proc.terminate()
             assert proc.wait(10) == 0
-
-
-def _b64(s: str) -> str:
-    return base64.b64encode(s.encode()).decode()
-
-
-def etcd_get(etcd: EtcdCluster, key: str):
-    """(value, lease) of `key`, or None."""
-    kvs = etcd._post(0, "/v3/kv/range", {"key": _b64(key)}).get("kvs", [])
-    if not kvs:
-        return None
-    return base64.b64decode(kvs[0]["value"]).decode(), int(kvs[0].get("lease", 0))
-
-
-def test_a_route_rewritten_in_etcd_is_never_followed_with_a_secret_and_its_owner_restores_it(
-        tmp_path):
-    secret = tmp_path / "secret"
-    secret.write_bytes(b"e" * 32)
-    os.chmod(secret, 0o600)
-    attacker = socket.socket()  # the attacker's control "endpoint": accepts, never answers
-    attacker.bind(("127.0.0.1", 0))
-    attacker.listen(16)
-    with EtcdCluster(1) as etcd:
-        prefix = unique_prefix()
-        env = registry_env(etcd, prefix, PDKV_SECRET_FILE=str(secret),
-                           PDKV_BOOTSTRAP_TIMEOUT_S="5")
-        rooms = (71, 72, 73)
-        key = f"{prefix}/instances/prefill-s:0/ranks/0"
-        with SerialDecode(Shape(), "prefill-s:0", env) as decode:
-            with Cluster(pdkv, Shape(), p_tp=1, d_tp=0, rooms=rooms, addr="prefill-s:0",
-                         env=env, timeout=30) as prefill:
-                prefill.start()
-                prefill.go.value = 1
-                first = decode.room(71, rooms)  # the decode holds the rank's route now
-                assert first["state"] == SUCCESS and first["bytes_ok"], first
-                owner = etcd_get(etcd, key)
-                assert owner is not None and owner[1] != 0, owner
-                sealed = json.loads(owner[0])
-                assert set(sealed) == {"route", "mac"}, sealed
-                route = json.loads(sealed["route"])
-                route["rank_port"] = attacker.getsockname()[1]
-                poisoned = json.dumps(route)
-                # Anyone who can write to etcd: a plain put without a lease, again and again
-                # (so the owner's repairs do not end the attack).
-                stop = threading.Event()
-
-                def attack():
-                    while not stop.is_set():
-                        etcd._post(0, "/v3/kv/put", {"key": _b64(key), "value": _b64(poisoned)})
-                        time.sleep(0.05)
-                writer = threading.Thread(target=attack)
-                writer.start()
-                try:
-                    time.sleep(0.3)
-                    for room in (72, 73):
-                        served = decode.room(room, rooms, timeout=15)
-                        assert served["state"] == SUCCESS and served["bytes_ok"], served
-                finally:
-                    stop.set()
-                    writer.join()
-                # The owner's keep-alive reads its entry back (three times per TTL) and puts
-                # it back, sealed and under its lease: the poisoned unleased key is gone.
-                start = time.monotonic()
-                while etcd_get(etcd, key) != owner and time.monotonic() - start < TTL_S + 2.0:
-                    time.sleep(0.05)
-                assert etcd_get(etcd, key) == owner
-                assert time.monotonic() - start < TTL_S / 3 + 1.5
-    attacker.close()

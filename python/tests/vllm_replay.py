@@ -63,7 +63,7 @@ def on_device(cfg, caches):
 
     from pdkv.integrations import cuda_sync
     mirrors = {name: DeviceMirror(t, cfg["rank"] % 2) for name, t in caches.items()}
-    syncs, streams = [], []
+    syncs, streams = [], {}
 
     def synchronize(device):
         syncs.append(device)
@@ -75,8 +75,11 @@ def on_device(cfg, caches):
         # push that does not wait for the stream on the device copies stale bytes.
         from fake_cuda_array import FakeCudaStream
         syncs.append(device)
-        stream = FakeCudaStream(device)
-        streams.append(stream)  # its queued copies read host buffers it holds
+        # One "model stream" per device, as a model has; it keeps the host buffers its
+        # queued copies read.
+        if device not in streams:
+            streams[device] = FakeCudaStream(device)
+        stream = streams[device]
         stream.sleep(50)
         for m in mirrors.values():
             stream.upload(m.array, ctypes.string_at(m.base, m.nbytes))

@@ -19,7 +19,7 @@ echo "built $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB)"
 
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
-# libmicrohttpd12: the HTTP servers (bootstrap/http_listener.h).
+# libmicrohttpd12: the HTTP servers (http/http_listener.h).
 for want in libc6 libstdc++6 libzmq5 libmicrohttpd12 python3 python3-numpy; do
   [[ ", $depends," == *", $want "* || ", $depends," == *", $want,"* ]] ||
     { echo "FAIL: Depends lacks $want"; exit 1; }

@@ -187,14 +187,7 @@ CUresult check_copy(const CopyDesc& c) {
 }  // namespace
 
 CUresult enqueue_copy(CUstream_st* s, const CopyDesc& c) {
-  if (CUresult r = check_copy(c); r != CUDA_SUCCESS) return r;
-  if (modes().poison.load()) poison_host_destination(c);
-  Op op;
-  op.kind = Op::Kind::kCopy;
-  op.copy = c;
-  op.inject_failure = take_injected_failure();
-  push(s, std::move(op));
-  return CUDA_SUCCESS;
+  return enqueue_copies(s, std::vector<CopyDesc>{c});
 }
 
 CUresult enqueue_copies(CUstream_st* s, std::vector<CopyDesc> copies) {

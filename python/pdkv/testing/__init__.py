@@ -1,7 +1,8 @@
 """pdkv.testing: what every pdkv test, benchmark and demo process needs to stand up a
-rank and prove the bytes it moved, in one copy (issue 16): the byte pattern (pattern),
-a rank's numpy KV memory (memory), KVArgs from those buffers (kv_args), the PDKV_*
-settings of test processes (settings) and polling with deadlines (polling).
+rank and prove the bytes it moved, in one copy: the byte pattern (pattern), a rank's
+numpy KV memory (memory), KVArgs from those buffers (kv_args), the PDKV_* settings of
+test processes (settings), polling with deadlines (polling) and the fault shim aimed at
+the engine's ACK frames (fault_shim, imported from there: it is not needed by most).
 
 Used by python/tests, bench/e2e, bench/chaos and demo/. Shipped in the package (the CLI's
 driver scripts run from an installed pdkv and import it), but not part of pdkv's API for

@@ -21,7 +21,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.metrics import KVConnectorStat
 COUNTERS = ("rooms_succeeded", "rooms_failed", "bytes_written", "blocks_written",
             "latency_count", "latency_sum_ms")
 
-# pdkv's bucket bounds (kv/transfer_metrics.cc), in seconds, bytes and blocks;
+# pdkv's bucket bounds (kv/metrics/transfer_metrics.cc), in seconds, bytes and blocks;
 # test_vllm_prometheus.py checks them against what the native metrics report.
 _KIB, _MIB, _GIB = 1024, 1024 ** 2, 1024 ** 3
 SECONDS_BOUNDS = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
