@@ -235,8 +235,9 @@ def prefill_main(cfg: dict, results, go, stop):
                 mem.fill(room, src)
             mem.fill_extras(room, aux_row, slot)
             senders[room] = (s, src, slot)
-        # "named" / "unnamed": the KV is written by a (fake) compute stream after 150 ms of
-        # queued work, and sent with that stream named, or without (the caller's bug).
+        # "named" / "unnamed": the KV is written by a (fake) compute stream after
+        # stream_delay_ms of queued work (150 by default), and sent with that stream named,
+        # or without (the caller's bug).
         stream_forward, stream = cfg.get("stream_forward"), None
         if dev and not stream_forward:
             dev.upload()
@@ -244,7 +245,7 @@ def prefill_main(cfg: dict, results, go, stop):
         if stream_forward:
             from fake_cuda_array import FakeCudaStream
             stream = FakeCudaStream(rank % 2)
-            stream.sleep(150)
+            stream.sleep(cfg.get("stream_delay_ms", 150))
             dev.upload_on(stream)
         named = stream if stream_forward == "named" else None
         token, token_after = cfg.get("token"), cfg.get("token_after", False)

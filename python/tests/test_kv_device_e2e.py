@@ -58,9 +58,11 @@ def test_send_without_the_stream_races_the_forward_on_the_fake_device():
     # The control: the same forward, sent without naming its stream (the caller broke the
     # contract). pdkv reads the pages before the stream wrote them, so the decode gets
     # the zeros the pools started with: the test above passes because of the ordering.
+    # The stream's queued work is 3 s here, not 150 ms: the unordered send must win the
+    # race even on a loaded machine, where reading and sending 6 pages took over 150 ms.
     env = dict(fake_cuda_env())  # no checksum: it would fail the room instead
     with Cluster(pdkv, Shape(), p_tp=1, d_tp=1, rooms=(52,), pages=6, device_kv=True, env=env,
-                 stream_forward="unnamed") as c:
+                 stream_forward="unnamed", stream_delay_ms=3000) as c:
         done = c.start().run()
     assert not all(done[("decode", 0)]["bytes_ok"].values()), "the unordered send did not race"
 
