@@ -26,7 +26,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "bench", "chaos"))
 import hostile  # noqa: E402
-from pdkv.etcd_cluster import etcd_binary  # noqa: E402
+from pdkv.testing.etcd import etcd_binary  # noqa: E402
 from topo import Topology  # noqa: E402
 
 
@@ -218,7 +218,7 @@ def test_a_route_rewritten_in_etcd_is_never_followed_and_its_owner_restores_it(t
     import pdkv
     from hostile_cluster import write_secret
     from kv_harness import Cluster, SerialDecode, Shape
-    from pdkv.etcd_cluster import EtcdCluster
+    from pdkv.testing.etcd import EtcdCluster
     success = int(pdkv.KVPoll.Success)
     ttl_s = 2
     attacker = socket.socket()  # its control "endpoint": accepts, never answers
