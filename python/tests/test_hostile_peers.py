@@ -121,7 +121,8 @@ def test_captured_bootstrap_requests_do_not_replay(tmp_path):
     processes of one cluster (--authenticate-reads): a captured PUT and GET are refused
     (401) when replayed as they were, with the nonce's hex in another case, to a second
     server of the cluster, and to the first one after it restarted."""
-    from hostile_cluster import BootstrapProcess, bin_dir, write_secret
+    from hostile_cluster import write_secret
+    from pdkv.testing.bootstrap import BootstrapProcess, bin_dir
     secret = write_secret(str(tmp_path / "secret"))
 
     def server(port=0):
@@ -168,7 +169,7 @@ def _start_with_secret_file(path):
     """`pdkv bootstrap` and a decode rank (bench/chaos/rank.py), each started with
     PDKV_SECRET_FILE=path as a deployment sets it: {process: what it said}. A process that
     neither starts nor fails within 15 s reports "hung"; one that starts, "started"."""
-    from hostile_cluster import bin_dir
+    from pdkv.testing.bootstrap import bin_dir
     from topo import HERE
     env = dict(os.environ, PDKV_SECRET_FILE=path, PDKV_LOG_LEVEL="error")
     decode = json.dumps({"role": "decode", "addr": "127.0.0.1:9"})
