@@ -4,7 +4,7 @@ attack of pdkv_hostile_peer run as a separate process against them, once without
 cluster secret and once with one the attacker does not hold. The victims' secret is raw
 bytes ending in a line feed (hostile_cluster.RAW_SECRET), taken as it is.
 
-Each case (bench/chaos/hostile.py, shared with `pdkv chaos --hostile`) asserts that the
+Each case (robustness/hostile/hostile.py, shared with `pdkv chaos --hostile`) asserts that the
 attack was refused, the victims live, legitimate rooms during and after it succeed with
 every byte verified, canaries and guard bands around the decode's and prefill's buffers
 are intact, and each victim's RSS and descriptors grew by less than the case's bound.
@@ -23,8 +23,8 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                "bench", "chaos"))
+ROBUSTNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "robustness")
+sys.path[:0] = [os.path.join(ROBUSTNESS, "chaos"), os.path.join(ROBUSTNESS, "hostile")]
 import hostile  # noqa: E402
 from pdkv.testing.etcd import etcd_binary  # noqa: E402
 from topo import Topology  # noqa: E402
@@ -166,7 +166,7 @@ def test_captured_bootstrap_requests_do_not_replay(tmp_path):
 
 
 def _start_with_secret_file(path):
-    """`pdkv bootstrap` and a decode rank (bench/chaos/rank.py), each started with
+    """`pdkv bootstrap` and a decode rank (robustness/chaos/rank.py), each started with
     PDKV_SECRET_FILE=path as a deployment sets it: {process: what it said}. A process that
     neither starts nor fails within 15 s reports "hung"; one that starts, "started"."""
     from pdkv.testing.bootstrap import bin_dir
