@@ -8,13 +8,13 @@ happened. `healthy` turns False at the first such problem; callers stop the run 
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import sys
 import time
 
 from pdkv.testing.bootstrap import LoopbackBootstrap
 from pdkv.testing.processes import SPAWN, join_or_kill
+from pdkv.testing.reports import drain_reports
 
 import ranks
 
@@ -60,21 +60,18 @@ class Cluster:
             if (key, kind) in self.early:
                 got[key] = self.early.pop((key, kind))
         waiting = lambda: [k for k in keys if k not in got and k not in self.lost]  # noqa
-        while waiting():
-            try:
-                msg = self.results.get(timeout=0.5)
-            except queue.Empty:
-                # Only with the queue drained: a rank that exited may have a message in it.
-                for key in waiting():
-                    if not self.procs[key].is_alive():
-                        self._lose(key, f"rank process died (exit code "
-                                   f"{self.procs[key].exitcode}) before sending {kind!r}", rooms)
-            else:
-                self._take(msg, kind, keys, got, rooms, on_progress)
-            if time.monotonic() > deadline:
-                for key in waiting():
-                    self._lose(key, f"rank sent no {kind!r} within {timeout:.0f} s (timed out)",
-                               rooms)
+
+        def find_dead():
+            for key in waiting():
+                if not self.procs[key].is_alive():
+                    self._lose(key, f"rank process died (exit code "
+                               f"{self.procs[key].exitcode}) before sending {kind!r}", rooms)
+
+        drain_reports(self.results, lambda: not waiting(), deadline,
+                      lambda msg: self._take(msg, kind, keys, got, rooms, on_progress),
+                      on_idle=find_dead, poll_s=0.5)
+        for key in waiting():
+            self._lose(key, f"rank sent no {kind!r} within {timeout:.0f} s (timed out)", rooms)
         return got
 
     def _take(self, msg, kind, keys, got, rooms, on_progress) -> None:

@@ -20,6 +20,7 @@ from pdkv import testing
 from pdkv.testing import FAST_TIMEOUTS, apply_settings, heads_of, wait_flag, wait_terminal
 from pdkv.testing.bootstrap import LoopbackBootstrap
 from pdkv.testing.processes import SPAWN, PipedProcess, join_or_kill, kill, start_with_env
+from pdkv.testing.reports import drain_reports
 
 
 @dataclasses.dataclass
@@ -445,19 +446,18 @@ class Cluster:
         return self
 
     def collect(self, until, timeout):
-        deadline = time.monotonic() + timeout
-        while not until() and time.monotonic() < deadline and not self.errors:
-            try:
-                kind, role, rank, payload = self.results.get(timeout=0.1)
-            except Exception:
-                continue
-            if kind == "ready":
-                self.ready[(role, rank)] = payload
-            elif kind == "done":
-                self.done[(role, rank)] = payload
-            else:
-                self.errors.append(f"{role} {rank}:\n{payload}")
+        drain_reports(self.results, lambda: until() or self.errors,
+                      time.monotonic() + timeout, self._take)
         assert not self.errors, "\n".join(self.errors)
+
+    def _take(self, msg):
+        kind, role, rank, payload = msg
+        if kind == "ready":
+            self.ready[(role, rank)] = payload
+        elif kind == "done":
+            self.done[(role, rank)] = payload
+        else:
+            self.errors.append(f"{role} {rank}:\n{payload}")
 
     def run(self, timeout=60, expect=None):
         self.go.value = 1
