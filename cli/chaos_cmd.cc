@@ -1,4 +1,4 @@
-// Adds `pdkv chaos` (bench/chaos/main.py): the fault-injection suite (R1-R4).
+// Adds `pdkv chaos` (robustness/chaos/main.py): the fault-injection suite (R1-R4).
 #include "cli/commands.h"
 #include "cli/python_tool.h"
 
@@ -11,7 +11,7 @@ void add_chaos_command(CLI::App& parent) {
        "Fault injection: killed ranks, cut links, timeouts, hostile peers; checks each "
        "failure is reported within its bound and no other request is lost (R1-R4 in "
        "RELIABILITY.md); needs root for network namespaces",
-       "bench/chaos/main.py"});
+       "robustness/chaos/main.py"});
 }
 
 }  // namespace pdkv::cli

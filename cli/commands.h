@@ -20,7 +20,7 @@ void add_bootstrap_command(CLI::App& parent);
 void add_engine_bench_command(CLI::App& bench);
 // `pdkv bench e2e` (e2e_cmd.cc): bench/e2e/main.py.
 void add_e2e_bench_command(CLI::App& bench);
-// `pdkv chaos` (chaos_cmd.cc): bench/chaos/main.py.
+// `pdkv chaos` (chaos_cmd.cc): robustness/chaos/main.py.
 void add_chaos_command(CLI::App& parent);
 // `pdkv bench registry` (registry_bench_cmd.cc over bench/registry/registry_bench.h).
 void add_registry_bench_command(CLI::App& bench);

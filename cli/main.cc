@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   add_engine_bench_command(bench);
   add_e2e_bench_command(bench);
   add_registry_bench_command(bench);
-  add_chaos_command(app);  // bench/chaos: built with the benchmarks
+  add_chaos_command(app);  // robustness/chaos: built with the benchmarks
 #endif
 #ifdef PDKV_CLI_WITH_DEMO
   add_demo_command(app);

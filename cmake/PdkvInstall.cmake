@@ -133,7 +133,7 @@ install(TARGETS pdkv RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT pdkv)
 if(TARGET pdkv_engine_peer)
   install(TARGETS pdkv_engine_peer RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT pdkv)
 endif()
-# The attacker of `pdkv chaos --hostile` (bench/hostile), found the same way.
+# The attacker of `pdkv chaos --hostile` (robustness/hostile), found the same way.
 if(TARGET pdkv_hostile_peer)
   install(TARGETS pdkv_hostile_peer RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT pdkv)
 endif()
@@ -143,7 +143,7 @@ if(PDKV_BUILD_PYTHON AND TARGET pdkv_native_py)
   set(pydest ${PDKV_INSTALL_PYTHONDIR}/pdkv)
   install(TARGETS pdkv_native_py pdkv_plan_py LIBRARY DESTINATION ${pydest} COMPONENT pdkv)
   if(TARGET pdkv_fault_shim)
-    install(TARGETS pdkv_fault_shim LIBRARY DESTINATION ${pydest}/_tools/bench/chaos
+    install(TARGETS pdkv_fault_shim LIBRARY DESTINATION ${pydest}/_tools/robustness/chaos
             COMPONENT pdkv)
   endif()
   install(DIRECTORY ${PDKV_PYTHON_DIR}/pdkv DESTINATION ${PDKV_INSTALL_PYTHONDIR}

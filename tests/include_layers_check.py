@@ -10,7 +10,7 @@ are peers and include none of each other:
   2  engine
   3  bootstrap
   4  kv
-  5  python, bench, demo, examples, tests
+  5  python, bench, robustness, demo, examples, tests
   6  cli                 (the `pdkv` command: every sub-command, nothing below includes it)
 
 Cycles: a header and its .cc count as one unit (engine/batch_table.h + .cc), and so does
@@ -34,7 +34,7 @@ LAYERS = [
     ["engine"],
     ["bootstrap"],
     ["kv"],
-    ["python", "bench", "demo", "examples", "tests"],
+    ["python", "bench", "robustness", "demo", "examples", "tests"],
     ["cli"],
 ]
 # Each a pair whose files call both ways: engine_bench_util.h takes engine_bench.h's

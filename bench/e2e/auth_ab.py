@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import statistics
 
+from pdkv.testing.processes import scoped_env
+
 import cluster
 import failures
 import report
@@ -28,15 +30,8 @@ class Arm:
         self.name, self.log, self.gbps, self.bytes_ok = name, failures.FailureLog(), [], True
         cfg = dict(cfg, env=dict(cfg["env"], PDKV_SECRET_FILE=secret))
         # The bootstrap server is built in this process and reads PDKV_SECRET_FILE then.
-        saved = os.environ.get("PDKV_SECRET_FILE")
-        os.environ["PDKV_SECRET_FILE"] = secret
-        try:
+        with scoped_env({"PDKV_SECRET_FILE": secret}):
             self.cl = cluster.Cluster(pdkv, cfg, a.prefill_tp, a.decode_tp, self.log)
-        finally:
-            if saved is None:
-                del os.environ["PDKV_SECRET_FILE"]
-            else:
-                os.environ["PDKV_SECRET_FILE"] = saved
 
     def round(self, rooms, timeout, timed: bool) -> None:
         s = report.summarize(self.cl.run_round(rooms, timeout), rooms, self.log)

@@ -4,22 +4,15 @@ bounds P6)."""
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
-import socket
 import subprocess
 import tempfile
 import time
 
 import numpy as np
 
-CTX = mp.get_context("spawn")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from pdkv.testing.ports import free_port
+from pdkv.testing.processes import SPAWN
 
 
 def _zmq_echo(port_in: int, port_out: int) -> None:
@@ -45,8 +38,8 @@ class ZmqPingPong:
 
     def __init__(self, size: int = 64):
         import zmq
-        a, b = _free_port(), _free_port()
-        self._proc = CTX.Process(target=_zmq_echo, args=(a, b))
+        a, b = free_port(), free_port()
+        self._proc = SPAWN.Process(target=_zmq_echo, args=(a, b))
         self._ctx = zmq.Context()
         self._pull = self._ctx.socket(zmq.PULL)
         self._pull.bind(f"tcp://127.0.0.1:{b}")
@@ -99,7 +92,7 @@ def zmq_rtt_us(n: int = 2000, size: int = 64, gap_s: float = 0.0) -> dict:
 
 def iperf3_gbps(seconds: int = 2, streams: int = 4):
     """iperf3 loopback, receiver side GB/s; None when iperf3 fails."""
-    port = _free_port()
+    port = free_port()
     srv = subprocess.Popen(["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
     try:

@@ -7,16 +7,17 @@ an outcome) and left out of later stages, so the run still ends with a JSON that
 happened. `healthy` turns False at the first such problem; callers stop the run there."""
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-import queue
 import signal
 import sys
 import time
 
+from pdkv.testing.bootstrap import LoopbackBootstrap
+from pdkv.testing.processes import SPAWN, join_or_kill
+from pdkv.testing.reports import drain_reports
+
 import ranks
 
-CTX = mp.get_context("spawn")
 READY_TIMEOUT_S = 120.0
 # A rank gives up on its rooms after the bench's --timeout and then reports them; the
 # driver waits this much longer before it calls the rank silent.
@@ -31,17 +32,17 @@ def rank_name(key) -> str:
 class Cluster:
     def __init__(self, pdkv, base_cfg: dict, prefill_tp: int, decode_tp: int, log):
         self.log, self.healthy = log, True
-        self.server = pdkv.BootstrapServer("127.0.0.1", 0)
-        self.addr = f"127.0.0.1:{self.server.port}"
-        self.results = CTX.Queue()
+        self.server = LoopbackBootstrap(pdkv)
+        self.addr = self.server.addr
+        self.results = SPAWN.Queue()
         self.cmds, self.procs, self.pids, self.lost, self.early = {}, {}, {}, set(), {}
         for role, tp in (("prefill", prefill_tp), ("decode", decode_tp)):
             for r in range(tp):
                 cfg = dict(base_cfg, role=role, rank=r, tp=tp, addr=self.addr)
-                q = CTX.Queue()
+                q = SPAWN.Queue()
                 self.cmds[(role, r)] = q
-                self.procs[(role, r)] = CTX.Process(target=ranks.rank_main,
-                                                    args=(cfg, q, self.results), daemon=True)
+                self.procs[(role, r)] = SPAWN.Process(target=ranks.rank_main,
+                                                      args=(cfg, q, self.results), daemon=True)
         for p in self.procs.values():
             p.start()
         self.pids = self.collect("ready", list(self.procs), READY_TIMEOUT_S)
@@ -59,21 +60,18 @@ class Cluster:
             if (key, kind) in self.early:
                 got[key] = self.early.pop((key, kind))
         waiting = lambda: [k for k in keys if k not in got and k not in self.lost]  # noqa
-        while waiting():
-            try:
-                msg = self.results.get(timeout=0.5)
-            except queue.Empty:
-                # Only with the queue drained: a rank that exited may have a message in it.
-                for key in waiting():
-                    if not self.procs[key].is_alive():
-                        self._lose(key, f"rank process died (exit code "
-                                   f"{self.procs[key].exitcode}) before sending {kind!r}", rooms)
-            else:
-                self._take(msg, kind, keys, got, rooms, on_progress)
-            if time.monotonic() > deadline:
-                for key in waiting():
-                    self._lose(key, f"rank sent no {kind!r} within {timeout:.0f} s (timed out)",
-                               rooms)
+
+        def find_dead():
+            for key in waiting():
+                if not self.procs[key].is_alive():
+                    self._lose(key, f"rank process died (exit code "
+                               f"{self.procs[key].exitcode}) before sending {kind!r}", rooms)
+
+        drain_reports(self.results, lambda: not waiting(), deadline,
+                      lambda msg: self._take(msg, kind, keys, got, rooms, on_progress),
+                      on_idle=find_dead, poll_s=0.5)
+        for key in waiting():
+            self._lose(key, f"rank sent no {kind!r} within {timeout:.0f} s (timed out)", rooms)
         return got
 
     def _take(self, msg, kind, keys, got, rooms, on_progress) -> None:
@@ -123,16 +121,8 @@ class Cluster:
         for k, q in self.cmds.items():
             if k not in self.lost:
                 q.put(("stop",))
-        deadline = time.monotonic() + STOP_JOIN_S
-        for p in self.procs.values():
-            p.join(max(0.1, deadline - time.monotonic()))
-            if p.is_alive():
-                p.kill()
-                p.join(5)
-        try:
-            self.server.stop()
-        except Exception as e:  # the run's figures matter more than a clean server stop
-            sys.stderr.write(f"bootstrap server stop: {e}\n")
+        join_or_kill(self.procs.values(), time.monotonic() + STOP_JOIN_S, min_wait_s=0.1)
+        self.server.stop()  # never raises: the run's figures matter more
 
 
 def progress(label: str, i: int, n: int, extra: str = "") -> None:

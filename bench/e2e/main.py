@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import auth_ab  # noqa: E402
 import baselines  # noqa: E402
 import failures  # noqa: E402
-import hogs  # noqa: E402
+from pdkv.testing.hogs import Hogs  # noqa: E402
 import latency  # noqa: E402
 import plot  # noqa: E402
 import report  # noqa: E402
@@ -287,7 +287,7 @@ def main():
     base, runs, hog_info, interrupted, drawn = {}, [], {"hogs": 0}, None, None
     try:
         base.update(measure_baselines(a, bin_dir))
-        with hogs.Hogs(a.hogs) as h:
+        with Hogs(a.hogs) as h:
             hog_info = h.describe()
             for i in range(a.repeat):
                 fig, drawn, stop = one_run(pdkv, a, base)

@@ -1,20 +1,15 @@
-"""Small Linux helpers shared by the driver and the rank processes: RSS, parent-death
-signal, timer slack. Each degrades to a no-op where the call is unavailable."""
+"""Small Linux helpers shared by the driver and the rank processes: RSS, timer slack,
+and the parent-death signal (pdkv.testing.processes). Each degrades to a no-op where the
+call is unavailable."""
 from __future__ import annotations
 
 import ctypes
-import signal
 
-_PR_SET_PDEATHSIG = 1
+from pdkv.testing.processes import die_with_parent, prctl
+
+__all__ = ["rss_bytes", "settled_rss_bytes", "die_with_parent", "set_timer_slack_ns"]
+
 _PR_SET_TIMERSLACK = 29
-
-
-def _prctl(option: int, value: int) -> bool:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 def rss_bytes() -> int:
@@ -39,13 +34,7 @@ def settled_rss_bytes() -> int:
     return rss_bytes()
 
 
-def die_with_parent() -> bool:
-    """SIGKILL this process when its parent dies: a driver killed with -9 (or crashing)
-    must not leave ranks or CPU hogs running on a machine shared with other work."""
-    return _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
-
-
 def set_timer_slack_ns(ns: int) -> bool:
     """Linux rounds a sleep up by the thread's timer slack (50 us by default), so
     time.sleep(20e-6) takes ~90 us; a 1 us slack makes short poll sleeps real (~40 us)."""
-    return _prctl(_PR_SET_TIMERSLACK, ns)
+    return prctl(_PR_SET_TIMERSLACK, ns)

@@ -22,11 +22,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import multiprocessing as mp
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import traceback
@@ -36,8 +33,8 @@ import numpy as np
 
 from kv_harness import RankMemory, Shape, pages_for
 from pdkv.testing import QUIET, room_timeouts, wait_until
-
-CTX = mp.get_context("spawn")
+from pdkv.testing.bootstrap import LoopbackBootstrap
+from pdkv.testing.processes import SPAWN, join_or_kill, kill
 
 # Room timeouts short enough that a lost room ends inside the test instead of at 120/300 s;
 # they are not liveness settings and far longer than any scenario here. Liveness is
@@ -248,8 +245,8 @@ class RankProcess:
     def __init__(self, cfg: dict):
         self.cfg = cfg
         self.name = f"{cfg['role']} {cfg['engine_rank']}"
-        self.conn, child = CTX.Pipe()
-        self.proc = CTX.Process(target=rank_main, args=(cfg, child), daemon=True)
+        self.conn, child = SPAWN.Pipe()
+        self.proc = SPAWN.Process(target=rank_main, args=(cfg, child), daemon=True)
         self._child = child
         self.events, self.replies = [], collections.deque()
         self.info = None
@@ -336,9 +333,7 @@ class RankProcess:
         return t
 
     def kill(self) -> float:
-        t = self.signal(signal.SIGKILL)
-        self.proc.join(5)
-        return t
+        return kill(self.proc)
 
     def alive(self) -> bool:
         return self.proc.is_alive()
@@ -358,11 +353,7 @@ class RankProcess:
     def close(self, deadline: float) -> None:
         """Waits for the exit until `deadline` (monotonic; a rank still busy with a command
         of a failed test may not get there), then kills."""
-        if self.proc.pid is not None:
-            self.proc.join(max(0.0, deadline - time.monotonic()))
-            if self.proc.is_alive():
-                self.proc.kill()
-                self.proc.join(5)
+        join_or_kill([self.proc], deadline)
         self.conn.close()
 
 
@@ -373,8 +364,8 @@ class Ranks:
     def __init__(self, pdkv, shape: Shape, universe, env: dict):
         self.pdkv, self.shape, self.universe = pdkv, shape, list(universe)
         self.env = dict(QUIET, **env)
-        self.server = pdkv.BootstrapServer("127.0.0.1", 0)
-        self.addr = f"127.0.0.1:{self.server.port}"
+        self.server = LoopbackBootstrap(pdkv)
+        self.addr = self.server.addr
         self.all = []
 
     def add(self, role: str, engine_rank: int, tp: int = 1, dp: int = 1,
@@ -403,29 +394,3 @@ class Ranks:
 
     def __exit__(self, *exc):
         self.close()
-
-
-@contextlib.contextmanager
-def cpu_hogs(n: int):
-    """n busy-loop processes at this process's own niceness (nice 0 in CI): the same
-    priority as the ranks, as on a saturated host. Always killed on the way out. Yields a
-    function returning the CPU seconds they have used so far (to prove they ran)."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-
-    def cpu_seconds() -> float:
-        total = 0.0
-        for p in procs:
-            if p.poll() is not None:
-                raise AssertionError(f"CPU hog {p.pid} exited ({p.returncode})")
-            with open(f"/proc/{p.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return total
-
-    try:
-        yield cpu_seconds
-    finally:
-        for p in procs:
-            p.kill()
-        for p in procs:
-            p.wait()

@@ -9,9 +9,7 @@ report to the test through a multiprocessing queue.
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing as mp
 import os
-import signal
 import time
 import traceback
 from typing import Optional
@@ -20,8 +18,9 @@ import numpy as np
 
 from pdkv import testing
 from pdkv.testing import FAST_TIMEOUTS, apply_settings, heads_of, wait_flag, wait_terminal
-
-CTX = mp.get_context("spawn")
+from pdkv.testing.bootstrap import LoopbackBootstrap
+from pdkv.testing.processes import SPAWN, PipedProcess, join_or_kill, kill, start_with_env
+from pdkv.testing.reports import drain_reports
 
 
 @dataclasses.dataclass
@@ -395,57 +394,6 @@ def serial_decode_main(cfg: dict, conn):
         conn.send(("error", traceback.format_exc()))
 
 
-def start_with_env(proc, env=None):
-    """Starts `proc` with `env` ({VAR: value}) in its environment from its first
-    instruction (LD_PRELOAD must be there when the process starts); this process's own
-    environment is as before afterwards."""
-    env = env or {}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        proc.start()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-class PipedProcess:
-    """A spawned `target(*args, conn)` spoken to over a pipe: it sends (kind, payload)
-    messages and ends with ("bye", None) when sent None. A context manager."""
-
-    def __init__(self, name: str, target, args=(), env=None):
-        self.name = name
-        self.conn, child = CTX.Pipe()
-        self.proc = CTX.Process(target=target, args=(*args, child))
-        start_with_env(self.proc, env)
-
-    def expect(self, kind, timeout):
-        if not self.conn.poll(timeout):
-            raise AssertionError(f"{self.name}: no {kind} within {timeout} s")
-        got, payload = self.conn.recv()
-        assert got == kind, f"{self.name}: {got}: {payload}"
-        return payload
-
-    def close(self):
-        try:
-            self.conn.send(None)
-            self.expect("bye", 20)
-        finally:
-            self.proc.join(10)
-            if self.proc.is_alive():
-                self.proc.kill()
-                self.proc.join(5)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
 class SerialDecode(PipedProcess):
     """A serial_decode_main process; `room()` runs one room on it."""
 
@@ -473,22 +421,22 @@ class Cluster:
         # from its first instruction (LD_PRELOAD must be there when the process starts;
         # `env` is applied only once the rank runs).
         self.spawn_env = spawn_env or {}
-        self.server = None if addr else pdkv.BootstrapServer("127.0.0.1", 0)
-        self.addr = addr or f"127.0.0.1:{self.server.port}"
-        self.results = CTX.Queue()
+        self.server = None if addr else LoopbackBootstrap(pdkv)
+        self.addr = addr or self.server.addr
+        self.results = SPAWN.Queue()
         # Flags in shared memory, not mp.Event: an Event's set() waits for every waiter to
         # wake, so it would hang forever on a waiter the test killed with SIGKILL.
-        self.go, self.stop = CTX.Value("i", 0, lock=False), CTX.Value("i", 0, lock=False)
+        self.go, self.stop = SPAWN.Value("i", 0, lock=False), SPAWN.Value("i", 0, lock=False)
         self.procs = {}
         base = dict(shape=shape, addr=self.addr, rooms=list(rooms), pages=pages, **extra)
         for r in range(p_tp * p_dp):
             cfg = dict(base, tp=p_tp, dp=p_dp, engine_rank=r)
-            self.procs[("prefill", r)] = CTX.Process(target=prefill_main,
-                                                     args=(cfg, self.results, self.go, self.stop))
+            self.procs[("prefill", r)] = SPAWN.Process(target=prefill_main,
+                                                       args=(cfg, self.results, self.go, self.stop))
         for r in range(d_tp * d_dp):
             cfg = dict(base, tp=d_tp, dp=d_dp, engine_rank=r)
-            self.procs[("decode", r)] = CTX.Process(target=decode_main,
-                                                    args=(cfg, self.results, self.go, self.stop))
+            self.procs[("decode", r)] = SPAWN.Process(target=decode_main,
+                                                      args=(cfg, self.results, self.go, self.stop))
         self.ready, self.done, self.errors = {}, {}, []
 
     def start(self, wait_ready=True):
@@ -499,19 +447,18 @@ class Cluster:
         return self
 
     def collect(self, until, timeout):
-        deadline = time.monotonic() + timeout
-        while not until() and time.monotonic() < deadline and not self.errors:
-            try:
-                kind, role, rank, payload = self.results.get(timeout=0.1)
-            except Exception:
-                continue
-            if kind == "ready":
-                self.ready[(role, rank)] = payload
-            elif kind == "done":
-                self.done[(role, rank)] = payload
-            else:
-                self.errors.append(f"{role} {rank}:\n{payload}")
+        drain_reports(self.results, lambda: until() or self.errors,
+                      time.monotonic() + timeout, self._take)
         assert not self.errors, "\n".join(self.errors)
+
+    def _take(self, msg):
+        kind, role, rank, payload = msg
+        if kind == "ready":
+            self.ready[(role, rank)] = payload
+        elif kind == "done":
+            self.done[(role, rank)] = payload
+        else:
+            self.errors.append(f"{role} {rank}:\n{payload}")
 
     def run(self, timeout=60, expect=None):
         self.go.value = 1
@@ -520,16 +467,11 @@ class Cluster:
         return self.done
 
     def kill(self, role, rank):
-        os.kill(self.procs[(role, rank)].pid, signal.SIGKILL)
-        self.procs[(role, rank)].join(5)
+        kill(self.procs[(role, rank)])
 
     def close(self):
         self.stop.value = 1
-        for p in self.procs.values():
-            p.join(15)
-            if p.is_alive():
-                p.kill()
-                p.join(5)
+        join_or_kill(self.procs.values(), time.monotonic() + 15)
         if self.server:
             self.server.stop()
 

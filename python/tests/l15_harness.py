@@ -16,8 +16,9 @@ import traceback
 
 import numpy as np
 
-from kv_harness import CTX, Cluster, RankMemory, apply_env, pages_for
+from kv_harness import Cluster, RankMemory, apply_env, pages_for
 from pdkv.testing import wait_flag, wait_terminal
+from pdkv.testing.processes import SPAWN
 
 JUNK = 0xEE
 
@@ -171,5 +172,5 @@ class L15Cluster(Cluster):
                                  ("decode", d_tp, l15_decode_main)):
             for r in range(tp):
                 cfg = dict(base, tp=tp, dp=1, engine_rank=r)
-                self.procs[(role, r)] = CTX.Process(target=target,
-                                                    args=(cfg, self.results, self.go, self.stop))
+                self.procs[(role, r)] = SPAWN.Process(target=target,
+                                                      args=(cfg, self.results, self.go, self.stop))

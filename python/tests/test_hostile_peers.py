@@ -4,7 +4,7 @@ attack of pdkv_hostile_peer run as a separate process against them, once without
 cluster secret and once with one the attacker does not hold. The victims' secret is raw
 bytes ending in a line feed (hostile_cluster.RAW_SECRET), taken as it is.
 
-Each case (bench/chaos/hostile.py, shared with `pdkv chaos --hostile`) asserts that the
+Each case (robustness/hostile/hostile.py, shared with `pdkv chaos --hostile`) asserts that the
 attack was refused, the victims live, legitimate rooms during and after it succeed with
 every byte verified, canaries and guard bands around the decode's and prefill's buffers
 are intact, and each victim's RSS and descriptors grew by less than the case's bound.
@@ -23,10 +23,10 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                "bench", "chaos"))
+ROBUSTNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "robustness")
+sys.path[:0] = [os.path.join(ROBUSTNESS, "chaos"), os.path.join(ROBUSTNESS, "hostile")]
 import hostile  # noqa: E402
-from pdkv.etcd_cluster import etcd_binary  # noqa: E402
+from pdkv.testing.etcd import etcd_binary  # noqa: E402
 from topo import Topology  # noqa: E402
 
 
@@ -121,7 +121,8 @@ def test_captured_bootstrap_requests_do_not_replay(tmp_path):
     processes of one cluster (--authenticate-reads): a captured PUT and GET are refused
     (401) when replayed as they were, with the nonce's hex in another case, to a second
     server of the cluster, and to the first one after it restarted."""
-    from hostile_cluster import BootstrapProcess, bin_dir, write_secret
+    from hostile_cluster import write_secret
+    from pdkv.testing.bootstrap import BootstrapProcess, bin_dir
     secret = write_secret(str(tmp_path / "secret"))
 
     def server(port=0):
@@ -165,10 +166,10 @@ def test_captured_bootstrap_requests_do_not_replay(tmp_path):
 
 
 def _start_with_secret_file(path):
-    """`pdkv bootstrap` and a decode rank (bench/chaos/rank.py), each started with
+    """`pdkv bootstrap` and a decode rank (robustness/chaos/rank.py), each started with
     PDKV_SECRET_FILE=path as a deployment sets it: {process: what it said}. A process that
     neither starts nor fails within 15 s reports "hung"; one that starts, "started"."""
-    from hostile_cluster import bin_dir
+    from pdkv.testing.bootstrap import bin_dir
     from topo import HERE
     env = dict(os.environ, PDKV_SECRET_FILE=path, PDKV_LOG_LEVEL="error")
     decode = json.dumps({"role": "decode", "addr": "127.0.0.1:9"})
@@ -218,7 +219,7 @@ def test_a_route_rewritten_in_etcd_is_never_followed_and_its_owner_restores_it(t
     import pdkv
     from hostile_cluster import write_secret
     from kv_harness import Cluster, SerialDecode, Shape
-    from pdkv.etcd_cluster import EtcdCluster
+    from pdkv.testing.etcd import EtcdCluster
     success = int(pdkv.KVPoll.Success)
     ttl_s = 2
     attacker = socket.socket()  # its control "endpoint": accepts, never answers

@@ -6,19 +6,14 @@ import pytest
 
 import pdkv
 from kv_harness import Cluster, Shape
+from pdkv.testing.secret_file import write_secret
 from test_kv_e2e import FAILED, assert_all_succeeded
-
-
-def write_secret(path, fill: bytes) -> str:
-    path.write_bytes(fill * 32)
-    os.chmod(path, 0o600)
-    return str(path)
 
 
 @pytest.fixture
 def secret(tmp_path, monkeypatch):
     """The cluster secret, also set in this process (its bootstrap server reads it)."""
-    p = write_secret(tmp_path / "secret", b"s")
+    p = write_secret(tmp_path / "secret", b"s" * 32)
     monkeypatch.setenv("PDKV_SECRET_FILE", p)
     return p
 
@@ -41,7 +36,7 @@ def test_a_decode_without_the_secret_gets_no_byte_and_fails_with_a_reason(
         secret, tmp_path, decode_secret, backend):
     decode_env = {"PDKV_SECRET_FILE": ""}
     if decode_secret == "other":
-        decode_env["PDKV_SECRET_FILE"] = write_secret(tmp_path / "other", b"o")
+        decode_env["PDKV_SECRET_FILE"] = write_secret(tmp_path / "other", b"o" * 32)
     env = {"PDKV_SECRET_FILE": secret, "PDKV_BOOTSTRAP_TIMEOUT_S": "2",
            "PDKV_ENGINE_BACKEND": backend}
     with Cluster(pdkv, Shape(), rooms=(41,), pages=4, env=env, decode_env=decode_env,

@@ -18,9 +18,10 @@ import time
 import pytest
 
 import pdkv
-from concurrency_harness import ROOM_TIMEOUT_ENV, Ranks, cpu_hogs
+from concurrency_harness import ROOM_TIMEOUT_ENV, Ranks
 from kv_harness import Shape
 from pdkv.testing import DEFAULT_LIVENESS
+from pdkv.testing.hogs import Hogs
 
 SUCCESS, FAILED = int(pdkv.KVPoll.Success), int(pdkv.KVPoll.Failed)
 WAITING = int(pdkv.KVPoll.WaitingForInput)
@@ -72,7 +73,7 @@ def test_512_rooms_between_tp2_prefill_and_two_tp1_decodes_all_succeed_beside_cp
     shape = Shape(layers=2, heads=4, head_dim=32, page_size=16,
                   capacity=HOG_ROOMS * HOG_PAGES)
     env = dict(DEFAULT_LIVENESS, **ROOM_TIMEOUT_ENV)
-    with cpu_hogs(2) as hog_cpu_s, Ranks(pdkv, shape, rooms, env) as c:
+    with Hogs(2) as hogs, Ranks(pdkv, shape, rooms, env) as c:
         t0 = time.monotonic()
         prefills = [c.add("prefill", r, tp=2) for r in range(2)]
         decodes = [c.add("decode", r, tp=1, dp=2) for r in range(2)]
@@ -94,18 +95,19 @@ def test_512_rooms_between_tp2_prefill_and_two_tp1_decodes_all_succeed_beside_cp
         reports = {r.name: r.reply(60) for r in everyone}
         elapsed = time.monotonic() - t0
         print(f"{HOG_ROOMS} rooms beside CPU hogs: {elapsed:.2f} s from start, hogs used "
-              f"{hog_cpu_s():.1f} CPU s")
+              f"{hogs.cpu_seconds():.1f} CPU s")
         for p in prefills:
             assert_succeeded(p.name, reports[p.name], rooms)
         for d in decodes:
             assert_succeeded(d.name, reports[d.name], rooms[d.cfg["engine_rank"]::2])
         for r in everyone:
             assert r.run("active") == 0, f"{r.name} still holds rooms"
-        # The hogs really ran (else this proves nothing about load). They inherit this
+        # The hogs really ran (else this proves nothing about load). They run at this
         # process's niceness, so they compete with the ranks as equals; what share they get
         # depends on what else the machine runs (compilers at nice 0 beside a nice-10 run
         # here: 0.3-0.45 of a core for the two), so only a floor is asserted.
-        assert hog_cpu_s() > 0.1 * elapsed, f"hogs used {hog_cpu_s():.1f} s in {elapsed:.1f} s"
+        hog_s = hogs.cpu_seconds()
+        assert hog_s > 0.1 * elapsed, f"hogs used {hog_s:.1f} s in {elapsed:.1f} s"
 
 
 # --- 2. a stopped decode holds back only its own rooms --------------------------------------

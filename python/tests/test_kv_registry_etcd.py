@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 import pdkv
-from pdkv.etcd_cluster import EtcdCluster, etcd_binary
+from pdkv.testing.etcd import EtcdCluster, etcd_binary
 from pdkv.testing import poll_until
 from kv_harness import Cluster, SerialDecode, Shape
 from test_kv_e2e import assert_all_succeeded

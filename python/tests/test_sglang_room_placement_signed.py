@@ -12,7 +12,7 @@ import numpy as np
 
 import pdkv
 from pdkv.integrations.sglang.prefill_info import RoomPlacementReporter
-from test_kv_auth import write_secret
+from pdkv.testing.secret_file import write_secret
 
 
 def _post(addr: str, path: str, body: dict):
@@ -26,7 +26,7 @@ def _post(addr: str, path: str, body: dict):
 
 
 def test_room_placement_reports_are_signed_under_a_cluster_secret(tmp_path, monkeypatch):
-    monkeypatch.setenv("PDKV_SECRET_FILE", write_secret(tmp_path / "secret", b"p"))
+    monkeypatch.setenv("PDKV_SECRET_FILE", write_secret(tmp_path / "secret", b"p" * 32))
     server = pdkv.BootstrapServer("127.0.0.1", 0)
     addr = f"127.0.0.1:{server.port}"
     pool = np.zeros((8, 256), np.uint8)

@@ -255,3 +255,42 @@ def test_a_real_transfer_is_proved_by_the_toolkit(monkeypatch):
         assert mem.mismatch(9, dst) is None
         assert mem.holds(9, dst)
     assert not dmems[0].holds(9, dsts[1])  # another rank's pages hold nothing of it
+
+
+# --- the processes of a cluster -------------------------------------------------------------
+
+def test_teardown_kills_a_process_that_does_not_exit_and_skips_one_never_started():
+    import signal
+    import sys
+    from pdkv.testing.processes import SPAWN, join_or_kill
+    hung = SPAWN.Process(target=signal.pause)
+    hung.start()
+    never = SPAWN.Process(target=sys.exit)
+    t0 = time.monotonic()
+    join_or_kill([hung, never], time.monotonic() + 0.5)
+    assert not hung.is_alive() and hung.exitcode == -signal.SIGKILL
+    assert time.monotonic() - t0 < 10
+
+
+def test_a_json_line_process_reports_ready_takes_commands_and_quits():
+    import sys
+    from pdkv.testing.subprocesses import JsonLineProcess
+    echo = ("import json, sys\n"
+            "print(json.dumps({'ev': 'ready'}), flush=True)\n"
+            "for line in sys.stdin:\n"
+            "    cmd = json.loads(line)\n"
+            "    if cmd['op'] == 'quit':\n"
+            "        break\n"
+            "    print(json.dumps({'ev': 'echo', 'n': cmd['n']}), flush=True)\n")
+    p = JsonLineProcess([sys.executable, "-c", echo], env=dict(os.environ))
+    assert p.ready == {"ev": "ready"}
+    p.send(op="echo", n=7)
+    assert p.wait(lambda ev: ev["ev"] == "echo", 10)["n"] == 7
+    assert p.quit() == 0 and not p.alive()
+
+
+def test_a_secret_file_holds_its_bytes_as_they_are_with_mode_600(tmp_path):
+    from pdkv.testing.secret_file import write_secret
+    path = write_secret(tmp_path / "secret", b"\x80" * 31 + b"\n")
+    assert open(path, "rb").read() == b"\x80" * 31 + b"\n"
+    assert os.stat(path).st_mode & 0o777 == 0o600

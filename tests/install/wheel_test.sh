@@ -21,7 +21,8 @@ echo "built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB)"
 [[ $(basename "$wheel") == pdkv-$version-cp3*-linux_x86_64.whl ]]
 /usr/bin/python3 -m zipfile -l "$wheel" | awk '{print $1}' >"$tmp/contents"
 for f in pdkv/__init__.py pdkv/_bin/pdkv pdkv/_bin/pdkv_engine_peer pdkv/_tools/demo/main.py pdkv/_tools/bench/e2e/main.py \
-         pdkv/_tools/bench/chaos/main.py pdkv/testing/__init__.py; do
+         pdkv/_tools/robustness/chaos/main.py pdkv/_tools/robustness/hostile/hostile.py \
+         pdkv/testing/__init__.py pdkv/testing/etcd.py; do
   grep -qx "$f" "$tmp/contents" || { echo "FAIL: $f is not in the wheel"; exit 1; }
 done
 grep -q '^pdkv/_native\..*\.so$' "$tmp/contents" || { echo "FAIL: no pdkv/_native*.so"; exit 1; }

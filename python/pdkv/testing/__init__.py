@@ -4,7 +4,13 @@ numpy KV memory (memory), KVArgs from those buffers (kv_args), the PDKV_* settin
 test processes (settings), polling with deadlines (polling) and the fault shim aimed at
 the engine's ACK frames (fault_shim, imported from there: it is not needed by most).
 
-Used by python/tests, bench/e2e, bench/chaos and demo/. Shipped in the package (the CLI's
+The processes of a multi-process cluster, imported from their modules as well: spawned
+ranks, their environment and teardown (processes), reading what they report on a shared
+queue (reports), command-line processes and JSON-line reporters (subprocesses), the
+bootstrap server in this process or as `pdkv bootstrap` (bootstrap), free loopback ports
+(ports), cluster secret files (secret_file), CPU hogs (hogs) and real etcd members (etcd).
+
+Used by python/tests, bench/e2e, robustness/ and demo/. Shipped in the package (the CLI's
 driver scripts run from an installed pdkv and import it), but not part of pdkv's API for
 engines: names here may change with the tests that use them."""
 from .kv_args import kv_args_from_buffers

@@ -1,4 +1,4 @@
-"""The chaos suite's LD_PRELOAD fault shim (bench/chaos/fault_shim.c, PDKV_FAULT_* in
+"""The chaos suite's LD_PRELOAD fault shim (robustness/chaos/fault_shim.c, PDKV_FAULT_* in
 docs/CONFIG.md) aimed at one point of the TCP engine's protocol: the ACK frames a
 receiving rank sends. Breaking or stalling exactly those, in every run, is how tests put
 a batch's acknowledgement in doubt or keep batches in flight longer."""
@@ -12,12 +12,12 @@ ACK_FRAME_PREFIX = "50444b5604040000"
 
 
 def shim_path() -> str:
-    """The shim the package build puts beside the chaos driver (pdkv/_tools/bench/chaos)."""
+    """The shim the package build puts beside the chaos driver (pdkv/_tools/robustness/chaos)."""
     import pdkv
-    path = os.path.join(os.path.dirname(pdkv.__file__), "_tools", "bench", "chaos",
+    path = os.path.join(os.path.dirname(pdkv.__file__), "_tools", "robustness", "chaos",
                         "libpdkv_fault_shim.so")
     if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: the README build makes it (bench/chaos)")
+        raise FileNotFoundError(f"{path}: the README build makes it (robustness/chaos)")
     return path
 
 

@@ -6,7 +6,7 @@ FAST_TIMEOUTS: "does it work, and does a failure surface quickly?" (python/tests
   demo). A dead peer is found in 0.2 s x 3 + 1 s = 1.6 s (liveness_bound_s), and a room
   that can never finish fails in tens of seconds instead of the shipping 120 / 300 s, so
   a broken run fails inside the test's own timeout with pdkv's reason.
-DEFAULT_LIVENESS: "does liveness hold at the values we ship?" (bench/chaos's R1-R3
+DEFAULT_LIVENESS: "does liveness hold at the values we ship?" (robustness/chaos's R1-R3
   bounds, the concurrency tests beside CPU hogs, bench e2e's scale and soak cases, where
   a saturated host must not be declared dead). The values are set to "", which pdkv reads
   as its documented default (docs/CONFIG.md), so nothing inherited from the caller's
@@ -20,9 +20,9 @@ Choices where the copies these replace disagreed:
 - PDKV_WAITING_TIMEOUT_S: 30 (test_metrics had 20, the rest 30). The longer one: no
   healthy room in these tests takes more than a few seconds, and none waits for this
   timeout to fire.
-- PDKV_LOG_LEVEL: warn (bench/chaos had error). A chaos rank's stderr is kept only to
+- PDKV_LOG_LEVEL: warn (robustness/chaos had error). A chaos rank's stderr is kept only to
   explain a failed case, where the warnings are the explanation.
-- Liveness of bench/chaos: the defaults, through DEFAULT_LIVENESS (it spelled them out as
+- Liveness of robustness/chaos: the defaults, through DEFAULT_LIVENESS (it spelled them out as
   0.5 s x 3, so its R2 bound was a copy that a change of default would have left stale;
   it now follows liveness_bound_s(DEFAULT_LIVENESS)). bench e2e took the liveness of
   whatever environment it was started from; now the defaults too (--rank-env still wins).

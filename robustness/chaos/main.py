@@ -6,7 +6,7 @@
 Prints a table (fault, config, rooms affected, detection time vs bound, bytes verified,
 leaks, crashes/hangs) and writes {"R1": {...}, ..., "R4": {...}, "cases": [...]} to FILE.
 --hostile runs only the hostile-peer cases (every attack of pdkv_hostile_peer on
-real victims, without and with a cluster secret; bench/chaos/hostile.py); the full plan
+real victims, without and with a cluster secret; robustness/hostile/hostile.py); the full plan
 ends with them, --short leaves them out (CI runs them as python_test_hostile_peers).
 Exit status 1 when any case fails. See RELIABILITY.md."""
 import argparse
@@ -18,7 +18,9 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+# The hostile-peer cases live beside this suite (robustness/hostile, in the source tree
+# and in the package's _tools alike) and build their victims from its modules.
+sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "hostile")]
 
 import cases  # noqa: E402
 import cluster  # noqa: E402
@@ -29,7 +31,7 @@ from pdkv._progress import Progress  # noqa: E402
 
 
 def find_shim():
-    """The CMake-built shim beside this script (pdkv/_tools/bench/chaos in the package),
+    """The CMake-built shim beside this script (pdkv/_tools/robustness/chaos in the package),
     else compile it into /tmp."""
     p = os.path.join(HERE, "libpdkv_fault_shim.so")
     if os.path.exists(p):

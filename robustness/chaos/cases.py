@@ -258,7 +258,7 @@ def _reaches(etcd, from_member, to_member):
 
 
 class _MembersOnHosts:
-    """An EtcdCluster placement (pdkv.etcd_cluster.Loopback) that runs member i alone on
+    """An EtcdCluster placement (pdkv.testing.etcd.Loopback) that runs member i alone on
     topology host hosts[i], so its link is its own to cut."""
 
     def __init__(self, topo, hosts):
@@ -285,7 +285,7 @@ def case_registry_etcd(topo):
     resolve through the majority), after a lease TTL (the prefill's lease lived on) and
     after healing all succeed with verified bytes."""
     try:
-        from pdkv.etcd_cluster import EtcdCluster, etcd_binary
+        from pdkv.testing.etcd import EtcdCluster, etcd_binary
     except ImportError as e:
         return skipped("etcd registry", "1P1D", f"pdkv package not importable ({e})")
     if etcd_binary() is None:

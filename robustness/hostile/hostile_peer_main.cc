@@ -16,9 +16,9 @@
 #include <map>
 #include <string>
 
-#include "bench/hostile/bootstrap_attacks.h"
-#include "bench/hostile/control_attacks.h"
-#include "bench/hostile/engine_attacks.h"
+#include "robustness/hostile/bootstrap_attacks.h"
+#include "robustness/hostile/control_attacks.h"
+#include "robustness/hostile/engine_attacks.h"
 
 namespace {
 

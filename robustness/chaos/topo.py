@@ -1,14 +1,13 @@
 """Hosts for the chaos suite: network namespaces joined by veth pairs (or plain loopback),
-and rank processes (bench/chaos/rank.py) started inside them, reporting JSON lines."""
+and rank processes (robustness/chaos/rank.py) started inside them, reporting JSON lines."""
 import atexit
 import ctypes
 import json
 import os
-import queue
-import signal
 import subprocess
 import threading
-import time
+
+from pdkv.testing.subprocesses import JsonLineProcess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"
@@ -147,7 +146,7 @@ class Topology:
         self.created = []
 
 
-class Rank:
+class Rank(JsonLineProcess):
     """A rank process (rank.py) on host i; events arrive on a queue."""
 
     def __init__(self, topo, host, cfg, env=None, preload=None):
@@ -158,59 +157,14 @@ class Rank:
         pre = [f"LD_PRELOAD={preload}"] if preload else []
         cmd = topo.prefix(host) + ["env", f"PYTHONPATH={e.get('PYTHONPATH', '')}"] + pre + [PY,
                                    os.path.join(HERE, "rank.py"), json.dumps(self.cfg)]
-        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, errors="replace", env=e,
-                                  start_new_session=True)
-        self.q = queue.Queue()
         self.assigned = set()  # rooms this rank was told to create
-        self.events = []
-        self.err = []  # the last few hundred lines of its stderr (its log)
-        self.err_bytes = 0  # of all it wrote there
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._read_err, daemon=True).start()
-        self.ready = self.wait(lambda ev: ev["ev"] == "ready", 30)
-        if self.ready is None:
-            self.kill()
-            raise RuntimeError(f"rank {cfg} did not start: {''.join(self.err)[-2000:]}")
-        self.pid = self.p.pid  # the `ip netns exec` process execs into python: same pid
-
-    def _read(self):
-        for line in self.p.stdout:
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue
-            self.events.append(ev)
-            self.q.put(ev)
-
-    def _read_err(self):
-        for line in self.p.stderr:
-            self.err_bytes += len(line.encode())
-            self.err.append(line)
-            if len(self.err) > 400:
-                del self.err[:200]
+        # The `ip netns exec` process execs into python: its pid is the rank's.
+        super().__init__(cmd, env=e, ready_timeout=30, what=f"rank {cfg}")
 
     def send(self, **cmd):
         if cmd.get("op") == "rooms":
             self.assigned.update(cmd["rooms"])
-        try:
-            self.p.stdin.write(json.dumps(cmd) + "\n")
-            self.p.stdin.flush()
-        except (BrokenPipeError, ValueError):
-            pass
-
-    def wait(self, pred, timeout):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                ev = self.q.get(timeout=max(0.0, min(0.1, deadline - time.monotonic())))
-            except queue.Empty:
-                if self.p.poll() is not None and self.q.empty():
-                    return None
-                continue
-            if pred(ev):
-                return ev
-        return None
+        super().send(**cmd)
 
     def states(self):
         out = {}
@@ -222,29 +176,3 @@ class Rank:
     def active(self):
         a = [ev["n"] for ev in self.events if ev["ev"] == "active"]
         return a[-1] if a else None
-
-    def alive(self):
-        return self.p.poll() is None
-
-    def kill(self):
-        self.killed = True
-        t = time.monotonic()
-        try:
-            os.killpg(self.p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            self.p.wait(5)
-        except subprocess.TimeoutExpired:
-            pass
-        return t
-
-    def quit(self, timeout=10):
-        if not self.alive():
-            return self.p.returncode
-        self.send(op="quit")
-        try:
-            return self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return "hang"

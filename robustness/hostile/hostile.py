@@ -1,5 +1,5 @@
 """The hostile-peer cases (the trust boundaries of docs/SECURITY.md): each attack of
-pdkv_hostile_peer (bench/hostile) tried as a separate process against real victims
+pdkv_hostile_peer (robustness/hostile) tried as a separate process against real victims
 (hostile_cluster.Victims: `pdkv bootstrap`, a prefill and a decode rank on loopback).
 A few need no attacker: what an unlucky cluster does to itself (a decode cancelling a
 request mid-transfer) is tried on the same victims with the same checks.
@@ -31,8 +31,8 @@ import subprocess
 import time
 from typing import Callable, Optional
 
-from hostile_cluster import (SPARE_PAGES, Sampler, Victims, bin_dir, describe, snapshot,
-                             write_secret)
+from hostile_cluster import SPARE_PAGES, Sampler, Victims, describe, snapshot, write_secret
+from pdkv.testing.bootstrap import bin_dir
 
 MIB = 1024
 

@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "bench/hostile/attack_options.h"
+#include "robustness/hostile/attack_options.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "engine/transfer_engine.h"

@@ -1,10 +1,10 @@
-#include "bench/hostile/control_attacks.h"
+#include "robustness/hostile/control_attacks.h"
 
 #include <chrono>
 #include <string>
 #include <thread>
 
-#include "bench/hostile/stranger_decode.h"
+#include "robustness/hostile/stranger_decode.h"
 
 namespace pdkv::hostile {
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/hostile/attack_options.h"
+#include "robustness/hostile/attack_options.h"
 
 namespace pdkv::hostile {
 

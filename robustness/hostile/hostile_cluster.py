@@ -1,17 +1,17 @@
 """The victims of the hostile-peer suite: a real `pdkv bootstrap` server
-process, one prefill and one decode rank (bench/chaos/rank.py, each its own process) on
+process, one prefill and one decode rank (robustness/chaos/rank.py, each its own process) on
 loopback, optionally sharing a cluster secret; plus what the suite measures on them
 (RSS, open descriptors, threads) and asks of them (rooms with verified bytes, canaries).
 
-Used by bench/chaos/hostile.py (the attacks), which python/tests/test_hostile_peers.py
+Used by robustness/hostile/hostile.py (the attacks), which python/tests/test_hostile_peers.py
 and `pdkv chaos --hostile` run."""
 import os
-import signal
-import subprocess
 import threading
 import time
 
 from pdkv.testing import wait_until
+from pdkv.testing.bootstrap import BootstrapProcess
+from pdkv.testing.secret_file import write_secret as write_secret_file
 
 from cluster import FAILED, SUCCESS, Cluster, wait_past_bootstrap
 from topo import Rank
@@ -23,10 +23,6 @@ VICTIM_ENV = {"PDKV_TCP_MAX_CONNECTIONS": "128", "PDKV_TCP_IO_TIMEOUT_MS": "2000
 SPARE_PAGES = 4  # registered pages no room uses: the raw writes aim there
 
 
-def bin_dir():
-    return os.environ.get("PDKV_BIN_DIR", os.path.join(os.getcwd(), "build", "bin"))
-
-
 # The victims' cluster secret: raw bytes whose last one is a line feed, as
 # `head -c 32 /dev/urandom` writes one time in 256. It is no text secret (those are
 # printable ASCII), so all 32 bytes are the secret: a reader that strips the line ending
@@ -35,59 +31,8 @@ RAW_SECRET = bytes(range(0x80, 0x80 + 31)) + b"\n"
 
 
 def write_secret(path, content=RAW_SECRET):
-    with open(path, "wb") as f:
-        f.write(content)
-    os.chmod(path, 0o600)
-    return path
-
-
-class BootstrapProcess:
-    """`pdkv bootstrap` as its own process; quit() is SIGTERM (its clean shutdown)."""
-
-    def __init__(self, host, port=0, secret_file=None, env=None, args=()):
-        cmd = [os.path.join(bin_dir(), "pdkv"), "bootstrap", "--host", host, "--port", str(port)]
-        if secret_file:
-            cmd += ["--secret-file", secret_file]
-        cmd += list(args)
-        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                  text=True, env=dict(os.environ, **(env or {})),
-                                  start_new_session=True)
-        self.pid = self.p.pid
-        self.killed = False
-        line = self._first_line(10)
-        if "listening on" not in line:
-            self.kill()
-            raise RuntimeError(f"pdkv bootstrap did not start: {line!r}")
-        self.port = int(line.rsplit(":", 1)[1])
-        self.ready = {"port": self.port}
-
-    def _first_line(self, timeout):
-        out = []
-        t = threading.Thread(target=lambda: out.append(self.p.stdout.readline()), daemon=True)
-        t.start()
-        t.join(timeout)
-        return out[0].strip() if out else ""
-
-    def alive(self):
-        return self.p.poll() is None
-
-    def kill(self):
-        self.killed = True
-        try:
-            os.killpg(self.p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.p.wait(5)
-
-    def quit(self, timeout=10):
-        if not self.alive():
-            return self.p.returncode
-        self.p.send_signal(signal.SIGTERM)
-        try:
-            return self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return "hang"
+    """A secret file (mode 0600) holding `content`, the victims' secret unless told."""
+    return write_secret_file(path, content)
 
 
 class Victims(Cluster):

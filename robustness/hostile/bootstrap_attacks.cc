@@ -1,4 +1,4 @@
-#include "bench/hostile/bootstrap_attacks.h"
+#include "robustness/hostile/bootstrap_attacks.h"
 
 #include <httplib.h>
 

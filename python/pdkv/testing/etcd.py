@@ -15,12 +15,13 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 import urllib.request
 from typing import Callable, Optional, TypeVar
+
+from .ports import free_port
 
 T = TypeVar("T")
 
@@ -34,12 +35,6 @@ def etcd_binary() -> Optional[str]:
 def _b64(text: str) -> str:
     """etcd's JSON gateway takes keys and values base64-encoded."""
     return base64.b64encode(text.encode()).decode()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Loopback:
@@ -70,8 +65,8 @@ class EtcdCluster:
         self.placement = placement or Loopback()
         self.dir = tempfile.mkdtemp(prefix="pdkv-etcd-")
         self.names = [f"m{i}" for i in range(members)]
-        self.client_ports = [_free_port() for _ in range(members)]
-        self.peer_ports = [_free_port() for _ in range(members)]
+        self.client_ports = [free_port() for _ in range(members)]
+        self.peer_ports = [free_port() for _ in range(members)]
         self.procs: list[Optional[subprocess.Popen]] = [None] * members
         self.initial_cluster = ",".join(
             f"{n}=http://{self.placement.ip(i)}:{p}"

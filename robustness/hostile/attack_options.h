@@ -17,7 +17,7 @@
 
 namespace pdkv::hostile {
 
-// One KV pool as bench/chaos/rank.py lays it out: 2 x layers buffers ([K, V] per layer),
+// One KV pool as robustness/chaos/rank.py lays it out: 2 x layers buffers ([K, V] per layer),
 // each `pages` items of page_size x heads x head_dim x dtype_bytes bytes, TP 1.
 struct PoolShape {
   int64_t layers = 2;

@@ -1,4 +1,4 @@
-#include "bench/hostile/stranger_decode.h"
+#include "robustness/hostile/stranger_decode.h"
 
 #include <algorithm>
 #include <thread>

@@ -1,4 +1,4 @@
-#include "bench/hostile/engine_attacks.h"
+#include "robustness/hostile/engine_attacks.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
