@@ -48,6 +48,7 @@ json endpoint_json(const RankEndpoint& e) {
 }  // namespace
 
 Result<std::unique_ptr<BootstrapServer>> BootstrapServer::start(const ServerOptions& options) {
+  PDKV_RETURN_IF_ERROR(options.check());
   std::unique_ptr<BootstrapServer> s(new BootstrapServer());
   s->options_ = options;
   s->host_ = options.host;

@@ -31,6 +31,7 @@
 #include "bootstrap/request_auth.h"
 #include "bootstrap/room_dp_ranks.h"
 #include "bootstrap/route_table.h"
+#include "common/config.h"
 #include "common/status.h"
 #include "http/http_listener.h"
 
@@ -45,6 +46,12 @@ struct ServerOptions {
   std::shared_ptr<const ClusterKey> cluster_key;
   // With a key: GETs must be signed too (route lookups tell where ranks listen).
   bool authenticate_reads = false;
+
+  // The cluster key from PDKV_SECRET_FILE (`settings` first, then the environment: the
+  // same rule as a manager's); the other fields keep their defaults.
+  static Result<ServerOptions> from(const config::Settings& settings);
+  // kInvalidArgument for options that cannot serve: reads authenticated without a key.
+  Status check() const;
 };
 
 class BootstrapServer {

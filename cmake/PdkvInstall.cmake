@@ -73,6 +73,13 @@ set(pdkv_layer_libs pdkv_common pdkv_plan pdkv_engine_base pdkv_engine_lease pdk
 if(TARGET pdkv_engine_ucx)
   list(APPEND pdkv_layer_libs pdkv_engine_ucx)
 endif()
+# The etcd registry and the manager factory above it: a C++ user starts a manager from
+# settings as the Python binding does (kv/manager_factory.h).
+foreach(lib pdkv_kv_registry pdkv_kv_factory)
+  if(TARGET ${lib})
+    list(APPEND pdkv_layer_libs ${lib})
+  endif()
+endforeach()
 set(pdkv_objects "")
 foreach(lib ${pdkv_layer_libs})
   list(APPEND pdkv_objects $<TARGET_OBJECTS:${lib}>)

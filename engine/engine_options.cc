@@ -5,6 +5,12 @@
 namespace pdkv::engine {
 
 Result<EngineOptions> EngineOptions::from(const config::Settings& settings) {
+  PDKV_ASSIGN_OR_RETURN(std::shared_ptr<const ClusterKey> key, ClusterKey::from(settings));
+  return from(settings, std::move(key));
+}
+
+Result<EngineOptions> EngineOptions::from(const config::Settings& settings,
+                                          std::shared_ptr<const ClusterKey> cluster_key) {
   EngineOptions o;
   o.settings = settings;
   PDKV_ASSIGN_OR_RETURN(o.backend, config::read_string(settings, "PDKV_ENGINE_BACKEND", o.backend,
@@ -53,7 +59,7 @@ Result<EngineOptions> EngineOptions::from(const config::Settings& settings) {
       config::read_int(settings, "PDKV_TCP_DEVICE_SLAB_BYTES",
                        static_cast<int64_t>(o.tcp.device_slab_bytes), 64 << 10, int64_t{1} << 30));
   o.tcp.device_slab_bytes = static_cast<uint64_t>(slab_bytes);
-  PDKV_ASSIGN_OR_RETURN(o.cluster_key, ClusterKey::from(settings));
+  o.cluster_key = std::move(cluster_key);
   return o;
 }
 

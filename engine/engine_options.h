@@ -94,6 +94,10 @@ struct EngineOptions {
   // if set there, else the environment, else the default above (common/config.h).
   // InvalidArgument naming the variable if one is malformed or out of range.
   static Result<EngineOptions> from(const config::Settings& settings);
+  // The same with the cluster key already read (null: none): a KV manager reads the secret
+  // file once and gives the one key to its engine, control channel and route directory.
+  static Result<EngineOptions> from(const config::Settings& settings,
+                                    std::shared_ptr<const ClusterKey> cluster_key);
   static Result<EngineOptions> from_env() { return from(config::Settings()); }
 };
 

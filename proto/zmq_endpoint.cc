@@ -19,6 +19,12 @@
 namespace pdkv::proto {
 
 Result<EndpointOptions> EndpointOptions::from(const config::Settings& settings) {
+  PDKV_ASSIGN_OR_RETURN(std::shared_ptr<const ClusterKey> key, ClusterKey::from(settings));
+  return from(settings, std::move(key));
+}
+
+Result<EndpointOptions> EndpointOptions::from(const config::Settings& settings,
+                                              std::shared_ptr<const ClusterKey> cluster_key) {
   EndpointOptions o;
   PDKV_ASSIGN_OR_RETURN(int64_t hwm,
                         config::read_int(settings, "PDKV_ZMQ_SNDHWM", 10000, 1, 1000000));
@@ -26,7 +32,7 @@ Result<EndpointOptions> EndpointOptions::from(const config::Settings& settings) 
   PDKV_ASSIGN_OR_RETURN(int64_t peers,
                         config::read_int(settings, "PDKV_ZMQ_MAX_PEERS", 8192, 16, 1 << 16));
   o.max_peers = static_cast<size_t>(peers);
-  PDKV_ASSIGN_OR_RETURN(o.cluster_key, ClusterKey::from(settings));
+  o.cluster_key = std::move(cluster_key);
   return o;
 }
 

@@ -44,6 +44,9 @@ struct EndpointOptions {
   // PDKV_ZMQ_SNDHWM, PDKV_ZMQ_MAX_PEERS and PDKV_SECRET_FILE (docs/CONFIG.md) from `settings` if
   // set there, else the environment, else the default; other fields default.
   static Result<EndpointOptions> from(const config::Settings& settings);
+  // The same with the cluster key already read (null: none).
+  static Result<EndpointOptions> from(const config::Settings& settings,
+                                      std::shared_ptr<const ClusterKey> cluster_key);
   static Result<EndpointOptions> from_env() { return from(config::Settings()); }
 };
 

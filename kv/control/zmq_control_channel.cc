@@ -35,6 +35,15 @@ ControlChannelFactory zmq_channel_factory(config::Settings settings) {
              const std::string& host,
              ChannelCallbacks callbacks) -> Result<std::unique_ptr<ControlChannel>> {
     PDKV_ASSIGN_OR_RETURN(proto::EndpointOptions options, proto::EndpointOptions::from(settings));
+    return zmq_channel_factory(std::move(options))(host, std::move(callbacks));
+  };
+}
+
+ControlChannelFactory zmq_channel_factory(proto::EndpointOptions base) {
+  return [base = std::move(base)](
+             const std::string& host,
+             ChannelCallbacks callbacks) -> Result<std::unique_ptr<ControlChannel>> {
+    proto::EndpointOptions options = base;
     options.bind_host = host;
     proto::ZmqEndpoint::PeerGoneHandler on_gone;
     if (callbacks.on_peer_gone) on_gone = std::move(callbacks.on_peer_gone);

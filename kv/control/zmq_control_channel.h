@@ -4,6 +4,7 @@
 
 #include "common/config.h"
 #include "kv/control/control_channel.h"
+#include "proto/zmq_endpoint_options.h"
 
 namespace pdkv::kv {
 
@@ -11,5 +12,7 @@ namespace pdkv::kv {
 // if set there, else the environment. Fails creation with the options' InvalidArgument
 // if one is malformed.
 ControlChannelFactory zmq_channel_factory(config::Settings settings = config::Settings());
+// Channels with these options (read once by the caller; bind_host is set per channel).
+ControlChannelFactory zmq_channel_factory(proto::EndpointOptions options);
 
 }  // namespace pdkv::kv

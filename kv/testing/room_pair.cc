@@ -42,8 +42,38 @@ DecodeManagerConfig ManagerMaker::decode_config(const KvArgs& args,
   return base_config<DecodeManagerConfig>(args, bootstrap_addr_, options);
 }
 
+ManagerFactory ManagerMaker::factory(const engine::EngineOptions& engine,
+                                     const KvManagerOptions& options) const {
+  ManagerSettings settings;
+  settings.engine = engine;
+  settings.options = options;
+  return ManagerFactory(std::move(settings), channels_, directory_);
+}
+
+namespace {
+
+ManagerSpec spec_of(PrefillManagerConfig& config) {
+  ManagerSpec spec;
+  spec.args = std::move(config.args);
+  spec.bootstrap_addr = std::move(config.bootstrap_addr);
+  spec.enable_mla_l1_5_cache = config.enable_mla_l1_5_cache;
+  spec.layerwise_interval = config.layerwise_interval;
+  spec.wait_for_prefill_metadata = config.wait_for_prefill_metadata;
+  return spec;
+}
+
+ManagerSpec spec_of(DecodeManagerConfig& config) {
+  ManagerSpec spec;
+  spec.args = std::move(config.args);
+  spec.bootstrap_addr = std::move(config.bootstrap_addr);
+  spec.enable_mla_l1_5_cache = config.enable_mla_l1_5_cache;
+  return spec;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<PrefillManager>> ManagerMaker::create_prefill(PrefillManagerConfig config) {
-  return PrefillManager::create(std::move(config), channels_, directory_);
+  return factory(config.engine, config.options).prefill(spec_of(config));
 }
 
 std::unique_ptr<PrefillManager> ManagerMaker::prefill(PrefillManagerConfig config) {
@@ -53,7 +83,7 @@ std::unique_ptr<PrefillManager> ManagerMaker::prefill(PrefillManagerConfig confi
 }
 
 std::unique_ptr<DecodeManager> ManagerMaker::decode(DecodeManagerConfig config) {
-  auto m = DecodeManager::create(std::move(config), channels_, directory_);
+  auto m = factory(config.engine, config.options).decode(spec_of(config));
   EXPECT_TRUE(m.ok()) << m.status().to_string();
   return m.ok() ? std::move(m).value() : nullptr;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kv/kv_sender.h"
+#include "kv/manager_factory.h"
 #include "kv/testing/kv_cluster.h"
 
 namespace pdkv::kv::testing {
@@ -33,7 +34,8 @@ class ManagerMaker {
   DecodeManagerConfig decode_config(const KvArgs& args,
                                     const KvManagerOptions& options = fast_options()) const;
 
-  // PrefillManager::create over this maker's channels and directory.
+  // Through kv::ManagerFactory (as production builds a manager), over this maker's
+  // channels and directory.
   Result<std::unique_ptr<PrefillManager>> create_prefill(PrefillManagerConfig config);
   // A started manager; one that fails to start fails the test (EXPECT) and is null.
   std::unique_ptr<PrefillManager> prefill(PrefillManagerConfig config);
@@ -53,6 +55,10 @@ class ManagerMaker {
   const std::string& bootstrap_addr() const { return bootstrap_addr_; }
 
  private:
+  // The factory for one config's engine and options (the tests edit those per manager).
+  ManagerFactory factory(const engine::EngineOptions& engine,
+                         const KvManagerOptions& options) const;
+
   const std::string bootstrap_addr_;
   std::unique_ptr<InProcessBus> bus_;  // null with real ZeroMQ; outlives every channel
   ControlChannelFactory channels_;

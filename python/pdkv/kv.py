@@ -178,11 +178,17 @@ def _optional_indices(values, what: str) -> Optional[np.ndarray]:
 class BootstrapServer:
     """The HTTP rendezvous (PUT/GET /route, /health, /metrics), serving at once."""
 
-    def __init__(self, host: str = "0.0.0.0", port: int = 0):
+    def __init__(self, host: str = "0.0.0.0", port: int = 0, config: Optional[Config] = None,
+                 authenticate_reads: bool = False):
         integral = isinstance(port, (int, np.integer)) and not isinstance(port, bool)
         if not integral or not 0 <= port <= 65535:
             raise ValueError(f"port must be an int in [0, 65535] (0 = any free port), not {port!r}")
-        self._server = _native.BootstrapServer(host, int(port))
+        if config is not None and not isinstance(config, Config):
+            raise ValueError(f"config must be a pdkv.Config, not {type(config).__name__}")
+        # The cluster secret by a manager's rule: config.secret_file, else PDKV_SECRET_FILE.
+        settings = (config or Config()).to_settings()
+        self._server = _native.BootstrapServer(host, int(port), settings,
+                                               bool(authenticate_reads))
 
     @property
     def port(self) -> int:

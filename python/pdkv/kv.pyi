@@ -115,7 +115,8 @@ class KVArgs:
 
 class BootstrapServer:
     """HTTP rendezvous (PUT/GET/DELETE /route, /health, /metrics), serving on return."""
-    def __init__(self, host: str = "0.0.0.0", port: int = 0) -> None: ...
+    def __init__(self, host: str = "0.0.0.0", port: int = 0, config: Optional[Config] = None,
+                 authenticate_reads: bool = False) -> None: ...
     @property
     def port(self) -> int: ...
     @property

@@ -28,6 +28,7 @@
 #include "engine/backend.h"
 #include "kv/control/zmq_control_channel.h"
 #include "kv/kv_sender.h"
+#include "kv/manager_factory.h"
 #include "kv/metrics/metrics_registry.h"
 #include "kv/metrics/process_metrics_endpoint.h"
 #include "kv/registry/registry_options.h"
@@ -178,13 +179,26 @@ bool l1_5_enabled(const py::dict& args) {
   return args.contains("enable_mla_l1_5_cache") && get<bool>(args, "enable_mla_l1_5_cache");
 }
 
+// pdkv.Config's explicit values (variable name -> text); common/config.h applies them
+// before the environment.
+config::Settings to_settings(const std::map<std::string, std::string>& values,
+                             bool use_environment) {
+  config::Settings settings;
+  for (const auto& [name, value] : values) settings.set(name, value);
+  settings.use_environment(use_environment);
+  return settings;
+}
+
 class NativeBootstrapServer {
  public:
-  NativeBootstrapServer(const std::string& host, int port) {
-    bootstrap::ServerOptions options;
+  NativeBootstrapServer(const std::string& host, int port,
+                        const std::map<std::string, std::string>& setting_values,
+                        bool authenticate_reads) {
+    bootstrap::ServerOptions options =
+        value_or_raise(bootstrap::ServerOptions::from(to_settings(setting_values, true)));
     options.host = host;
     options.port = port;
-    options.cluster_key = value_or_raise(ClusterKey::from_env());
+    options.authenticate_reads = authenticate_reads;
     py::gil_scoped_release release;
     server_ = value_or_raise(bootstrap::BootstrapServer::start(options));
   }
@@ -196,26 +210,12 @@ class NativeBootstrapServer {
   std::unique_ptr<bootstrap::BootstrapServer> server_;
 };
 
-// pdkv.Config's explicit values (variable name -> text); common/config.h applies them
-// before the environment.
-config::Settings to_settings(const std::map<std::string, std::string>& values,
-                             bool use_environment) {
-  config::Settings settings;
-  for (const auto& [name, value] : values) settings.set(name, value);
-  settings.use_environment(use_environment);
-  return settings;
-}
-
 // Every option struct a manager reads, through `settings`: what pdkv.Config.resolved()
 // reports and what its tests check the Python table against.
 std::vector<std::tuple<std::string, std::string, std::string>> resolve_settings(
     const std::map<std::string, std::string>& values, bool use_environment) {
   const config::Settings settings = to_settings(values, use_environment);
-  raise_if_error(kv::KvManagerOptions::from(settings).status());
-  raise_if_error(engine::EngineOptions::from(settings).status());
-  raise_if_error(engine::check_backend_settings(settings));
-  raise_if_error(proto::EndpointOptions::from(settings).status());
-  raise_if_error(kv::RegistryOptions::from(settings).status());
+  raise_if_error(kv::ManagerSettings::from(settings).status());
   std::vector<std::tuple<std::string, std::string, std::string>> out;
   for (const config::KnobReading& r : settings.readings()) {
     out.emplace_back(r.name, r.value, std::string(config::to_string(r.origin)));
@@ -228,37 +228,21 @@ class NativeManager {
   NativeManager(const py::dict& args, const std::string& mode, const std::string& bootstrap_addr,
                 const std::map<std::string, std::string>& setting_values,
                 int64_t layerwise_interval, bool wait_for_prefill_metadata) {
-    kv::KvArgs kv_args = to_kv_args(args);
-    const bool mla_l1_5 = l1_5_enabled(args);
-    const config::Settings settings = to_settings(setting_values, true);
-    auto options = value_or_raise(kv::KvManagerOptions::from(settings));
-    auto engine = value_or_raise(engine::EngineOptions::from(settings));
-    raise_if_error(engine::check_backend_settings(settings));
-    if (!options.local_ip.empty()) engine.host = options.local_ip;
-    auto directory = value_or_raise(kv::make_route_directory(
-        value_or_raise(kv::RegistryOptions::from(settings)), engine.cluster_key));
-    cluster_key_ = engine.cluster_key;
+    kv::ManagerSpec spec;
+    spec.args = to_kv_args(args);
+    spec.bootstrap_addr = bootstrap_addr;
+    spec.enable_mla_l1_5_cache = l1_5_enabled(args);
+    spec.layerwise_interval = layerwise_interval;
+    spec.wait_for_prefill_metadata = wait_for_prefill_metadata;
+    const kv::ManagerFactory factory =
+        value_or_raise(kv::ManagerFactory::create(to_settings(setting_values, true)));
+    const kv::KvManagerOptions& options = factory.settings().options;
+    cluster_key_ = factory.settings().cluster_key;
     py::gil_scoped_release release;
     if (mode == "prefill") {
-      kv::PrefillManagerConfig config;
-      config.args = std::move(kv_args);
-      config.bootstrap_addr = bootstrap_addr;
-      config.enable_mla_l1_5_cache = mla_l1_5;
-      config.layerwise_interval = layerwise_interval;
-      config.wait_for_prefill_metadata = wait_for_prefill_metadata;
-      config.engine = engine;
-      config.options = options;
-      prefill_ = value_or_raise(kv::PrefillManager::create(
-          std::move(config), kv::zmq_channel_factory(settings), directory));
+      prefill_ = value_or_raise(factory.prefill(std::move(spec)));
     } else {
-      kv::DecodeManagerConfig config;
-      config.args = std::move(kv_args);
-      config.bootstrap_addr = bootstrap_addr;
-      config.enable_mla_l1_5_cache = mla_l1_5;
-      config.engine = engine;
-      config.options = options;
-      decode_ = value_or_raise(kv::DecodeManager::create(
-          std::move(config), kv::zmq_channel_factory(settings), directory));
+      decode_ = value_or_raise(factory.decode(std::move(spec)));
     }
     if (options.metrics_port >= 0) {
       metrics_endpoint_ = value_or_raise(
@@ -430,7 +414,8 @@ PYBIND11_MODULE(_native, m) {
       .def("stop", &MetricsEndpointHandle::stop, py::call_guard<py::gil_scoped_release>());
 
   py::class_<NativeBootstrapServer>(m, "BootstrapServer")
-      .def(py::init<const std::string&, int>(), py::arg("host"), py::arg("port"))
+      .def(py::init<const std::string&, int, const std::map<std::string, std::string>&, bool>(),
+           py::arg("host"), py::arg("port"), py::arg("settings"), py::arg("authenticate_reads"))
       .def_property_readonly("port", &NativeBootstrapServer::port)
       .def_property_readonly("host", &NativeBootstrapServer::host)
       .def("stop", &NativeBootstrapServer::stop, py::call_guard<py::gil_scoped_release>());
