@@ -4,13 +4,14 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/common_settings.h"
 #include "common/log_capture.h"
 
 namespace pdkv {
 namespace {
 
 spdlog::level::level_enum level_from_env() {
-  const char* raw = std::getenv("PDKV_LOG_LEVEL");
+  const char* raw = std::getenv(std::string(config::kLogLevel.name).c_str());
   if (raw == nullptr || *raw == '\0') return spdlog::level::info;
   auto level = spdlog::level::from_str(raw);
   // from_str maps anything unknown to "off"; a typo must not silence every log.
