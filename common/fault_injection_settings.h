@@ -2,8 +2,9 @@
 // that links nothing of pdkv and reads them with getenv). Declared in the lowest layer so
 // the catalog documents them with the rest; never a pdkv.Config field.
 //
-// Each spec is the one place its setting's name, default, range and help text are written
-// (common/setting_spec.h); docs/CONFIG.md's rows are generated from it.
+// These specs are the documentation (docs/CONFIG.md's rows are generated from them); the
+// shim, being C outside the library, parses the variables itself and keeps its own copy
+// of the defaults, so a change here is made there too.
 #pragma once
 
 #include <cstdint>
