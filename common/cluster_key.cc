@@ -12,6 +12,7 @@
 #include <set>
 #include <vector>
 
+#include "common/common_settings.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -140,10 +141,10 @@ Result<std::shared_ptr<const ClusterKey>> ClusterKey::from_file(const std::strin
 }
 
 Result<std::shared_ptr<const ClusterKey>> ClusterKey::from(const config::Settings& settings) {
-  PDKV_ASSIGN_OR_RETURN(std::string path, config::read_string(settings, "PDKV_SECRET_FILE", ""));
+  PDKV_ASSIGN_OR_RETURN(std::string path, config::read<config::kSecretFile>(settings));
   if (path.empty()) return std::shared_ptr<const ClusterKey>();
   auto key = from_file(path);
-  if (!key.ok()) return key.status().with_context("PDKV_SECRET_FILE");
+  if (!key.ok()) return key.status().with_context(std::string(config::kSecretFile.name));
   return key;
 }
 

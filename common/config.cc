@@ -79,6 +79,24 @@ std::string_view to_string(Origin origin) {
   return "default";
 }
 
+std::string_view to_string(SettingType type) {
+  switch (type) {
+    case SettingType::kInt: return "int";
+    case SettingType::kDouble: return "float";
+    case SettingType::kBool: return "bool";
+    case SettingType::kString: return "str";
+  }
+  return "str";
+}
+
+std::string_view to_string(SettingScope scope) {
+  switch (scope) {
+    case SettingScope::kManager: return "manager";
+    case SettingScope::kProcess: return "process";
+  }
+  return "manager";
+}
+
 struct Settings::Log {
   mutable Mutex mu;
   std::vector<KnobReading> readings PDKV_GUARDED_BY(mu);

@@ -9,8 +9,9 @@
 // A value that does not parse or lies outside its range is an InvalidArgument error
 // naming the variable, the value, where it came from and the range: a bad setting fails
 // start-up instead of silently falling back to the default, as the reference did. Every
-// knob read is logged at debug level and recorded, and has a line in docs/CONFIG.md (a
-// test checks).
+// knob read is logged at debug level and recorded. A knob's name, default and range are
+// declared once, as a SettingSpec (setting_spec.h) read with `read<kSpec>(settings)`;
+// docs/CONFIG.md's tables are generated from those specs (a test checks).
 //
 // Thread safety: the read_* functions and knobs_read() may be called from any thread. A
 // Settings is a value type: build it on one thread, then share it read-only; its
@@ -25,6 +26,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/setting_spec.h"
 #include "common/status.h"
 
 namespace pdkv::config {
@@ -95,6 +97,23 @@ Result<bool> read_bool(const Settings& settings, std::string_view name, bool def
 Result<std::string> read_string(const Settings& settings, std::string_view name,
                                 std::string default_value,
                                 const std::vector<std::string>& allowed = {});
+
+// The setting `kSpec` declares, with its default, range and choices: int64_t, double,
+// bool or std::string as its type says, chosen at compile time.
+template <const SettingSpec& kSpec>
+auto read(const Settings& settings) {
+  if constexpr (kSpec.type == SettingType::kInt) {
+    return read_int(settings, kSpec.name, kSpec.int_default, kSpec.int_low, kSpec.int_high);
+  } else if constexpr (kSpec.type == SettingType::kDouble) {
+    return read_double(settings, kSpec.name, kSpec.double_default, kSpec.double_low,
+                       kSpec.double_high);
+  } else if constexpr (kSpec.type == SettingType::kBool) {
+    return read_bool(settings, kSpec.name, kSpec.bool_default);
+  } else {
+    return read_string(settings, kSpec.name, std::string(kSpec.string_default),
+                       std::vector<std::string>(kSpec.choices.begin(), kSpec.choices.end()));
+  }
+}
 
 // The same, from the environment and defaults only (no explicit values).
 Result<int64_t> read_int(std::string_view name, int64_t default_value, int64_t min_value,

@@ -3,9 +3,19 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
+#include <type_traits>
 
 namespace pdkv::config {
 namespace {
+
+// Specs as a layer declares them (setting_spec.h): read<> takes default, range and choices
+// from them.
+inline constexpr SettingSpec kSpecInt = int_setting("PDKV_TEST_KNOB", 4, 1, 64);
+inline constexpr SettingSpec kSpecDouble = double_setting("PDKV_TEST_KNOB", 0.5, 0.1, 2.0);
+inline constexpr SettingSpec kSpecBool = bool_setting("PDKV_TEST_KNOB", true);
+inline constexpr std::string_view kSpecChoices[] = {"a", "b"};
+inline constexpr SettingSpec kSpecString = string_setting("PDKV_TEST_KNOB", "a", kSpecChoices);
 
 class ConfigTest : public ::testing::Test {
  protected:
@@ -17,6 +27,25 @@ TEST_F(ConfigTest, UnsetUsesDefault) {
   auto v = read_int("PDKV_TEST_KNOB", 4, 1, 64);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, 4);
+}
+
+TEST_F(ConfigTest, SpecGivesTypeDefaultRangeAndChoices) {
+  static_assert(std::is_same_v<decltype(read<kSpecInt>(Settings())), Result<int64_t>>);
+  static_assert(std::is_same_v<decltype(read<kSpecDouble>(Settings())), Result<double>>);
+  static_assert(std::is_same_v<decltype(read<kSpecBool>(Settings())), Result<bool>>);
+  static_assert(std::is_same_v<decltype(read<kSpecString>(Settings())), Result<std::string>>);
+  const Settings none = Settings().use_environment(false);
+  EXPECT_EQ(read<kSpecInt>(none).value(), 4);
+  EXPECT_EQ(read<kSpecDouble>(none).value(), 0.5);
+  EXPECT_TRUE(read<kSpecBool>(none).value());
+  EXPECT_EQ(read<kSpecString>(none).value(), "a");
+  auto bad = read<kSpecInt>(Settings().set("PDKV_TEST_KNOB", 65));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("PDKV_TEST_KNOB=65 (set in code)"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("[1, 64]"), std::string::npos);
+  EXPECT_FALSE(read<kSpecDouble>(Settings().set("PDKV_TEST_KNOB", 3.0)).ok());
+  EXPECT_FALSE(read<kSpecString>(Settings().set("PDKV_TEST_KNOB", "c")).ok());
+  EXPECT_EQ(read<kSpecString>(Settings().set("PDKV_TEST_KNOB", "b")).value(), "b");
 }
 
 TEST_F(ConfigTest, EmptyUsesDefault) {

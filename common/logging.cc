@@ -4,19 +4,25 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/common_settings.h"
 #include "common/log_capture.h"
 
 namespace pdkv {
 namespace {
 
 spdlog::level::level_enum level_from_env() {
-  const char* raw = std::getenv("PDKV_LOG_LEVEL");
-  if (raw == nullptr || *raw == '\0') return spdlog::level::info;
+  // Read before any Settings exists (the logger is process-wide), so from the environment
+  // only, with the spec's name and default.
+  const std::string name(config::kLogLevel.name);
+  const std::string fallback(config::kLogLevel.string_default);
+  const char* raw = std::getenv(name.c_str());
+  if (raw == nullptr || *raw == '\0') return spdlog::level::from_str(fallback);
   auto level = spdlog::level::from_str(raw);
   // from_str maps anything unknown to "off"; a typo must not silence every log.
   if (level == spdlog::level::off && std::string(raw) != "off") {
-    std::fprintf(stderr, "pdkv: PDKV_LOG_LEVEL=%s is not a level; using info\n", raw);
-    return spdlog::level::info;
+    std::fprintf(stderr, "pdkv: %s=%s is not a level; using %s\n", name.c_str(), raw,
+                 fallback.c_str());
+    return spdlog::level::from_str(fallback);
   }
   return level;
 }

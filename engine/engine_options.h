@@ -17,25 +17,26 @@
 #include "common/cluster_key.h"
 #include "common/config.h"
 #include "common/status.h"
+#include "engine/engine_settings.h"
 
 namespace pdkv::engine {
 
 struct TcpOptions {
   // Parallel TCP connections per peer session; a batch's bytes are spread over them.
   // Default chosen by measurement on loopback (BENCHMARKS.md, "Engine: TCP backend").
-  int streams = 4;
+  int streams = static_cast<int>(kTcpStreams.int_default);
   // A stream with outstanding work that makes no progress (no byte sent or received) for
   // this long fails its batches with DeadlineExceeded and is closed. Peer death (EOF/RST)
   // is detected immediately, independent of this.
-  int io_timeout_ms = 5000;
+  int io_timeout_ms = static_cast<int>(kTcpIoTimeoutMs.int_default);
   // SO_SNDBUF/SO_RCVBUF; 0 leaves the kernel's autotuning on (setting them disables it).
-  int socket_buffer_bytes = 0;
+  int socket_buffer_bytes = static_cast<int>(kTcpSocketBufferBytes.int_default);
   // Batches below this many bytes travel on one stream (splitting them costs more
   // syscalls than it gains); larger ones are split so every stream carries a share.
-  uint64_t min_split_bytes = 1 << 20;
+  uint64_t min_split_bytes = static_cast<uint64_t>(kTcpMinSplitBytes.int_default);
   // Largest entry table per frame. A receiver rejects larger declared counts before it
   // allocates anything; a sender splits its parts to stay below.
-  uint32_t max_part_entries = 1 << 20;
+  uint32_t max_part_entries = static_cast<uint32_t>(kTcpMaxPartEntries.int_default);
   // Entries of at most this many bytes are gathered (sender) and scattered (receiver)
   // with memcpy through a staging buffer and cross the socket as one contiguous run,
   // instead of one iovec each. 0 (the default) = never. Worth turning on for pools
@@ -43,7 +44,7 @@ struct TcpOptions {
   // slower than memcpy, while into huge-page memory (numpy arrays, the engine bench)
   // iovecs were as fast or faster even at 512 B (BENCHMARKS.md, "small blocks"). Sender
   // and receiver decide independently (the bytes on the wire are the same either way).
-  uint64_t stage_max_bytes = 0;
+  uint64_t stage_max_bytes = static_cast<uint64_t>(kTcpStageMaxBytes.int_default);
   // Largest run staged at once (the staging buffer of each stream).
   uint64_t stage_buffer_bytes = 4 << 20;
   // A part of at most this many bytes (header and table included), enqueued while its
@@ -51,29 +52,29 @@ struct TcpOptions {
   // non-blocking sendmsg() instead of waking the stream's thread (tcp_sender.h). 0 = never.
   // Small: a large part would hold the caller (the KV pipeline) for its whole copy; a
   // 1-page request (128 KiB) is what it is for.
-  uint64_t inline_write_max_bytes = 256 << 10;
+  uint64_t inline_write_max_bytes = static_cast<uint64_t>(kTcpInlineWriteBytes.int_default);
   // Most connections a receiver serves at once (a thread each); more are closed at accept.
   // 512 = 128 peer sessions of 4 streams.
-  int max_connections = 512;
+  int max_connections = static_cast<int>(kTcpMaxConnections.int_default);
   // Device memory (staged through pinned host memory): each stream stages parts read
   // from a device, and lands parts written into one, through this many pinned slabs of
   // this many bytes per device it touches; a part read from a device carries at most one
   // slab. Two slabs or more let the next part's device copies overlap the socket work on
   // the current one.
-  int device_slabs = 3;
-  uint64_t device_slab_bytes = 2 << 20;
+  int device_slabs = static_cast<int>(kTcpDeviceSlabs.int_default);
+  uint64_t device_slab_bytes = static_cast<uint64_t>(kTcpDeviceSlabBytes.int_default);
 };
 
 struct EngineOptions {
   // "tcp" (default), "shm" (same host), "ucx" (create() says so when UCX is not built in).
-  std::string backend = "tcp";
+  std::string backend = std::string(kEngineBackend.string_default);
   // Address the engine listens on and advertises in endpoint(). Peers on other hosts
   // need a routable address here, not the loopback default.
-  std::string host = "127.0.0.1";
+  std::string host = std::string(kEngineHost.string_default);
   // 0 = an ephemeral port chosen by the kernel (see endpoint()).
-  int port = 0;
+  int port = static_cast<int>(kEnginePort.int_default);
   // open_session() gives up with Unavailable after this long.
-  int connect_timeout_ms = 3000;
+  int connect_timeout_ms = static_cast<int>(kEngineConnectTimeoutMs.int_default);
   TcpOptions tcp;
   // The cluster secret's keys (common/cluster_key.h). Set: every session starts with a
   // mutual challenge-response handshake and a peer that fails it neither receives nor

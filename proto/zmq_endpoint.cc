@@ -12,6 +12,7 @@
 #include "common/config.h"
 #include "common/host_port.h"
 #include "common/logging.h"
+#include "proto/endpoint_settings.h"
 #include "proto/peer_monitor.h"
 #include "proto/zap_authenticator.h"
 #include "proto/zmq_socket_budget.h"
@@ -26,11 +27,9 @@ Result<EndpointOptions> EndpointOptions::from(const config::Settings& settings) 
 Result<EndpointOptions> EndpointOptions::from(const config::Settings& settings,
                                               std::shared_ptr<const ClusterKey> cluster_key) {
   EndpointOptions o;
-  PDKV_ASSIGN_OR_RETURN(int64_t hwm,
-                        config::read_int(settings, "PDKV_ZMQ_SNDHWM", 10000, 1, 1000000));
+  PDKV_ASSIGN_OR_RETURN(int64_t hwm, config::read<kZmqSndHwm>(settings));
   o.send_hwm = static_cast<int>(hwm);
-  PDKV_ASSIGN_OR_RETURN(int64_t peers,
-                        config::read_int(settings, "PDKV_ZMQ_MAX_PEERS", 8192, 16, 1 << 16));
+  PDKV_ASSIGN_OR_RETURN(int64_t peers, config::read<kZmqMaxPeers>(settings));
   o.max_peers = static_cast<size_t>(peers);
   o.cluster_key = std::move(cluster_key);
   return o;

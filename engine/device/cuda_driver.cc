@@ -12,6 +12,7 @@
 #include "common/mutex.h"
 #include "engine/device/cuda_driver_api.h"
 #include "engine/device/device_driver.h"
+#include "engine/engine_settings.h"
 
 namespace pdkv::engine {
 namespace {
@@ -318,7 +319,8 @@ class CudaDriver final : public DeviceDriver {
       api_.cuMemcpyBatchAsync =
           reinterpret_cast<PFN_cuMemcpyBatchAsync>(::dlsym(lib_, "cuMemcpyBatchAsync"));
     }
-    if (const char* off = std::getenv("PDKV_CUDA_NO_BATCHED_COPIES"); off && *off && *off != '0') {
+    if (const char* off = std::getenv(std::string(kCudaNoBatchedCopies.name).c_str());
+        off && *off && *off != '0') {
       api_.cuMemcpyBatchAsync_v2 = nullptr;  // for comparing the two paths
       api_.cuMemcpyBatchAsync = nullptr;
     }
@@ -378,9 +380,9 @@ struct LoadedDriver {
 const LoadedDriver& loaded() {
   static const LoadedDriver* instance = [] {
     auto* result = new LoadedDriver();  // never freed: the driver outlives every static
-    const char* env = std::getenv("PDKV_CUDA_LIBRARY");
+    const char* env = std::getenv(std::string(kCudaLibrary.name).c_str());
     const bool named = env != nullptr && *env != '\0';
-    const std::string path = named ? env : "libcuda.so.1";
+    const std::string path = named ? env : std::string(kCudaLibrary.string_default);
     Result<std::unique_ptr<CudaDriver>> driver = CudaDriver::load(path);
     if (driver.ok()) {
       PDKV_LOG_INFO("device memory: {} with {} device(s)", (*driver)->description(),

@@ -3,22 +3,20 @@
 #include "common/config.h"
 #include "kv/registry/etcd_route_directory.h"
 #include "kv/route/bootstrap_route_directory.h"
+#include "kv/registry/registry_settings.h"
 
 namespace pdkv::kv {
 
 Result<RegistryOptions> RegistryOptions::from(const config::Settings& settings) {
   RegistryOptions o;
-  PDKV_ASSIGN_OR_RETURN(std::string kind,
-                        config::read_string(settings, "PDKV_REGISTRY", "http", {"http", "etcd"}));
-  PDKV_ASSIGN_OR_RETURN(o.etcd_endpoints,
-                        config::read_string(settings, "PDKV_ETCD_ENDPOINTS", "127.0.0.1:2379"));
-  PDKV_ASSIGN_OR_RETURN(o.etcd_prefix, config::read_string(settings, "PDKV_ETCD_PREFIX", "/pdkv"));
-  PDKV_ASSIGN_OR_RETURN(o.etcd_lease_ttl_s,
-                        config::read_int(settings, "PDKV_ETCD_LEASE_TTL_S", 10, 2, 3600));
+  PDKV_ASSIGN_OR_RETURN(std::string kind, config::read<kRegistry>(settings));
+  PDKV_ASSIGN_OR_RETURN(o.etcd_endpoints, config::read<kEtcdEndpoints>(settings));
+  PDKV_ASSIGN_OR_RETURN(o.etcd_prefix, config::read<kEtcdPrefix>(settings));
+  PDKV_ASSIGN_OR_RETURN(o.etcd_lease_ttl_s, config::read<kEtcdLeaseTtlS>(settings));
   o.kind = kind == "etcd" ? RegistryKind::kEtcd : RegistryKind::kHttp;
   if (o.etcd_prefix.empty() || o.etcd_prefix.front() != '/' || o.etcd_prefix.back() == '/' ||
       o.etcd_prefix.size() > 256) {
-    return invalid_argument("PDKV_ETCD_PREFIX='" + o.etcd_prefix +
+    return invalid_argument(std::string(kEtcdPrefix.name) + "='" + o.etcd_prefix +
                             "': must start with '/', not end with '/', at most 256 bytes");
   }
   return o;

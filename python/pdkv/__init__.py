@@ -16,7 +16,7 @@ from pdkv._version import LEASE_WIRE_VERSION, PROTOCOL_VERSION, TCP_WIRE_VERSION
 
 _KV_NAMES = ("KVPoll", "KVArgs", "KVTransferError", "BootstrapServer", "KVManager", "KVSender",
              "KVReceiver")
-# Pure Python: explicit PDKV_* settings for a KVManager (pdkv.config).
+# Explicit PDKV_* settings for a KVManager (pdkv.config, made from the native catalog).
 _CONFIG_NAMES = ("Config",)
 # Pure Python (no native module): why and where a room failed (KVTransferError.cause/.stage).
 _FAILURE_NAMES = ("FailureCause", "FailureStage")

@@ -13,9 +13,12 @@ A field left at ``None`` is "not set here". Each field is named after its variab
 (``PDKV_BOOTSTRAP_TIMEOUT_S`` -> ``bootstrap_timeout_s``) and checked on construction:
 a wrong type or a value outside its range raises ValueError naming the field.
 
-Adding a setting is one line in ``SETTINGS`` (plus its line in kv.pyi and
-docs/CONFIG.md); python/tests/test_config.py checks every line against the C++ reader
-(default, range, choices) and that every knob a manager reads has a field.
+The settings are not written here: ``SETTINGS`` is made from the C++ catalog
+(``pdkv._native.settings_catalog()``, kv/settings_catalog.h), where each setting is
+declared once with its type, default, range and help text and read by the C++ options
+readers through the same declaration. Adding a setting is adding its spec there;
+``scripts/gen_config_docs.py`` then rewrites its rows in docs/CONFIG.md and its field in
+kv.pyi, and python/tests/test_config.py checks every field against the C++ readers.
 """
 from __future__ import annotations
 
@@ -69,79 +72,26 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(x)
 
 
-def _i(env: str, default: int, low: int, high: int) -> Setting:
-    return Setting(env, int, default, low, high)
+_TYPES = {"int": int, "float": float, "bool": bool, "str": str}
 
 
-def _f(env: str, default: float, low: float, high: float) -> Setting:
-    return Setting(env, float, default, low, high)
+def _from_spec(spec: Mapping[str, Any]) -> Setting:
+    kind = _TYPES[spec["type"]]
+    choices = tuple(spec["choices"]) or None
+    return Setting(spec["name"], kind, spec["default"], spec["low"], spec["high"], choices)
 
 
-def _s(env: str, default: str, choices: Optional[Sequence[str]] = None) -> Setting:
-    return Setting(env, str, default, choices=tuple(choices) if choices else None)
+def _catalog_settings() -> tuple[Setting, ...]:
+    from pdkv import _native
+
+    # Scope "process" settings are read from the environment only: PDKV_LOG_LEVEL sets the
+    # process-wide logger, not one manager (use pdkv.log or the variable), PDKV_CUDA_* the
+    # driver the process opens, PDKV_FAULT_* only the chaos shim.
+    return tuple(_from_spec(s) for s in _native.settings_catalog() if s["scope"] == "manager")
 
 
-_TiB = 1 << 40
-
-# One line per setting; docs/CONFIG.md says what each one does. PDKV_LOG_LEVEL is not
-# here: it sets the process-wide logger, not one manager (use pdkv.logging_bridge or the
-# variable). PDKV_FAULT_* are read only by the chaos shim.
-SETTINGS: tuple[Setting, ...] = (
-    # engine
-    _s("PDKV_ENGINE_BACKEND", "tcp", ("tcp", "shm", "ucx")),
-    _s("PDKV_ENGINE_HOST", "127.0.0.1"),
-    _i("PDKV_ENGINE_PORT", 0, 0, 65535),
-    _i("PDKV_ENGINE_CONNECT_TIMEOUT_MS", 3000, 1, 600000),
-    _i("PDKV_TCP_STREAMS", 4, 1, 64),
-    _i("PDKV_TCP_IO_TIMEOUT_MS", 5000, 10, 3600000),
-    _i("PDKV_TCP_SOCKET_BUFFER_BYTES", 0, 0, 1 << 30),
-    _i("PDKV_TCP_MIN_SPLIT_BYTES", 1 << 20, 4096, _TiB),
-    _i("PDKV_TCP_MAX_PART_ENTRIES", 1 << 20, 1, 1 << 24),
-    _i("PDKV_TCP_STAGE_MAX_BYTES", 0, 0, 1 << 20),
-    _i("PDKV_TCP_INLINE_WRITE_BYTES", 256 << 10, 0, 16 << 20),
-    _i("PDKV_TCP_MAX_CONNECTIONS", 512, 1, 65536),
-    _i("PDKV_TCP_DEVICE_SLABS", 3, 1, 64),
-    _i("PDKV_TCP_DEVICE_SLAB_BYTES", 2 << 20, 64 << 10, 1 << 30),
-    _i("PDKV_SHM_COPY_THREADS", 2, 1, 16),
-    _i("PDKV_SHM_PART_BYTES", 64 << 20, 1 << 20, 1 << 30),
-    _i("PDKV_SHM_IO_TIMEOUT_MS", 5000, 100, 600000),
-    _s("PDKV_UCX_TLS", ""),
-    _s("PDKV_UCX_ERR_MODE", "auto", ("auto", "peer", "none")),
-    _i("PDKV_UCX_IO_TIMEOUT_MS", 5000, 100, 600000),
-    _i("PDKV_UCX_PART_BYTES", 64 << 20, 1 << 20, 1 << 30),
-    _i("PDKV_UCX_MAX_WORKERS", 256, 2, 65536),
-    # control plane
-    _i("PDKV_ZMQ_SNDHWM", 10000, 1, 1000000),
-    _i("PDKV_ZMQ_MAX_PEERS", 8192, 16, 1 << 16),
-    # KV managers
-    _f("PDKV_BOOTSTRAP_TIMEOUT_S", 120.0, 0.1, 86400.0),
-    _f("PDKV_WAITING_TIMEOUT_S", 300.0, 0.1, 86400.0),
-    _f("PDKV_METADATA_TIMEOUT_S", 10.0, 0.01, 3600.0),
-    _f("PDKV_HEARTBEAT_INTERVAL_S", 0.5, 0.05, 60.0),
-    _i("PDKV_HEARTBEAT_MAX_FAILURES", 3, 1, 100),
-    _f("PDKV_BOOTSTRAP_REFRESH_S", 2.0, 0.0, 3600.0),
-    _f("PDKV_FAILED_PEER_TTL_S", 30.0, 0.0, 3600.0),
-    _f("PDKV_FAILED_PEER_COOLDOWN_S", 1.0, 0.001, 3600.0),
-    _i("PDKV_TRANSFER_ATTEMPTS", 3, 1, 10),
-    _i("PDKV_TRANSFER_WINDOW_BYTES", 64 << 20, 1 << 16, _TiB),
-    _i("PDKV_TRANSFER_BATCH_BYTES", 4 << 20, 4 << 10, 1 << 32),
-    Setting("PDKV_VERIFY_CHECKSUM", bool, False),
-    Setting("PDKV_STATUS_IN_BAND", bool, True),
-    _i("PDKV_MAX_DECODE_PEERS", 4096, 1, 1 << 20),
-    _i("PDKV_MAX_PENDING_ROOMS", 65536, 1, 1 << 24),
-    _i("PDKV_MAX_PENDING_ROOMS_PER_DECODE", 8192, 1, 1 << 24),
-    _i("PDKV_MAX_PENDING_BYTES_PER_DECODE", 1 << 28, 1 << 16, 1 << 40),
-    _s("PDKV_LOCAL_IP", ""),
-    _i("PDKV_METRICS_PORT", -1, -1, 65535),
-    _s("PDKV_METRICS_HOST", "127.0.0.1"),
-    # route registry (docs/CONFIG.md "route registry")
-    _s("PDKV_REGISTRY", "http", ("http", "etcd")),
-    _s("PDKV_ETCD_ENDPOINTS", "127.0.0.1:2379"),
-    _s("PDKV_ETCD_PREFIX", "/pdkv"),
-    _i("PDKV_ETCD_LEASE_TTL_S", 10, 2, 3600),
-    # cluster membership (docs/SECURITY.md): a path, never the secret itself
-    _s("PDKV_SECRET_FILE", ""),
-)
+# One Setting per pdkv.Config field, in the catalog's order (docs/CONFIG.md's).
+SETTINGS: tuple[Setting, ...] = _catalog_settings()
 
 _BY_FIELD = {s.field: s for s in SETTINGS}
 

@@ -129,7 +129,9 @@ class Config:
     """Explicit PDKV_* settings for one KVManager (pdkv.config). A field left None comes
     from the environment, else its default (docs/CONFIG.md); a set field beats both.
     Construction checks types and ranges: ValueError naming the field."""
-    engine_backend: Optional[str]  # PDKV_ENGINE_BACKEND, default 'tcp'
+    # BEGIN settings fields (scripts/gen_config_docs.py; edit the C++ specs)
+    secret_file: Optional[str]  # PDKV_SECRET_FILE, default ''
+    engine_backend: Optional[str]  # PDKV_ENGINE_BACKEND, default 'tcp' (tcp, shm, ucx)
     engine_host: Optional[str]  # PDKV_ENGINE_HOST, default '127.0.0.1'
     engine_port: Optional[int]  # PDKV_ENGINE_PORT, default 0
     engine_connect_timeout_ms: Optional[int]  # PDKV_ENGINE_CONNECT_TIMEOUT_MS, default 3000
@@ -147,10 +149,10 @@ class Config:
     shm_part_bytes: Optional[int]  # PDKV_SHM_PART_BYTES, default 67108864
     shm_io_timeout_ms: Optional[int]  # PDKV_SHM_IO_TIMEOUT_MS, default 5000
     ucx_tls: Optional[str]  # PDKV_UCX_TLS, default ''
-    ucx_err_mode: Optional[str]  # PDKV_UCX_ERR_MODE, default 'auto'
+    ucx_err_mode: Optional[str]  # PDKV_UCX_ERR_MODE, default 'auto' (auto, peer, none)
     ucx_io_timeout_ms: Optional[int]  # PDKV_UCX_IO_TIMEOUT_MS, default 5000
-    ucx_part_bytes: Optional[int]  # PDKV_UCX_PART_BYTES, default 67108864
     ucx_max_workers: Optional[int]  # PDKV_UCX_MAX_WORKERS, default 256
+    ucx_part_bytes: Optional[int]  # PDKV_UCX_PART_BYTES, default 67108864
     zmq_sndhwm: Optional[int]  # PDKV_ZMQ_SNDHWM, default 10000
     zmq_max_peers: Optional[int]  # PDKV_ZMQ_MAX_PEERS, default 8192
     bootstrap_timeout_s: Optional[float]  # PDKV_BOOTSTRAP_TIMEOUT_S, default 120.0
@@ -177,7 +179,7 @@ class Config:
     etcd_endpoints: Optional[str]  # PDKV_ETCD_ENDPOINTS, default '127.0.0.1:2379'
     etcd_prefix: Optional[str]  # PDKV_ETCD_PREFIX, default '/pdkv'
     etcd_lease_ttl_s: Optional[int]  # PDKV_ETCD_LEASE_TTL_S, default 10
-    secret_file: Optional[str]  # PDKV_SECRET_FILE, default '' (unauthenticated)
+    # END settings fields
     def __init__(self, **fields: object) -> None: ...
     def replace(self, **fields: object) -> "Config": ...
     def explicit(self) -> dict[str, object]: ...

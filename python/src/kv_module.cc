@@ -35,6 +35,7 @@
 #include "kv/room/failure_cause.h"
 #include "kv/route/bootstrap_route_directory.h"
 #include "proto/zmq_endpoint_options.h"
+#include "settings_bindings.h"
 
 namespace py = pybind11;
 
@@ -369,6 +370,7 @@ PYBIND11_MODULE(_native, m) {
   m.doc() = "pdkv native KV transfer API (use the pdkv package, not this module)";
   m.def("failure_cause_labels", &failure_cause_labels);
   add_device_functions(m);
+  add_settings_functions(m);
   m.def("failure_stage_labels", &failure_stage_labels);
   m.def("resolve_settings", &resolve_settings, py::arg("values"), py::arg("use_environment"));
   // The one host:port parser (common/host_port.h), so Python validates addresses as the

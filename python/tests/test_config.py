@@ -86,7 +86,7 @@ def test_defaults_match_the_cpp_readers(clean_env):
 def test_every_knob_a_manager_reads_has_a_field():
     names = {s.env for s in SETTINGS}
     missing = set(pdkv.Config().resolved(use_environment=False)) - names
-    assert not missing, f"add a line to pdkv/config.py SETTINGS for: {sorted(missing)}"
+    assert not missing, f"declare a kManager SettingSpec in kv/settings_catalog.cc for: {sorted(missing)}"
 
 
 def _outside(s: Setting):

@@ -8,6 +8,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "engine/backends/shm/cma_writer.h"
+#include "engine/backends/shm/shm_settings.h"
 #include "engine/lease/lease_server.h"
 #include "engine/lease/leased_peer.h"
 #include "engine/lease/wire.h"
@@ -16,13 +17,9 @@ namespace pdkv::engine::shm {
 
 Result<ShmOptions> ShmOptions::from(const config::Settings& settings) {
   ShmOptions o;
-  PDKV_ASSIGN_OR_RETURN(int64_t threads,
-                        config::read_int(settings, "PDKV_SHM_COPY_THREADS", o.copy_threads, 1, 16));
-  PDKV_ASSIGN_OR_RETURN(int64_t part,
-                        config::read_int(settings, "PDKV_SHM_PART_BYTES",
-                                         static_cast<int64_t>(o.part_bytes), 1 << 20, 1ll << 30));
-  PDKV_ASSIGN_OR_RETURN(int64_t timeout, config::read_int(settings, "PDKV_SHM_IO_TIMEOUT_MS",
-                                                          o.io_timeout_ms, 100, 600000));
+  PDKV_ASSIGN_OR_RETURN(int64_t threads, config::read<kShmCopyThreads>(settings));
+  PDKV_ASSIGN_OR_RETURN(int64_t part, config::read<kShmPartBytes>(settings));
+  PDKV_ASSIGN_OR_RETURN(int64_t timeout, config::read<kShmIoTimeoutMs>(settings));
   o.copy_threads = static_cast<int>(threads);
   o.part_bytes = static_cast<uint64_t>(part);
   o.io_timeout_ms = static_cast<int>(timeout);

@@ -37,16 +37,17 @@
 #include <memory>
 
 #include "engine/backend.h"
+#include "engine/backends/shm/shm_settings.h"
 
 namespace pdkv::engine::shm {
 
 struct ShmOptions {
   // Threads copying one part; 2 measured best on 2 cores (see above).
-  int copy_threads = 2;
+  int copy_threads = static_cast<int>(kShmCopyThreads.int_default);
   // Largest part leased at once; bounds the time a lease is held.
-  uint64_t part_bytes = 64ull << 20;
+  uint64_t part_bytes = static_cast<uint64_t>(kShmPartBytes.int_default);
   // Control-channel waits and the lease length; a silent peer fails batches after this.
-  int io_timeout_ms = 5000;
+  int io_timeout_ms = static_cast<int>(kShmIoTimeoutMs.int_default);
 
   // PDKV_SHM_COPY_THREADS, PDKV_SHM_PART_BYTES, PDKV_SHM_IO_TIMEOUT_MS.
   // Each knob from `settings` if set there, else the environment, else the default.

@@ -8,6 +8,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "engine/backends/ucx/ucx_peer.h"
+#include "engine/backends/ucx/ucx_settings.h"
 #include "engine/backends/ucx/ucx_worker.h"
 #include "engine/device/device_regions.h"
 #include "engine/lease/lease_client.h"
@@ -19,16 +20,11 @@ namespace pdkv::engine::ucx {
 
 Result<UcxOptions> UcxOptions::from(const config::Settings& settings) {
   UcxOptions o;
-  PDKV_ASSIGN_OR_RETURN(o.tls, config::read_string(settings, "PDKV_UCX_TLS", o.tls));
-  PDKV_ASSIGN_OR_RETURN(o.err_mode, config::read_string(settings, "PDKV_UCX_ERR_MODE", o.err_mode,
-                                                        {"auto", "peer", "none"}));
-  PDKV_ASSIGN_OR_RETURN(int64_t timeout, config::read_int(settings, "PDKV_UCX_IO_TIMEOUT_MS",
-                                                          o.io_timeout_ms, 100, 600000));
-  PDKV_ASSIGN_OR_RETURN(int64_t part,
-                        config::read_int(settings, "PDKV_UCX_PART_BYTES",
-                                         static_cast<int64_t>(o.part_bytes), 1 << 20, 1ll << 30));
-  PDKV_ASSIGN_OR_RETURN(
-      int64_t workers, config::read_int(settings, "PDKV_UCX_MAX_WORKERS", o.max_workers, 2, 65536));
+  PDKV_ASSIGN_OR_RETURN(o.tls, config::read<kUcxTls>(settings));
+  PDKV_ASSIGN_OR_RETURN(o.err_mode, config::read<kUcxErrMode>(settings));
+  PDKV_ASSIGN_OR_RETURN(int64_t timeout, config::read<kUcxIoTimeoutMs>(settings));
+  PDKV_ASSIGN_OR_RETURN(int64_t part, config::read<kUcxPartBytes>(settings));
+  PDKV_ASSIGN_OR_RETURN(int64_t workers, config::read<kUcxMaxWorkers>(settings));
   o.io_timeout_ms = static_cast<int>(timeout);
   o.part_bytes = static_cast<uint64_t>(part);
   o.max_workers = static_cast<int>(workers);

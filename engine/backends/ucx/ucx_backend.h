@@ -59,6 +59,7 @@
 #include <string>
 
 #include "engine/backend.h"
+#include "engine/backends/ucx/ucx_settings.h"
 
 namespace pdkv::engine::ucx {
 
@@ -66,13 +67,13 @@ struct UcxOptions {
   // UCX transports (UCX_TLS syntax); empty = UCX_TLS from the environment or UCX's default.
   std::string tls;
   // "auto" (NONE unless only tcp/self are allowed), "peer" or "none".
-  std::string err_mode = "auto";
+  std::string err_mode = std::string(kUcxErrMode.string_default);
   // Control-channel waits and the lease length.
-  int io_timeout_ms = 5000;
+  int io_timeout_ms = static_cast<int>(kUcxIoTimeoutMs.int_default);
   // Largest part (one lease, one flush).
-  uint64_t part_bytes = 64ull << 20;
+  uint64_t part_bytes = static_cast<uint64_t>(kUcxPartBytes.int_default);
   // Most UCP workers at once: one per peer we send to, one per session sending to us.
-  int max_workers = 256;
+  int max_workers = static_cast<int>(kUcxMaxWorkers.int_default);
 
   // PDKV_UCX_TLS, PDKV_UCX_ERR_MODE, PDKV_UCX_IO_TIMEOUT_MS, PDKV_UCX_PART_BYTES,
   // PDKV_UCX_MAX_WORKERS.

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "kv/registry/registry_settings.h"
 
 namespace pdkv::kv::testing {
 namespace {
@@ -36,8 +37,8 @@ int free_port() {
 }  // namespace
 
 std::string EtcdCluster::binary() {
-  const char* env = std::getenv("PDKV_ETCD_BIN");
-  std::string bin = env && *env ? env : "/usr/bin/etcd";
+  const char* env = std::getenv(std::string(kEtcdBin.name).c_str());
+  std::string bin = env && *env ? env : std::string(kEtcdBin.string_default);
   return ::access(bin.c_str(), X_OK) == 0 ? bin : "";
 }
 
