@@ -34,25 +34,9 @@
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "common/status.h"
+#include "kv/registry/etcd_types.h"
 
 namespace pdkv::kv {
-
-struct EtcdKeyValue {
-  std::string key;
-  std::string value;
-  int64_t mod_revision = 0;
-  int64_t lease = 0;
-};
-
-struct EtcdRange {
-  int64_t revision = 0;  // the store's revision the range was read at
-  std::vector<EtcdKeyValue> kvs;
-};
-
-struct EtcdEvent {
-  bool deleted = false;  // false = put
-  EtcdKeyValue kv;       // a delete carries only key and mod_revision
-};
 
 // Longest accepted answer / watch message: values here are small JSON documents; a peer
 // sending more is broken or hostile.

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "kv/registry/etcd_client.h"
+#include "kv/registry/etcd_types.h"
 
 namespace pdkv::kv::etcd_gateway {
 
