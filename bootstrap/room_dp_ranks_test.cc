@@ -9,6 +9,7 @@
 
 #include "bootstrap/client.h"
 #include "bootstrap/server.h"
+#include "bootstrap/test_server.h"
 #include "bootstrap/test_util.h"
 
 namespace pdkv::bootstrap {
@@ -85,10 +86,7 @@ TEST(RoomDpRanksTable, ReplacesExpiresAndStaysBounded) {
 class DpRankRoutesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ServerOptions o;
-    o.host = "127.0.0.1";
-    o.port = 0;
-    auto s = BootstrapServer::start(o);
+    auto s = BootstrapServer::start(testing::loopback_options());
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     server_ = std::move(s).value();
   }

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "bootstrap/client.h"
+#include "bootstrap/test_server.h"
 #include "bootstrap/test_util.h"
 
 namespace pdkv::bootstrap {
@@ -20,10 +21,7 @@ using testing::sample_registration;
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ServerOptions o;
-    o.host = "127.0.0.1";
-    o.port = 0;
-    auto s = BootstrapServer::start(o);
+    auto s = BootstrapServer::start(testing::loopback_options());
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     server_ = std::move(s).value();
   }
@@ -245,9 +243,7 @@ namespace {
 
 TEST(BootstrapServerPort, ASecondServerOnTheSamePortIsRefusedNotSharingIt) {
   // With SO_REUSEPORT both would bind and split the requests (and the routes) between them.
-  ServerOptions o;
-  o.host = "127.0.0.1";
-  o.port = 0;
+  ServerOptions o = testing::loopback_options();
   auto first = BootstrapServer::start(o);
   ASSERT_TRUE(first.ok()) << first.status().to_string();
   o.port = (*first)->port();
