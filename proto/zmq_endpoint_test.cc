@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <thread>
 
 #include "common/clock.h"
@@ -18,79 +19,78 @@
 namespace pdkv::proto {
 namespace {
 
-// Collects what the handler receives; waits are bounded.
-class Inbox {
+// What a handler was called with, in order, and the thread of its last call; waits are
+// bounded.
+template <typename T>
+class CallLog {
  public:
-  ZmqEndpoint::Handler handler() {
-    return [this](Message&& m, const std::string&) {
-      MutexLock lock(mu_);
-      messages_.push_back(std::move(m));
-      thread_ = std::this_thread::get_id();
-      cv_.notify_all();
-      return Status();
-    };
-  }
-  // Waits up to `timeout` for n messages; returns what arrived.
-  std::vector<Message> wait_for(size_t n, Millis timeout = Millis(20000)) {
+  // Waits up to `timeout` for n calls; returns what they passed.
+  std::vector<T> wait_for(size_t n, Millis timeout = Millis(20000)) {
     MutexLock lock(mu_);
     // The predicate runs with mu_ held (CondVar contract); clang cannot see that.
-    cv_.wait_for(mu_, timeout,
-                 [&]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return messages_.size() >= n; });
-    return messages_;
+    cv_.wait_for(mu_, timeout, [&]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return calls_.size() >= n; });
+    return calls_;
   }
-  // Waits up to 20 s for a Pong carrying `seq`.
-  bool wait_for_pong(uint64_t seq) {
+  std::vector<T> calls() {
     MutexLock lock(mu_);
-    return cv_.wait_for(mu_, std::chrono::seconds(20), [&]() PDKV_NO_THREAD_SAFETY_ANALYSIS {
-      for (const Message& m : messages_) {
-        if (auto* p = std::get_if<Pong>(&m); p && p->seq == seq) return true;
-      }
-      return false;
-    });
-  }
-  std::thread::id handler_thread() {
-    MutexLock lock(mu_);
-    return thread_;
-  }
-
- private:
-  Mutex mu_;
-  CondVar cv_;
-  std::vector<Message> messages_ PDKV_GUARDED_BY(mu_);
-  std::thread::id thread_ PDKV_GUARDED_BY(mu_);
-};
-
-// Records on_peer_gone calls.
-class GoneLog {
- public:
-  ZmqEndpoint::PeerGoneHandler handler() {
-    return [this](const std::string& peer) {
-      MutexLock lock(mu_);
-      peers_.push_back(peer);
-      thread_ = std::this_thread::get_id();
-      cv_.notify_all();
-    };
-  }
-  // Waits up to `timeout` for n reports; returns how many there are.
-  size_t wait_for(size_t n, Millis timeout) {
-    MutexLock lock(mu_);
-    cv_.wait_for(mu_, timeout, [&]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return peers_.size() >= n; });
-    return peers_.size();
-  }
-  std::vector<std::string> peers() {
-    MutexLock lock(mu_);
-    return peers_;
+    return calls_;
   }
   std::thread::id thread() {
     MutexLock lock(mu_);
     return thread_;
   }
 
+ protected:
+  void record(T call) {
+    MutexLock lock(mu_);
+    calls_.push_back(std::move(call));
+    thread_ = std::this_thread::get_id();
+    cv_.notify_all();
+  }
+  // Waits up to `timeout` until `done` holds for the calls so far; whether it does.
+  bool wait_until(Millis timeout, const std::function<bool(const std::vector<T>&)>& done) {
+    MutexLock lock(mu_);
+    return cv_.wait_for(mu_, timeout,
+                        [&]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return done(calls_); });
+  }
+
  private:
   Mutex mu_;
   CondVar cv_;
-  std::vector<std::string> peers_ PDKV_GUARDED_BY(mu_);
+  std::vector<T> calls_ PDKV_GUARDED_BY(mu_);
   std::thread::id thread_ PDKV_GUARDED_BY(mu_);
+};
+
+// Collects what the handler receives.
+class Inbox : public CallLog<Message> {
+ public:
+  ZmqEndpoint::Handler handler() {
+    return [this](Message&& m, const std::string&) {
+      record(std::move(m));
+      return Status();
+    };
+  }
+  // Waits up to 20 s for a Pong carrying `seq`.
+  bool wait_for_pong(uint64_t seq) {
+    return wait_until(std::chrono::seconds(20), [&](const std::vector<Message>& messages) {
+      for (const Message& m : messages) {
+        if (auto* p = std::get_if<Pong>(&m); p && p->seq == seq) return true;
+      }
+      return false;
+    });
+  }
+  std::thread::id handler_thread() { return thread(); }
+};
+
+// Records on_peer_gone calls.
+class GoneLog : public CallLog<std::string> {
+ public:
+  ZmqEndpoint::PeerGoneHandler handler() {
+    return [this](const std::string& peer) { record(peer); };
+  }
+  // Waits up to `timeout` for n reports; returns how many there are.
+  size_t wait_for(size_t n, Millis timeout) { return CallLog::wait_for(n, timeout).size(); }
+  std::vector<std::string> peers() { return calls(); }
 };
 
 class PeerProcess {
