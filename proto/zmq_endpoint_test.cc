@@ -540,87 +540,81 @@ TEST(ZmqEndpointTest, APingIsHandledBeforeABacklogOfSlowMessages) {
 
 // ---- peer-process death ----
 
-TEST(ZmqEndpointTest, AKilledPeerIsReportedGoneOnceWithinASecond) {
-  Inbox inbox;
-  GoneLog gone;
-  auto ep = start(inbox, {}, gone.handler());
-  PeerProcess peer("echo", ep->endpoint());
-  std::string peer_endpoint = connect_echo_peer(*ep, inbox, peer);
+// An endpoint whose on_peer_gone reports go to gone_.
+class ZmqPeerDeathTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NE(ep_, nullptr); }
+  Inbox inbox_;
+  GoneLog gone_;
+  std::unique_ptr<ZmqEndpoint> ep_ = start(inbox_, {}, gone_.handler());
+};
+
+TEST_F(ZmqPeerDeathTest, AKilledPeerIsReportedGoneOnceWithinASecond) {
+  PeerProcess peer("echo", ep_->endpoint());
+  std::string peer_endpoint = connect_echo_peer(*ep_, inbox_, peer);
   auto t0 = now();
   peer.kill9();
-  ASSERT_EQ(gone.wait_for(1, Millis(5000)), 1u);
+  ASSERT_EQ(gone_.wait_for(1, Millis(5000)), 1u);
   EXPECT_LT(elapsed_ms(t0), 1000);
-  EXPECT_EQ(gone.peers()[0], peer_endpoint);
-  EXPECT_EQ(gone.thread(), inbox.handler_thread());  // the receive thread
+  EXPECT_EQ(gone_.peers()[0], peer_endpoint);
+  EXPECT_EQ(gone_.thread(), inbox_.handler_thread());  // the receive thread
   // Reconnect attempts keep being refused: still one report.
-  EXPECT_EQ(gone.wait_for(2, Millis(600)), 1u);
-  EXPECT_EQ(ep->stats().peers_gone, 1u);
-  EXPECT_GE(ep->stats().disconnects, 1u);
+  EXPECT_EQ(gone_.wait_for(2, Millis(600)), 1u);
+  EXPECT_EQ(ep_->stats().peers_gone, 1u);
+  EXPECT_GE(ep_->stats().disconnects, 1u);
 }
 
-TEST(ZmqEndpointTest, APeerWhoseConnectionIsResetIsNotReportedGone) {
-  Inbox inbox;
-  GoneLog gone;
-  auto ep = start(inbox, {}, gone.handler());
-  PeerProcess peer("echo", ep->endpoint());
-  std::string peer_endpoint = connect_echo_peer(*ep, inbox, peer);
-  ASSERT_TRUE(ep->send(peer_endpoint, Abort{0, identity_of(*ep), "reset"}).ok());
+TEST_F(ZmqPeerDeathTest, APeerWhoseConnectionIsResetIsNotReportedGone) {
+  PeerProcess peer("echo", ep_->endpoint());
+  std::string peer_endpoint = connect_echo_peer(*ep_, inbox_, peer);
+  ASSERT_TRUE(ep_->send(peer_endpoint, Abort{0, identity_of(*ep_), "reset"}).ok());
   std::string reset = peer.read_line();
   ASSERT_EQ(reset.rfind("reset ", 0), 0u) << reset;
   EXPECT_GE(std::atoi(reset.c_str() + 6), 1) << "the peer found no connection to reset";
   // Our side saw the connection close...
   auto t0 = now();
-  while (ep->stats().disconnects == 0 && elapsed_ms(t0) < 5000) usleep(5000);
-  ASSERT_GE(ep->stats().disconnects, 1u);
+  while (ep_->stats().disconnects == 0 && elapsed_ms(t0) < 5000) usleep(5000);
+  ASSERT_GE(ep_->stats().disconnects, 1u);
   // ...reconnected to the live process...
-  ASSERT_TRUE(ep->send(peer_endpoint, Ping{identity_of(*ep), 2}).ok());
-  EXPECT_TRUE(inbox.wait_for_pong(2));
+  ASSERT_TRUE(ep_->send(peer_endpoint, Ping{identity_of(*ep_), 2}).ok());
+  EXPECT_TRUE(inbox_.wait_for_pong(2));
   // ...and never reports it (several reconnect intervals later).
-  EXPECT_EQ(gone.wait_for(1, Millis(500)), 0u);
-  EXPECT_EQ(ep->stats().peers_gone, 0u);
+  EXPECT_EQ(gone_.wait_for(1, Millis(500)), 0u);
+  EXPECT_EQ(ep_->stats().peers_gone, 0u);
 }
 
-TEST(ZmqEndpointTest, APeerThatNeverListenedIsNotReportedGone) {
-  Inbox inbox;
-  GoneLog gone;
-  auto ep = start(inbox, {}, gone.handler());
-  ASSERT_TRUE(ep->send(unused_endpoint(), Ping{identity_of(*ep), 1}).ok());
-  EXPECT_EQ(gone.wait_for(1, Millis(600)), 0u);  // ~5 refused connects
-  EXPECT_EQ(ep->stats().peers_gone, 0u);
-  EXPECT_EQ(ep->stats().disconnects, 0u);
+TEST_F(ZmqPeerDeathTest, APeerThatNeverListenedIsNotReportedGone) {
+  ASSERT_TRUE(ep_->send(unused_endpoint(), Ping{identity_of(*ep_), 1}).ok());
+  EXPECT_EQ(gone_.wait_for(1, Millis(600)), 0u);  // ~5 refused connects
+  EXPECT_EQ(ep_->stats().peers_gone, 0u);
+  EXPECT_EQ(ep_->stats().disconnects, 0u);
 }
 
-TEST(ZmqEndpointTest, APeerRestartedAtTheSamePortIsReportedAgainWhenItDies) {
-  Inbox inbox;
-  GoneLog gone;
-  auto ep = start(inbox, {}, gone.handler());
-  auto first = std::make_unique<PeerProcess>("echo", ep->endpoint());
-  std::string peer_endpoint = connect_echo_peer(*ep, inbox, *first);
+TEST_F(ZmqPeerDeathTest, APeerRestartedAtTheSamePortIsReportedAgainWhenItDies) {
+  auto first = std::make_unique<PeerProcess>("echo", ep_->endpoint());
+  std::string peer_endpoint = connect_echo_peer(*ep_, inbox_, *first);
   first->kill9();
-  ASSERT_EQ(gone.wait_for(1, Millis(5000)), 1u);
+  ASSERT_EQ(gone_.wait_for(1, Millis(5000)), 1u);
   // The same port, a new process: the cached socket reconnects and is watched again.
-  PeerProcess second("listen", ep->endpoint(), peer_endpoint);
+  PeerProcess second("listen", ep_->endpoint(), peer_endpoint);
   ASSERT_EQ(second.read_line(), "ready");
-  ASSERT_TRUE(ep->send(peer_endpoint, Ping{identity_of(*ep), 3}).ok());
-  ASSERT_TRUE(inbox.wait_for_pong(3));
-  EXPECT_EQ(gone.peers().size(), 1u);
+  ASSERT_TRUE(ep_->send(peer_endpoint, Ping{identity_of(*ep_), 3}).ok());
+  ASSERT_TRUE(inbox_.wait_for_pong(3));
+  EXPECT_EQ(gone_.peers().size(), 1u);
   auto t0 = now();
   second.kill9();
-  ASSERT_EQ(gone.wait_for(2, Millis(5000)), 2u);
+  ASSERT_EQ(gone_.wait_for(2, Millis(5000)), 2u);
   EXPECT_LT(elapsed_ms(t0), 1000);
-  EXPECT_EQ(gone.peers()[1], peer_endpoint);
+  EXPECT_EQ(gone_.peers()[1], peer_endpoint);
 }
 
-TEST(ZmqEndpointTest, AForgottenPeerIsNotReportedGone) {
-  Inbox inbox;
-  GoneLog gone;
-  auto ep = start(inbox, {}, gone.handler());
-  PeerProcess peer("echo", ep->endpoint());
-  std::string peer_endpoint = connect_echo_peer(*ep, inbox, peer);
-  ep->forget_peer(peer_endpoint);
+TEST_F(ZmqPeerDeathTest, AForgottenPeerIsNotReportedGone) {
+  PeerProcess peer("echo", ep_->endpoint());
+  std::string peer_endpoint = connect_echo_peer(*ep_, inbox_, peer);
+  ep_->forget_peer(peer_endpoint);
   peer.kill9();
-  EXPECT_EQ(gone.wait_for(1, Millis(600)), 0u);
-  EXPECT_EQ(ep->stats().peers_gone, 0u);
+  EXPECT_EQ(gone_.wait_for(1, Millis(600)), 0u);
+  EXPECT_EQ(ep_->stats().peers_gone, 0u);
 }
 
 TEST(ZmqEndpointTest, ShutdownIsPromptAndLaterSendsAreAborted) {
