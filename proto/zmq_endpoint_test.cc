@@ -176,6 +176,18 @@ std::unique_ptr<ZmqEndpoint> start(Inbox& inbox, EndpointOptions o = {},
   return ep.ok() ? std::move(ep).value() : nullptr;
 }
 
+// Default options but for one limit.
+EndpointOptions with_send_hwm(int send_hwm) {
+  EndpointOptions o;
+  o.send_hwm = send_hwm;
+  return o;
+}
+EndpointOptions with_max_peers(size_t max_peers) {
+  EndpointOptions o;
+  o.max_peers = max_peers;
+  return o;
+}
+
 // An endpoint nobody listens on: bind one, note it, shut it down.
 std::string unused_endpoint() {
   Inbox other;
@@ -317,8 +329,7 @@ TEST(ZmqEndpointTest, HandlerErrorsAndExceptionsDoNotStopTheReceiver) {
 
 TEST(ZmqEndpointTest, SendsToAnAbsentPeerQueueUpToTheHwmThenFailAtOnce) {
   Inbox inbox;
-  EndpointOptions o;
-  o.send_hwm = 4;
+  const EndpointOptions o = with_send_hwm(4);
   auto ep = start(inbox, o);
   std::string dead = unused_endpoint();
   SendTimes times;
@@ -351,8 +362,7 @@ TEST(ZmqEndpointTest, FirstContactQueuesUntilThePeerListens) {
 TEST(ZmqEndpointTest, SendsToAPeerThatStopsReadingFailAtOnceAndQueueWholeMessages) {
   Inbox inbox;
   GoneLog gone;
-  EndpointOptions o;
-  o.send_hwm = 64;
+  const EndpointOptions o = with_send_hwm(64);
   auto ep = start(inbox, o, gone.handler());
   PeerProcess peer("echo", ep->endpoint());
   std::string peer_endpoint = connect_echo_peer(*ep, inbox, peer);
@@ -396,9 +406,7 @@ TEST(ZmqEndpointTest, SendsToAPeerThatStopsReadingFailAtOnceAndQueueWholeMessage
 
 TEST(ZmqEndpointTest, SendToAKilledPeerNeverBlocksForLong) {
   Inbox inbox;
-  EndpointOptions o;
-  o.send_hwm = 4;
-  auto ep = start(inbox, o);
+  auto ep = start(inbox, with_send_hwm(4));
   PeerProcess peer("echo", ep->endpoint());
   std::string peer_endpoint = connect_echo_peer(*ep, inbox, peer);
   peer.kill9();
@@ -417,9 +425,7 @@ TEST(ZmqEndpointTest, SendToAKilledPeerNeverBlocksForLong) {
 
 TEST(ZmqEndpointTest, SendBurstQueuesInOrderAndReportsThePrefix) {
   Inbox inbox;
-  EndpointOptions o;
-  o.send_hwm = 16;
-  auto ep = start(inbox, o);
+  auto ep = start(inbox, with_send_hwm(16));
   std::string later = unused_endpoint();
   std::vector<Message> burst;
   for (uint64_t room = 0; room < 40; ++room) burst.push_back(status_of_room(room));
@@ -640,9 +646,7 @@ namespace {
 // forgetting one frees its place.
 TEST(ZmqEndpointTest, SocketsAreKeptForAtMostMaxPeers) {
   Inbox inbox, other_inbox;
-  EndpointOptions o;
-  o.max_peers = 16;
-  auto ep = start(inbox, o);
+  auto ep = start(inbox, with_max_peers(16));
   auto other = start(other_inbox);
   ASSERT_TRUE(ep->send(other->endpoint(), Ping{identity_of(*ep), 1}).ok());
   std::vector<std::string> made_up;
@@ -664,9 +668,7 @@ TEST(ZmqEndpointTest, SocketsAreKeptForAtMostMaxPeers) {
 // rate-limited, so refusing a flood of peers cannot become a flood of sockets.
 TEST(ZmqEndpointTest, OneOffSendsDeliverKeepNoSocketAndAreRateLimited) {
   Inbox inbox, other_inbox;
-  EndpointOptions o;
-  o.max_peers = 16;
-  auto ep = start(inbox, o);
+  auto ep = start(inbox, with_max_peers(16));
   auto other = start(other_inbox);
   ASSERT_TRUE(ep->send_once(other->endpoint(), Ping{identity_of(*ep), 9}).ok());
   EXPECT_EQ(other_inbox.wait_for(1).size(), 1u);
