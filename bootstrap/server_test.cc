@@ -18,19 +18,9 @@ using nlohmann::json;
 using testing::sample_json;
 using testing::sample_registration;
 
-class ServerTest : public ::testing::Test {
+class ServerTest : public testing::LoopbackServerTest {
  protected:
-  void SetUp() override {
-    auto s = BootstrapServer::start(testing::loopback_options());
-    ASSERT_TRUE(s.ok()) << s.status().to_string();
-    server_ = std::move(s).value();
-  }
   BootstrapClient client() const { return BootstrapClient("127.0.0.1", server_->port()); }
-  httplib::Client raw() const {
-    httplib::Client c("127.0.0.1", server_->port());
-    c.set_read_timeout(std::chrono::seconds(10));
-    return c;
-  }
   static TimePoint soon(int ms = 5000) { return now() + std::chrono::milliseconds(ms); }
   // Returns (status, error field) of a PUT with `body`.
   std::pair<int, std::string> put(const std::string& body) {
@@ -40,8 +30,6 @@ class ServerTest : public ::testing::Test {
     std::string field = j.is_object() && j.contains("field") ? j["field"].get<std::string>() : "";
     return {r->status, field};
   }
-
-  std::unique_ptr<BootstrapServer> server_;
 };
 
 TEST_F(ServerTest, QueryBeforeRegistrationIs404) {
