@@ -10,6 +10,7 @@
 
 #include "bootstrap/client.h"
 #include "bootstrap/server.h"
+#include "bootstrap/test_server.h"
 #include "bootstrap/test_util.h"
 
 namespace pdkv::bootstrap {
@@ -107,9 +108,7 @@ TEST(RequestAuth, RememberedNoncesAreBounded) {
 class AuthServerTest : public ::testing::Test {
  protected:
   void start(bool authenticate_reads) {
-    ServerOptions o;
-    o.host = "127.0.0.1";
-    o.port = 0;
+    ServerOptions o = testing::loopback_options();
     o.cluster_key = key_;
     o.authenticate_reads = authenticate_reads;
     auto s = BootstrapServer::start(o);

@@ -9,6 +9,7 @@
 
 #include "bootstrap/client.h"
 #include "bootstrap/server.h"
+#include "bootstrap/test_server.h"
 #include "bootstrap/test_util.h"
 
 namespace pdkv::bootstrap {
@@ -82,23 +83,7 @@ TEST(RoomDpRanksTable, ReplacesExpiresAndStaysBounded) {
   EXPECT_TRUE(t.find({10}, t0 + seconds(13)).empty());
 }
 
-class DpRankRoutesTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ServerOptions o;
-    o.host = "127.0.0.1";
-    o.port = 0;
-    auto s = BootstrapServer::start(o);
-    ASSERT_TRUE(s.ok()) << s.status().to_string();
-    server_ = std::move(s).value();
-  }
-  httplib::Client raw() const {
-    httplib::Client c("127.0.0.1", server_->port());
-    c.set_read_timeout(seconds(10));
-    return c;
-  }
-  std::unique_ptr<BootstrapServer> server_;
-};
+class DpRankRoutesTest : public testing::LoopbackServerTest {};
 
 TEST_F(DpRankRoutesTest, RegisteredRoomsAreAnsweredUnknownOnesLeftOut) {
   auto put =

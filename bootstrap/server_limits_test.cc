@@ -3,10 +3,10 @@
 // listener itself).
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <string>
 
 #include "bootstrap/server.h"
+#include "bootstrap/test_server.h"
 #include "http/testing/raw_http_client.h"
 
 namespace pdkv::bootstrap {
@@ -19,26 +19,14 @@ using std::chrono::milliseconds;
 
 constexpr size_t kMiB = 1 << 20;
 
-std::string chunk(size_t n) {
-  char size[32];
-  std::snprintf(size, sizeof size, "%zx\r\n", n);
-  return size + std::string(n, 'x') + "\r\n";
-}
-
 // The bootstrap server keeps its contract (an oversized body is a 400 naming the body)
 // for chunked bodies too, which cpp-httplib 0.11 buffered whole.
 TEST(HttpListenerLimits, TheBootstrapServerCutsOffAChunkedRegistrationPastItsLimit) {
-  ServerOptions so;
-  so.host = "127.0.0.1";
-  so.port = 0;
-  auto s = BootstrapServer::start(so);
+  auto s = BootstrapServer::start(testing::loopback_options());
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   RawConnection c((*s)->port());
   ASSERT_TRUE(c.send_all("PUT /route HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"));
-  const std::string piece = chunk(16 * 1024);
-  size_t sent = 0;
-  while (sent < 64 * kMiB && c.send_all(piece)) sent += 16 * 1024;
-  EXPECT_LT(sent, 16 * kMiB);
+  EXPECT_LT(c.send_chunks(16 * 1024, 64 * kMiB), 16 * kMiB);
   RawReply r = c.read_reply(milliseconds(2000));
   if (r.status != 0) {
     EXPECT_EQ(r.status, 400);

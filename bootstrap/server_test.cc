@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "bootstrap/client.h"
+#include "bootstrap/test_server.h"
 #include "bootstrap/test_util.h"
 
 namespace pdkv::bootstrap {
@@ -17,22 +18,9 @@ using nlohmann::json;
 using testing::sample_json;
 using testing::sample_registration;
 
-class ServerTest : public ::testing::Test {
+class ServerTest : public testing::LoopbackServerTest {
  protected:
-  void SetUp() override {
-    ServerOptions o;
-    o.host = "127.0.0.1";
-    o.port = 0;
-    auto s = BootstrapServer::start(o);
-    ASSERT_TRUE(s.ok()) << s.status().to_string();
-    server_ = std::move(s).value();
-  }
   BootstrapClient client() const { return BootstrapClient("127.0.0.1", server_->port()); }
-  httplib::Client raw() const {
-    httplib::Client c("127.0.0.1", server_->port());
-    c.set_read_timeout(std::chrono::seconds(10));
-    return c;
-  }
   static TimePoint soon(int ms = 5000) { return now() + std::chrono::milliseconds(ms); }
   // Returns (status, error field) of a PUT with `body`.
   std::pair<int, std::string> put(const std::string& body) {
@@ -42,8 +30,6 @@ class ServerTest : public ::testing::Test {
     std::string field = j.is_object() && j.contains("field") ? j["field"].get<std::string>() : "";
     return {r->status, field};
   }
-
-  std::unique_ptr<BootstrapServer> server_;
 };
 
 TEST_F(ServerTest, QueryBeforeRegistrationIs404) {
@@ -245,9 +231,7 @@ namespace {
 
 TEST(BootstrapServerPort, ASecondServerOnTheSamePortIsRefusedNotSharingIt) {
   // With SO_REUSEPORT both would bind and split the requests (and the routes) between them.
-  ServerOptions o;
-  o.host = "127.0.0.1";
-  o.port = 0;
+  ServerOptions o = testing::loopback_options();
   auto first = BootstrapServer::start(o);
   ASSERT_TRUE(first.ok()) << first.status().to_string();
   o.port = (*first)->port();

@@ -17,6 +17,7 @@ namespace pdkv::http {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::body_chunk;
 using testing::raw_get;
 using testing::RawConnection;
 using testing::RawReply;
@@ -39,6 +40,12 @@ std::unique_ptr<HttpListener> start_listener(HttpListenerOptions o) {
   return l.ok() ? std::move(l).value() : nullptr;
 }
 
+std::unique_ptr<HttpListener> start_with_body_limit(size_t max_body_bytes) {
+  HttpListenerOptions o;
+  o.max_body_bytes = max_body_bytes;
+  return start_listener(o);
+}
+
 // This process's resident set, from /proc (the server runs in it).
 size_t rss_bytes() {
   std::ifstream status("/proc/self/status");
@@ -48,20 +55,12 @@ size_t rss_bytes() {
   return 0;
 }
 
-std::string chunk(size_t n) {
-  char size[32];
-  std::snprintf(size, sizeof size, "%zx\r\n", n);
-  return size + std::string(n, 'x') + "\r\n";
-}
-
 TEST(HttpListenerLimits, AChunkedBodyWithinTheLimitIsServed) {
-  HttpListenerOptions o;
-  o.max_body_bytes = kMiB;
-  auto l = start_listener(o);
+  auto l = start_with_body_limit(kMiB);
   ASSERT_TRUE(l);
   RawConnection c(l->port());
   ASSERT_TRUE(c.send_all("PUT /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"));
-  for (int i = 0; i < 15; ++i) ASSERT_TRUE(c.send_all(chunk(64 * 1024)));
+  for (int i = 0; i < 15; ++i) ASSERT_TRUE(c.send_all(body_chunk(64 * 1024)));
   ASSERT_TRUE(c.send_all("0\r\n\r\n"));
   RawReply r = c.read_reply(milliseconds(5000));
   EXPECT_EQ(r.status, 200);
@@ -72,16 +71,12 @@ TEST(HttpListenerLimits, AChunkedBodyWithinTheLimitIsServed) {
 // observed). Here the connection is cut once the sum passes 1 MiB, so a 64 MiB stream
 // gets nowhere near its end, and the server's memory does not grow with it.
 TEST(HttpListenerLimits, AChunkedBodyPastTheLimitIsCutOffWithoutBeingBuffered) {
-  HttpListenerOptions o;
-  o.max_body_bytes = kMiB;
-  auto l = start_listener(o);
+  auto l = start_with_body_limit(kMiB);
   ASSERT_TRUE(l);
   const size_t rss_before = rss_bytes();
   RawConnection c(l->port());
   ASSERT_TRUE(c.send_all("PUT /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"));
-  const std::string piece = chunk(64 * 1024);
-  size_t sent = 0;
-  while (sent < 64 * kMiB && c.send_all(piece)) sent += 64 * 1024;
+  const size_t sent = c.send_chunks(64 * 1024, 64 * kMiB);
   // What the socket buffers on both sides absorb before the reset arrives: a few MiB.
   EXPECT_LT(sent, 16 * kMiB) << "the server kept reading past its 1 MiB limit";
   RawReply r = c.read_reply(milliseconds(2000));
@@ -91,9 +86,7 @@ TEST(HttpListenerLimits, AChunkedBodyPastTheLimitIsCutOffWithoutBeingBuffered) {
 }
 
 TEST(HttpListenerLimits, ADeclaredBodyPastTheLimitIs413BeforeAnyOfItIsSent) {
-  HttpListenerOptions o;
-  o.max_body_bytes = kMiB;
-  auto l = start_listener(o);
+  auto l = start_with_body_limit(kMiB);
   ASSERT_TRUE(l);
   RawConnection c(l->port());
   ASSERT_TRUE(c.send_all("PUT /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 104857600\r\n\r\n"));

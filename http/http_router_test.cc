@@ -30,42 +30,43 @@ HttpRouter sample_router(std::vector<int>* errors) {
   return router;
 }
 
-TEST(HttpRouterTest, DispatchesByMethodAndPath) {
-  std::vector<int> errors;
-  HttpRouter router = sample_router(&errors);
-  HttpResponse get = router.handle(request(HttpMethod::kGet, "/a"));
+// sample_router(), with the statuses its error hook saw in errors_.
+class SampleRouterTest : public ::testing::Test {
+ protected:
+  std::vector<int> errors_;
+  HttpRouter router_ = sample_router(&errors_);
+};
+
+TEST_F(SampleRouterTest, DispatchesByMethodAndPath) {
+  HttpResponse get = router_.handle(request(HttpMethod::kGet, "/a"));
   EXPECT_EQ(get.status, 200);
   EXPECT_EQ(get.body, "got a");
   HttpRequest put = request(HttpMethod::kPut, "/a");
   put.body = "payload";
-  EXPECT_EQ(router.handle(put).body, "payload");
+  EXPECT_EQ(router_.handle(put).body, "payload");
   // HEAD falls back to GET (the listener sends no body for HEAD).
-  EXPECT_EQ(router.handle(request(HttpMethod::kHead, "/a")).body, "got a");
-  EXPECT_TRUE(errors.empty());
+  EXPECT_EQ(router_.handle(request(HttpMethod::kHead, "/a")).body, "got a");
+  EXPECT_TRUE(errors_.empty());
 }
 
-TEST(HttpRouterTest, UnknownPathIs404AndUnknownMethodIs405WithAllow) {
-  std::vector<int> errors;
-  HttpRouter router = sample_router(&errors);
-  HttpResponse missing = router.handle(request(HttpMethod::kGet, "/nowhere"));
+TEST_F(SampleRouterTest, UnknownPathIs404AndUnknownMethodIs405WithAllow) {
+  HttpResponse missing = router_.handle(request(HttpMethod::kGet, "/nowhere"));
   EXPECT_EQ(missing.status, 404);
   EXPECT_NE(missing.body.find("\"error\""), std::string::npos) << missing.body;
   HttpRequest odd = request(HttpMethod::kOther, "/a");
   odd.method_name = "PROPFIND";
-  HttpResponse not_allowed = router.handle(odd);
+  HttpResponse not_allowed = router_.handle(odd);
   EXPECT_EQ(not_allowed.status, 405);
   EXPECT_EQ(not_allowed.headers.get("allow"), "GET, PUT");
   EXPECT_NE(not_allowed.body.find("PROPFIND"), std::string::npos) << not_allowed.body;
-  EXPECT_EQ(errors, (std::vector<int>{404, 405}));
+  EXPECT_EQ(errors_, (std::vector<int>{404, 405}));
 }
 
-TEST(HttpRouterTest, AHandlerThatThrowsIs500) {
-  std::vector<int> errors;
-  HttpRouter router = sample_router(&errors);
-  HttpResponse res = router.handle(request(HttpMethod::kGet, "/boom"));
+TEST_F(SampleRouterTest, AHandlerThatThrowsIs500) {
+  HttpResponse res = router_.handle(request(HttpMethod::kGet, "/boom"));
   EXPECT_EQ(res.status, 500);
   EXPECT_NE(res.body.find("kaput"), std::string::npos) << res.body;
-  EXPECT_EQ(errors, (std::vector<int>{500}));
+  EXPECT_EQ(errors_, (std::vector<int>{500}));
 }
 
 TEST(HttpRouterTest, RefusalsGoThroughTheErrorHookWhichMayRewriteThem) {

@@ -14,15 +14,10 @@
 #include "kv/kv_sender.h"
 #include "kv/testing/room_pair.h"
 
-namespace pdkv::kv {
+// In kv::testing, whose helpers (room_pair.h) the tests use throughout.
+namespace pdkv::kv::testing {
 namespace {
 
-using testing::eventually;
-using testing::ManagerMaker;
-using testing::ModelShape;
-using testing::RankBuffers;
-using testing::RoomPair;
-using testing::RoomPairOptions;
 using Wait = RoomPair::Wait;
 
 std::vector<int64_t> shuffled_pages(int64_t count, int64_t capacity, uint32_t seed) {
@@ -504,4 +499,4 @@ TEST_F(L15Test, PrefixPagesTakeTheirOwnershipWithThem) {
 }
 
 }  // namespace
-}  // namespace pdkv::kv
+}  // namespace pdkv::kv::testing

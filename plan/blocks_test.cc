@@ -4,26 +4,15 @@
 
 #include <functional>
 
+#include "plan/test_fragments.h"
+
 namespace pdkv::plan {
 namespace {
 
 using U = std::vector<uint64_t>;
 using V = std::vector<int64_t>;
 using Layers = std::vector<std::vector<int64_t>>;
-
-Fragment frag(int64_t buffer, uint64_t ss, uint64_t ds, uint64_t so, uint64_t dof, uint64_t n,
-              std::optional<uint64_t> cap = std::nullopt, BufferKind kind = BufferKind::kKv) {
-  Fragment f;
-  f.kind = kind;
-  f.buffer_index = buffer;
-  f.src_page_stride_bytes = ss;
-  f.dst_page_stride_bytes = ds;
-  f.src_byte_offset = so;
-  f.dst_byte_offset = dof;
-  f.bytes_per_page = n;
-  f.page_count = cap;
-  return f;
-}
+using testing::frag;
 
 struct KvFixture {
   U src_ptrs = {1000, 2000};

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "plan/test_fragments.h"
+
 namespace pdkv::plan {
 namespace {
 
@@ -19,15 +21,7 @@ struct StateCase {
 };
 
 Fragment state_frag(int64_t s, uint64_t ss, uint64_t ds, uint64_t so, uint64_t dof, uint64_t n) {
-  Fragment f;
-  f.kind = BufferKind::kState;
-  f.buffer_index = s;
-  f.src_page_stride_bytes = ss;
-  f.dst_page_stride_bytes = ds;
-  f.src_byte_offset = so;
-  f.dst_byte_offset = dof;
-  f.bytes_per_page = n;
-  return f;
+  return testing::frag(s, ss, ds, so, dof, n, std::nullopt, BufferKind::kState);
 }
 
 TEST(StateBlocks, Table) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <thread>
 
 #include "common/clock.h"
@@ -18,79 +19,78 @@
 namespace pdkv::proto {
 namespace {
 
-// Collects what the handler receives; waits are bounded.
-class Inbox {
+// What a handler was called with, in order, and the thread of its last call; waits are
+// bounded.
+template <typename T>
+class CallLog {
  public:
-  ZmqEndpoint::Handler handler() {
-    return [this](Message&& m, const std::string&) {
-      MutexLock lock(mu_);
-      messages_.push_back(std::move(m));
-      thread_ = std::this_thread::get_id();
-      cv_.notify_all();
-      return Status();
-    };
-  }
-  // Waits up to `timeout` for n messages; returns what arrived.
-  std::vector<Message> wait_for(size_t n, Millis timeout = Millis(20000)) {
+  // Waits up to `timeout` for n calls; returns what they passed.
+  std::vector<T> wait_for(size_t n, Millis timeout = Millis(20000)) {
     MutexLock lock(mu_);
     // The predicate runs with mu_ held (CondVar contract); clang cannot see that.
-    cv_.wait_for(mu_, timeout,
-                 [&]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return messages_.size() >= n; });
-    return messages_;
+    cv_.wait_for(mu_, timeout, [&]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return calls_.size() >= n; });
+    return calls_;
   }
-  // Waits up to 20 s for a Pong carrying `seq`.
-  bool wait_for_pong(uint64_t seq) {
+  std::vector<T> calls() {
     MutexLock lock(mu_);
-    return cv_.wait_for(mu_, std::chrono::seconds(20), [&]() PDKV_NO_THREAD_SAFETY_ANALYSIS {
-      for (const Message& m : messages_) {
-        if (auto* p = std::get_if<Pong>(&m); p && p->seq == seq) return true;
-      }
-      return false;
-    });
-  }
-  std::thread::id handler_thread() {
-    MutexLock lock(mu_);
-    return thread_;
-  }
-
- private:
-  Mutex mu_;
-  CondVar cv_;
-  std::vector<Message> messages_ PDKV_GUARDED_BY(mu_);
-  std::thread::id thread_ PDKV_GUARDED_BY(mu_);
-};
-
-// Records on_peer_gone calls.
-class GoneLog {
- public:
-  ZmqEndpoint::PeerGoneHandler handler() {
-    return [this](const std::string& peer) {
-      MutexLock lock(mu_);
-      peers_.push_back(peer);
-      thread_ = std::this_thread::get_id();
-      cv_.notify_all();
-    };
-  }
-  // Waits up to `timeout` for n reports; returns how many there are.
-  size_t wait_for(size_t n, Millis timeout) {
-    MutexLock lock(mu_);
-    cv_.wait_for(mu_, timeout, [&]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return peers_.size() >= n; });
-    return peers_.size();
-  }
-  std::vector<std::string> peers() {
-    MutexLock lock(mu_);
-    return peers_;
+    return calls_;
   }
   std::thread::id thread() {
     MutexLock lock(mu_);
     return thread_;
   }
 
+ protected:
+  void record(T call) {
+    MutexLock lock(mu_);
+    calls_.push_back(std::move(call));
+    thread_ = std::this_thread::get_id();
+    cv_.notify_all();
+  }
+  // Waits up to `timeout` until `done` holds for the calls so far; whether it does.
+  bool wait_until(Millis timeout, const std::function<bool(const std::vector<T>&)>& done) {
+    MutexLock lock(mu_);
+    return cv_.wait_for(mu_, timeout,
+                        [&]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return done(calls_); });
+  }
+
  private:
   Mutex mu_;
   CondVar cv_;
-  std::vector<std::string> peers_ PDKV_GUARDED_BY(mu_);
+  std::vector<T> calls_ PDKV_GUARDED_BY(mu_);
   std::thread::id thread_ PDKV_GUARDED_BY(mu_);
+};
+
+// Collects what the handler receives.
+class Inbox : public CallLog<Message> {
+ public:
+  ZmqEndpoint::Handler handler() {
+    return [this](Message&& m, const std::string&) {
+      record(std::move(m));
+      return Status();
+    };
+  }
+  // Waits up to 20 s for a Pong carrying `seq`.
+  bool wait_for_pong(uint64_t seq) {
+    return wait_until(std::chrono::seconds(20), [&](const std::vector<Message>& messages) {
+      for (const Message& m : messages) {
+        if (auto* p = std::get_if<Pong>(&m); p && p->seq == seq) return true;
+      }
+      return false;
+    });
+  }
+  std::thread::id handler_thread() { return thread(); }
+};
+
+// Records on_peer_gone calls.
+class GoneLog : public CallLog<std::string> {
+ public:
+  ZmqEndpoint::PeerGoneHandler handler() {
+    return [this](const std::string& peer) { record(peer); };
+  }
+  // Waits up to `timeout` for n reports; returns how many there are.
+  size_t wait_for(size_t n, Millis timeout) { return CallLog::wait_for(n, timeout).size(); }
+  std::vector<std::string> peers() { return calls(); }
 };
 
 class PeerProcess {
@@ -174,6 +174,18 @@ std::unique_ptr<ZmqEndpoint> start(Inbox& inbox, EndpointOptions o = {},
   auto ep = ZmqEndpoint::start(o, inbox.handler(), std::move(gone));
   EXPECT_TRUE(ep.ok()) << ep.status().to_string();
   return ep.ok() ? std::move(ep).value() : nullptr;
+}
+
+// Default options but for one limit.
+EndpointOptions with_send_hwm(int send_hwm) {
+  EndpointOptions o;
+  o.send_hwm = send_hwm;
+  return o;
+}
+EndpointOptions with_max_peers(size_t max_peers) {
+  EndpointOptions o;
+  o.max_peers = max_peers;
+  return o;
 }
 
 // An endpoint nobody listens on: bind one, note it, shut it down.
@@ -317,8 +329,7 @@ TEST(ZmqEndpointTest, HandlerErrorsAndExceptionsDoNotStopTheReceiver) {
 
 TEST(ZmqEndpointTest, SendsToAnAbsentPeerQueueUpToTheHwmThenFailAtOnce) {
   Inbox inbox;
-  EndpointOptions o;
-  o.send_hwm = 4;
+  const EndpointOptions o = with_send_hwm(4);
   auto ep = start(inbox, o);
   std::string dead = unused_endpoint();
   SendTimes times;
@@ -351,8 +362,7 @@ TEST(ZmqEndpointTest, FirstContactQueuesUntilThePeerListens) {
 TEST(ZmqEndpointTest, SendsToAPeerThatStopsReadingFailAtOnceAndQueueWholeMessages) {
   Inbox inbox;
   GoneLog gone;
-  EndpointOptions o;
-  o.send_hwm = 64;
+  const EndpointOptions o = with_send_hwm(64);
   auto ep = start(inbox, o, gone.handler());
   PeerProcess peer("echo", ep->endpoint());
   std::string peer_endpoint = connect_echo_peer(*ep, inbox, peer);
@@ -396,9 +406,7 @@ TEST(ZmqEndpointTest, SendsToAPeerThatStopsReadingFailAtOnceAndQueueWholeMessage
 
 TEST(ZmqEndpointTest, SendToAKilledPeerNeverBlocksForLong) {
   Inbox inbox;
-  EndpointOptions o;
-  o.send_hwm = 4;
-  auto ep = start(inbox, o);
+  auto ep = start(inbox, with_send_hwm(4));
   PeerProcess peer("echo", ep->endpoint());
   std::string peer_endpoint = connect_echo_peer(*ep, inbox, peer);
   peer.kill9();
@@ -417,9 +425,7 @@ TEST(ZmqEndpointTest, SendToAKilledPeerNeverBlocksForLong) {
 
 TEST(ZmqEndpointTest, SendBurstQueuesInOrderAndReportsThePrefix) {
   Inbox inbox;
-  EndpointOptions o;
-  o.send_hwm = 16;
-  auto ep = start(inbox, o);
+  auto ep = start(inbox, with_send_hwm(16));
   std::string later = unused_endpoint();
   std::vector<Message> burst;
   for (uint64_t room = 0; room < 40; ++room) burst.push_back(status_of_room(room));
@@ -540,87 +546,81 @@ TEST(ZmqEndpointTest, APingIsHandledBeforeABacklogOfSlowMessages) {
 
 // ---- peer-process death ----
 
-TEST(ZmqEndpointTest, AKilledPeerIsReportedGoneOnceWithinASecond) {
-  Inbox inbox;
-  GoneLog gone;
-  auto ep = start(inbox, {}, gone.handler());
-  PeerProcess peer("echo", ep->endpoint());
-  std::string peer_endpoint = connect_echo_peer(*ep, inbox, peer);
+// An endpoint whose on_peer_gone reports go to gone_.
+class ZmqPeerDeathTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NE(ep_, nullptr); }
+  Inbox inbox_;
+  GoneLog gone_;
+  std::unique_ptr<ZmqEndpoint> ep_ = start(inbox_, {}, gone_.handler());
+};
+
+TEST_F(ZmqPeerDeathTest, AKilledPeerIsReportedGoneOnceWithinASecond) {
+  PeerProcess peer("echo", ep_->endpoint());
+  std::string peer_endpoint = connect_echo_peer(*ep_, inbox_, peer);
   auto t0 = now();
   peer.kill9();
-  ASSERT_EQ(gone.wait_for(1, Millis(5000)), 1u);
+  ASSERT_EQ(gone_.wait_for(1, Millis(5000)), 1u);
   EXPECT_LT(elapsed_ms(t0), 1000);
-  EXPECT_EQ(gone.peers()[0], peer_endpoint);
-  EXPECT_EQ(gone.thread(), inbox.handler_thread());  // the receive thread
+  EXPECT_EQ(gone_.peers()[0], peer_endpoint);
+  EXPECT_EQ(gone_.thread(), inbox_.handler_thread());  // the receive thread
   // Reconnect attempts keep being refused: still one report.
-  EXPECT_EQ(gone.wait_for(2, Millis(600)), 1u);
-  EXPECT_EQ(ep->stats().peers_gone, 1u);
-  EXPECT_GE(ep->stats().disconnects, 1u);
+  EXPECT_EQ(gone_.wait_for(2, Millis(600)), 1u);
+  EXPECT_EQ(ep_->stats().peers_gone, 1u);
+  EXPECT_GE(ep_->stats().disconnects, 1u);
 }
 
-TEST(ZmqEndpointTest, APeerWhoseConnectionIsResetIsNotReportedGone) {
-  Inbox inbox;
-  GoneLog gone;
-  auto ep = start(inbox, {}, gone.handler());
-  PeerProcess peer("echo", ep->endpoint());
-  std::string peer_endpoint = connect_echo_peer(*ep, inbox, peer);
-  ASSERT_TRUE(ep->send(peer_endpoint, Abort{0, identity_of(*ep), "reset"}).ok());
+TEST_F(ZmqPeerDeathTest, APeerWhoseConnectionIsResetIsNotReportedGone) {
+  PeerProcess peer("echo", ep_->endpoint());
+  std::string peer_endpoint = connect_echo_peer(*ep_, inbox_, peer);
+  ASSERT_TRUE(ep_->send(peer_endpoint, Abort{0, identity_of(*ep_), "reset"}).ok());
   std::string reset = peer.read_line();
   ASSERT_EQ(reset.rfind("reset ", 0), 0u) << reset;
   EXPECT_GE(std::atoi(reset.c_str() + 6), 1) << "the peer found no connection to reset";
   // Our side saw the connection close...
   auto t0 = now();
-  while (ep->stats().disconnects == 0 && elapsed_ms(t0) < 5000) usleep(5000);
-  ASSERT_GE(ep->stats().disconnects, 1u);
+  while (ep_->stats().disconnects == 0 && elapsed_ms(t0) < 5000) usleep(5000);
+  ASSERT_GE(ep_->stats().disconnects, 1u);
   // ...reconnected to the live process...
-  ASSERT_TRUE(ep->send(peer_endpoint, Ping{identity_of(*ep), 2}).ok());
-  EXPECT_TRUE(inbox.wait_for_pong(2));
+  ASSERT_TRUE(ep_->send(peer_endpoint, Ping{identity_of(*ep_), 2}).ok());
+  EXPECT_TRUE(inbox_.wait_for_pong(2));
   // ...and never reports it (several reconnect intervals later).
-  EXPECT_EQ(gone.wait_for(1, Millis(500)), 0u);
-  EXPECT_EQ(ep->stats().peers_gone, 0u);
+  EXPECT_EQ(gone_.wait_for(1, Millis(500)), 0u);
+  EXPECT_EQ(ep_->stats().peers_gone, 0u);
 }
 
-TEST(ZmqEndpointTest, APeerThatNeverListenedIsNotReportedGone) {
-  Inbox inbox;
-  GoneLog gone;
-  auto ep = start(inbox, {}, gone.handler());
-  ASSERT_TRUE(ep->send(unused_endpoint(), Ping{identity_of(*ep), 1}).ok());
-  EXPECT_EQ(gone.wait_for(1, Millis(600)), 0u);  // ~5 refused connects
-  EXPECT_EQ(ep->stats().peers_gone, 0u);
-  EXPECT_EQ(ep->stats().disconnects, 0u);
+TEST_F(ZmqPeerDeathTest, APeerThatNeverListenedIsNotReportedGone) {
+  ASSERT_TRUE(ep_->send(unused_endpoint(), Ping{identity_of(*ep_), 1}).ok());
+  EXPECT_EQ(gone_.wait_for(1, Millis(600)), 0u);  // ~5 refused connects
+  EXPECT_EQ(ep_->stats().peers_gone, 0u);
+  EXPECT_EQ(ep_->stats().disconnects, 0u);
 }
 
-TEST(ZmqEndpointTest, APeerRestartedAtTheSamePortIsReportedAgainWhenItDies) {
-  Inbox inbox;
-  GoneLog gone;
-  auto ep = start(inbox, {}, gone.handler());
-  auto first = std::make_unique<PeerProcess>("echo", ep->endpoint());
-  std::string peer_endpoint = connect_echo_peer(*ep, inbox, *first);
+TEST_F(ZmqPeerDeathTest, APeerRestartedAtTheSamePortIsReportedAgainWhenItDies) {
+  auto first = std::make_unique<PeerProcess>("echo", ep_->endpoint());
+  std::string peer_endpoint = connect_echo_peer(*ep_, inbox_, *first);
   first->kill9();
-  ASSERT_EQ(gone.wait_for(1, Millis(5000)), 1u);
+  ASSERT_EQ(gone_.wait_for(1, Millis(5000)), 1u);
   // The same port, a new process: the cached socket reconnects and is watched again.
-  PeerProcess second("listen", ep->endpoint(), peer_endpoint);
+  PeerProcess second("listen", ep_->endpoint(), peer_endpoint);
   ASSERT_EQ(second.read_line(), "ready");
-  ASSERT_TRUE(ep->send(peer_endpoint, Ping{identity_of(*ep), 3}).ok());
-  ASSERT_TRUE(inbox.wait_for_pong(3));
-  EXPECT_EQ(gone.peers().size(), 1u);
+  ASSERT_TRUE(ep_->send(peer_endpoint, Ping{identity_of(*ep_), 3}).ok());
+  ASSERT_TRUE(inbox_.wait_for_pong(3));
+  EXPECT_EQ(gone_.peers().size(), 1u);
   auto t0 = now();
   second.kill9();
-  ASSERT_EQ(gone.wait_for(2, Millis(5000)), 2u);
+  ASSERT_EQ(gone_.wait_for(2, Millis(5000)), 2u);
   EXPECT_LT(elapsed_ms(t0), 1000);
-  EXPECT_EQ(gone.peers()[1], peer_endpoint);
+  EXPECT_EQ(gone_.peers()[1], peer_endpoint);
 }
 
-TEST(ZmqEndpointTest, AForgottenPeerIsNotReportedGone) {
-  Inbox inbox;
-  GoneLog gone;
-  auto ep = start(inbox, {}, gone.handler());
-  PeerProcess peer("echo", ep->endpoint());
-  std::string peer_endpoint = connect_echo_peer(*ep, inbox, peer);
-  ep->forget_peer(peer_endpoint);
+TEST_F(ZmqPeerDeathTest, AForgottenPeerIsNotReportedGone) {
+  PeerProcess peer("echo", ep_->endpoint());
+  std::string peer_endpoint = connect_echo_peer(*ep_, inbox_, peer);
+  ep_->forget_peer(peer_endpoint);
   peer.kill9();
-  EXPECT_EQ(gone.wait_for(1, Millis(600)), 0u);
-  EXPECT_EQ(ep->stats().peers_gone, 0u);
+  EXPECT_EQ(gone_.wait_for(1, Millis(600)), 0u);
+  EXPECT_EQ(ep_->stats().peers_gone, 0u);
 }
 
 TEST(ZmqEndpointTest, ShutdownIsPromptAndLaterSendsAreAborted) {
@@ -646,9 +646,7 @@ namespace {
 // forgetting one frees its place.
 TEST(ZmqEndpointTest, SocketsAreKeptForAtMostMaxPeers) {
   Inbox inbox, other_inbox;
-  EndpointOptions o;
-  o.max_peers = 16;
-  auto ep = start(inbox, o);
+  auto ep = start(inbox, with_max_peers(16));
   auto other = start(other_inbox);
   ASSERT_TRUE(ep->send(other->endpoint(), Ping{identity_of(*ep), 1}).ok());
   std::vector<std::string> made_up;
@@ -670,9 +668,7 @@ TEST(ZmqEndpointTest, SocketsAreKeptForAtMostMaxPeers) {
 // rate-limited, so refusing a flood of peers cannot become a flood of sockets.
 TEST(ZmqEndpointTest, OneOffSendsDeliverKeepNoSocketAndAreRateLimited) {
   Inbox inbox, other_inbox;
-  EndpointOptions o;
-  o.max_peers = 16;
-  auto ep = start(inbox, o);
+  auto ep = start(inbox, with_max_peers(16));
   auto other = start(other_inbox);
   ASSERT_TRUE(ep->send_once(other->endpoint(), Ping{identity_of(*ep), 9}).ok());
   EXPECT_EQ(other_inbox.wait_for(1).size(), 1u);

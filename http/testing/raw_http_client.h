@@ -12,12 +12,20 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <string_view>
 
 #include "common/clock.h"
 
 namespace pdkv::http::testing {
+
+// One chunk of a chunked body: its size line, then n bytes of 'x'.
+inline std::string body_chunk(size_t n) {
+  char size[32];
+  std::snprintf(size, sizeof size, "%zx\r\n", n);
+  return size + std::string(n, 'x') + "\r\n";
+}
 
 struct RawReply {
   // The HTTP status; 0 if the server closed (or reset) the connection before a whole
@@ -72,6 +80,15 @@ class RawConnection {
       data.remove_prefix(static_cast<size_t>(n));
     }
     return true;
+  }
+
+  // A chunked body's flood: chunks of `chunk_bytes` until `up_to` bytes went or a send
+  // failed (the server cut the connection). Returns the bytes sent.
+  size_t send_chunks(size_t chunk_bytes, size_t up_to) {
+    const std::string piece = body_chunk(chunk_bytes);
+    size_t sent = 0;
+    while (sent < up_to && send_all(piece)) sent += chunk_bytes;
+    return sent;
   }
 
   // Reads one reply (headers, then a Content-Length body).

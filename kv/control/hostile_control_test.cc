@@ -19,13 +19,11 @@
 #include "kv/testing/room_pair.h"
 #include "proto/codec.h"
 
-namespace pdkv::kv {
+// In kv::testing, whose helpers (room_pair.h) the tests use throughout.
+namespace pdkv::kv::testing {
 namespace {
 
 using std::chrono::milliseconds;
-using testing::eventually;
-using testing::ModelShape;
-using testing::RankBuffers;
 
 int open_descriptors() {
   int n = 0;
@@ -478,4 +476,4 @@ TEST_F(PrefillCapsTest, RegistrationsBeyondThePeerCapAreRefusedAndServedPeersKee
 }
 
 }  // namespace
-}  // namespace pdkv::kv
+}  // namespace pdkv::kv::testing

@@ -18,17 +18,8 @@ DecodeManager::DecodeManager(DecodeManagerConfig config, std::shared_ptr<RouteDi
 Result<std::unique_ptr<DecodeManager>> DecodeManager::create(
     DecodeManagerConfig config, const ControlChannelFactory& channels,
     std::shared_ptr<RouteDirectory> directory) {
-  PDKV_RETURN_IF_ERROR(
-      check_manager_config(config.args, config.enable_mla_l1_5_cache, directory.get(), "decode"));
-  std::unique_ptr<DecodeManager> m(new DecodeManager(std::move(config), std::move(directory)));
-  Status started = m->start(channels);
-  if (!started.ok()) {
-    m->shutdown();
-    return started;
-  }
-  m->metrics_registration_ = MetricsRegistry::process().add(
-      [raw = m.get()](PrometheusText& out) { raw->render_metrics(out); });
-  return m;
+  return ManagerCreation::create<DecodeManager>(std::move(config), channels, std::move(directory),
+                                                "decode");
 }
 
 Status DecodeManager::start(const ControlChannelFactory& channels) {

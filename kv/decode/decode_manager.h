@@ -151,6 +151,8 @@ class DecodeManager {
   void shutdown();
 
  private:
+  // create() is ManagerCreation::create (manager_runtime.h).
+  friend class ManagerCreation;
   struct Target {
     RouteTarget route;
     std::string endpoint;  // the prefill rank's control endpoint

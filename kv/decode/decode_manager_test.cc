@@ -9,16 +9,11 @@
 #include "kv/kv_sender.h"
 #include "kv/testing/room_pair.h"
 
-namespace pdkv::kv {
+// In kv::testing, whose helpers (room_pair.h) the tests use throughout.
+namespace pdkv::kv::testing {
 namespace {
 
 using std::chrono::milliseconds;
-using testing::eventually;
-using testing::ManagerMaker;
-using testing::ModelShape;
-using testing::RankBuffers;
-using testing::RoomPair;
-using testing::RoomPairOptions;
 using Wait = RoomPair::Wait;
 
 TEST(DecodeManagerTest, DecodePrefixIsNotResent) {
@@ -206,4 +201,4 @@ TEST(DecodeManagerTest, DecodeCheckingAPrefillThatDoesNotSumFailsClosed) {
 }
 
 }  // namespace
-}  // namespace pdkv::kv
+}  // namespace pdkv::kv::testing

@@ -8,13 +8,11 @@
 #include "kv/kv_sender.h"
 #include "kv/testing/room_pair.h"
 
-namespace pdkv::kv {
+// In kv::testing, whose helpers (room_pair.h) the tests use throughout.
+namespace pdkv::kv::testing {
 namespace {
 
 using std::chrono::milliseconds;
-using testing::eventually;
-using testing::ModelShape;
-using testing::RankBuffers;
 
 constexpr char kAddr[] = "watched-instance:7000";
 
@@ -142,4 +140,4 @@ TEST_F(DecodeRouteChangeTest, ARankThatRegistersForTheFirstTimeChangesNothing) {
 }
 
 }  // namespace
-}  // namespace pdkv::kv
+}  // namespace pdkv::kv::testing

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "common/crc32c.h"
@@ -25,38 +26,44 @@ struct Copy {
     for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
     EXPECT_TRUE(registered.add(addr_of(dst), dst.size()).ok());
   }
-  // Sums then "transfers" (copies) src[s, s+n) to dst[d, d+n).
-  void write(size_t s, size_t d, size_t n) {
-    engine::WriteBlock w{addr_of(src, s), addr_of(dst, d), n};
-    EXPECT_TRUE(sum.add(std::span(&w, 1), device).ok());
-    std::copy_n(src.begin() + s, n, dst.begin() + d);
+  // src[s, s+n) to dst[d, d+n).
+  struct Piece {
+    size_t s, d, n;
+  };
+  // Sums then "transfers" (copies) each piece in turn, one add() each.
+  void write(std::initializer_list<Piece> pieces) {
+    for (const Piece& p : pieces) {
+      engine::WriteBlock w{addr_of(src, p.s), addr_of(dst, p.d), p.n};
+      EXPECT_TRUE(sum.add(std::span(&w, 1), device).ok());
+      std::copy_n(src.begin() + p.s, p.n, dst.begin() + p.d);
+    }
+  }
+  // What the receiver concludes from the sum and ranges sent.
+  Status verify() const {
+    return verify_transfer_checksum(sum.value(), sum.ranges(), registered, device);
   }
 };
 
 TEST(TransferChecksumTest, ScatteredWritesVerifyOnTheReceiver) {
   Copy c;
-  c.write(0, 128, 16);
-  c.write(16, 0, 32);
-  c.write(48, 200, 8);
+  c.write({{0, 128, 16}, {16, 0, 32}, {48, 200, 8}});
   ASSERT_EQ(c.sum.ranges().size(), 6u);
-  EXPECT_TRUE(verify_transfer_checksum(c.sum.value(), c.sum.ranges(), c.registered, c.device).ok());
+  EXPECT_TRUE(c.verify().ok());
 }
 
 TEST(TransferChecksumTest, ContiguousDestinationsMergeIntoOneRegion) {
   Copy c;
-  c.write(0, 10, 4);
-  c.write(100, 14, 6);
-  c.write(50, 20, 1);
+  c.write({{0, 10, 4}, {100, 14, 6}, {50, 20, 1}});
   ASSERT_EQ(c.sum.ranges().size(), 2u);
   EXPECT_EQ(c.sum.ranges()[1], 11u);
-  EXPECT_TRUE(verify_transfer_checksum(c.sum.value(), c.sum.ranges(), c.registered, c.device).ok());
+  EXPECT_TRUE(c.verify().ok());
 }
 
 TEST(TransferChecksumTest, AFlippedDestinationByteIsDataLoss) {
   Copy c;
-  c.write(0, 0, 64);
+  c.write({{0, 0, 64}});
   c.dst[33] ^= 1;
-  Status s = verify_transfer_checksum(c.sum.value(), c.sum.ranges(), c.registered, c.device);
+  Status s = c.verify();
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.to_string();
 }

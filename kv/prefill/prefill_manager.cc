@@ -24,17 +24,8 @@ PrefillManager::PrefillManager(PrefillManagerConfig config,
 Result<std::unique_ptr<PrefillManager>> PrefillManager::create(
     PrefillManagerConfig config, const ControlChannelFactory& channels,
     std::shared_ptr<RouteDirectory> directory) {
-  PDKV_RETURN_IF_ERROR(
-      check_manager_config(config.args, config.enable_mla_l1_5_cache, directory.get(), "prefill"));
-  std::unique_ptr<PrefillManager> m(new PrefillManager(std::move(config), std::move(directory)));
-  Status started = m->start(channels);
-  if (!started.ok()) {
-    m->shutdown();
-    return started;
-  }
-  m->metrics_registration_ = MetricsRegistry::process().add(
-      [raw = m.get()](PrometheusText& out) { raw->render_metrics(out); });
-  return m;
+  return ManagerCreation::create<PrefillManager>(std::move(config), channels, std::move(directory),
+                                                 "prefill");
 }
 
 Status PrefillManager::start(const ControlChannelFactory& channels) {

@@ -123,6 +123,8 @@ class PrefillManager {
   void shutdown();
 
  private:
+  // create() is ManagerCreation::create (manager_runtime.h).
+  friend class ManagerCreation;
   // One incarnation's registration and the challenge its answer carried.
   struct DecodeRegistration {
     proto::BufferRegistration registration;  // its fragments moved to `fragments`

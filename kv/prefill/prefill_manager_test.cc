@@ -12,16 +12,11 @@
 #include "kv/kv_sender.h"
 #include "kv/testing/room_pair.h"
 
-namespace pdkv::kv {
+// In kv::testing, whose helpers (room_pair.h) the tests use throughout.
+namespace pdkv::kv::testing {
 namespace {
 
 using std::chrono::milliseconds;
-using testing::eventually;
-using testing::ManagerMaker;
-using testing::ModelShape;
-using testing::RankBuffers;
-using testing::RoomPair;
-using testing::RoomPairOptions;
 using Wait = RoomPair::Wait;
 
 TEST(PrefillManagerTest, ChunksSentBeforeThePreAllocationWaitForIt) {
@@ -254,4 +249,4 @@ TEST(PrefillManagerTest, PrefillShutdownTellsTheDecodeOfEveryOpenRoom) {
 }
 
 }  // namespace
-}  // namespace pdkv::kv
+}  // namespace pdkv::kv::testing

@@ -54,25 +54,24 @@ class EtcdDecodeTest : public ::testing::Test {
     EXPECT_TRUE(d.ok()) << d.status().to_string();
     return *d;
   }
-  std::unique_ptr<PrefillManager> make_prefill(RankBuffers& buffers) {
-    PrefillManagerConfig config;
+  // A manager for rank 0 of kInstance, over real ZeroMQ and this test's etcd; null (and
+  // the test failed) when it did not start.
+  template <typename Manager, typename Config>
+  std::unique_ptr<Manager> make_manager(RankBuffers& buffers) {
+    Config config;
     config.args = buffers.args(0);
     config.bootstrap_addr = kInstance;
     config.engine = testing::loopback_engine();
     config.options = slow_liveness();
-    auto m = PrefillManager::create(std::move(config), zmq_channel_factory(), directory());
+    auto m = Manager::create(std::move(config), zmq_channel_factory(), directory());
     EXPECT_TRUE(m.ok()) << m.status().to_string();
     return m.ok() ? std::move(m).value() : nullptr;
   }
+  std::unique_ptr<PrefillManager> make_prefill(RankBuffers& buffers) {
+    return make_manager<PrefillManager, PrefillManagerConfig>(buffers);
+  }
   std::unique_ptr<DecodeManager> make_decode(RankBuffers& buffers) {
-    DecodeManagerConfig config;
-    config.args = buffers.args(0);
-    config.bootstrap_addr = kInstance;
-    config.engine = testing::loopback_engine();
-    config.options = slow_liveness();
-    auto m = DecodeManager::create(std::move(config), zmq_channel_factory(), directory());
-    EXPECT_TRUE(m.ok()) << m.status().to_string();
-    return m.ok() ? std::move(m).value() : nullptr;
+    return make_manager<DecodeManager, DecodeManagerConfig>(buffers);
   }
   // The lease rank 0's key lives under (0 when it is not registered).
   int64_t lease_of_rank0() {

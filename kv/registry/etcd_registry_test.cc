@@ -68,36 +68,45 @@ class EtcdRegistryTest : public ::testing::Test {
     EXPECT_TRUE(c.ok()) << c.status().to_string();
     return c.ok() ? std::move(*c) : nullptr;
   }
+  // start(members), then a prefill's and a decode's directory over it under /test.
+  void start_with_directories(int members) {
+    cluster_ = start(members);
+    ASSERT_NE(cluster_, nullptr);
+    prefill_ = directory(etcd_options(*cluster_));
+    decode_ = directory(etcd_options(*cluster_));
+  }
+
+  // Declared in the order the tests' locals were, so destroyed in the same order.
+  std::unique_ptr<EtcdCluster> cluster_;
+  std::shared_ptr<EtcdRouteDirectory> prefill_;
+  std::shared_ptr<EtcdRouteDirectory> decode_;
 };
 
 TEST_F(EtcdRegistryTest, DecodeSeesPublishedRanksAndTheirWithdrawal) {
-  auto cluster = start(1);
-  ASSERT_NE(cluster, nullptr);
-  auto prefill = directory(etcd_options(*cluster));
-  auto decode = directory(etcd_options(*cluster));
-  ASSERT_TRUE(prefill->register_prefill_rank("inst:1", rank_info(0, 2, 5000), now() + 5s).ok());
-  ASSERT_TRUE(prefill->register_prefill_rank("inst:1", rank_info(1, 2, 5001), now() + 5s).ok());
+  ASSERT_NO_FATAL_FAILURE(start_with_directories(1));
+  ASSERT_TRUE(prefill_->register_prefill_rank("inst:1", rank_info(0, 2, 5000), now() + 5s).ok());
+  ASSERT_TRUE(prefill_->register_prefill_rank("inst:1", rank_info(1, 2, 5001), now() + 5s).ok());
 
-  auto instance = decode->lookup_instance("inst:1", now() + 5s);
+  auto instance = decode_->lookup_instance("inst:1", now() + 5s);
   ASSERT_TRUE(instance.ok()) << instance.status().to_string();
   EXPECT_EQ(instance->tp_size, 2);
-  auto rank1 = decode->lookup_prefill_rank("inst:1", 0, 1, now() + 5s);
+  auto rank1 = decode_->lookup_prefill_rank("inst:1", 0, 1, now() + 5s);
   ASSERT_TRUE(rank1.ok()) << rank1.status().to_string();
   EXPECT_EQ(rank1->control_endpoint, "tcp://127.0.0.1:5001");
-  EXPECT_EQ(decode->lookup_prefill_rank("inst:1", 0, 2, now() + 1s).status().code(),
+  EXPECT_EQ(decode_->lookup_prefill_rank("inst:1", 0, 2, now() + 1s).status().code(),
             StatusCode::kOutOfRange);
 
   // A clean shutdown withdraws the route; the watch reports it without polling.
-  ASSERT_TRUE(prefill->unregister_prefill_rank("inst:1", rank_info(1, 2, 5001), now() + 2s).ok());
+  ASSERT_TRUE(prefill_->unregister_prefill_rank("inst:1", rank_info(1, 2, 5001), now() + 2s).ok());
   const TimePoint deadline = now() + 1s;
   bool gone = false;
   while (!gone && now() < deadline) {
-    auto snap = decode->watcher().snapshot();
+    auto snap = decode_->watcher().snapshot();
     gone = snap && (*snap)["inst:1"].count(1) == 0;
     std::this_thread::sleep_for(10ms);
   }
   EXPECT_TRUE(gone);
-  auto missing = decode->lookup_prefill_rank("inst:1", 0, 1, now() + 300ms);
+  auto missing = decode_->lookup_prefill_rank("inst:1", 0, 1, now() + 300ms);
   EXPECT_EQ(missing.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(missing.status().message().find("not registered in etcd at"), std::string::npos)
       << missing.status().message();
@@ -105,15 +114,12 @@ TEST_F(EtcdRegistryTest, DecodeSeesPublishedRanksAndTheirWithdrawal) {
 }
 
 TEST_F(EtcdRegistryTest, LookupWaitsForARankThatRegistersLater) {
-  auto cluster = start(1);
-  ASSERT_NE(cluster, nullptr);
-  auto prefill = directory(etcd_options(*cluster));
-  auto decode = directory(etcd_options(*cluster));
+  ASSERT_NO_FATAL_FAILURE(start_with_directories(1));
   std::thread late([&] {
     std::this_thread::sleep_for(300ms);
-    EXPECT_TRUE(prefill->register_prefill_rank("late:1", rank_info(0, 1, 6000), now() + 5s).ok());
+    EXPECT_TRUE(prefill_->register_prefill_rank("late:1", rank_info(0, 1, 6000), now() + 5s).ok());
   });
-  auto rank = decode->lookup_prefill_rank("late:1", 0, 0, now() + 5s);
+  auto rank = decode_->lookup_prefill_rank("late:1", 0, 0, now() + 5s);
   late.join();
   ASSERT_TRUE(rank.ok()) << rank.status().to_string();
   EXPECT_EQ(rank->control_endpoint, "tcp://127.0.0.1:6000");
@@ -216,22 +222,19 @@ TEST_F(EtcdRegistryTest, MalformedEntriesAreIgnored) {
 }
 
 TEST_F(EtcdRegistryTest, EtcdDownFailsLookupsNamingEtcdAndRecovers) {
-  auto cluster = start(1);
-  ASSERT_NE(cluster, nullptr);
-  auto prefill = directory(etcd_options(*cluster));
-  auto decode = directory(etcd_options(*cluster));
-  ASSERT_TRUE(prefill->register_prefill_rank("d:1", rank_info(0, 1, 5000), now() + 5s).ok());
-  ASSERT_TRUE(decode->lookup_prefill_rank("d:1", 0, 0, now() + 5s).ok());
+  ASSERT_NO_FATAL_FAILURE(start_with_directories(1));
+  ASSERT_TRUE(prefill_->register_prefill_rank("d:1", rank_info(0, 1, 5000), now() + 5s).ok());
+  ASSERT_TRUE(decode_->lookup_prefill_rank("d:1", 0, 0, now() + 5s).ok());
 
-  cluster->kill(0);
+  cluster_->kill(0);
   // The watch learns it from the closed connection.
-  for (TimePoint until = now() + 2s; decode->watcher().snapshot() && now() < until;)
+  for (TimePoint until = now() + 2s; decode_->watcher().snapshot() && now() < until;)
     std::this_thread::sleep_for(10ms);
   std::string why;
-  EXPECT_FALSE(decode->watcher().snapshot(&why).has_value());
+  EXPECT_FALSE(decode_->watcher().snapshot(&why).has_value());
   EXPECT_NE(why.find("etcd at"), std::string::npos) << why;
   const TimePoint start = now();
-  auto down = decode->lookup_prefill_rank("d:1", 0, 0, now() + 1s);
+  auto down = decode_->lookup_prefill_rank("d:1", 0, 0, now() + 1s);
   EXPECT_LT(now() - start, 1500ms);  // fails at its deadline, no hang
   EXPECT_EQ(down.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(down.status().message().find("etcd at"), std::string::npos) << down.status().message();
@@ -239,31 +242,28 @@ TEST_F(EtcdRegistryTest, EtcdDownFailsLookupsNamingEtcdAndRecovers) {
   // Down longer than the TTL: the lease is gone after the restart; the publisher
   // registers again, and the decode's watch comes back.
   std::this_thread::sleep_for(2500ms);
-  ASSERT_TRUE(cluster->restart(0).ok());
-  auto back = decode->lookup_prefill_rank("d:1", 0, 0, now() + 10s);
+  ASSERT_TRUE(cluster_->restart(0).ok());
+  auto back = decode_->lookup_prefill_rank("d:1", 0, 0, now() + 10s);
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_EQ(back->control_endpoint, "tcp://127.0.0.1:5000");
 }
 
 TEST_F(EtcdRegistryTest, LeaderLossDoesNotFailPublishOrLookup) {
-  auto cluster = start(3);
-  ASSERT_NE(cluster, nullptr);
-  auto prefill = directory(etcd_options(*cluster));
-  auto decode = directory(etcd_options(*cluster));
-  ASSERT_TRUE(prefill->register_prefill_rank("l:1", rank_info(0, 2, 5000), now() + 5s).ok());
-  ASSERT_TRUE(decode->lookup_prefill_rank("l:1", 0, 0, now() + 5s).ok());
-  auto leader = cluster->leader();
+  ASSERT_NO_FATAL_FAILURE(start_with_directories(3));
+  ASSERT_TRUE(prefill_->register_prefill_rank("l:1", rank_info(0, 2, 5000), now() + 5s).ok());
+  ASSERT_TRUE(decode_->lookup_prefill_rank("l:1", 0, 0, now() + 5s).ok());
+  auto leader = cluster_->leader();
   ASSERT_TRUE(leader.ok()) << leader.status().to_string();
-  cluster->kill(*leader);
+  cluster_->kill(*leader);
   // New registrations and lookups go on through the surviving members.
-  Status published = prefill->register_prefill_rank("l:1", rank_info(1, 2, 5001), now() + 10s);
+  Status published = prefill_->register_prefill_rank("l:1", rank_info(1, 2, 5001), now() + 10s);
   ASSERT_TRUE(published.ok()) << published.to_string();
-  auto rank1 = decode->lookup_prefill_rank("l:1", 0, 1, now() + 10s);
+  auto rank1 = decode_->lookup_prefill_rank("l:1", 0, 1, now() + 10s);
   ASSERT_TRUE(rank1.ok()) << rank1.status().to_string();
   EXPECT_EQ(rank1->control_endpoint, "tcp://127.0.0.1:5001");
   // The lease survives the election: rank 0 stays registered past its TTL.
   std::this_thread::sleep_for(2500ms);
-  EXPECT_TRUE(decode->lookup_prefill_rank("l:1", 0, 0, now() + 1s).ok());
+  EXPECT_TRUE(decode_->lookup_prefill_rank("l:1", 0, 0, now() + 1s).ok());
 }
 
 // Sanitizer builds run several times slower and, in CI, beside other heavy tests: the

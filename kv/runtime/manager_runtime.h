@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <string_view>
+#include <utility>
 
 #include "common/mutex.h"
 #include "common/status.h"
@@ -26,6 +27,7 @@
 #include "kv/control/control_channel.h"
 #include "kv/kv_args.h"
 #include "kv/manager_options.h"
+#include "kv/metrics/metrics_registry.h"
 #include "kv/route/route_directory.h"
 
 namespace pdkv::kv {
@@ -66,6 +68,32 @@ class ManagerRuntime {
 // "decode", as the errors name it.
 Status check_manager_config(const KvArgs& args, bool enable_mla_l1_5_cache,
                             const RouteDirectory* directory, std::string_view role);
+
+// create(), the same on both sides: `config` checked (check_manager_config), the manager
+// constructed and started; a start that failed is shut down (what it began is stopped and
+// joined) and its error returned; a started manager's metrics join the process's
+// (MetricsRegistry::process()). A manager befriends ManagerCreation for its private
+// constructor, start(), shutdown() and metrics_registration_.
+class ManagerCreation {
+ public:
+  template <typename Manager, typename Config>
+  static Result<std::unique_ptr<Manager>> create(Config config,
+                                                 const ControlChannelFactory& channels,
+                                                 std::shared_ptr<RouteDirectory> directory,
+                                                 std::string_view role) {
+    PDKV_RETURN_IF_ERROR(
+        check_manager_config(config.args, config.enable_mla_l1_5_cache, directory.get(), role));
+    std::unique_ptr<Manager> m(new Manager(std::move(config), std::move(directory)));
+    Status started = m->start(channels);
+    if (!started.ok()) {
+      m->shutdown();
+      return started;
+    }
+    m->metrics_registration_ = MetricsRegistry::process().add(
+        [raw = m.get()](PrometheusText& out) { raw->render_metrics(out); });
+    return m;
+  }
+};
 
 // The rank's transfer engine: on `options.local_ip` when set (written into
 // `engine_options.host`, which the control channel then binds too), admitting a peer's

@@ -13,11 +13,18 @@ uint64_t sum_bytes(const PartPlan& p) {
   return s;
 }
 
+// plan_parts() into a fresh plan.
+PartPlan planned(std::span<const WriteBlock> blocks, const PlanLimits& limits,
+                 uint32_t first_stream = 0) {
+  PartPlan plan;
+  plan_parts(blocks, limits, first_stream, &plan);
+  return plan;
+}
+
 TEST(PartPlanner, MergesBlocksContinuingInSourceAndDestination) {
   std::vector<WriteBlock> blocks = {
       {100, 1000, 10}, {110, 1010, 5}, {115, 2000, 5}, {120, 2005, 0}, {120, 2005, 1}};
-  PartPlan plan;
-  plan_parts(blocks, PlanLimits{1, 1 << 20, 100}, 0, &plan);
+  const PartPlan plan = planned(blocks, PlanLimits{1, 1 << 20, 100});
   ASSERT_EQ(plan.entries.size(), 2u);
   EXPECT_EQ(plan.entries[0].length, 15u);
   EXPECT_EQ(plan.entries[1].length, 6u);
@@ -41,8 +48,7 @@ TEST(PartPlanner, BlocksOfDifferentGrantsNeverShareAnEntry) {
   // were equal; a batch mixing rooms keeps each room's grant on its own entries.
   std::vector<WriteBlock> blocks = {
       {100, 1000, 10, 7}, {110, 1010, 10, 8}, {200, 2000, 10, 8}, {300, 3000, 10, 9}};
-  PartPlan plan;
-  plan_parts(blocks, PlanLimits{1, 1 << 20, 100}, 0, &plan);
+  const PartPlan plan = planned(blocks, PlanLimits{1, 1 << 20, 100});
   ASSERT_EQ(plan.entries.size(), 3u);
   EXPECT_EQ(plan.entries[0].grant, 7u);
   EXPECT_EQ(plan.entries[1].grant, 8u);
@@ -52,8 +58,7 @@ TEST(PartPlanner, BlocksOfDifferentGrantsNeverShareAnEntry) {
 
 TEST(PartPlanner, SmallBatchUsesOneRotatingStream) {
   std::vector<WriteBlock> blocks = {{0, 0, 1000}};
-  PartPlan plan;
-  plan_parts(blocks, PlanLimits{4, 1 << 20, 100}, 3, &plan);
+  const PartPlan plan = planned(blocks, PlanLimits{4, 1 << 20, 100}, 3);
   ASSERT_EQ(plan.parts.size(), 1u);
   EXPECT_EQ(plan.parts[0].stream, 3u);
 }
@@ -61,8 +66,7 @@ TEST(PartPlanner, SmallBatchUsesOneRotatingStream) {
 TEST(PartPlanner, OneHugeBlockIsSplitEvenlyOverStreams) {
   const uint64_t len = (uint64_t{1} << 30) + 3;
   std::vector<WriteBlock> blocks = {{1 << 20, 1 << 24, len}};
-  PartPlan plan;
-  plan_parts(blocks, PlanLimits{4, 1 << 20, 100}, 1, &plan);
+  const PartPlan plan = planned(blocks, PlanLimits{4, 1 << 20, 100}, 1);
   ASSERT_EQ(plan.parts.size(), 4u);
   EXPECT_EQ(sum_bytes(plan), len);
   for (const auto& p : plan.parts) {
@@ -81,8 +85,7 @@ TEST(PartPlanner, OneHugeBlockIsSplitEvenlyOverStreams) {
 TEST(PartPlanner, EntryLimitSplitsParts) {
   std::vector<WriteBlock> blocks;
   for (uint64_t i = 0; i < 10; ++i) blocks.push_back({i * 100, 10000 - i * 100, 50});
-  PartPlan plan;
-  plan_parts(blocks, PlanLimits{1, 1 << 20, 3}, 0, &plan);
+  const PartPlan plan = planned(blocks, PlanLimits{1, 1 << 20, 3});
   ASSERT_EQ(plan.parts.size(), 4u);
   EXPECT_EQ(plan.parts[3].entry_count, 1u);
   EXPECT_EQ(sum_bytes(plan), 500u);
@@ -95,8 +98,7 @@ TEST(PartPlanner, FoldsEquallySpacedBlocksIntoRuns) {
   for (uint64_t t = 0; t < 16; ++t) blocks.push_back({1000 + t * 512, 100000 + t * 1024, 512});
   for (uint64_t t = 0; t < 16; ++t) blocks.push_back({9192 + t * 512, 500000 + t * 1024, 512});
   blocks.push_back({20000, 900000, 100});
-  PartPlan plan;
-  plan_parts(blocks, PlanLimits{1, 1 << 20, 100}, 0, &plan);
+  const PartPlan plan = planned(blocks, PlanLimits{1, 1 << 20, 100});
   ASSERT_EQ(plan.entries.size(), 3u);
   EXPECT_EQ(plan.entries[0].pieces, 16u);
   EXPECT_EQ(plan.entries[0].src_stride, 512u);
@@ -117,8 +119,7 @@ TEST(PartPlanner, FoldsEquallySpacedBlocksIntoRuns) {
 // address names the whole range of blocks it carries.
 TEST(PartPlanner, ARunWithAnEmptyBlockInsideNamesItsWholeRange) {
   std::vector<WriteBlock> gap = {{0, 0, 512}, {512, 1024, 512}, {1024, 1024, 0}, {1024, 2048, 512}};
-  PartPlan plan;
-  plan_parts(gap, PlanLimits{1, 1 << 20, 100}, 0, &plan);
+  const PartPlan plan = planned(gap, PlanLimits{1, 1 << 20, 100});
   ASSERT_EQ(plan.entries.size(), 1u);
   EXPECT_EQ(plan.entries[0].pieces, 3u);
   const BlockName b = name_block(plan.entries[0], 2048 + 3);
@@ -129,16 +130,14 @@ TEST(PartPlanner, ARunWithAnEmptyBlockInsideNamesItsWholeRange) {
 
 TEST(PartPlanner, OverlappingOrDescendingBlocksStayApart) {
   std::vector<WriteBlock> blocks = {{0, 1000, 64}, {32, 2000, 64}, {200, 900, 64}};
-  PartPlan plan;
-  plan_parts(blocks, PlanLimits{1, 1 << 20, 100}, 0, &plan);
+  const PartPlan plan = planned(blocks, PlanLimits{1, 1 << 20, 100});
   EXPECT_EQ(plan.entries.size(), 3u);
 }
 
 TEST(PartPlanner, RunsAreSplitAtPieceBoundariesAcrossStreams) {
   std::vector<WriteBlock> blocks;
   for (uint64_t i = 0; i < 1000; ++i) blocks.push_back({i * 4096, i * 8192, 4096});
-  PartPlan plan;
-  plan_parts(blocks, PlanLimits{4, 1 << 18, 100}, 0, &plan);
+  const PartPlan plan = planned(blocks, PlanLimits{4, 1 << 18, 100});
   ASSERT_EQ(plan.parts.size(), 4u);
   EXPECT_EQ(sum_bytes(plan), 1000u * 4096);
   uint64_t pieces = 0;
@@ -164,8 +163,7 @@ TEST(PartPlanner, RunsAreSplitAtPieceBoundariesAcrossStreams) {
 
 TEST(PartPlanner, EmptyAndZeroLengthOnly) {
   std::vector<WriteBlock> blocks = {{1, 2, 0}};
-  PartPlan plan;
-  plan_parts(blocks, PlanLimits{4, 1, 3}, 0, &plan);
+  const PartPlan plan = planned(blocks, PlanLimits{4, 1, 3});
   EXPECT_TRUE(plan.parts.empty());
 }
 
@@ -183,8 +181,7 @@ TEST(PartPlanner, ByteBoundCutsEveryShape) {
   }
   PlanLimits limits{2, 1 << 20, 1 << 20};
   limits.max_part_bytes = 256;
-  PartPlan plan;
-  plan_parts(blocks, limits, 0, &plan);
+  const PartPlan plan = planned(blocks, limits);
   uint64_t total = 0;
   for (const PlannedPart& part : plan.parts) {
     EXPECT_LE(part.bytes, 256u);
@@ -205,8 +202,7 @@ TEST(PartPlanner, ByteBoundCutsEveryShape) {
 
 TEST(PartPlanner, NoByteBoundKeepsPartsWhole) {
   std::vector<WriteBlock> blocks = {{1u << 30, 2u << 30, 5000}};
-  PartPlan plan;
-  plan_parts(blocks, PlanLimits{1, 1 << 20, 1 << 20}, 0, &plan);
+  const PartPlan plan = planned(blocks, PlanLimits{1, 1 << 20, 1 << 20});
   ASSERT_EQ(plan.parts.size(), 1u);
   EXPECT_EQ(plan.parts[0].bytes, 5000u);
 }
