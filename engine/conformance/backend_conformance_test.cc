@@ -267,10 +267,10 @@ TEST_P(BackendConformance, LargeSingleEntry) {
   ASSERT_TRUE(p.ready()) << p.error();
   BackendPeer& peer = connect(p);
   auto src = random_bytes(kBytes, 11);
-  ASSERT_TRUE(post_and_wait(peer,
-                            {{reinterpret_cast<uint64_t>(src.data()), p.region_addr(), kBytes}},
-                            milliseconds(120000))
-                  .ok());
+  const Status posted = post_and_wait(
+      peer, {{reinterpret_cast<uint64_t>(src.data()), p.region_addr(), kBytes}},
+      milliseconds(120000));
+  ASSERT_TRUE(posted.ok()) << posted.to_string();
   expect_region(p, src);
 }
 
