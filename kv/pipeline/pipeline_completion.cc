@@ -15,9 +15,12 @@ namespace {
 bool is_rejection(const Status& s) { return classify_batch_failure(s) == BatchFailure::kRefused; }
 
 // Why a batch that failed for good fails its rooms. A rejection is the decode refusing a
-// destination (outside its registered memory); Aborted is our own close of a connection
-// that kept breaking, so it is the link too.
+// destination (outside its registered memory), or FailedPrecondition: a side that could
+// not read or land these blocks (a device copy failed), which is no fault of the
+// addresses; Aborted is our own close of a connection that kept breaking, so it is the
+// link too.
 FailureCause cause_of_batch_failure(const Status& s) {
+  if (s.code() == StatusCode::kFailedPrecondition) return FailureCause::kInternal;
   if (is_rejection(s)) return FailureCause::kOutOfRange;
   if (is_transient_transfer_error(s) || s.code() == StatusCode::kAborted) {
     return FailureCause::kLinkLost;
@@ -128,8 +131,10 @@ void TransferPipeline::handle_batch_failure(PeerLink& link, WriteBatch batch,
       return;
     }
   }
-  if (is_rejection(status) && !batch.single_room && keys.size() > 1) {
-    // The decode refused a block: send each room alone, so only the guilty one fails.
+  if (is_rejection(status) && status.code() != StatusCode::kFailedPrecondition &&
+      !batch.single_room && keys.size() > 1) {
+    // The decode refused a block: send each room alone, so only the guilty one fails. (A
+    // failed device copy has no guilty room: the batch's rooms fail together.)
     for (const RoomKey& k : keys) {
       WriteBatch one = select_segments(batch, [&](const RoomKey& key) { return key == k; });
       one.single_room = true;

@@ -391,9 +391,10 @@ void TcpReceiver::serve(int raw_fd, Connection* conn) {
       if (copy_error.ok()) {
         written = header->payload_bytes;
       } else {
-        verdict =
-            Status(copy_error.code(), "landing the part in CUDA device " + std::to_string(device) +
-                                          " memory failed: " + copy_error.message());
+        // FailedPrecondition, the driver's code in the message: the part's blocks could not
+        // land here, the connection is fine (the sender fails that batch's rooms only).
+        verdict = failed_precondition("landing the part in CUDA device " + std::to_string(device) +
+                                      " memory failed: " + copy_error.to_string());
         PDKV_LOG_WARN_LIMITED("tcp receiver: {}", verdict.message());
       }
     } else if (bad < buf.entries.size()) {

@@ -334,14 +334,18 @@ bool StreamSender::device_part_ready(OutPart& part, bool* failed, std::vector<En
     error = done.status();
     unstage_after_failed_copy(part.src_device);
   }
-  // Nothing of the part was sent: it fails alone and the stream goes on.
+  // Nothing of the part was sent: it fails alone and the stream goes on. FailedPrecondition
+  // (the driver's code stays in the message) says the failure is about these blocks, not
+  // the connection: the KV pipeline then fails the batch's rooms only, and neither closes
+  // the session nor counts it against the decode (which would fail the decode's other
+  // rooms for a cooldown).
   *failed = true;
   PDKV_LOG_WARN_LIMITED("tcp stream to {}: staging a part from CUDA device {} failed: {}",
                         endpoint_, part.src_device, error.to_string());
   release_slab(part);
   ended->push_back(Ended{
       std::move(part.post),
-      Status(error.code(), "staging device memory for " + endpoint_ + ": " + error.message())});
+      failed_precondition("staging device memory for " + endpoint_ + ": " + error.to_string())});
   sending_.pop_front();
   return false;
 }
