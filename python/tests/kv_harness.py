@@ -17,7 +17,8 @@ from typing import Optional
 import numpy as np
 
 from pdkv import testing
-from pdkv.testing import FAST_TIMEOUTS, apply_settings, heads_of, wait_flag, wait_terminal
+from pdkv.testing import (FAST_TIMEOUTS, apply_settings, failed_rooms, heads_of, transfer_error,
+                          wait_flag, wait_terminal)
 from pdkv.testing.bootstrap import LoopbackBootstrap
 from pdkv.testing.processes import SPAWN, PipedProcess, join_or_kill, kill, start_with_env
 from pdkv.testing.reports import drain_reports
@@ -274,13 +275,7 @@ def prefill_main(cfg: dict, results, go, stop):
                 mgr.set_prefill_metadata(room, token + room, [room, 7])
         out = {room: int(wait_terminal(s, cfg.get("timeout", 30)))
                for room, (s, _, _) in senders.items()}
-        reasons, causes = {}, {}
-        for room, (s, _, _) in senders.items():
-            try:
-                s.failure_exception()
-            except pdkv.KVTransferError as e:
-                reasons[room] = str(e)
-                causes[room] = (e.cause, e.stage)
+        reasons, causes = failed_rooms({room: s for room, (s, _, _) in senders.items()})
         wait_inactive(mgr)
         results.put(("done", "prefill", rank, {"states": out, "reasons": reasons,
                                                "causes": causes,
@@ -331,7 +326,7 @@ def decode_main(cfg: dict, results, go, stop):
                 testing.wait_until(lambda: mem.layer_holds(room, dst, 0),
                                    deadline - time.monotonic(), 0.002)
                 r.abort()
-        out, ok, meta, reasons, causes = {}, {}, {}, {}, {}
+        out, ok, meta = {}, {}, {}
         for room, (r, dst, aux_row, slots) in receivers.items():
             state = wait_terminal(r, cfg.get("timeout", 30))
             elapsed[room] = time.monotonic() - opened[room]  # from KVReceiver construction
@@ -341,11 +336,7 @@ def decode_main(cfg: dict, results, go, stop):
             ok[room] = bool(state == pdkv.KVPoll.Success and mem.holds(room, dst)
                             and mem.holds_extras(room, aux_row, slots))
             meta[room] = r.prefill_metadata() if state == pdkv.KVPoll.Success else None
-            try:
-                r.failure_exception()
-            except pdkv.KVTransferError as e:
-                reasons[room] = str(e)
-                causes[room] = (e.cause, e.stage)
+        reasons, causes = failed_rooms({room: r for room, (r, *_rest) in receivers.items()})
         wait_inactive(mgr)
         results.put(("done", "decode", rank, {"states": out, "bytes_ok": ok, "meta": meta,
                                               "reasons": reasons, "causes": causes,
@@ -383,9 +374,8 @@ def serial_decode_main(cfg: dict, conn):
             out = {"state": int(state), "elapsed": time.monotonic() - t0,
                    "bytes_ok": bool(state == pdkv.KVPoll.Success and mem.holds(room, dst)),
                    "reason": None, "cause": None}
-            try:
-                r.failure_exception()
-            except pdkv.KVTransferError as e:
+            e = transfer_error(r)
+            if e is not None:
                 out["reason"], out["cause"] = str(e), e.cause
             conn.send(("room", out))
         mgr.shutdown()

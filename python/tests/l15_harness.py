@@ -17,7 +17,7 @@ import traceback
 import numpy as np
 
 from kv_harness import Cluster, RankMemory, apply_env, pages_for
-from pdkv.testing import wait_flag, wait_terminal
+from pdkv.testing import failed_rooms, wait_flag, wait_terminal
 from pdkv.testing.processes import SPAWN
 
 JUNK = 0xEE
@@ -86,12 +86,7 @@ def l15_prefill_main(cfg: dict, results, go, stop):
                        page_local_indices=_as_given(local[idx][owned[idx]], k + c + 1))
         states = {room: int(wait_terminal(s, cfg.get("timeout", 30)))
                   for room, (s, *_rest) in senders.items()}
-        reasons = {}
-        for room, (s, *_rest) in senders.items():
-            try:
-                s.failure_exception()
-            except pdkv.KVTransferError as e:
-                reasons[room] = str(e)
+        reasons, _ = failed_rooms({room: s for room, (s, *_rest) in senders.items()})
         results.put(("done", "prefill", cfg["engine_rank"],
                      {"states": states, "reasons": reasons, "rejected": rejected,
                       "active": mgr.active_rooms()}))
@@ -132,7 +127,7 @@ def l15_decode_main(cfg: dict, results, go, stop):
             r.send_metadata(_as_given(kv, k), decode_prefix_len=prefix * mem.shape.page_size,
                             **extra)
             receivers[room] = (r, kv, local, owned)
-        states, ok, reasons = {}, {}, {}
+        states, ok = {}, {}
         for room, (r, kv, local, owned) in receivers.items():
             state = wait_terminal(r, cfg.get("timeout", 30))
             states[room] = int(state)
@@ -145,10 +140,7 @@ def l15_decode_main(cfg: dict, results, go, stop):
                 else:
                     good = good and np.array_equal(buf[kv], want) and not buf[local].any()
             ok[room] = bool(good)
-            try:
-                r.failure_exception()
-            except pdkv.KVTransferError as e:
-                reasons[room] = str(e)
+        reasons, _ = failed_rooms({room: r for room, (r, *_rest) in receivers.items()})
         results.put(("done", "decode", cfg["engine_rank"],
                      {"states": states, "bytes_ok": ok, "reasons": reasons,
                       "owned": {room: int(o.sum()) for room, (_, _, _, o) in receivers.items()},
