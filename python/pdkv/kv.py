@@ -8,7 +8,6 @@ turns failures into exceptions. Every native call that may wait releases the GIL
 """
 from __future__ import annotations
 
-import enum
 from typing import Any, Optional, Protocol, Sequence
 
 import numpy as np
@@ -16,17 +15,10 @@ import numpy as np
 from pdkv import _buffers, _native, _streams
 from pdkv.config import Config
 from pdkv.failure import FailureCause, FailureStage
+from pdkv.poll import KVPoll
 
 __all__ = ["KVPoll", "KVArgs", "DLPackTensor", "KVTransferError", "FailureCause", "FailureStage",
            "BootstrapServer", "Config", "KVManager", "KVSender", "KVReceiver"]
-
-
-class KVPoll(enum.IntEnum):
-    Failed = 0
-    Bootstrapping = 1
-    WaitingForInput = 2
-    Transferring = 3
-    Success = 4
 
 
 class KVTransferError(RuntimeError):
