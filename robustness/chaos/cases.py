@@ -41,6 +41,36 @@ def heal_check(c, n=2, timeout=20, out=None):
     return ok, nbytes, wrong
 
 
+def kill_with_rooms_in_flight(c, role, bound):
+    """Kills (-9) instance 0 of `role` once the rooms it shares with the other side are
+    pre-allocated there and before their chunks are sent, then waits for the other side to
+    fail them (up to `bound` + 8 s) and for the rooms of the other instances to end.
+    Returns (its rooms, the slowest time from the kill to a Failed on the other side, inf
+    where one never failed, or None without rooms, and the verdict of the other rooms:
+    (ok, bytes verified, wrong bytes))."""
+    side = ("prefill", "decode").index(role)
+    peer_role = ("decode", "prefill")[side]
+    peers = getattr(c, peer_role)
+    rooms = c.submit(4 * c.n_p * c.n_d, send=False)
+    victim = {r: pd for r, pd in rooms.items() if pd[side] == 0}
+    others = {r: pd for r, pd in rooms.items() if pd[side] != 0}
+    # the pre-allocations have reached the victim's peers (rooms WaitingForInput there)
+    wait_past_bootstrap([(rk, r) for r, pd in victim.items() for rk in peers[pd[1 - side]]])
+    t_kill = time.monotonic()
+    for rk in getattr(c, role)[0]:
+        rk.kill()
+    c.send_pending()
+    c.wait_rooms(c.ranks_of(victim, (peer_role,)), victim, bound + 8)
+    detect = []
+    for r, pd in victim.items():
+        for rk in peers[pd[1 - side]]:
+            t = fail_time(rk, r)
+            detect.append(t - t_kill if t else float("inf"))
+    c.wait_rooms(c.ranks_of(others), others, 20)
+    return victim, max(detect) if detect else None, \
+        c.verdict(others) if others else (True, 0, 0)
+
+
 def case_kill_decode(topo, n_p=1, n_d=2, p_tp=1, d_tp=1):
     """R1: kill -9 of decode instance 0 while its rooms are in flight (pre-allocated on the
     prefill, chunks sent right after the kill); other decodes' rooms succeed; a decode
@@ -48,25 +78,7 @@ def case_kill_decode(topo, n_p=1, n_d=2, p_tp=1, d_tp=1):
     name = cfg_name(n_p, n_d, p_tp, d_tp)
     c = Cluster(topo, n_p, n_d, p_tp, d_tp)
     try:
-        rooms = c.submit(4 * n_p * n_d, send=False)
-        victim = {r: pd for r, pd in rooms.items() if pd[1] == 0}
-        others = {r: pd for r, pd in rooms.items() if pd[1] != 0}
-        # the pre-allocations have reached the prefill ranks (rooms WaitingForInput there)
-        Cluster.wait_rooms([], {}, 0)
-        wait_past_bootstrap([(rk, r) for r, (p, d) in victim.items() for rk in c.prefill[p]])
-        t_kill = time.monotonic()
-        for rk in c.decode[0]:
-            rk.kill()
-        c.send_pending()
-        c.wait_rooms(c.ranks_of(victim, ("prefill",)), victim, R1_BOUND + 8)
-        detect = []
-        for r, (p, d) in victim.items():
-            for rk in c.prefill[p]:
-                t = fail_time(rk, r)
-                detect.append(t - t_kill if t else float("inf"))
-        det = max(detect) if detect else None
-        c.wait_rooms(c.ranks_of(others), others, 20)
-        ok_o, nbytes, wrong = c.verdict(others) if others else (True, 0, 0)
+        victim, det, (ok_o, nbytes, wrong) = kill_with_rooms_in_flight(c, "decode", R1_BOUND)
         prefill_alive = all(rk.alive() for inst in c.prefill for rk in inst)
         c.restart_decode(0)
         rooms2 = c.submit(2 * n_p, only_decode=0)
@@ -109,23 +121,7 @@ def case_kill_prefill(topo, n_p=2, n_d=1, p_tp=1, d_tp=1):
     name = cfg_name(n_p, n_d, p_tp, d_tp)
     c = Cluster(topo, n_p, n_d, p_tp, d_tp)
     try:
-        rooms = c.submit(4 * n_p * n_d, send=False)
-        victim = {r: pd for r, pd in rooms.items() if pd[0] == 0}
-        others = {r: pd for r, pd in rooms.items() if pd[0] != 0}
-        wait_past_bootstrap([(rk, r) for r, (p, d) in victim.items() for rk in c.decode[d]])
-        t_kill = time.monotonic()
-        for rk in c.prefill[0]:
-            rk.kill()
-        c.send_pending()
-        c.wait_rooms(c.ranks_of(victim, ("decode",)), victim, R2_BOUND + 8)
-        detect = []
-        for r, (p, d) in victim.items():
-            for rk in c.decode[d]:
-                t = fail_time(rk, r)
-                detect.append(t - t_kill if t else float("inf"))
-        det = max(detect) if detect else None
-        c.wait_rooms(c.ranks_of(others), others, 20)
-        ok_o, nbytes, wrong = c.verdict(others) if others else (True, 0, 0)
+        victim, det, (ok_o, nbytes, wrong) = kill_with_rooms_in_flight(c, "prefill", R2_BOUND)
         decode_alive = all(rk.alive() for inst in c.decode for rk in inst)
         leaks = c.leaks()
         ok = det is not None and det <= R2_BOUND and ok_o and decode_alive and leaks == 0 \
