@@ -36,22 +36,25 @@ def _as_given(values: np.ndarray, style: int):
     return [values.astype(np.int64), values.astype(np.int32), values.tolist()][style % 3]
 
 
-def _open_manager(pdkv, cfg, role):
+def _open_rank(cfg, role, results):
+    """Applies the rank's settings, opens its manager (L1.5 cache as cfg["l15_<role>"] says)
+    and tells the test it is ready. Returns (pdkv, memory, manager, whether its L1.5 cache
+    is on, its rank within TP)."""
+    apply_env(cfg.get("env"))
+    import pdkv
     shape, tp, dp, rank = cfg["shape"], cfg["tp"], cfg["dp"], cfg["engine_rank"]
     mem = RankMemory(shape, tp, rank % tp)
     args = mem.kv_args(pdkv, rank, tp, dp)
-    args.enable_mla_l1_5_cache = cfg["l15_" + role]
-    return mem, pdkv.KVManager(args, role, cfg["addr"])
+    args.enable_mla_l1_5_cache = on = cfg["l15_" + role]
+    mgr = pdkv.KVManager(args, role, cfg["addr"])
+    results.put(("ready", role, rank, os.getpid()))
+    return pdkv, mem, mgr, on, rank % tp
 
 
 def l15_prefill_main(cfg: dict, results, go, stop):
     try:
-        apply_env(cfg.get("env"))
-        import pdkv
-        mem, mgr = _open_manager(pdkv, cfg, "prefill")
-        n, on, tp = cfg["pages"], cfg["l15_prefill"], cfg["tp"]
-        rank = cfg["engine_rank"] % tp
-        results.put(("ready", "prefill", cfg["engine_rank"], os.getpid()))
+        pdkv, mem, mgr, on, rank = _open_rank(cfg, "prefill", results)
+        n, tp = cfg["pages"], cfg["tp"]
         senders = {}
         for k, room in enumerate(cfg["rooms"]):
             pool = pages_for(cfg["rooms"], room, cfg["engine_rank"], 2 * n,
@@ -98,14 +101,10 @@ def l15_prefill_main(cfg: dict, results, go, stop):
 
 def l15_decode_main(cfg: dict, results, go, stop):
     try:
-        apply_env(cfg.get("env"))
-        import pdkv
-        mem, mgr = _open_manager(pdkv, cfg, "decode")
-        n, on, tp = cfg["pages"], cfg["l15_decode"], cfg["tp"]
-        rank = cfg["engine_rank"] % tp
+        pdkv, mem, mgr, on, rank = _open_rank(cfg, "decode", results)
+        n = cfg["pages"]
         prefix = cfg.get("prefix_pages", 0)
         m = n - prefix  # pages the decode asks for
-        results.put(("ready", "decode", cfg["engine_rank"], os.getpid()))
         receivers = {}
         for k, room in enumerate(cfg["rooms"]):
             pool = pages_for(cfg["rooms"], room, cfg["engine_rank"], 2 * n,

@@ -285,6 +285,24 @@ def _stream_layerwise(prefill, rooms, layer_ms) -> None:
     prefill.run("forward", rooms=rooms, layer_ms=layer_ms)
 
 
+def _kill_mid_forward(victim, decodes, prefills, rooms) -> tuple:
+    """Streams `rooms` from `prefills` (layerwise, KILL_LAYER_MS a layer) to `decodes`, every
+    rank but `victim` watching, and kills `victim` (-9) once the last prefill has marked two
+    of its layers. Returns the kill's time and the survivors' watch reports, decodes first."""
+    survivors = [r for r in decodes + prefills if r is not victim]
+    for d in decodes:
+        if d is not victim:
+            d.call("watch", timeout=30)
+    for p in prefills:
+        _stream_layerwise(p, rooms, KILL_LAYER_MS)
+    for p in prefills:
+        if p is not victim:
+            p.call("watch", timeout=30)
+    prefills[-1].wait_event(lambda kind, p: kind == "layer" and p[0] == 1, 30)
+    t_kill = victim.kill()
+    return t_kill, [r.reply() for r in survivors]
+
+
 def _new_rooms_succeed(prefill_ranks, decode_ranks, rooms) -> None:
     """Opens `rooms` on the given ranks, streams them through a fast forward, checks them."""
     open_at_once(decode_ranks + prefill_ranks, rooms, KILL_PAGES, fill=False)
@@ -317,12 +335,7 @@ def test_kill_9_of_a_decode_mid_transfer_fails_exactly_its_rooms_within_2s():
         c.ready(prefill, a, b)
         open_at_once((a, b, prefill), rooms, KILL_PAGES, fill=False)
         assert_all_waiting_for_input(prefill)
-        a.call("watch", timeout=30)
-        _stream_layerwise(prefill, rooms, KILL_LAYER_MS)
-        prefill.call("watch", timeout=30)
-        prefill.wait_event(lambda kind, p: kind == "layer" and p[0] == 1, 30)
-        t_kill = b.kill()
-        rp, ra = prefill.reply(), a.reply()
+        t_kill, (ra, rp) = _kill_mid_forward(b, [a, b], [prefill], rooms)
 
         assert_succeeded("decode A", ra, a_rooms)
         detect = assert_failed_exactly(rp, b_rooms, t_kill)
@@ -361,13 +374,7 @@ def test_kill_9_of_a_prefill_mid_transfer_fails_its_rooms_on_the_decode_within_r
         open_at_once((decode, p0, p1), rooms, KILL_PAGES, fill=False)
         for p in (p0, p1):
             assert_all_waiting_for_input(p)
-        decode.call("watch", timeout=30)
-        for p in (p0, p1):
-            _stream_layerwise(p, rooms, KILL_LAYER_MS)
-        p0.call("watch", timeout=30)
-        p1.wait_event(lambda kind, p: kind == "layer" and p[0] == 1, 30)
-        t_kill = p1.kill()
-        rd, rp0 = decode.reply(), p0.reply()
+        t_kill, (rd, rp0) = _kill_mid_forward(p1, [decode], [p0, p1], rooms)
 
         assert_succeeded("prefill 0", rp0, p0_rooms)
         detect = assert_failed_exactly(rd, p1_rooms, t_kill)
