@@ -205,6 +205,20 @@ def scrape(mgr) -> Optional[str]:
         return r.read().decode()
 
 
+def report_and_stay(results, role: str, rank: int, report: dict, mgr, stop) -> None:
+    """Sends the rank's report, then keeps its manager up until the test sets `stop`: a
+    peer may still be finishing its side of a room."""
+    results.put(("done", role, rank, report))
+    wait_flag(stop, 120)
+    mgr.shutdown()
+
+
+def report_crash(results, role: str, cfg: dict) -> None:
+    """From a rank's except block: its traceback goes to the test, which fails with it
+    rather than waiting for a report that never comes."""
+    results.put(("error", role, cfg.get("engine_rank"), traceback.format_exc()))
+
+
 def prefill_main(cfg: dict, results, go, stop):
     """One prefill rank: waits for `go`, sends its rooms, reports, stays until `stop`."""
     try:
@@ -277,15 +291,12 @@ def prefill_main(cfg: dict, results, go, stop):
                for room, (s, _, _) in senders.items()}
         reasons, causes = failed_rooms({room: s for room, (s, _, _) in senders.items()})
         wait_inactive(mgr)
-        results.put(("done", "prefill", rank, {"states": out, "reasons": reasons,
-                                               "causes": causes,
-                                               "active": mgr.active_rooms(),
-                                               "metrics": mgr.metrics(),
-                                               "metrics_text": scrape(mgr)}))
-        wait_flag(stop, 120)
-        mgr.shutdown()
+        report_and_stay(results, "prefill", rank,
+                        {"states": out, "reasons": reasons, "causes": causes,
+                         "active": mgr.active_rooms(), "metrics": mgr.metrics(),
+                         "metrics_text": scrape(mgr)}, mgr, stop)
     except Exception:
-        results.put(("error", "prefill", cfg.get("engine_rank"), traceback.format_exc()))
+        report_crash(results, "prefill", cfg)
 
 
 def decode_main(cfg: dict, results, go, stop):
@@ -338,15 +349,12 @@ def decode_main(cfg: dict, results, go, stop):
             meta[room] = r.prefill_metadata() if state == pdkv.KVPoll.Success else None
         reasons, causes = failed_rooms({room: r for room, (r, *_rest) in receivers.items()})
         wait_inactive(mgr)
-        results.put(("done", "decode", rank, {"states": out, "bytes_ok": ok, "meta": meta,
-                                              "reasons": reasons, "causes": causes,
-                                              "elapsed": elapsed, "active": mgr.active_rooms(),
-                                              "metrics": mgr.metrics(),
-                                              "metrics_text": scrape(mgr)}))
-        wait_flag(stop, 120)
-        mgr.shutdown()
+        report_and_stay(results, "decode", rank,
+                        {"states": out, "bytes_ok": ok, "meta": meta, "reasons": reasons,
+                         "causes": causes, "elapsed": elapsed, "active": mgr.active_rooms(),
+                         "metrics": mgr.metrics(), "metrics_text": scrape(mgr)}, mgr, stop)
     except Exception:
-        results.put(("error", "decode", cfg.get("engine_rank"), traceback.format_exc()))
+        report_crash(results, "decode", cfg)
 
 
 def serial_decode_main(cfg: dict, conn):

@@ -12,11 +12,11 @@ rank still gets each page it owns.
 from __future__ import annotations
 
 import os
-import traceback
 
 import numpy as np
 
-from kv_harness import Cluster, RankMemory, apply_env, pages_for
+from kv_harness import (Cluster, RankMemory, apply_env, pages_for, report_and_stay,
+                        report_crash)
 from pdkv.testing import failed_rooms, wait_flag, wait_terminal
 from pdkv.testing.processes import SPAWN
 
@@ -90,13 +90,11 @@ def l15_prefill_main(cfg: dict, results, go, stop):
         states = {room: int(wait_terminal(s, cfg.get("timeout", 30)))
                   for room, (s, *_rest) in senders.items()}
         reasons, _ = failed_rooms({room: s for room, (s, *_rest) in senders.items()})
-        results.put(("done", "prefill", cfg["engine_rank"],
-                     {"states": states, "reasons": reasons, "rejected": rejected,
-                      "active": mgr.active_rooms()}))
-        wait_flag(stop, 120)
-        mgr.shutdown()
+        report_and_stay(results, "prefill", cfg["engine_rank"],
+                        {"states": states, "reasons": reasons, "rejected": rejected,
+                         "active": mgr.active_rooms()}, mgr, stop)
     except Exception:
-        results.put(("error", "prefill", cfg.get("engine_rank"), traceback.format_exc()))
+        report_crash(results, "prefill", cfg)
 
 
 def l15_decode_main(cfg: dict, results, go, stop):
@@ -140,14 +138,12 @@ def l15_decode_main(cfg: dict, results, go, stop):
                     good = good and np.array_equal(buf[kv], want) and not buf[local].any()
             ok[room] = bool(good)
         reasons, _ = failed_rooms({room: r for room, (r, *_rest) in receivers.items()})
-        results.put(("done", "decode", cfg["engine_rank"],
-                     {"states": states, "bytes_ok": ok, "reasons": reasons,
-                      "owned": {room: int(o.sum()) for room, (_, _, _, o) in receivers.items()},
-                      "active": mgr.active_rooms()}))
-        wait_flag(stop, 120)
-        mgr.shutdown()
+        report_and_stay(results, "decode", cfg["engine_rank"],
+                        {"states": states, "bytes_ok": ok, "reasons": reasons,
+                         "owned": {room: int(o.sum()) for room, (*_rest, o) in receivers.items()},
+                         "active": mgr.active_rooms()}, mgr, stop)
     except Exception:
-        results.put(("error", "decode", cfg.get("engine_rank"), traceback.format_exc()))
+        report_crash(results, "decode", cfg)
 
 
 class L15Cluster(Cluster):
