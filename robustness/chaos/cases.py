@@ -45,9 +45,9 @@ def kill_with_rooms_in_flight(c, role, bound):
     """Kills (-9) instance 0 of `role` once the rooms it shares with the other side are
     pre-allocated there and before their chunks are sent, then waits for the other side to
     fail them (up to `bound` + 8 s) and for the rooms of the other instances to end.
-    Returns (its rooms, the slowest time from the kill to a Failed on the other side, inf
-    where one never failed, or None without rooms, and the verdict of the other rooms:
-    (ok, bytes verified, wrong bytes))."""
+    Returns (its rooms, the other rooms, the slowest time from the kill to a Failed on the
+    other side (inf where one never failed, None without rooms), and the verdict of the
+    other rooms: (ok, bytes verified, wrong bytes))."""
     side = ("prefill", "decode").index(role)
     peer_role = ("decode", "prefill")[side]
     peers = getattr(c, peer_role)
@@ -67,8 +67,8 @@ def kill_with_rooms_in_flight(c, role, bound):
             t = fail_time(rk, r)
             detect.append(t - t_kill if t else float("inf"))
     c.wait_rooms(c.ranks_of(others), others, 20)
-    return victim, max(detect) if detect else None, \
-        c.verdict(others) if others else (True, 0, 0)
+    det = max(detect) if detect else None
+    return victim, others, det, c.verdict(others) if others else (True, 0, 0)
 
 
 def case_kill_decode(topo, n_p=1, n_d=2, p_tp=1, d_tp=1):
@@ -78,7 +78,8 @@ def case_kill_decode(topo, n_p=1, n_d=2, p_tp=1, d_tp=1):
     name = cfg_name(n_p, n_d, p_tp, d_tp)
     c = Cluster(topo, n_p, n_d, p_tp, d_tp)
     try:
-        victim, det, (ok_o, nbytes, wrong) = kill_with_rooms_in_flight(c, "decode", R1_BOUND)
+        victim, _, det, (ok_o, nbytes, wrong) = kill_with_rooms_in_flight(c, "decode",
+                                                                           R1_BOUND)
         prefill_alive = all(rk.alive() for inst in c.prefill for rk in inst)
         c.restart_decode(0)
         rooms2 = c.submit(2 * n_p, only_decode=0)
@@ -121,7 +122,8 @@ def case_kill_prefill(topo, n_p=2, n_d=1, p_tp=1, d_tp=1):
     name = cfg_name(n_p, n_d, p_tp, d_tp)
     c = Cluster(topo, n_p, n_d, p_tp, d_tp)
     try:
-        victim, det, (ok_o, nbytes, wrong) = kill_with_rooms_in_flight(c, "prefill", R2_BOUND)
+        victim, others, det, (ok_o, nbytes, wrong) = kill_with_rooms_in_flight(c, "prefill",
+                                                                                R2_BOUND)
         decode_alive = all(rk.alive() for inst in c.decode for rk in inst)
         leaks = c.leaks()
         ok = det is not None and det <= R2_BOUND and ok_o and decode_alive and leaks == 0 \
