@@ -8,7 +8,6 @@ turns failures into exceptions. Every native call that may wait releases the GIL
 """
 from __future__ import annotations
 
-import enum
 from typing import Any, Optional, Protocol, Sequence
 
 import numpy as np
@@ -16,17 +15,10 @@ import numpy as np
 from pdkv import _buffers, _native, _streams
 from pdkv.config import Config
 from pdkv.failure import FailureCause, FailureStage
+from pdkv.poll import KVPoll
 
 __all__ = ["KVPoll", "KVArgs", "DLPackTensor", "KVTransferError", "FailureCause", "FailureStage",
            "BootstrapServer", "Config", "KVManager", "KVSender", "KVReceiver"]
-
-
-class KVPoll(enum.IntEnum):
-    Failed = 0
-    Bootstrapping = 1
-    WaitingForInput = 2
-    Transferring = 3
-    Success = 4
 
 
 class KVTransferError(RuntimeError):
@@ -175,6 +167,16 @@ def _optional_indices(values, what: str) -> Optional[np.ndarray]:
     return None if values is None else _indices(values, what)
 
 
+def _checked_config(config: Optional[Config]) -> Config:
+    """`config`, or an empty Config (environment, then defaults) for None; anything else is
+    a ValueError naming its type."""
+    if config is None:
+        return Config()
+    if not isinstance(config, Config):
+        raise ValueError(f"config must be a pdkv.Config, not {type(config).__name__}")
+    return config
+
+
 class BootstrapServer:
     """The HTTP rendezvous (PUT/GET /route, /health, /metrics), serving at once."""
 
@@ -183,10 +185,8 @@ class BootstrapServer:
         integral = isinstance(port, (int, np.integer)) and not isinstance(port, bool)
         if not integral or not 0 <= port <= 65535:
             raise ValueError(f"port must be an int in [0, 65535] (0 = any free port), not {port!r}")
-        if config is not None and not isinstance(config, Config):
-            raise ValueError(f"config must be a pdkv.Config, not {type(config).__name__}")
         # The cluster secret by a manager's rule: config.secret_file, else PDKV_SECRET_FILE.
-        settings = (config or Config()).to_settings()
+        settings = _checked_config(config).to_settings()
         self._server = _native.BootstrapServer(host, int(port), settings,
                                                bool(authenticate_reads))
 
@@ -237,9 +237,7 @@ class KVManager:
             raise ValueError("args must be a pdkv.KVArgs")
         if mode not in ("prefill", "decode"):
             raise ValueError(f"mode must be 'prefill' or 'decode', not {mode!r}")
-        if config is not None and not isinstance(config, Config):
-            raise ValueError("config must be a pdkv.Config")
-        config = config if config is not None else Config()
+        config = _checked_config(config)
         config = _merge_argument(config, "engine_backend", backend, "backend")
         config = _merge_argument(config, "local_ip", local_ip or None, "local_ip")
         self.args, self.mode, self.bootstrap_addr = args, mode, bootstrap_addr

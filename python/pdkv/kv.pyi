@@ -2,51 +2,17 @@
 # that may wait releases the GIL; failures raise ValueError (bad arguments) or
 # RuntimeError / KVTransferError (with the reason, cause and stage) and never crash the
 # interpreter.
-import enum
 from typing import Any, Mapping, Optional, Protocol, Sequence, Union
 
 import numpy as np
 
+# Defined once, in pure-Python modules (no native code), and re-exported here.
+from pdkv.failure import FailureCause as FailureCause
+from pdkv.failure import FailureStage as FailureStage
+from pdkv.poll import KVPoll as KVPoll
+
 _Indices = Union[np.ndarray, Sequence[int], None]
 _Mask = Union[np.ndarray, Sequence[bool], None]
-
-class KVPoll(enum.IntEnum):
-    Failed = 0
-    Bootstrapping = 1
-    WaitingForInput = 2
-    Transferring = 3
-    Success = 4
-
-class FailureCause(enum.IntEnum):
-    """Why a room failed (mirrors kv/room/failure_cause.h; values stable, append only).
-    ``label`` is the snake_case metric label (pdkv_*_failures_total{cause=...})."""
-    Internal = 0
-    BootstrapTimeout = 1  # not bootstrapped within PDKV_BOOTSTRAP_TIMEOUT_S
-    WaitingTimeout = 2  # bootstrapped, transfer not done within PDKV_WAITING_TIMEOUT_S
-    MetadataTimeout = 3  # bytes written, first token not published (wait_for_prefill_metadata)
-    PeerDead = 4  # liveness: the other side stopped answering or its process is gone
-    PeerRestarted = 5  # the other side is a new process at the same endpoint
-    LinkLost = 6  # the transfer connection failed after every retry
-    AbortedByPeer = 7  # the other side aborted the room
-    AbortedLocally = 8  # this side's abort()
-    LayoutMismatch = 9  # the two sides' layouts differ (registration refused)
-    BadPreAllocation = 10  # a malformed pre-allocation
-    OutOfRange = 11  # a destination outside registered memory; a rejected batch
-    ChecksumMismatch = 12  # PDKV_VERIFY_CHECKSUM: the bytes that landed differ
-    BootstrapFailed = 13  # the registry had no usable route, or it vanished while bootstrapping
-    Shutdown = 14  # this rank's KVManager shut down with the room open
-    Unauthenticated = 15  # the peer refused our control handshake: cluster secrets differ
-    @property
-    def label(self) -> str: ...
-
-class FailureStage(str, enum.Enum):
-    """Where the room was when it failed; a str enum, equal to its label."""
-    Bootstrap = "bootstrap"  # finding peers, registering, exchanging pre-allocations
-    Waiting = "waiting"  # bootstrapped, waiting for chunks / for the prefill
-    Transfer = "transfer"  # bytes in flight
-    Completion = "completion"  # bytes written: status, first token, end-to-end check
-    @property
-    def label(self) -> str: ...
 
 class KVTransferError(RuntimeError):
     """failure_exception() sets all of room, reason, cause and stage; constructed

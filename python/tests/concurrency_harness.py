@@ -27,12 +27,11 @@ import signal
 import threading
 import time
 import traceback
-from typing import Optional
 
 import numpy as np
 
 from kv_harness import RankMemory, Shape, pages_for
-from pdkv.testing import QUIET, room_timeouts, wait_until
+from pdkv.testing import QUIET, room_timeouts, transfer_error, wait_until
 from pdkv.testing.bootstrap import LoopbackBootstrap
 from pdkv.testing.processes import SPAWN, join_or_kill, kill
 
@@ -173,7 +172,8 @@ class _Rank:
             out[room] = {"state": int(self.rooms[room][0].poll()), "t": None}
         for room, r in out.items():
             obj, pages = self.rooms[room]
-            r["reason"] = _reason(pdkv, obj)
+            e = transfer_error(obj)
+            r["reason"] = None if e is None else str(e)
             r["bytes_ok"] = None
             if self.role == "decode" and r["state"] == int(pdkv.KVPoll.Success):
                 r["bytes_ok"] = bool(self.mem.holds(room, pages))
@@ -192,14 +192,6 @@ class _Rank:
     def cmd_active(self, timeout: float = 5.0):
         wait_until(lambda: not self.mgr.active_rooms(), timeout, 0.01)
         return self.mgr.active_rooms()
-
-
-def _reason(pdkv, obj) -> Optional[str]:
-    try:
-        obj.failure_exception()
-    except pdkv.KVTransferError as e:
-        return str(e)
-    return None
 
 
 def rank_main(cfg: dict, conn) -> None:

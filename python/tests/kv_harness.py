@@ -17,7 +17,8 @@ from typing import Optional
 import numpy as np
 
 from pdkv import testing
-from pdkv.testing import FAST_TIMEOUTS, apply_settings, heads_of, wait_flag, wait_terminal
+from pdkv.testing import (FAST_TIMEOUTS, apply_settings, failed_rooms, heads_of, transfer_error,
+                          wait_flag, wait_terminal)
 from pdkv.testing.bootstrap import LoopbackBootstrap
 from pdkv.testing.processes import SPAWN, PipedProcess, join_or_kill, kill, start_with_env
 from pdkv.testing.reports import drain_reports
@@ -204,6 +205,20 @@ def scrape(mgr) -> Optional[str]:
         return r.read().decode()
 
 
+def report_and_stay(results, role: str, rank: int, report: dict, mgr, stop) -> None:
+    """Sends the rank's report, then keeps its manager up until the test sets `stop`: a
+    peer may still be finishing its side of a room."""
+    results.put(("done", role, rank, report))
+    wait_flag(stop, 120)
+    mgr.shutdown()
+
+
+def report_crash(results, role: str, cfg: dict) -> None:
+    """From a rank's except block: its traceback goes to the test, which fails with it
+    rather than waiting for a report that never comes."""
+    results.put(("error", role, cfg.get("engine_rank"), traceback.format_exc()))
+
+
 def prefill_main(cfg: dict, results, go, stop):
     """One prefill rank: waits for `go`, sends its rooms, reports, stays until `stop`."""
     try:
@@ -274,23 +289,14 @@ def prefill_main(cfg: dict, results, go, stop):
                 mgr.set_prefill_metadata(room, token + room, [room, 7])
         out = {room: int(wait_terminal(s, cfg.get("timeout", 30)))
                for room, (s, _, _) in senders.items()}
-        reasons, causes = {}, {}
-        for room, (s, _, _) in senders.items():
-            try:
-                s.failure_exception()
-            except pdkv.KVTransferError as e:
-                reasons[room] = str(e)
-                causes[room] = (e.cause, e.stage)
+        reasons, causes = failed_rooms({room: s for room, (s, _, _) in senders.items()})
         wait_inactive(mgr)
-        results.put(("done", "prefill", rank, {"states": out, "reasons": reasons,
-                                               "causes": causes,
-                                               "active": mgr.active_rooms(),
-                                               "metrics": mgr.metrics(),
-                                               "metrics_text": scrape(mgr)}))
-        wait_flag(stop, 120)
-        mgr.shutdown()
+        report_and_stay(results, "prefill", rank,
+                        {"states": out, "reasons": reasons, "causes": causes,
+                         "active": mgr.active_rooms(), "metrics": mgr.metrics(),
+                         "metrics_text": scrape(mgr)}, mgr, stop)
     except Exception:
-        results.put(("error", "prefill", cfg.get("engine_rank"), traceback.format_exc()))
+        report_crash(results, "prefill", cfg)
 
 
 def decode_main(cfg: dict, results, go, stop):
@@ -331,7 +337,7 @@ def decode_main(cfg: dict, results, go, stop):
                 testing.wait_until(lambda: mem.layer_holds(room, dst, 0),
                                    deadline - time.monotonic(), 0.002)
                 r.abort()
-        out, ok, meta, reasons, causes = {}, {}, {}, {}, {}
+        out, ok, meta = {}, {}, {}
         for room, (r, dst, aux_row, slots) in receivers.items():
             state = wait_terminal(r, cfg.get("timeout", 30))
             elapsed[room] = time.monotonic() - opened[room]  # from KVReceiver construction
@@ -341,21 +347,14 @@ def decode_main(cfg: dict, results, go, stop):
             ok[room] = bool(state == pdkv.KVPoll.Success and mem.holds(room, dst)
                             and mem.holds_extras(room, aux_row, slots))
             meta[room] = r.prefill_metadata() if state == pdkv.KVPoll.Success else None
-            try:
-                r.failure_exception()
-            except pdkv.KVTransferError as e:
-                reasons[room] = str(e)
-                causes[room] = (e.cause, e.stage)
+        reasons, causes = failed_rooms({room: r for room, (r, *_rest) in receivers.items()})
         wait_inactive(mgr)
-        results.put(("done", "decode", rank, {"states": out, "bytes_ok": ok, "meta": meta,
-                                              "reasons": reasons, "causes": causes,
-                                              "elapsed": elapsed, "active": mgr.active_rooms(),
-                                              "metrics": mgr.metrics(),
-                                              "metrics_text": scrape(mgr)}))
-        wait_flag(stop, 120)
-        mgr.shutdown()
+        report_and_stay(results, "decode", rank,
+                        {"states": out, "bytes_ok": ok, "meta": meta, "reasons": reasons,
+                         "causes": causes, "elapsed": elapsed, "active": mgr.active_rooms(),
+                         "metrics": mgr.metrics(), "metrics_text": scrape(mgr)}, mgr, stop)
     except Exception:
-        results.put(("error", "decode", cfg.get("engine_rank"), traceback.format_exc()))
+        report_crash(results, "decode", cfg)
 
 
 def serial_decode_main(cfg: dict, conn):
@@ -383,9 +382,8 @@ def serial_decode_main(cfg: dict, conn):
             out = {"state": int(state), "elapsed": time.monotonic() - t0,
                    "bytes_ok": bool(state == pdkv.KVPoll.Success and mem.holds(room, dst)),
                    "reason": None, "cause": None}
-            try:
-                r.failure_exception()
-            except pdkv.KVTransferError as e:
+            e = transfer_error(r)
+            if e is not None:
                 out["reason"], out["cause"] = str(e), e.cause
             conn.send(("room", out))
         mgr.shutdown()

@@ -12,12 +12,12 @@ rank still gets each page it owns.
 from __future__ import annotations
 
 import os
-import traceback
 
 import numpy as np
 
-from kv_harness import Cluster, RankMemory, apply_env, pages_for
-from pdkv.testing import wait_flag, wait_terminal
+from kv_harness import (Cluster, RankMemory, apply_env, pages_for, report_and_stay,
+                        report_crash)
+from pdkv.testing import failed_rooms, wait_flag, wait_terminal
 from pdkv.testing.processes import SPAWN
 
 JUNK = 0xEE
@@ -36,22 +36,25 @@ def _as_given(values: np.ndarray, style: int):
     return [values.astype(np.int64), values.astype(np.int32), values.tolist()][style % 3]
 
 
-def _open_manager(pdkv, cfg, role):
+def _open_rank(cfg, role, results):
+    """Applies the rank's settings, opens its manager (L1.5 cache as cfg["l15_<role>"] says)
+    and tells the test it is ready. Returns (pdkv, memory, manager, whether its L1.5 cache
+    is on, its rank within TP)."""
+    apply_env(cfg.get("env"))
+    import pdkv
     shape, tp, dp, rank = cfg["shape"], cfg["tp"], cfg["dp"], cfg["engine_rank"]
     mem = RankMemory(shape, tp, rank % tp)
     args = mem.kv_args(pdkv, rank, tp, dp)
-    args.enable_mla_l1_5_cache = cfg["l15_" + role]
-    return mem, pdkv.KVManager(args, role, cfg["addr"])
+    args.enable_mla_l1_5_cache = on = cfg["l15_" + role]
+    mgr = pdkv.KVManager(args, role, cfg["addr"])
+    results.put(("ready", role, rank, os.getpid()))
+    return pdkv, mem, mgr, on, rank % tp
 
 
 def l15_prefill_main(cfg: dict, results, go, stop):
     try:
-        apply_env(cfg.get("env"))
-        import pdkv
-        mem, mgr = _open_manager(pdkv, cfg, "prefill")
-        n, on, tp = cfg["pages"], cfg["l15_prefill"], cfg["tp"]
-        rank = cfg["engine_rank"] % tp
-        results.put(("ready", "prefill", cfg["engine_rank"], os.getpid()))
+        pdkv, mem, mgr, on, rank = _open_rank(cfg, "prefill", results)
+        n, tp = cfg["pages"], cfg["tp"]
         senders = {}
         for k, room in enumerate(cfg["rooms"]):
             pool = pages_for(cfg["rooms"], room, cfg["engine_rank"], 2 * n,
@@ -86,31 +89,20 @@ def l15_prefill_main(cfg: dict, results, go, stop):
                        page_local_indices=_as_given(local[idx][owned[idx]], k + c + 1))
         states = {room: int(wait_terminal(s, cfg.get("timeout", 30)))
                   for room, (s, *_rest) in senders.items()}
-        reasons = {}
-        for room, (s, *_rest) in senders.items():
-            try:
-                s.failure_exception()
-            except pdkv.KVTransferError as e:
-                reasons[room] = str(e)
-        results.put(("done", "prefill", cfg["engine_rank"],
-                     {"states": states, "reasons": reasons, "rejected": rejected,
-                      "active": mgr.active_rooms()}))
-        wait_flag(stop, 120)
-        mgr.shutdown()
+        reasons, _ = failed_rooms({room: s for room, (s, *_rest) in senders.items()})
+        report_and_stay(results, "prefill", cfg["engine_rank"],
+                        {"states": states, "reasons": reasons, "rejected": rejected,
+                         "active": mgr.active_rooms()}, mgr, stop)
     except Exception:
-        results.put(("error", "prefill", cfg.get("engine_rank"), traceback.format_exc()))
+        report_crash(results, "prefill", cfg)
 
 
 def l15_decode_main(cfg: dict, results, go, stop):
     try:
-        apply_env(cfg.get("env"))
-        import pdkv
-        mem, mgr = _open_manager(pdkv, cfg, "decode")
-        n, on, tp = cfg["pages"], cfg["l15_decode"], cfg["tp"]
-        rank = cfg["engine_rank"] % tp
+        pdkv, mem, mgr, on, rank = _open_rank(cfg, "decode", results)
+        n = cfg["pages"]
         prefix = cfg.get("prefix_pages", 0)
         m = n - prefix  # pages the decode asks for
-        results.put(("ready", "decode", cfg["engine_rank"], os.getpid()))
         receivers = {}
         for k, room in enumerate(cfg["rooms"]):
             pool = pages_for(cfg["rooms"], room, cfg["engine_rank"], 2 * n,
@@ -132,7 +124,7 @@ def l15_decode_main(cfg: dict, results, go, stop):
             r.send_metadata(_as_given(kv, k), decode_prefix_len=prefix * mem.shape.page_size,
                             **extra)
             receivers[room] = (r, kv, local, owned)
-        states, ok, reasons = {}, {}, {}
+        states, ok = {}, {}
         for room, (r, kv, local, owned) in receivers.items():
             state = wait_terminal(r, cfg.get("timeout", 30))
             states[room] = int(state)
@@ -145,18 +137,13 @@ def l15_decode_main(cfg: dict, results, go, stop):
                 else:
                     good = good and np.array_equal(buf[kv], want) and not buf[local].any()
             ok[room] = bool(good)
-            try:
-                r.failure_exception()
-            except pdkv.KVTransferError as e:
-                reasons[room] = str(e)
-        results.put(("done", "decode", cfg["engine_rank"],
-                     {"states": states, "bytes_ok": ok, "reasons": reasons,
-                      "owned": {room: int(o.sum()) for room, (_, _, _, o) in receivers.items()},
-                      "active": mgr.active_rooms()}))
-        wait_flag(stop, 120)
-        mgr.shutdown()
+        reasons, _ = failed_rooms({room: r for room, (r, *_rest) in receivers.items()})
+        report_and_stay(results, "decode", cfg["engine_rank"],
+                        {"states": states, "bytes_ok": ok, "reasons": reasons,
+                         "owned": {room: int(o.sum()) for room, (*_rest, o) in receivers.items()},
+                         "active": mgr.active_rooms()}, mgr, stop)
     except Exception:
-        results.put(("error", "decode", cfg.get("engine_rank"), traceback.format_exc()))
+        report_crash(results, "decode", cfg)
 
 
 class L15Cluster(Cluster):

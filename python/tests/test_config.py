@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import pdkv
-from pdkv.testing import kv_args_from_buffers
+from orphan_room import decode_args, room_without_prefill
 from pdkv.config import SETTINGS, Setting
 
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "CONFIG.md"
@@ -144,35 +144,29 @@ def test_resolution_order_explicit_then_environment_then_default(clean_env):
         pdkv.Config().resolved()
 
 
-def _decode_args(buf):
-    return kv_args_from_buffers([buf], item_lens=[64], page_size=1, layer_buffers=[[0]],
-                                kv_head_num=1, total_kv_head_num=1, head_dim=32,
-                                dtype_bytes=2, is_mla=True)
-
-
 def test_backend_argument_unset_reads_the_environment(clean_env):
     buf = np.zeros(64 * 16, np.uint8)
     clean_env.setenv("PDKV_ENGINE_BACKEND", "rdma")
     # backend left unset: the environment applies (and is refused, naming the variable).
     with pytest.raises(ValueError, match="PDKV_ENGINE_BACKEND=rdma"):
-        pdkv.KVManager(_decode_args(buf), "decode", "127.0.0.1:1")
+        pdkv.KVManager(decode_args(buf), "decode", "127.0.0.1:1")
     # given in code, it beats the environment.
-    pdkv.KVManager(_decode_args(buf), "decode", "127.0.0.1:1", backend="tcp").shutdown()
-    pdkv.KVManager(_decode_args(buf), "decode", "127.0.0.1:1",
+    pdkv.KVManager(decode_args(buf), "decode", "127.0.0.1:1", backend="tcp").shutdown()
+    pdkv.KVManager(decode_args(buf), "decode", "127.0.0.1:1",
                    config=pdkv.Config(engine_backend="tcp")).shutdown()
     with pytest.raises(ValueError, match="contradicts config.engine_backend"):
-        pdkv.KVManager(_decode_args(buf), "decode", "127.0.0.1:1", backend="shm",
+        pdkv.KVManager(decode_args(buf), "decode", "127.0.0.1:1", backend="shm",
                        config=pdkv.Config(engine_backend="tcp"))
 
 
 def test_config_local_ip_beats_the_environment(clean_env):
     buf = np.zeros(64 * 16, np.uint8)
     clean_env.setenv("PDKV_LOCAL_IP", "127.0.0.1")
-    with pdkv.KVManager(_decode_args(buf), "decode", "127.0.0.1:1",
+    with pdkv.KVManager(decode_args(buf), "decode", "127.0.0.1:1",
                         config=pdkv.Config(local_ip="127.0.0.2")) as mgr:
         assert "127.0.0.2:" in mgr.control_endpoint
         assert mgr.engine_endpoint.startswith("127.0.0.2:")
-    with pdkv.KVManager(_decode_args(buf), "decode", "127.0.0.1:1") as mgr:
+    with pdkv.KVManager(decode_args(buf), "decode", "127.0.0.1:1") as mgr:
         assert "127.0.0.1:" in mgr.control_endpoint
 
 
@@ -180,18 +174,12 @@ def test_config_timeout_beats_the_environment_in_a_real_room(clean_env):
     """A receiver whose prefill never shows up fails after the config's bootstrap timeout
     (0.5 s), not the environment's (100 s)."""
     clean_env.setenv("PDKV_BOOTSTRAP_TIMEOUT_S", "100")
-    buf = np.zeros(64 * 16, np.uint8)
-    with pdkv.BootstrapServer("127.0.0.1", 0) as server:
-        addr = f"127.0.0.1:{server.port}"
-        with pdkv.KVManager(_decode_args(buf), "decode", addr,
-                            config=pdkv.Config(bootstrap_timeout_s=0.5)) as mgr:
-            receiver = pdkv.KVReceiver(mgr, addr, 7)
-            receiver.init()
-            start = time.monotonic()
-            while receiver.poll() != pdkv.KVPoll.Failed and time.monotonic() - start < 10:
-                time.sleep(0.02)
-            assert receiver.poll() == pdkv.KVPoll.Failed
-            assert time.monotonic() - start < 5
-            with pytest.raises(pdkv.KVTransferError) as e:
-                receiver.failure_exception()
-            assert e.value.cause == pdkv.FailureCause.BootstrapTimeout
+    with room_without_prefill(7, bootstrap_timeout_s=0.5) as receiver:
+        start = time.monotonic()
+        while receiver.poll() != pdkv.KVPoll.Failed and time.monotonic() - start < 10:
+            time.sleep(0.02)
+        assert receiver.poll() == pdkv.KVPoll.Failed
+        assert time.monotonic() - start < 5
+        with pytest.raises(pdkv.KVTransferError) as e:
+            receiver.failure_exception()
+        assert e.value.cause == pdkv.FailureCause.BootstrapTimeout

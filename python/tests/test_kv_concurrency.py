@@ -58,6 +58,31 @@ def times(report, rooms) -> list:
     return [report["rooms"][room]["t"] for room in rooms]
 
 
+def open_at_once(ranks, rooms, pages, **kw) -> None:
+    """Opens `rooms` on every rank before waiting for any: each open waits for its peers'
+    pre-allocations, so one at a time would never finish."""
+    for r in ranks:
+        r.call("open", rooms=rooms, pages=pages, **kw)
+    for r in ranks:
+        r.reply()
+
+
+def assert_all_waiting_for_input(prefill) -> None:
+    """Every pre-allocation has reached `prefill`: all its rooms are WaitingForInput."""
+    boot = prefill.run("wait_state", at_least=WAITING, timeout=30)
+    assert set(boot.values()) == {WAITING}, boot
+
+
+def assert_failed_exactly(report, failed, t_kill) -> float:
+    """Every room but `failed` succeeded in `report`, each of `failed` Failed with a reason;
+    returns how long after `t_kill` the last of them failed."""
+    assert {r: s for r, s in states(report).items() if s != SUCCESS} == \
+        {r: FAILED for r in failed}, states(report)
+    for room in failed:
+        assert report["rooms"][room]["reason"], f"room {room} failed without a reason"
+    return max(times(report, failed)) - t_kill
+
+
 # --- 1. concurrency under CPU pressure ------------------------------------------------------
 
 HOG_ROOMS, HOG_PAGES = 512, 8
@@ -82,10 +107,7 @@ def test_512_rooms_between_tp2_prefill_and_two_tp1_decodes_all_succeed_beside_cp
         # Everything at once: receivers first (their pre-allocations may reach a prefill
         # before its KVSender exists), then senders whose chunks (two per room) may come
         # before the pre-allocations; both orders are part of the contract.
-        for r in decodes + prefills:
-            r.call("open", rooms=rooms, pages=HOG_PAGES)
-        for r in everyone:
-            r.reply()
+        open_at_once(decodes + prefills, rooms, HOG_PAGES)
         for p in prefills:
             p.call("send", rooms=rooms, chunks=2)
         for r in everyone:
@@ -153,13 +175,9 @@ def test_a_stopped_decode_holds_back_only_its_own_rooms(window):
         prefill = c.add("prefill", 0)
         a, b = c.add("decode", 0, dp=2), c.add("decode", 1, dp=2)
         c.ready(prefill, a, b)
-        for r in (a, b, prefill):
-            r.call("open", rooms=rooms, pages=STOP_PAGES)
-        for r in (a, b, prefill):
-            r.reply()
+        open_at_once((a, b, prefill), rooms, STOP_PAGES)
         # Every pre-allocation, B's included, is in: B's rooms are ready to transfer.
-        boot = prefill.run("wait_state", at_least=WAITING, timeout=30)
-        assert set(boot.values()) == {WAITING}, boot
+        assert_all_waiting_for_input(prefill)
         a.call("watch", timeout=30)
         b.call("watch", timeout=30)
         t_stop = b.signal(signal.SIGSTOP)
@@ -221,8 +239,7 @@ def test_layerwise_room_waiting_for_its_forward_delays_no_whole_prompt_room():
         prefill.call("open", rooms=whole, pages=MIX_PAGES)
         for r in (decode, prefill, prefill):
             r.reply()
-        boot = prefill.run("wait_state", at_least=WAITING, timeout=30)
-        assert set(boot.values()) == {WAITING}, boot
+        assert_all_waiting_for_input(prefill)
         decode.call("watch", timeout=30)
         prefill.run("reserve")
         prefill.run("send", rooms=[layerwise_room])
@@ -260,16 +277,37 @@ KILL_LAYERS, KILL_LAYER_MS, KILL_PAGES, KILL_ROOMS = 4, 300, 4, 32
 DECODE_KILL_BOUND_S = 2.0
 
 
+def _stream_layerwise(prefill, rooms, layer_ms) -> None:
+    """Reserves pages for `rooms`, sends them and runs a layerwise forward of `layer_ms` a
+    layer, marking each layer ready as it ends."""
+    prefill.run("reserve")
+    prefill.run("send", rooms=rooms)
+    prefill.run("forward", rooms=rooms, layer_ms=layer_ms)
+
+
+def _kill_mid_forward(victim, decodes, prefills, rooms) -> tuple:
+    """Streams `rooms` from `prefills` (layerwise, KILL_LAYER_MS a layer) to `decodes`, every
+    rank but `victim` watching, and kills `victim` (-9) once the last prefill has marked two
+    of its layers. Returns the kill's time and the survivors' watch reports, decodes first."""
+    survivors = [r for r in decodes + prefills if r is not victim]
+    for d in decodes:
+        if d is not victim:
+            d.call("watch", timeout=30)
+    for p in prefills:
+        _stream_layerwise(p, rooms, KILL_LAYER_MS)
+    for p in prefills:
+        if p is not victim:
+            p.call("watch", timeout=30)
+    prefills[-1].wait_event(lambda kind, p: kind == "layer" and p[0] == 1, 30)
+    t_kill = victim.kill()
+    return t_kill, [r.reply() for r in survivors]
+
+
 def _new_rooms_succeed(prefill_ranks, decode_ranks, rooms) -> None:
     """Opens `rooms` on the given ranks, streams them through a fast forward, checks them."""
-    for r in decode_ranks + prefill_ranks:
-        r.call("open", rooms=rooms, pages=KILL_PAGES, fill=False)
-    for r in decode_ranks + prefill_ranks:
-        r.reply()
+    open_at_once(decode_ranks + prefill_ranks, rooms, KILL_PAGES, fill=False)
     for p in prefill_ranks:
-        p.run("reserve")
-        p.run("send", rooms=rooms)
-        p.run("forward", rooms=rooms, layer_ms=1)
+        _stream_layerwise(p, rooms, layer_ms=1)
     for r in decode_ranks + prefill_ranks:
         r.call("watch", timeout=20, rooms=rooms)
     for r in decode_ranks + prefill_ranks:
@@ -295,27 +333,12 @@ def test_kill_9_of_a_decode_mid_transfer_fails_exactly_its_rooms_within_2s():
         prefill = c.add("prefill", 0, layerwise_interval=1)
         a, b = c.add("decode", 0, dp=2), c.add("decode", 1, dp=2)
         c.ready(prefill, a, b)
-        for r in (a, b, prefill):
-            r.call("open", rooms=rooms, pages=KILL_PAGES, fill=False)
-        for r in (a, b, prefill):
-            r.reply()
-        boot = prefill.run("wait_state", at_least=WAITING, timeout=30)
-        assert set(boot.values()) == {WAITING}, boot
-        a.call("watch", timeout=30)
-        prefill.run("reserve")
-        prefill.run("send", rooms=rooms)
-        prefill.run("forward", rooms=rooms, layer_ms=KILL_LAYER_MS)
-        prefill.call("watch", timeout=30)
-        prefill.wait_event(lambda kind, p: kind == "layer" and p[0] == 1, 30)
-        t_kill = b.kill()
-        rp, ra = prefill.reply(), a.reply()
+        open_at_once((a, b, prefill), rooms, KILL_PAGES, fill=False)
+        assert_all_waiting_for_input(prefill)
+        t_kill, (ra, rp) = _kill_mid_forward(b, [a, b], [prefill], rooms)
 
         assert_succeeded("decode A", ra, a_rooms)
-        assert {r: s for r, s in states(rp).items() if s != SUCCESS} == \
-            {r: FAILED for r in b_rooms}, states(rp)
-        for room in b_rooms:
-            assert rp["rooms"][room]["reason"], f"room {room} failed without a reason"
-        detect = max(times(rp, b_rooms)) - t_kill
+        detect = assert_failed_exactly(rp, b_rooms, t_kill)
         print(f"decode kill: prefill failed B's rooms {detect:.3f} s after the kill")
         assert detect < DECODE_KILL_BOUND_S, f"prefill took {detect:.2f} s to fail B's rooms"
         assert prefill.alive() and a.alive()
@@ -348,32 +371,16 @@ def test_kill_9_of_a_prefill_mid_transfer_fails_its_rooms_on_the_decode_within_r
         p0, p1 = (c.add("prefill", r, dp=2, layerwise_interval=1) for r in range(2))
         decode = c.add("decode", 0)
         c.ready(p0, p1, decode)
-        for r in (decode, p0, p1):
-            r.call("open", rooms=rooms, pages=KILL_PAGES, fill=False)
-        for r in (decode, p0, p1):
-            r.reply()
+        open_at_once((decode, p0, p1), rooms, KILL_PAGES, fill=False)
         for p in (p0, p1):
-            boot = p.run("wait_state", at_least=WAITING, timeout=30)
-            assert set(boot.values()) == {WAITING}, boot
-        decode.call("watch", timeout=30)
-        for p in (p0, p1):
-            p.run("reserve")
-            p.run("send", rooms=rooms)
-            p.run("forward", rooms=rooms, layer_ms=KILL_LAYER_MS)
-        p0.call("watch", timeout=30)
-        p1.wait_event(lambda kind, p: kind == "layer" and p[0] == 1, 30)
-        t_kill = p1.kill()
-        rd, rp0 = decode.reply(), p0.reply()
+            assert_all_waiting_for_input(p)
+        t_kill, (rd, rp0) = _kill_mid_forward(p1, [decode], [p0, p1], rooms)
 
         assert_succeeded("prefill 0", rp0, p0_rooms)
-        assert {r: s for r, s in states(rd).items() if s != SUCCESS} == \
-            {r: FAILED for r in p1_rooms}, states(rd)
+        detect = assert_failed_exactly(rd, p1_rooms, t_kill)
         wrong = [r for r in p0_rooms if not rd["rooms"][r]["bytes_ok"]]
         assert not wrong, f"decode: wrong bytes in rooms {wrong}"
         assert rd["stray_bytes"] == 0
-        for room in p1_rooms:
-            assert rd["rooms"][room]["reason"], f"room {room} failed without a reason"
-        detect = max(times(rd, p1_rooms)) - t_kill
         print(f"prefill kill: decode failed its rooms {detect:.3f} s after the kill "
               f"(bound {bound:.2f} s)")
         assert detect < bound, f"decode took {detect:.2f} s to fail prefill 1's rooms " \

@@ -7,7 +7,7 @@ import numpy as np
 
 import pdkv
 import pdkv.log
-from pdkv.testing import kv_args_from_buffers
+from orphan_room import decode_args, room_without_prefill
 
 
 class Records(logging.Handler):
@@ -19,12 +19,6 @@ class Records(logging.Handler):
         self.records.append(record)
 
 
-def _decode_args(buf):
-    return kv_args_from_buffers([buf], item_lens=[64], page_size=1, layer_buffers=[[0]],
-                                kv_head_num=1, total_kv_head_num=1, head_dim=32,
-                                dtype_bytes=2, is_mla=True)
-
-
 def test_room_failure_is_logged_to_python_with_the_room_field():
     handler = Records()
     logger = logging.getLogger("pdkv.test_bridge")
@@ -32,17 +26,11 @@ def test_room_failure_is_logged_to_python_with_the_room_field():
     logger.setLevel(logging.DEBUG)
     bridge = pdkv.log.bridge_logging(logger, level=logging.INFO)
     try:
-        buf = np.zeros(64 * 16, np.uint8)
-        with pdkv.BootstrapServer("127.0.0.1", 0) as server:
-            addr = f"127.0.0.1:{server.port}"
-            with pdkv.KVManager(_decode_args(buf), "decode", addr,
-                                config=pdkv.Config(bootstrap_timeout_s=0.3)) as mgr:
-                receiver = pdkv.KVReceiver(mgr, addr, 4242)
-                receiver.init()
-                deadline = time.monotonic() + 10
-                while time.monotonic() < deadline and not any(
-                        r.room == 4242 for r in handler.records):
-                    time.sleep(0.02)
+        with room_without_prefill(4242, bootstrap_timeout_s=0.3):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not any(
+                    r.room == 4242 for r in handler.records):
+                time.sleep(0.02)
         ready = [r for r in handler.records if "decode rank 0 ready" in r.getMessage()]
         assert ready and ready[0].levelno == logging.INFO and ready[0].room is None
         failed = [r for r in handler.records if r.room == 4242]
@@ -57,6 +45,6 @@ def test_room_failure_is_logged_to_python_with_the_room_field():
     # Stopped: later lines go to stderr only.
     count = len(handler.records)
     buf = np.zeros(64 * 16, np.uint8)
-    pdkv.KVManager(_decode_args(buf), "decode", "127.0.0.1:1").shutdown()
+    pdkv.KVManager(decode_args(buf), "decode", "127.0.0.1:1").shutdown()
     time.sleep(0.3)
     assert len(handler.records) == count

@@ -78,18 +78,15 @@ def test_kv_blocks_bounds_are_enforced(seed):
         need_dst[b] = max(need_dst[b], d + n - dst_ptrs[b])
     got = plan.kv_blocks(*args, src_lens=need_src, dst_lens=need_dst)
     assert ref.merge_blocks(as_rows(got)) == ref.merge_blocks(blocks)
-    b = int(np.argmax(need_src))
-    if need_src[b] > 0:
-        short = list(need_src)
-        short[b] -= 1
-        with pytest.raises(ValueError):
-            plan.kv_blocks(*args, src_lens=short, dst_lens=need_dst)
-    b = int(np.argmax(need_dst))
-    if need_dst[b] > 0:
-        short = list(need_dst)
-        short[b] -= 1
-        with pytest.raises(ValueError):
-            plan.kv_blocks(*args, src_lens=need_src, dst_lens=short)
+    # The buffer that needs the most made one byte short, on either side: refused.
+    lens = {"src_lens": need_src, "dst_lens": need_dst}
+    for side, need in lens.items():
+        b = int(np.argmax(need))
+        if need[b] > 0:
+            short = list(need)
+            short[b] -= 1
+            with pytest.raises(ValueError):
+                plan.kv_blocks(*args, **dict(lens, **{side: short}))
 
 
 def test_kv_blocks_default_runs_and_dtype():

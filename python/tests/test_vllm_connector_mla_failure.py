@@ -8,8 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")  # imported once here; the forked ranks inherit it
 from engine_replay import FAILURE_BOUND_S, Ranks
-from vllm_cluster import assert_delivered, run_prefill_then_decode
-from vllm_replay import decode_main, prefill_main
+from vllm_cluster import (assert_delivered, request_on_decode, run_prefill_then_decode,
+                          start_stalled_prefill_and_decode)
 
 
 def test_mla_tp1_to_tp2():
@@ -21,17 +21,10 @@ def test_mla_tp1_to_tp2():
 def test_killed_prefill_reaches_vllm_as_load_error_blocks():
     room = 4242  # assigned by the proxy, so the decode starts while the prefill computes
     with Ranks() as ranks:
-        base = dict(heads=4, layout="NHD", block_size=4, rank=0, tp=1)
-        ranks.start("p0", prefill_main, dict(base, extra={"layerwise": True}, chunk=32,
-                                             requests=[("doomed", 20, 3, room)],
-                                             hang_in_forward=True))
-        ranks.start("d0", decode_main, dict(base, extra={}, report_waiting=True))
-        addr = ranks.serve_bootstrap()
-        ranks.expect("ready", 2)
+        params = start_stalled_prefill_and_decode(ranks, ("doomed", 20, 3, room),
+                                                  dict(report_waiting=True))
         ranks.expect("in_forward")  # layer 0 saved (and streamable), layer 1 never comes
-        params = {"do_remote_prefill": True, "pdkv_room": room, "pdkv_bootstrap_addr": addr}
-        ranks.send("d0", ("req", "decode-doomed", 20, 3, params, 0))
-        ranks.send("d0", ("go",))
+        request_on_decode(ranks, "decode-doomed", 20, 3, params)
         ranks.expect("waiting")
         time.sleep(0.3)  # the decode's pre-allocation reaches the prefill
         killed_at = time.time()
@@ -50,17 +43,10 @@ def test_killed_prefill_reaches_vllm_as_load_error_blocks():
 def test_decode_abort_mid_load_holds_blocks_and_stops_the_prefill():
     room = 5151
     with Ranks() as ranks:
-        base = dict(heads=4, layout="NHD", block_size=4, rank=0, tp=1)
-        ranks.start("p0", prefill_main, dict(base, extra={"layerwise": True}, chunk=32,
-                                             requests=[("gone", 16, 4, room)],
-                                             hang_in_forward=True))
-        ranks.start("d0", decode_main, dict(base, extra={}, report_waiting=True))
-        addr = ranks.serve_bootstrap()
-        ranks.expect("ready", 2)
+        params = start_stalled_prefill_and_decode(ranks, ("gone", 16, 4, room),
+                                                  dict(report_waiting=True))
         ranks.expect("in_forward")
-        params = {"do_remote_prefill": True, "pdkv_room": room, "pdkv_bootstrap_addr": addr}
-        ranks.send("d0", ("req", "decode-gone", 16, 4, params, 0))
-        ranks.send("d0", ("go",))
+        request_on_decode(ranks, "decode-gone", 16, 4, params)
         ranks.expect("waiting")
         time.sleep(0.3)  # the pre-allocation reached the prefill; layer 0 may have landed
         ranks.send("d0", ("abort", "decode-gone"))

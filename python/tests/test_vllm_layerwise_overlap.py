@@ -10,24 +10,17 @@ from engine_replay import Ranks, use_standins
 use_standins()
 torch = pytest.importorskip("torch")
 
-from vllm_replay import decode_main, prefill_main  # noqa: E402
+from vllm_cluster import request_on_decode, start_stalled_prefill_and_decode  # noqa: E402
 
 ROOM = 6161
 
 
 def test_a_saved_layer_streams_before_the_forward_ends():
     with Ranks() as ranks:
-        base = dict(heads=4, layout="NHD", block_size=4, rank=0, tp=1)
-        ranks.start("p0", prefill_main, dict(base, extra={"layerwise": True}, chunk=32,
-                                             requests=[("long", 16, 4, ROOM)],
-                                             hang_in_forward=True))
-        ranks.start("d0", decode_main, dict(base, extra={}, watch_layers=True))
-        addr = ranks.serve_bootstrap()
-        ranks.expect("ready", 2)
+        params = start_stalled_prefill_and_decode(ranks, ("long", 16, 4, ROOM),
+                                                  dict(watch_layers=True))
         # a router that knows the room sends the decode its request at once
-        params = {"do_remote_prefill": True, "pdkv_room": ROOM, "pdkv_bootstrap_addr": addr}
-        ranks.send("d0", ("req", "decode-long", 16, 4, params, 0))
-        ranks.send("d0", ("go",))
+        request_on_decode(ranks, "decode-long", 16, 4, params)
         ranks.expect("in_forward")
         landed = ranks.expect("landed", timeout=10)[0]
         assert landed[2] == 0, f"layer {landed[2]} landed first"

@@ -54,3 +54,24 @@ def assert_delivered(done: dict, requests, p_tp: int, d_tp: int) -> None:
         assert all(report["bytes_ok"].values()), f"d{r}: wrong bytes {report['bytes_ok']}"
         assert all(report["prefix_ok"].values()), f"d{r}: prefix overwritten"
         assert report["pending_push_work"] is False
+
+
+def start_stalled_prefill_and_decode(ranks: Ranks, request, decode=None) -> dict:
+    """Starts a layerwise prefill rank p0 whose forward stops after saving layer 0 (until
+    it is sent "resume"), serving request (id, tokens, seed, room), and a decode rank d0
+    with the settings `decode`; waits until both are ready. Returns the kv_transfer_params a
+    router that knows the room gives the decode's request (see request_on_decode)."""
+    room = request[3]
+    base = dict(heads=4, layout="NHD", block_size=4, rank=0, tp=1)
+    ranks.start("p0", prefill_main, dict(base, extra={"layerwise": True}, chunk=32,
+                                         requests=[request], hang_in_forward=True))
+    ranks.start("d0", decode_main, dict(base, extra={}, **(decode or {})))
+    addr = ranks.serve_bootstrap()
+    ranks.expect("ready", 2)
+    return {"do_remote_prefill": True, "pdkv_room": room, "pdkv_bootstrap_addr": addr}
+
+
+def request_on_decode(ranks: Ranks, req_id: str, tokens: int, seed: int, params: dict) -> None:
+    """Gives decode rank d0 the request `req_id` (no prefix cached) and lets it schedule."""
+    ranks.send("d0", ("req", req_id, tokens, seed, params, 0))
+    ranks.send("d0", ("go",))

@@ -161,6 +161,19 @@ def _connectors(cfg, role: str, engine_id: str):
             cls(config, KVConnectorRole.WORKER, None))
 
 
+def _rank(torch, cfg, role: str, engine_id: str):
+    """A rank's connectors and its KV caches (its TP rank's heads; MLA's one latent head),
+    registered with the worker: (scheduler connector, worker connector, first head, number
+    of heads, caches, on_device's mirrors and syncs)."""
+    sched, worker = _connectors(cfg, role, engine_id)
+    first_head, n_heads = heads_of(cfg["rank"], cfg["tp"], cfg["heads"])
+    layout = cfg["layout"]
+    caches = make_caches(torch, layout, 1 if layout == "MLA" else n_heads, cfg["block_size"])
+    registered, mirrors, syncs = on_device(cfg, caches)
+    worker.register_kv_caches(registered)
+    return sched, worker, first_head, n_heads, caches, mirrors, syncs
+
+
 def _step(worker, meta, on_layer=None, finished=frozenset()):
     """One engine step on the worker side, in the model runner's order (pdkv's loads are
     asynchronous, so start_load_kv follows the forward); returns the finished pair."""
@@ -177,12 +190,9 @@ def prefill_main(cfg, out_q, in_q):
     from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request, RequestStatus
 
-    sched, worker = _connectors(cfg, "kv_producer", "prefill-instance")
+    sched, worker, first_head, n_heads, caches, _, syncs = _rank(
+        torch, cfg, "kv_producer", "prefill-instance")
     bs, layout = cfg["block_size"], cfg["layout"]
-    first_head, n_heads = heads_of(cfg["rank"], cfg["tp"], cfg["heads"])
-    caches = make_caches(torch, layout, 1 if layout == "MLA" else n_heads, bs)
-    registered, _, syncs = on_device(cfg, caches)
-    worker.register_kv_caches(registered)
     alloc = block_allocator(11, NUM_BLOCKS)
     reqs, seeds, blocks = {}, {}, {}
     for req_id, n_tokens, seed, room in cfg["requests"]:
@@ -325,12 +335,9 @@ def decode_main(cfg, out_q, in_q):
     from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request, RequestStatus
 
-    sched, worker = _connectors(cfg, "kv_consumer", "decode-instance")
+    sched, worker, first_head, n_heads, caches, mirrors, _ = _rank(
+        torch, cfg, "kv_consumer", "decode-instance")
     bs, layout = cfg["block_size"], cfg["layout"]
-    first_head, n_heads = heads_of(cfg["rank"], cfg["tp"], cfg["heads"])
-    caches = make_caches(torch, layout, 1 if layout == "MLA" else n_heads, bs)
-    registered, mirrors, _ = on_device(cfg, caches)
-    worker.register_kv_caches(registered)
     alloc = block_allocator(23 + cfg["rank"] * 0, NUM_BLOCKS)
     out_q.put(("ready", cfg["name"]))
     reqs = {}

@@ -1,9 +1,11 @@
 """The chaos cases. Each returns a row: fault, config, rooms affected, detection time vs
 bound, bytes verified, leaks, crashes/hangs, ok, note."""
+import dataclasses
 import os
 import random
 import socket
 import time
+from typing import Optional
 
 from pdkv.testing import liveness_bound_s
 
@@ -41,6 +43,48 @@ def heal_check(c, n=2, timeout=20, out=None):
     return ok, nbytes, wrong
 
 
+@dataclasses.dataclass
+class KillOutcome:
+    """What kill_with_rooms_in_flight saw: the victim's rooms, the slowest time from the
+    kill to a Failed on the other side (inf where one never failed, None without rooms),
+    the other rooms and their verdict, and whether every rank of the other side lives."""
+    victim: dict
+    detect_s: Optional[float]
+    others: dict
+    others_ok: bool
+    bytes_verified: int
+    wrong_bytes: int
+    peers_alive: bool
+
+
+def kill_with_rooms_in_flight(c, role, bound) -> KillOutcome:
+    """Kills (-9) instance 0 of `role` once the rooms it shares with the other side are
+    pre-allocated there and before their chunks are sent, then waits for the other side to
+    fail them (up to `bound` + 8 s) and for the rooms of the other instances to end."""
+    side = ("prefill", "decode").index(role)
+    peer_role = ("decode", "prefill")[side]
+    peers = getattr(c, peer_role)
+    rooms = c.submit(4 * c.n_p * c.n_d, send=False)
+    victim = {r: pd for r, pd in rooms.items() if pd[side] == 0}
+    others = {r: pd for r, pd in rooms.items() if pd[side] != 0}
+    # the pre-allocations have reached the victim's peers (rooms WaitingForInput there)
+    wait_past_bootstrap([(rk, r) for r, pd in victim.items() for rk in peers[pd[1 - side]]])
+    t_kill = time.monotonic()
+    for rk in getattr(c, role)[0]:
+        rk.kill()
+    c.send_pending()
+    c.wait_rooms(c.ranks_of(victim, (peer_role,)), victim, bound + 8)
+    detect = []
+    for r, pd in victim.items():
+        for rk in peers[pd[1 - side]]:
+            t = fail_time(rk, r)
+            detect.append(t - t_kill if t else float("inf"))
+    c.wait_rooms(c.ranks_of(others), others, 20)
+    ok, nbytes, wrong = c.verdict(others) if others else (True, 0, 0)
+    return KillOutcome(victim, max(detect) if detect else None, others, ok, nbytes, wrong,
+                       all(rk.alive() for inst in peers for rk in inst))
+
+
 def case_kill_decode(topo, n_p=1, n_d=2, p_tp=1, d_tp=1):
     """R1: kill -9 of decode instance 0 while its rooms are in flight (pre-allocated on the
     prefill, chunks sent right after the kill); other decodes' rooms succeed; a decode
@@ -48,43 +92,24 @@ def case_kill_decode(topo, n_p=1, n_d=2, p_tp=1, d_tp=1):
     name = cfg_name(n_p, n_d, p_tp, d_tp)
     c = Cluster(topo, n_p, n_d, p_tp, d_tp)
     try:
-        rooms = c.submit(4 * n_p * n_d, send=False)
-        victim = {r: pd for r, pd in rooms.items() if pd[1] == 0}
-        others = {r: pd for r, pd in rooms.items() if pd[1] != 0}
-        # the pre-allocations have reached the prefill ranks (rooms WaitingForInput there)
-        Cluster.wait_rooms([], {}, 0)
-        wait_past_bootstrap([(rk, r) for r, (p, d) in victim.items() for rk in c.prefill[p]])
-        t_kill = time.monotonic()
-        for rk in c.decode[0]:
-            rk.kill()
-        c.send_pending()
-        c.wait_rooms(c.ranks_of(victim, ("prefill",)), victim, R1_BOUND + 8)
-        detect = []
-        for r, (p, d) in victim.items():
-            for rk in c.prefill[p]:
-                t = fail_time(rk, r)
-                detect.append(t - t_kill if t else float("inf"))
-        det = max(detect) if detect else None
-        c.wait_rooms(c.ranks_of(others), others, 20)
-        ok_o, nbytes, wrong = c.verdict(others) if others else (True, 0, 0)
-        prefill_alive = all(rk.alive() for inst in c.prefill for rk in inst)
+        k = kill_with_rooms_in_flight(c, "decode", R1_BOUND)
         c.restart_decode(0)
         rooms2 = c.submit(2 * n_p, only_decode=0)
         c.wait_rooms(c.ranks_of(rooms2), rooms2, 20)
         ok_r, nb2, w2 = c.verdict(rooms2)
         leaks = c.leaks()
-        ok = (det is not None and det <= R1_BOUND and ok_o and prefill_alive and ok_r
-              and leaks == 0 and wrong + w2 == 0)
+        ok = (k.detect_s is not None and k.detect_s <= R1_BOUND and k.others_ok
+              and k.peers_alive and ok_r and leaks == 0 and k.wrong_bytes + w2 == 0)
         note = []
-        if not ok_o:
+        if not k.others_ok:
             note.append("unaffected rooms did not all succeed")
         if not ok_r:
             note.append("restarted decode failed: " + reasons(c, rooms2))
-        if not prefill_alive:
+        if not k.peers_alive:
             note.append("prefill died")
-        return row("R1 kill -9 decode", name, rooms_affected=len(victim), detect_s=det,
-                   bound_s=R1_BOUND, bytes_verified=nbytes + nb2, wrong_bytes=wrong + w2,
-                   leaks=leaks, ok=ok, note="; ".join(note))
+        return row("R1 kill -9 decode", name, rooms_affected=len(k.victim), detect_s=k.detect_s,
+                   bound_s=R1_BOUND, bytes_verified=k.bytes_verified + nb2,
+                   wrong_bytes=k.wrong_bytes + w2, leaks=leaks, ok=ok, note="; ".join(note))
     finally:
         c.crashes = c.close()
 
@@ -109,30 +134,14 @@ def case_kill_prefill(topo, n_p=2, n_d=1, p_tp=1, d_tp=1):
     name = cfg_name(n_p, n_d, p_tp, d_tp)
     c = Cluster(topo, n_p, n_d, p_tp, d_tp)
     try:
-        rooms = c.submit(4 * n_p * n_d, send=False)
-        victim = {r: pd for r, pd in rooms.items() if pd[0] == 0}
-        others = {r: pd for r, pd in rooms.items() if pd[0] != 0}
-        wait_past_bootstrap([(rk, r) for r, (p, d) in victim.items() for rk in c.decode[d]])
-        t_kill = time.monotonic()
-        for rk in c.prefill[0]:
-            rk.kill()
-        c.send_pending()
-        c.wait_rooms(c.ranks_of(victim, ("decode",)), victim, R2_BOUND + 8)
-        detect = []
-        for r, (p, d) in victim.items():
-            for rk in c.decode[d]:
-                t = fail_time(rk, r)
-                detect.append(t - t_kill if t else float("inf"))
-        det = max(detect) if detect else None
-        c.wait_rooms(c.ranks_of(others), others, 20)
-        ok_o, nbytes, wrong = c.verdict(others) if others else (True, 0, 0)
-        decode_alive = all(rk.alive() for inst in c.decode for rk in inst)
+        k = kill_with_rooms_in_flight(c, "prefill", R2_BOUND)
         leaks = c.leaks()
-        ok = det is not None and det <= R2_BOUND and ok_o and decode_alive and leaks == 0 \
-            and wrong == 0
-        return row("R2 kill -9 prefill", name, rooms_affected=len(victim), detect_s=det,
-                   bound_s=R2_BOUND, bytes_verified=nbytes, wrong_bytes=wrong, leaks=leaks,
-                   ok=ok, note="" if ok_o else "unaffected rooms failed: " + reasons(c, others))
+        ok = k.detect_s is not None and k.detect_s <= R2_BOUND and k.others_ok \
+            and k.peers_alive and leaks == 0 and k.wrong_bytes == 0
+        return row("R2 kill -9 prefill", name, rooms_affected=len(k.victim), detect_s=k.detect_s,
+                   bound_s=R2_BOUND, bytes_verified=k.bytes_verified, wrong_bytes=k.wrong_bytes,
+                   leaks=leaks, ok=ok,
+                   note="" if k.others_ok else "unaffected rooms failed: " + reasons(c, k.others))
     finally:
         c.crashes = c.close()
 

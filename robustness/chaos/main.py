@@ -53,6 +53,14 @@ def hostile_plan():
             for mode in ("open", "secret") for name in hostile.cases(mode)]
 
 
+def unswept_cases():
+    """The cases that run once, in one configuration, in the short plan and the full one."""
+    return [(True, "garbage", cases.case_garbage),
+            (False, "R4", cases.case_timeouts),
+            (False, "hol", cases.case_resolve_hol),
+            (PREFERS_NETNS, "registry", cases.case_registry_etcd)]
+
+
 def plan(short, netns, shim, only_hostile=False):
     """(needs_netns, label, fn) of every case to run."""
     if only_hostile:
@@ -70,10 +78,7 @@ def plan(short, netns, shim, only_hostile=False):
         c.append((True, "R2", lambda t: cases.case_kill_prefill(t, 2, 1)))
         c.append((True, "R3", lambda t: cases.case_link_cut(t, "down")))
         c.append((True, "netem", lambda t: cases.case_netem_slow(t, 4)))
-        c.append((True, "garbage", cases.case_garbage))
-        c.append((False, "R4", cases.case_timeouts))
-        c.append((False, "hol", cases.case_resolve_hol))
-        c.append((PREFERS_NETNS, "registry", cases.case_registry_etcd))
+        c += unswept_cases()
         for mode, n, calls in shims[:3]:
             c.append((False, "shim", lambda t, m=mode, n=n, k=calls:
                       cases.case_shim(t, shim, m, n, k, rounds=3)))
@@ -92,10 +97,7 @@ def plan(short, netns, shim, only_hostile=False):
     c.append((True, "R3", lambda t: cases.case_link_cut(t, "loss")))
     c.append((True, "netem", lambda t: cases.case_netem_slow(t, 8)))
     c.append((True, "bootstrap", cases.case_bootstrap_restart))
-    c.append((True, "garbage", cases.case_garbage))
-    c.append((False, "R4", cases.case_timeouts))
-    c.append((False, "hol", cases.case_resolve_hol))
-    c.append((PREFERS_NETNS, "registry", cases.case_registry_etcd))
+    c += unswept_cases()
     for (p, d, ptp, dtp) in sweep:
         for mode, n, calls in shims:
             c.append((False, "shim", lambda t, m=mode, n=n, k=calls, a=(p, d, ptp, dtp):

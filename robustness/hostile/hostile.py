@@ -367,23 +367,23 @@ def _forged_abort_stranger(r: Run):
     r.during(hit)
 
 
-@attack("forged_abort_as_decode", "to the prefill: an Abort naming the room's real decode endpoint")
-def _forged_abort_as_decode(r: Run):
-    def hit(rooms):
-        seen = r.peer("forged-abort", "--control", r.c.p.ready["ctrl"], "--room", rooms[0],
-                      "--as", r.c.d.ready["ctrl"])
-        r.refused_at_door(seen, "forged_abort_as_decode")
-    r.during(hit)
+def _forged_abort_as(name: str, doc: str, to: str, as_: str, **kw) -> None:
+    """Registers an attack: to rank `to` ("p" or "d"), an Abort of a room in flight naming
+    the control endpoint of the room's real peer `as_` (an endpoint proves no sender)."""
+    def body(r: Run):
+        def hit(rooms):
+            seen = r.peer("forged-abort", "--control", getattr(r.c, to).ready["ctrl"],
+                          "--room", rooms[0], "--as", getattr(r.c, as_).ready["ctrl"])
+            r.refused_at_door(seen, name)
+        r.during(hit)
+    attack(name, doc, **kw)(body)
 
 
-@attack("forged_abort_as_prefill", "to the decode: an Abort naming its prefill's (public) endpoint",
-        fresh=True)
-def _forged_abort_as_prefill(r: Run):
-    def hit(rooms):
-        seen = r.peer("forged-abort", "--control", r.c.d.ready["ctrl"], "--room", rooms[0],
-                      "--as", r.c.p.ready["ctrl"])
-        r.refused_at_door(seen, "forged_abort_as_prefill")
-    r.during(hit)
+_forged_abort_as("forged_abort_as_decode",
+                 "to the prefill: an Abort naming the room's real decode endpoint", "p", "d")
+_forged_abort_as("forged_abort_as_prefill",
+                 "to the decode: an Abort naming its prefill's (public) endpoint", "d", "p",
+                 fresh=True)
 
 
 def _forged_status(state):
