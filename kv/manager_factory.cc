@@ -34,25 +34,13 @@ ManagerFactory::ManagerFactory(ManagerSettings settings, ControlChannelFactory c
       directory_(std::move(directory)) {}
 
 Result<std::unique_ptr<PrefillManager>> ManagerFactory::prefill(ManagerSpec spec) const {
-  PrefillManagerConfig config;
-  config.args = std::move(spec.args);
-  config.bootstrap_addr = std::move(spec.bootstrap_addr);
-  config.enable_mla_l1_5_cache = spec.enable_mla_l1_5_cache;
-  config.layerwise_interval = spec.layerwise_interval;
-  config.wait_for_prefill_metadata = spec.wait_for_prefill_metadata;
-  config.engine = settings_.engine;
-  config.options = settings_.options;
-  return PrefillManager::create(std::move(config), channels_, directory_);
+  return PrefillManager::create(manager_config<PrefillManagerConfig>(std::move(spec), settings_),
+                                channels_, directory_);
 }
 
 Result<std::unique_ptr<DecodeManager>> ManagerFactory::decode(ManagerSpec spec) const {
-  DecodeManagerConfig config;
-  config.args = std::move(spec.args);
-  config.bootstrap_addr = std::move(spec.bootstrap_addr);
-  config.enable_mla_l1_5_cache = spec.enable_mla_l1_5_cache;
-  config.engine = settings_.engine;
-  config.options = settings_.options;
-  return DecodeManager::create(std::move(config), channels_, directory_);
+  return DecodeManager::create(manager_config<DecodeManagerConfig>(std::move(spec), settings_),
+                               channels_, directory_);
 }
 
 }  // namespace pdkv::kv

@@ -9,6 +9,8 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "common/cluster_key.h"
 #include "common/config.h"
@@ -48,6 +50,37 @@ struct ManagerSpec {
   int64_t layerwise_interval = 0;  // > 0: stream layer groups as the forward marks them
   bool wait_for_prefill_metadata = false;
 };
+
+// The one mapping between a spec with its settings and a manager's own config struct
+// (PrefillManagerConfig or DecodeManagerConfig), both ways; a decode has no prefill-only
+// fields.
+template <typename Config>
+Config manager_config(ManagerSpec spec, const ManagerSettings& settings) {
+  Config config;
+  config.args = std::move(spec.args);
+  config.bootstrap_addr = std::move(spec.bootstrap_addr);
+  config.enable_mla_l1_5_cache = spec.enable_mla_l1_5_cache;
+  if constexpr (std::is_same_v<Config, PrefillManagerConfig>) {
+    config.layerwise_interval = spec.layerwise_interval;
+    config.wait_for_prefill_metadata = spec.wait_for_prefill_metadata;
+  }
+  config.engine = settings.engine;
+  config.options = settings.options;
+  return config;
+}
+
+template <typename Config>
+ManagerSpec manager_spec(Config config) {
+  ManagerSpec spec;
+  spec.args = std::move(config.args);
+  spec.bootstrap_addr = std::move(config.bootstrap_addr);
+  spec.enable_mla_l1_5_cache = config.enable_mla_l1_5_cache;
+  if constexpr (std::is_same_v<Config, PrefillManagerConfig>) {
+    spec.layerwise_interval = config.layerwise_interval;
+    spec.wait_for_prefill_metadata = config.wait_for_prefill_metadata;
+  }
+  return spec;
+}
 
 class ManagerFactory {
  public:

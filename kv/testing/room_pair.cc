@@ -50,30 +50,9 @@ ManagerFactory ManagerMaker::factory(const engine::EngineOptions& engine,
   return ManagerFactory(std::move(settings), channels_, directory_);
 }
 
-namespace {
-
-ManagerSpec spec_of(PrefillManagerConfig& config) {
-  ManagerSpec spec;
-  spec.args = std::move(config.args);
-  spec.bootstrap_addr = std::move(config.bootstrap_addr);
-  spec.enable_mla_l1_5_cache = config.enable_mla_l1_5_cache;
-  spec.layerwise_interval = config.layerwise_interval;
-  spec.wait_for_prefill_metadata = config.wait_for_prefill_metadata;
-  return spec;
-}
-
-ManagerSpec spec_of(DecodeManagerConfig& config) {
-  ManagerSpec spec;
-  spec.args = std::move(config.args);
-  spec.bootstrap_addr = std::move(config.bootstrap_addr);
-  spec.enable_mla_l1_5_cache = config.enable_mla_l1_5_cache;
-  return spec;
-}
-
-}  // namespace
-
 Result<std::unique_ptr<PrefillManager>> ManagerMaker::create_prefill(PrefillManagerConfig config) {
-  return factory(config.engine, config.options).prefill(spec_of(config));
+  const ManagerFactory made = factory(config.engine, config.options);
+  return made.prefill(manager_spec(std::move(config)));
 }
 
 std::unique_ptr<PrefillManager> ManagerMaker::prefill(PrefillManagerConfig config) {
@@ -83,7 +62,8 @@ std::unique_ptr<PrefillManager> ManagerMaker::prefill(PrefillManagerConfig confi
 }
 
 std::unique_ptr<DecodeManager> ManagerMaker::decode(DecodeManagerConfig config) {
-  auto m = factory(config.engine, config.options).decode(spec_of(config));
+  const ManagerFactory made = factory(config.engine, config.options);
+  auto m = made.decode(manager_spec(std::move(config)));
   EXPECT_TRUE(m.ok()) << m.status().to_string();
   return m.ok() ? std::move(m).value() : nullptr;
 }
