@@ -12,20 +12,23 @@ namespace pdkv::kv {
 namespace {
 
 // Errors that say something about the blocks, not the connection: the session stays.
-bool is_rejection(const Status& s) { return classify_batch_failure(s) == BatchFailure::kRefused; }
+bool about_the_blocks(const Status& s) {
+  const BatchFailure f = classify_batch_failure(s);
+  return f == BatchFailure::kRefused || f == BatchFailure::kUnmovable;
+}
 
-// Why a batch that failed for good fails its rooms. A rejection is the decode refusing a
-// destination (outside its registered memory), or FailedPrecondition: a side that could
-// not read or land these blocks (a device copy failed), which is no fault of the
-// addresses; Aborted is our own close of a connection that kept breaking, so it is the
-// link too.
+// Why a batch that failed for good fails its rooms. A refusal is the decode refusing a
+// destination (outside its registered memory); blocks that could not be moved (a failed
+// device copy) are no fault of their addresses; Aborted is our own close of a connection
+// that kept breaking, so it is the link too.
 FailureCause cause_of_batch_failure(const Status& s) {
-  if (s.code() == StatusCode::kFailedPrecondition) return FailureCause::kInternal;
-  if (is_rejection(s)) return FailureCause::kOutOfRange;
-  if (is_transient_transfer_error(s) || s.code() == StatusCode::kAborted) {
-    return FailureCause::kLinkLost;
+  switch (classify_batch_failure(s)) {
+    case BatchFailure::kRefused: return FailureCause::kOutOfRange;
+    case BatchFailure::kUnmovable: return FailureCause::kInternal;
+    case BatchFailure::kClosedHere: return FailureCause::kLinkLost;
+    case BatchFailure::kPeerLost: break;
   }
-  return FailureCause::kInternal;
+  return is_transient_transfer_error(s) ? FailureCause::kLinkLost : FailureCause::kInternal;
 }
 
 }  // namespace
@@ -94,7 +97,7 @@ void TransferPipeline::acknowledge(const WriteBatch& batch, const std::vector<Ro
 
 void TransferPipeline::handle_batch_failure(PeerLink& link, WriteBatch batch,
                                             const Status& status) {
-  if (!is_rejection(status) && link.session && *link.session == batch.session) {
+  if (!about_the_blocks(status) && link.session && *link.session == batch.session) {
     // The connection broke: nothing more goes on this session. Closing it aborts the
     // batches still on it, which come back here and are retried like this one.
     connector_->close(*link.session);
@@ -131,10 +134,9 @@ void TransferPipeline::handle_batch_failure(PeerLink& link, WriteBatch batch,
       return;
     }
   }
-  if (is_rejection(status) && status.code() != StatusCode::kFailedPrecondition &&
-      !batch.single_room && keys.size() > 1) {
-    // The decode refused a block: send each room alone, so only the guilty one fails. (A
-    // failed device copy has no guilty room: the batch's rooms fail together.)
+  if (classify_batch_failure(status) == BatchFailure::kRefused && !batch.single_room &&
+      keys.size() > 1) {
+    // The decode refused a block: send each room alone, so only the guilty one fails.
     for (const RoomKey& k : keys) {
       WriteBatch one = select_segments(batch, [&](const RoomKey& key) { return key == k; });
       one.single_room = true;

@@ -12,8 +12,8 @@ BatchFailure classify_batch_failure(const Status& status) {
   switch (status.code()) {
     case StatusCode::kOutOfRange:
     case StatusCode::kAlreadyCompleted:
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kFailedPrecondition: return BatchFailure::kRefused;
+    case StatusCode::kInvalidArgument: return BatchFailure::kRefused;
+    case StatusCode::kFailedPrecondition: return BatchFailure::kUnmovable;
     case StatusCode::kAborted: return BatchFailure::kClosedHere;
     default: return BatchFailure::kPeerLost;
   }

@@ -30,10 +30,14 @@ bool is_transient_transfer_error(const Status& status);
 // would fail the peer's other rooms for a cooldown, or let a stranger do so at will.
 enum class BatchFailure : uint8_t {
   // About the blocks, not the connection: the peer acknowledged the part and refused it
-  // (OutOfRange, AlreadyCompleted), or the engine refused to submit it
-  // (InvalidArgument, FailedPrecondition). The session stays; only the rooms of the
-  // refused blocks fail.
+  // (OutOfRange, AlreadyCompleted), or the engine refused to submit it as malformed
+  // (InvalidArgument). The session stays; only the rooms of the refused blocks fail.
   kRefused,
+  // About the blocks too, but no fault of their addresses: a side could not submit, read
+  // or land them (FailedPrecondition: a device copy failed, no device driver, a backend
+  // without batch notes). The session stays; the batch's rooms fail together, as no one
+  // room among them is to blame.
+  kUnmovable,
   // Our own close of the session (Aborted): the batch did nothing wrong.
   kClosedHere,
   // The link or the peer is gone: connect or handshake failure, reset, peer closed,

@@ -25,7 +25,9 @@ TEST(TransferRetryTest, RefusalsAndOurOwnClosesNeverCountAgainstThePeer) {
             BatchFailure::kRefused);
   EXPECT_EQ(classify_batch_failure(invalid_argument("block overflows")), BatchFailure::kRefused);
   EXPECT_EQ(classify_batch_failure(failed_precondition("backend carries no notes")),
-            BatchFailure::kRefused);
+            BatchFailure::kUnmovable);
+  EXPECT_EQ(classify_batch_failure(failed_precondition("staging device memory: CUDA_ERROR")),
+            BatchFailure::kUnmovable);
   EXPECT_EQ(classify_batch_failure(aborted("session closed")), BatchFailure::kClosedHere);
   EXPECT_EQ(classify_batch_failure(unavailable("connection reset")), BatchFailure::kPeerLost);
   EXPECT_EQ(classify_batch_failure(deadline_exceeded("no progress for 5000 ms")),
