@@ -26,15 +26,11 @@
 #include "common/mutex.h"
 #include "device_bindings.h"
 #include "engine/backend.h"
-#include "kv/control/zmq_control_channel.h"
 #include "kv/kv_sender.h"
 #include "kv/manager_factory.h"
 #include "kv/metrics/metrics_registry.h"
 #include "kv/metrics/process_metrics_endpoint.h"
-#include "kv/registry/registry_options.h"
 #include "kv/room/failure_cause.h"
-#include "kv/route/bootstrap_route_directory.h"
-#include "proto/zmq_endpoint_options.h"
 #include "settings_bindings.h"
 
 namespace py = pybind11;
