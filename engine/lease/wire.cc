@@ -1,7 +1,6 @@
 #include "engine/lease/wire.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -28,14 +27,6 @@ int remaining_ms(TimePoint deadline) {
   return left > 1000000 ? 1000000 : static_cast<int>(left) + 1;
 }
 
-Status set_nonblocking(int fd) {
-  int flags = fcntl(fd, F_GETFL, 0);
-  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-    return internal_error("fcntl(O_NONBLOCK): " + errno_text(errno));
-  }
-  return Status();
-}
-
 // Waits until fd is ready for `events`; DeadlineExceeded when the deadline passes.
 Status wait_fd(int fd, short events, TimePoint deadline, const char* what) {
   for (;;) {
@@ -48,6 +39,19 @@ Status wait_fd(int fd, short events, TimePoint deadline, const char* what) {
   }
 }
 
+// Every integer on the wire: little-endian, fixed width, byte by byte (never a struct
+// copy, so neither the host's byte order nor its padding reaches the wire).
+template <class T>
+void put_le(T v, uint8_t* out) {
+  for (size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+template <class T>
+T get_le(const uint8_t* in) {
+  T v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(in[i]) << (8 * i);
+  return v;
+}
+
 }  // namespace
 
 void encode_frame_header(MsgType type, uint32_t payload_bytes, uint8_t* out) {
@@ -55,13 +59,12 @@ void encode_frame_header(MsgType type, uint32_t payload_bytes, uint8_t* out) {
   out[1] = static_cast<uint8_t>(type);
   out[2] = 0;
   out[3] = 0;
-  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<uint8_t>(payload_bytes >> (8 * i));
+  put_le(payload_bytes, out + 4);
 }
 
 Result<FrameHeader> decode_frame_header(std::span<const uint8_t> bytes) {
   if (bytes.size() < kFrameHeaderBytes) return data_loss("control channel: frame header truncated");
-  uint32_t n = 0;
-  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(bytes[4 + i]) << (8 * i);
+  const auto n = get_le<uint32_t>(bytes.data() + 4);
   if (bytes[0] != kWireVersion || bytes[1] == 0 || bytes[1] > kMaxMsgType || bytes[2] != 0 ||
       bytes[3] != 0 || n > kMaxPayloadBytes) {
     return data_loss("control channel: malformed frame header (version " +
@@ -71,38 +74,29 @@ Result<FrameHeader> decode_frame_header(std::span<const uint8_t> bytes) {
   return FrameHeader{static_cast<MsgType>(bytes[1]), n};
 }
 
-void Writer::u32(uint32_t v) {
-  for (int i = 0; i < 4; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+template <class T>
+void Writer::fixed(T v) {
+  uint8_t le[sizeof(T)];
+  put_le(v, le);
+  out_.insert(out_.end(), le, le + sizeof(T));
 }
-void Writer::u64(uint64_t v) {
-  for (int i = 0; i < 8; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
+void Writer::u32(uint32_t v) { fixed(v); }
+void Writer::u64(uint64_t v) { fixed(v); }
 void Writer::bytes(std::string_view s) {
   u32(static_cast<uint32_t>(s.size()));
   out_.insert(out_.end(), s.begin(), s.end());
 }
 
-Status Reader::u8(uint8_t* v) {
-  if (remaining() < 1) return data_loss("control message truncated (u8)");
-  *v = in_[pos_++];
+template <class T>
+Status Reader::fixed(T* v, const char* truncated) {
+  if (remaining() < sizeof(T)) return data_loss(truncated);
+  *v = get_le<T>(in_.data() + pos_);
+  pos_ += sizeof(T);
   return Status();
 }
-Status Reader::u32(uint32_t* v) {
-  if (remaining() < 4) return data_loss("control message truncated (u32)");
-  uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) r |= static_cast<uint32_t>(in_[pos_ + i]) << (8 * i);
-  pos_ += 4;
-  *v = r;
-  return Status();
-}
-Status Reader::u64(uint64_t* v) {
-  if (remaining() < 8) return data_loss("control message truncated (u64)");
-  uint64_t r = 0;
-  for (int i = 0; i < 8; ++i) r |= static_cast<uint64_t>(in_[pos_ + i]) << (8 * i);
-  pos_ += 8;
-  *v = r;
-  return Status();
-}
+Status Reader::u8(uint8_t* v) { return fixed(v, "control message truncated (u8)"); }
+Status Reader::u32(uint32_t* v) { return fixed(v, "control message truncated (u32)"); }
+Status Reader::u64(uint64_t* v) { return fixed(v, "control message truncated (u64)"); }
 Status Reader::bytes(std::string* v) {
   uint32_t n = 0;
   PDKV_RETURN_IF_ERROR(u32(&n));
@@ -112,28 +106,13 @@ Status Reader::bytes(std::string* v) {
   return Status();
 }
 
-Socket::~Socket() {
-  if (fd_ >= 0) ::close(fd_);
-}
-Socket& Socket::operator=(Socket&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = other.release();
-  }
-  return *this;
-}
-int Socket::release() {
-  int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
 void Socket::shutdown_both() {
-  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+  if (fd_.valid()) ::shutdown(fd_.get(), SHUT_RDWR);
 }
 
 Status Socket::write_all(const uint8_t* p, size_t n, TimePoint deadline) {
   while (n > 0) {
-    ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
+    ssize_t w = ::send(fd(), p, n, MSG_NOSIGNAL);
     if (w > 0) {
       p += w;
       n -= static_cast<size_t>(w);
@@ -141,7 +120,7 @@ Status Socket::write_all(const uint8_t* p, size_t n, TimePoint deadline) {
     }
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      PDKV_RETURN_IF_ERROR(wait_fd(fd_, POLLOUT, deadline, "sending"));
+      PDKV_RETURN_IF_ERROR(wait_fd(fd(), POLLOUT, deadline, "sending"));
       continue;
     }
     return unavailable("control channel: peer closed (" + errno_text(errno) + ")");
@@ -151,7 +130,7 @@ Status Socket::write_all(const uint8_t* p, size_t n, TimePoint deadline) {
 
 Status Socket::read_all(uint8_t* p, size_t n, TimePoint deadline) {
   while (n > 0) {
-    ssize_t r = ::recv(fd_, p, n, 0);
+    ssize_t r = ::recv(fd(), p, n, 0);
     if (r > 0) {
       p += r;
       n -= static_cast<size_t>(r);
@@ -160,7 +139,7 @@ Status Socket::read_all(uint8_t* p, size_t n, TimePoint deadline) {
     if (r == 0) return unavailable("control channel: peer closed the connection");
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      PDKV_RETURN_IF_ERROR(wait_fd(fd_, POLLIN, deadline, "waiting for the peer"));
+      PDKV_RETURN_IF_ERROR(wait_fd(fd(), POLLIN, deadline, "waiting for the peer"));
       continue;
     }
     return unavailable("control channel: " + errno_text(errno));
@@ -177,7 +156,7 @@ Status Socket::send_frame(MsgType type, std::span<const uint8_t> payload, TimePo
   msghdr msg{};
   msg.msg_iov = iov;
   msg.msg_iovlen = payload.empty() ? 1 : 2;
-  ssize_t w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+  ssize_t w = ::sendmsg(fd(), &msg, MSG_NOSIGNAL);
   if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
     return unavailable("control channel: peer closed (" + errno_text(errno) + ")");
   }

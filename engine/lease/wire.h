@@ -26,6 +26,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace pdkv::engine::lease {
 
@@ -74,6 +75,9 @@ class Writer {
   void bytes(std::string_view s);  // u32 length + bytes
 
  private:
+  template <class T>
+  void fixed(T v);
+
   std::vector<uint8_t>& out_;
 };
 
@@ -88,6 +92,9 @@ class Reader {
   size_t remaining() const { return in_.size() - pos_; }
 
  private:
+  template <class T>
+  Status fixed(T* v, const char* truncated);
+
   std::span<const uint8_t> in_;
   size_t pos_ = 0;
 };
@@ -97,15 +104,10 @@ class Socket {
  public:
   Socket() = default;
   explicit Socket(int fd) : fd_(fd) {}
-  ~Socket();
-  Socket(Socket&& other) noexcept : fd_(other.release()) {}
-  Socket& operator=(Socket&& other) noexcept;
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
 
-  int fd() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release();
+  int fd() const { return fd_.get(); }
+  bool valid() const { return fd_.valid(); }
+  int release() { return fd_.release(); }
   // shutdown(SHUT_RDWR): wakes a thread blocked in poll on this socket (used to stop).
   void shutdown_both();
 
@@ -121,7 +123,7 @@ class Socket {
  private:
   Status write_all(const uint8_t* p, size_t n, TimePoint deadline);
   Status read_all(uint8_t* p, size_t n, TimePoint deadline);
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 // Connects to "host:port" (IPv4) within `timeout_ms`. InvalidArgument for a malformed

@@ -1,7 +1,6 @@
 #include "engine/backends/tcp/socket_util.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -51,23 +50,6 @@ bool is_peer_gone(int err) { return err == ECONNRESET || err == EPIPE || err == 
 
 }  // namespace
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
-  if (this != &o) {
-    reset();
-    fd_ = o.release();
-  }
-  return *this;
-}
-int UniqueFd::release() {
-  int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
-void UniqueFd::reset() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 EventFd::EventFd() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 void EventFd::signal() const {
   uint64_t one = 1;
@@ -78,14 +60,6 @@ void EventFd::drain() const {
   uint64_t value;
   ssize_t rc = ::read(fd_.get(), &value, sizeof value);
   (void)rc;
-}
-
-Status set_nonblocking(int fd) {
-  int flags = fcntl(fd, F_GETFL, 0);
-  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-    return internal_error("fcntl(O_NONBLOCK): " + errno_text(errno));
-  }
-  return Status();
 }
 
 Result<UniqueFd> listen_tcp(const std::string& host, uint16_t port, uint16_t* bound_port) {

@@ -3,7 +3,7 @@
 // handle partial transfers, EINTR and EAGAIN, wake up on a stop eventfd and give up after
 // a period without progress.
 //
-// Thread safety: free functions; a UniqueFd is owned by one object.
+// Thread safety: free functions.
 #pragma once
 
 #include <sys/uio.h>
@@ -13,27 +13,13 @@
 #include <string>
 
 #include "common/status.h"
+#include "common/unique_fd.h"
 #include "engine/engine_options.h"
 
 namespace pdkv::engine::tcp {
 
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-  int get() const { return fd_; }
-  int release();
-  void reset();
-  bool valid() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
+// The owner of a descriptor (common/unique_fd.h), by the name this backend's users know.
+using UniqueFd = pdkv::UniqueFd;
 
 // A level-triggered wake-up: signal() makes `fd()` readable until drain().
 class EventFd {
@@ -54,7 +40,6 @@ Result<UniqueFd> listen_tcp(const std::string& host, uint16_t port, uint16_t* bo
 Result<UniqueFd> connect_tcp(const std::string& endpoint, int timeout_ms);
 // TCP_NODELAY (acks are tiny and must not wait for Nagle) and optional buffer sizes.
 void tune_socket(int fd, const TcpOptions& options);
-Status set_nonblocking(int fd);
 
 // Waits for `events` on fd (or the stop fd). Returns OK when ready, Aborted when stop
 // fired, DeadlineExceeded after timeout_ms (-1 = forever).
