@@ -2,12 +2,8 @@
 // SIGTERM/SIGINT. With `--registry etcd --instance NAME` it serves NAME's routes from etcd
 // instead (read-only).
 //
-// The signals are blocked before the server's threads exist (they inherit the mask) and
-// the main thread takes them with sigwait, so shutdown runs in ordinary code instead of
-// a signal handler. Prints "pdkv bootstrap listening on H:P" once bound (with --port 0
-// this tells a test or script the port).
-#include <signal.h>
-
+// The signals are taken by the main thread (common/stop_signals.h). Prints "pdkv bootstrap
+// listening on H:P" once bound (with --port 0 this tells a test or script the port).
 #include <cstdio>
 #include <string>
 
@@ -15,6 +11,7 @@
 #include "cli/commands.h"
 #include "common/cluster_key.h"
 #include "common/logging.h"
+#include "common/stop_signals.h"
 #include "kv/registry/registry_http_server.h"
 
 namespace pdkv::cli {
@@ -30,15 +27,13 @@ int run(ServerOptions options, const std::string& secret_file) {
     return 2;
   }
   options.cluster_key = *key;
-  if (options.authenticate_reads && !options.cluster_key) {
-    std::fprintf(stderr, "pdkv bootstrap: --authenticate-reads needs a cluster secret\n");
+  // The server's own rule (BootstrapServer::start runs it too), checked here so that a
+  // refused combination of flags is a usage error (2), not a failed start (1).
+  if (Status usable = options.check(); !usable.ok()) {
+    std::fprintf(stderr, "pdkv bootstrap: --authenticate-reads: %s\n", usable.message().c_str());
     return 2;
   }
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  StopSignals signals;
   auto server = BootstrapServer::start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "pdkv bootstrap: %s\n", server.status().to_string().c_str());
@@ -46,8 +41,7 @@ int run(ServerOptions options, const std::string& secret_file) {
   }
   std::printf("pdkv bootstrap listening on %s:%d\n", options.host.c_str(), (*server)->port());
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&set, &sig);
+  const int sig = signals.wait();
   PDKV_LOG_INFO("bootstrap: signal {}, shutting down", sig);
   (*server)->stop();
   return 0;

@@ -1,7 +1,6 @@
 #include "kv/registry/registry_http_server.h"
 
 #include <fmt/format.h>
-#include <signal.h>
 
 #include <charconv>
 #include <cstdio>
@@ -9,6 +8,7 @@
 
 #include "bootstrap/route_table.h"
 #include "common/logging.h"
+#include "common/stop_signals.h"
 #include "http/http_replies.h"
 #include "kv/registry/registry_options.h"
 
@@ -129,11 +129,7 @@ void RegistryHttpServer::install_routes(http::HttpRouter& h) {
 
 int run_registry_http_server(const std::string& host, int port, const std::string& instance,
                              const std::string& secret_file) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  StopSignals signals;  // before the watcher's and the server's threads exist
   auto fail = [](const Status& st) {
     std::fprintf(stderr, "pdkv bootstrap: %s\n", st.to_string().c_str());
     return 1;
@@ -152,8 +148,7 @@ int run_registry_http_server(const std::string& host, int port, const std::strin
               (*server)->port(), instance.c_str(), (*client)->description().c_str(),
               options->etcd_prefix.c_str());
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&set, &sig);
+  const int sig = signals.wait();
   PDKV_LOG_INFO("bootstrap-etcd: signal {}, shutting down", sig);
   (*server)->stop();
   return 0;
