@@ -100,10 +100,16 @@ bool BootstrapServer::authenticated(const HttpRequest& req, HttpResponse& res) {
   return false;
 }
 
+bool BootstrapServer::admitted(Counter counter, Access access, const HttpRequest& req,
+                               HttpResponse& res) {
+  requests_[counter].fetch_add(1, std::memory_order_relaxed);
+  if (access == Access::kRead && !options_.authenticate_reads) return true;
+  return authenticated(req, res);
+}
+
 void BootstrapServer::install_routes(HttpRouter& h) {
   h.on(HttpMethod::kPut, "/route", [this](const HttpRequest& req, HttpResponse& res) {
-    requests_[kPut].fetch_add(1, std::memory_order_relaxed);
-    if (!authenticated(req, res)) return;
+    if (!admitted(kPut, Access::kWrite, req, res)) return;
     std::string field;
     auto reg = parse_registration(req.body, &field);
     if (!reg.ok()) return reply_error(res, 400, field, reg.status().message());
@@ -120,8 +126,7 @@ void BootstrapServer::install_routes(HttpRouter& h) {
     res.set_content("OK", "text/plain");
   });
   h.on(HttpMethod::kGet, "/route", [this](const HttpRequest& req, HttpResponse& res) {
-    requests_[kGet].fetch_add(1, std::memory_order_relaxed);
-    if (options_.authenticate_reads && !authenticated(req, res)) return;
+    if (!admitted(kGet, Access::kRead, req, res)) return;
     int64_t rank = 0, group = 0;
     if (!query_int(req, res, "engine_rank", &rank) ||
         !query_int(req, res, "target_dp_group", &group)) {
@@ -152,8 +157,7 @@ void BootstrapServer::install_routes(HttpRouter& h) {
                     "application/json");
   });
   h.on(HttpMethod::kDelete, "/route", [this](const HttpRequest& req, HttpResponse& res) {
-    requests_[kDelete].fetch_add(1, std::memory_order_relaxed);
-    if (!authenticated(req, res)) return;
+    if (!admitted(kDelete, Access::kWrite, req, res)) return;
     int64_t rank = 0, group = 0;
     if (!query_int(req, res, "engine_rank", &rank) ||
         !query_int(req, res, "target_dp_group", &group)) {
@@ -164,8 +168,7 @@ void BootstrapServer::install_routes(HttpRouter& h) {
     res.set_content("OK", "text/plain");
   });
   h.on(HttpMethod::kPost, "/register_dp_rank", [this](const HttpRequest& req, HttpResponse& res) {
-    requests_[kRegisterDpRank].fetch_add(1, std::memory_order_relaxed);
-    if (!authenticated(req, res)) return;
+    if (!admitted(kRegisterDpRank, Access::kWrite, req, res)) return;
     std::string field;
     auto entry = parse_room_dp_rank(req.body, &field);
     if (!entry.ok()) return reply_error(res, 400, field, entry.status().message());
@@ -180,8 +183,7 @@ void BootstrapServer::install_routes(HttpRouter& h) {
     res.set_content("OK", "text/plain");
   });
   h.on(HttpMethod::kPost, "/query_dp_ranks", [this](const HttpRequest& req, HttpResponse& res) {
-    requests_[kQueryDpRanks].fetch_add(1, std::memory_order_relaxed);
-    if (options_.authenticate_reads && !authenticated(req, res)) return;
+    if (!admitted(kQueryDpRanks, Access::kRead, req, res)) return;
     std::string field;
     auto rooms = parse_room_query(req.body, &field);
     if (!rooms.ok()) return reply_error(res, 400, field, rooms.status().message());

@@ -94,8 +94,15 @@ class BootstrapServer {
 
   BootstrapServer() = default;
   void install_routes(http::HttpRouter& h);
+  // Route lookups are reads; registrations and removals are writes.
+  enum class Access { kRead, kWrite };
+
   // True if the request may proceed; else answers 401 and counts it.
   bool authenticated(const http::HttpRequest& req, http::HttpResponse& res);
+  // Counts the request, then checks its signature where the server asks for one: on every
+  // write, on reads only with authenticate_reads. False once it answered 401.
+  bool admitted(Counter counter, Access access, const http::HttpRequest& req,
+                http::HttpResponse& res);
   void count_error(int status);
 
   std::string host_;
