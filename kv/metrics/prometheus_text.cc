@@ -24,12 +24,16 @@ std::string number(double v) {
   return fmt::format("{}", v);
 }
 
-std::string escape_help(std::string_view help) {
+// Backslash and newline escaped, as in a HELP line; `escape_quote` also escapes '"' (a
+// label value is quoted, a HELP text is not).
+std::string escape(std::string_view text, bool escape_quote) {
   std::string out;
-  out.reserve(help.size());
-  for (char c : help) {
+  out.reserve(text.size());
+  for (char c : text) {
     if (c == '\\') {
       out += "\\\\";
+    } else if (c == '"' && escape_quote) {
+      out += "\\\"";
     } else if (c == '\n') {
       out += "\\n";
     } else {
@@ -42,20 +46,7 @@ std::string escape_help(std::string_view help) {
 }  // namespace
 
 std::string PrometheusText::escape_label_value(std::string_view value) {
-  std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
+  return escape(value, /*escape_quote=*/true);
 }
 
 PrometheusText::Family& PrometheusText::family(std::string_view name) {
@@ -129,7 +120,7 @@ void PrometheusText::histogram(std::string_view name, const MetricLabels& labels
 std::string PrometheusText::str() const {
   std::string out;
   for (const Family& f : families_) {
-    out += "# HELP " + f.name + ' ' + escape_help(f.help) + '\n';
+    out += "# HELP " + f.name + ' ' + escape(f.help, /*escape_quote=*/false) + '\n';
     out += "# TYPE " + f.name + ' ' + std::string(type_name(f.type)) + '\n';
     out += f.samples;
   }
