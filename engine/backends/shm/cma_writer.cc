@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "engine/piece_cursor.h"
+
 namespace pdkv::engine::shm {
 namespace {
 
@@ -65,18 +67,8 @@ Status cma_write(pid_t pid, std::span<const lease::Piece> pieces, TimePoint dead
     }
     if (w == 0) return errno_status(EFAULT, pid, pieces, i, std::min(j, pieces.size() - 1));
     // Advance by what was written (a partial transfer resumes at the exact byte).
-    uint64_t left = static_cast<uint64_t>(w);
-    while (left > 0) {
-      uint64_t in_piece = pieces[i].length - offset;
-      if (left >= in_piece) {
-        left -= in_piece;
-        ++i;
-        offset = 0;
-      } else {
-        offset += left;
-        left = 0;
-      }
-    }
+    advance_cursor(
+        static_cast<uint64_t>(w), [&](size_t k) { return pieces[k].length; }, &i, &offset);
   }
   return Status();
 }

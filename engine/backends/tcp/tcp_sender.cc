@@ -13,6 +13,7 @@
 #include "engine/backends/tcp/device_copies.h"
 #include "engine/backends/tcp/tcp_auth.h"
 #include "engine/backends/tcp/tcp_frame.h"
+#include "engine/piece_cursor.h"
 
 namespace pdkv::engine::tcp {
 namespace {
@@ -475,17 +476,8 @@ StreamSender::WriteOutcome StreamSender::write_some(bool inline_writer, std::vec
       }
       done = 0;
     }
-    while (done > 0) {
-      const uint64_t left = entries[entry_cursor_].bytes() - entry_offset_;
-      if (done >= left) {
-        done -= left;
-        ++entry_cursor_;
-        entry_offset_ = 0;
-      } else {
-        entry_offset_ += done;
-        done = 0;
-      }
-    }
+    advance_cursor(
+        done, [&](uint32_t e) { return entries[e].bytes(); }, &entry_cursor_, &entry_offset_);
     if (head_sent_ == part.head.size() && entry_cursor_ == plan.entry_count) {
       part.head = std::vector<uint8_t>();  // the entry table is no longer needed
       awaiting_.push_back(std::move(part));
