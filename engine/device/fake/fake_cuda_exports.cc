@@ -44,11 +44,17 @@ namespace fc = pdkv::fake_cuda;
 
 namespace {
 
+// The checks every call taking a handle starts with, in the driver's order: a current
+// context (else its error), then a handle at all (else CUDA_ERROR_INVALID_VALUE).
+CUresult require_handle(const void* handle, CUcontext* ctx) {
+  if (CUresult r = fc::require_context(ctx); r != CUDA_SUCCESS) return r;
+  return handle == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
 // Streams and events are used under the context they were created in; any other current
 // context is the driver's "invalid resource handle".
 CUresult require_stream(CUstream stream, CUcontext* ctx) {
-  if (CUresult r = fc::require_context(ctx); r != CUDA_SUCCESS) return r;
-  if (stream == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = require_handle(stream, ctx); r != CUDA_SUCCESS) return r;
   return stream->ctx == *ctx ? CUDA_SUCCESS : fc::kErrorInvalidHandle;
 }
 
@@ -204,24 +210,21 @@ PDKV_FAKE_EXPORT CUresult cuMemFreeHost(void* ptr) {
 
 PDKV_FAKE_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned flags) {
   CUcontext ctx;
-  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
-  if (stream == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = require_handle(stream, &ctx); r != CUDA_SUCCESS) return r;
   *stream = fc::create_stream(ctx);
   return CUDA_SUCCESS;
 }
 
 PDKV_FAKE_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
   CUcontext ctx;
-  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
-  if (stream == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = require_handle(stream, &ctx); r != CUDA_SUCCESS) return r;
   fc::destroy_stream(stream);
   return CUDA_SUCCESS;
 }
 
 PDKV_FAKE_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
   CUcontext ctx;
-  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
-  if (stream == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = require_handle(stream, &ctx); r != CUDA_SUCCESS) return r;
   return fc::synchronize_stream(stream);
 }
 
@@ -236,8 +239,7 @@ PDKV_FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsi
 
 PDKV_FAKE_EXPORT CUresult cuEventCreate(CUevent* event, unsigned flags) {
   CUcontext ctx;
-  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
-  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = require_handle(event, &ctx); r != CUDA_SUCCESS) return r;
   auto* e = new CUevent_st();
   e->ctx = ctx;
   *event = e;
@@ -247,8 +249,7 @@ PDKV_FAKE_EXPORT CUresult cuEventCreate(CUevent* event, unsigned flags) {
 // A record still queued holds its own marker, so destroying a pending event is safe.
 PDKV_FAKE_EXPORT CUresult cuEventDestroy_v2(CUevent event) {
   CUcontext ctx;
-  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
-  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = require_handle(event, &ctx); r != CUDA_SUCCESS) return r;
   delete event;
   return CUDA_SUCCESS;
 }
@@ -264,15 +265,13 @@ PDKV_FAKE_EXPORT CUresult cuEventRecord(CUevent event, CUstream stream) {
 
 PDKV_FAKE_EXPORT CUresult cuEventQuery(CUevent event) {
   CUcontext ctx;
-  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
-  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = require_handle(event, &ctx); r != CUDA_SUCCESS) return r;
   return fc::query_event(event);
 }
 
 PDKV_FAKE_EXPORT CUresult cuEventSynchronize(CUevent event) {
   CUcontext ctx;
-  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
-  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = require_handle(event, &ctx); r != CUDA_SUCCESS) return r;
   return fc::synchronize_event(event);
 }
 
@@ -304,10 +303,10 @@ PDKV_FAKE_EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* copy, CUstream
 // The CUDA 13 form (no failure index). Like the driver, every copy needs an attribute
 // entry: attrs_idxs[0] must be 0, the entries strictly increasing, each with a valid
 // source access order.
-PDKV_FAKE_EXPORT CUresult cuMemcpyBatchAsync_v2(CUdeviceptr* dsts, CUdeviceptr* srcs,
-                                                size_t* sizes, size_t count,
-                                                CUmemcpyAttributes* attrs, size_t* attrs_idxs,
-                                                size_t num_attrs, CUstream stream) {
+PDKV_FAKE_EXPORT CUresult cuMemcpyBatchAsync_v2(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes,
+                                                size_t count, CUmemcpyAttributes* attrs,
+                                                size_t* attrs_idxs, size_t num_attrs,
+                                                CUstream stream) {
   CUcontext ctx;
   if (CUresult r = require_stream(stream, &ctx); r != CUDA_SUCCESS) return r;
   if (count == 0 || dsts == nullptr || srcs == nullptr || sizes == nullptr || attrs == nullptr ||
