@@ -15,6 +15,7 @@
 #include <fstream>
 
 #include "common/host_port.h"
+#include "common/send_all.h"
 
 namespace pdkv::engine::lease {
 namespace {
@@ -111,21 +112,11 @@ void Socket::shutdown_both() {
 }
 
 Status Socket::write_all(const uint8_t* p, size_t n, TimePoint deadline) {
-  while (n > 0) {
-    ssize_t w = ::send(fd(), p, n, MSG_NOSIGNAL);
-    if (w > 0) {
-      p += w;
-      n -= static_cast<size_t>(w);
-      continue;
-    }
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      PDKV_RETURN_IF_ERROR(wait_fd(fd(), POLLOUT, deadline, "sending"));
-      continue;
-    }
-    return unavailable("control channel: peer closed (" + errno_text(errno) + ")");
-  }
-  return Status();
+  return send_all(
+      fd(), p, n, [&] { return wait_fd(fd(), POLLOUT, deadline, "sending"); },
+      [](int err) {
+        return unavailable("control channel: peer closed (" + errno_text(err) + ")");
+      });
 }
 
 Status Socket::read_all(uint8_t* p, size_t n, TimePoint deadline) {

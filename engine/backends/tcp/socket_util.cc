@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/host_port.h"
 #include "common/logging.h"
+#include "common/send_all.h"
 
 namespace pdkv::engine::tcp {
 namespace {
@@ -155,24 +156,12 @@ Status wait_fd(int fd, short events, int stop_fd, int timeout_ms) {
 }
 
 Status write_full(int fd, const void* data, size_t len, int stop_fd, int timeout_ms) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (len > 0) {
-    ssize_t n = ::send(fd, p, len, MSG_NOSIGNAL);
-    if (n > 0) {
-      p += n;
-      len -= static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      PDKV_RETURN_IF_ERROR(wait_fd(fd, POLLOUT, stop_fd, timeout_ms));
-      continue;
-    }
-    int err = errno;
-    if (is_peer_gone(err)) return unavailable("peer closed the connection: " + errno_text(err));
-    return unavailable("send: " + errno_text(err));
-  }
-  return Status();
+  return send_all(
+      fd, data, len, [&] { return wait_fd(fd, POLLOUT, stop_fd, timeout_ms); },
+      [](int err) {
+        if (is_peer_gone(err)) return unavailable("peer closed the connection: " + errno_text(err));
+        return unavailable("send: " + errno_text(err));
+      });
 }
 
 Status read_full(int fd, void* data, size_t len, int stop_fd, int first_byte_timeout_ms,
