@@ -38,6 +38,17 @@ bool query_int(const HttpRequest& req, HttpResponse& res, const char* name, int6
   return true;
 }
 
+// The request's body as `parse` reads it; a body it refuses is answered 400 naming the
+// field at fault, and the (failed) Result tells the caller to stop there.
+template <class T>
+Result<T> parsed_body(const HttpRequest& req, HttpResponse& res,
+                      Result<T> (*parse)(std::string_view, std::string*)) {
+  std::string field;
+  Result<T> parsed = parse(req.body, &field);
+  if (!parsed.ok()) reply_error(res, 400, field, parsed.status().message());
+  return parsed;
+}
+
 json endpoint_json(const RankEndpoint& e) {
   return json{{"engine_rank", e.engine_rank},
               {"tp_rank", e.tp_rank},
@@ -110,9 +121,8 @@ bool BootstrapServer::admitted(Counter counter, Access access, const HttpRequest
 void BootstrapServer::install_routes(HttpRouter& h) {
   h.on(HttpMethod::kPut, "/route", [this](const HttpRequest& req, HttpResponse& res) {
     if (!admitted(kPut, Access::kWrite, req, res)) return;
-    std::string field;
-    auto reg = parse_registration(req.body, &field);
-    if (!reg.ok()) return reply_error(res, 400, field, reg.status().message());
+    auto reg = parsed_body(req, res, parse_registration);
+    if (!reg.ok()) return;
     bool changed = true;
     Status st = table_.register_rank(*reg, &changed);
     if (!st.ok()) {
@@ -169,9 +179,8 @@ void BootstrapServer::install_routes(HttpRouter& h) {
   });
   h.on(HttpMethod::kPost, "/register_dp_rank", [this](const HttpRequest& req, HttpResponse& res) {
     if (!admitted(kRegisterDpRank, Access::kWrite, req, res)) return;
-    std::string field;
-    auto entry = parse_room_dp_rank(req.body, &field);
-    if (!entry.ok()) return reply_error(res, 400, field, entry.status().message());
+    auto entry = parsed_body(req, res, parse_room_dp_rank);
+    if (!entry.ok()) return;
     // Checked against the instance when one registered: a rank outside it would send the
     // decode to a group that does not exist.
     if (auto layout = table_.layout(); layout && entry->dp_rank >= layout->dp_size) {
@@ -184,9 +193,8 @@ void BootstrapServer::install_routes(HttpRouter& h) {
   });
   h.on(HttpMethod::kPost, "/query_dp_ranks", [this](const HttpRequest& req, HttpResponse& res) {
     if (!admitted(kQueryDpRanks, Access::kRead, req, res)) return;
-    std::string field;
-    auto rooms = parse_room_query(req.body, &field);
-    if (!rooms.ok()) return reply_error(res, 400, field, rooms.status().message());
+    auto rooms = parsed_body(req, res, parse_room_query);
+    if (!rooms.ok()) return;
     json out = json::object();
     for (const RoomDpRank& e : room_dp_ranks_.find(*rooms)) out[std::to_string(e.room)] = e.dp_rank;
     res.set_content(out.dump(), "application/json");
