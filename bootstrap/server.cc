@@ -49,6 +49,12 @@ Result<T> parsed_body(const HttpRequest& req, HttpResponse& res,
   return parsed;
 }
 
+// The rank a GET or DELETE /route names: engine_rank and target_dp_group, checked in that
+// order; false once the first one missing or malformed was answered 400.
+bool query_rank(const HttpRequest& req, HttpResponse& res, int64_t* rank, int64_t* group) {
+  return query_int(req, res, "engine_rank", rank) && query_int(req, res, "target_dp_group", group);
+}
+
 json endpoint_json(const RankEndpoint& e) {
   return json{{"engine_rank", e.engine_rank},
               {"tp_rank", e.tp_rank},
@@ -138,10 +144,7 @@ void BootstrapServer::install_routes(HttpRouter& h) {
   h.on(HttpMethod::kGet, "/route", [this](const HttpRequest& req, HttpResponse& res) {
     if (!admitted(kGet, Access::kRead, req, res)) return;
     int64_t rank = 0, group = 0;
-    if (!query_int(req, res, "engine_rank", &rank) ||
-        !query_int(req, res, "target_dp_group", &group)) {
-      return;
-    }
+    if (!query_rank(req, res, &rank, &group)) return;
     if (rank == -1 && group == -1) {
       auto layout = table_.layout();
       if (!layout) return reply_error(res, 404, "", "no prefill rank has registered yet");
@@ -169,10 +172,7 @@ void BootstrapServer::install_routes(HttpRouter& h) {
   h.on(HttpMethod::kDelete, "/route", [this](const HttpRequest& req, HttpResponse& res) {
     if (!admitted(kDelete, Access::kWrite, req, res)) return;
     int64_t rank = 0, group = 0;
-    if (!query_int(req, res, "engine_rank", &rank) ||
-        !query_int(req, res, "target_dp_group", &group)) {
-      return;
-    }
+    if (!query_rank(req, res, &rank, &group)) return;
     Status st = table_.remove(group, rank);
     if (!st.ok()) return reply_error(res, http_status_of(st), "", st.message());
     res.set_content("OK", "text/plain");
