@@ -1,4 +1,4 @@
-#include "bench/engine_bench_util.h"
+#include "bench/engine/engine_bench_util.h"
 
 #include <sys/mman.h>
 

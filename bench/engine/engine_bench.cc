@@ -1,4 +1,4 @@
-#include "bench/engine_bench.h"
+#include "bench/engine/engine_bench.h"
 
 #include <fmt/format.h>
 
@@ -9,10 +9,10 @@
 #include <thread>
 #include <vector>
 
-#include "bench/engine_baselines.h"
-#include "bench/engine_bench_util.h"
-#include "bench/engine_iperf.h"
-#include "bench/engine_workload.h"
+#include "bench/engine/engine_baselines.h"
+#include "bench/engine/engine_bench_util.h"
+#include "bench/engine/engine_iperf.h"
+#include "bench/engine/engine_workload.h"
 #include "common/clock.h"
 
 namespace pdkv::bench {

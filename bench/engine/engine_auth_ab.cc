@@ -1,4 +1,4 @@
-#include "bench/engine_auth_ab.h"
+#include "bench/engine/engine_auth_ab.h"
 
 #include <cstdio>
 #include <memory>
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/engine_bench_util.h"
+#include "bench/engine/engine_bench_util.h"
 #include "common/clock.h"
 
 namespace pdkv::bench {

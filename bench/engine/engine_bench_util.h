@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/engine_bench.h"
-#include "bench/engine_workload.h"
+#include "bench/engine/engine_bench.h"
+#include "bench/engine/engine_workload.h"
 #include "common/status.h"
 #include "engine/engine_options.h"
 #include "engine/testing/engine_peer_process.h"

@@ -1,4 +1,4 @@
-#include "bench/engine_device_bench.h"
+#include "bench/engine/engine_device_bench.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/engine_bench_util.h"
+#include "bench/engine/engine_bench_util.h"
 #include "common/clock.h"
 #include "engine/device/device_driver.h"
 #include "engine/testing/device_memory.h"
