@@ -1,7 +1,7 @@
 // The decode side of a room, in one process: real TCP engines over loopback, messages
 // through the real codecs on an in-process bus (kv/testing/room_pair.h). What the decode
 // asks for, resends, checks and detects; the prefill's side is in
-// kv/prefill/prefill_manager_test.cc, whole-pair transfers in kv/manager_pair_test.cc.
+// kv/prefill/prefill_manager_test.cc, whole-pair transfers in kv/manager_pair_*_test.cc.
 #include <gtest/gtest.h>
 
 #include <thread>

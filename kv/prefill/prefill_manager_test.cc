@@ -1,7 +1,7 @@
 // The prefill side of a room, in one process: real TCP engines over loopback, messages
 // through the real codecs on an in-process bus (kv/testing/room_pair.h). What the
 // prefill holds, waits for, detects and tells the decode; the decode's side is in
-// kv/decode/decode_manager_test.cc, whole-pair transfers in kv/manager_pair_test.cc.
+// kv/decode/decode_manager_test.cc, whole-pair transfers in kv/manager_pair_*_test.cc.
 #include <gtest/gtest.h>
 
 #include <atomic>
