@@ -88,15 +88,10 @@ TEST_F(DecodeRouteChangeTest, NewRoomsFollowARankThatMovedInsteadOfTheCachedEndp
   ASSERT_TRUE(first && decode);
   // A room through the first prefill: the decode caches its instance and endpoint.
   const std::vector<int64_t> src = {1, 2}, dst = {7, 8};
-  pbuf.fill_request(src);
   {
-    KVSender sender(*first, 11);
-    ASSERT_TRUE(sender.init(2, 0).ok());
-    KVReceiver receiver(*decode, 11);
-    ASSERT_TRUE(receiver.init().ok());
-    ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
-    ASSERT_TRUE(sender.send(src).ok());
-    ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }));
+    RoomMove room(*first, pbuf, *decode, dbuf);
+    ASSERT_NO_FATAL_FAILURE(room.open(11, src, dst, RoomMove::Wait::kNo));
+    ASSERT_NO_FATAL_FAILURE(room.finish_and_check());
   }
   // A room bootstrapping with the first prefill when rank 0 moves.
   KVReceiver stranded(*decode, 12);
@@ -114,16 +109,9 @@ TEST_F(DecodeRouteChangeTest, NewRoomsFollowARankThatMovedInsteadOfTheCachedEndp
   EXPECT_NE(stranded.status().failure_reason.find(first->control_endpoint()), std::string::npos)
       << stranded.status().failure_reason;
 
-  pbuf2.fill_request(src, 13);
-  KVSender sender(*second, 13);
-  ASSERT_TRUE(sender.init(2, 0).ok());
-  KVReceiver receiver(*decode, 13);
-  ASSERT_TRUE(receiver.init().ok());
-  ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
-  ASSERT_TRUE(sender.send(src).ok());
-  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }))
-      << receiver.failure().to_string();
-  EXPECT_TRUE(dbuf.holds_request(dst, 0, 13));
+  RoomMove room(*second, pbuf2, *decode, dbuf);
+  ASSERT_NO_FATAL_FAILURE(room.open(13, src, dst, RoomMove::Wait::kNo, /*salt=*/13));
+  ASSERT_NO_FATAL_FAILURE(room.finish_and_check());
 }
 
 TEST_F(DecodeRouteChangeTest, ARankThatRegistersForTheFirstTimeChangesNothing) {

@@ -12,7 +12,7 @@
 #include "kv/registry/etcd_route_directory.h"
 #include "kv/registry/etcd_route_keys.h"
 #include "kv/registry/testing/etcd_cluster.h"
-#include "kv/testing/kv_cluster.h"
+#include "kv/testing/room_pair.h"
 
 namespace pdkv::kv {
 namespace {
@@ -135,16 +135,9 @@ TEST_F(EtcdDecodeTest, RevokedLeaseFailsTheBootstrappingRoomAtOnceAndNewRoomsRes
   // a new room resolves the route from etcd again and succeeds.
   ASSERT_TRUE(eventually([&] { return lease_of_rank0() != 0; }, 5000ms));
   EXPECT_NE(lease_of_rank0(), lease);
-  pbuf.fill_request(src, 3);
-  KVSender sender3(*prefill, 3);
-  ASSERT_TRUE(sender3.init(3, 0).ok());
-  KVReceiver later(*decode, 3);
-  ASSERT_TRUE(later.init().ok());
-  ASSERT_TRUE(later.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
-  ASSERT_TRUE(sender3.send(src).ok());
-  ASSERT_TRUE(eventually([&] { return later.poll() == RoomState::kSuccess; }))
-      << later.failure().to_string();
-  EXPECT_TRUE(dbuf.holds_request(dst, 0, 3));
+  testing::RoomMove later(*prefill, pbuf, *decode, dbuf);
+  ASSERT_NO_FATAL_FAILURE(later.open(3, src, dst, testing::RoomMove::Wait::kNo, /*salt=*/3));
+  ASSERT_NO_FATAL_FAILURE(later.finish_and_check());
 }
 
 }  // namespace
