@@ -7,6 +7,7 @@
 
 #include "kv/kv_sender.h"
 #include "kv/testing/room_pair.h"
+#include "kv/testing/route_change_rooms.h"
 
 // In kv::testing, whose helpers (room_pair.h) the tests use throughout.
 namespace pdkv::kv::testing {
@@ -45,16 +46,10 @@ TEST_F(DecodeRouteChangeTest, VanishedRouteFailsBootstrappingRoomsAndSparesHande
   auto decode = make_decode(dbuf);
   ASSERT_TRUE(prefill && decode);
   // Room 1: resolved and registered, but the engine has not called send_metadata().
-  KVReceiver waiting(*decode, 1);
-  ASSERT_TRUE(waiting.init().ok());
-  ASSERT_TRUE(eventually([&] { return waiting.poll() == RoomState::kWaitingForInput; }));
   // Room 2: its pre-allocation reached the prefill (which holds it until its KVSender).
-  const std::vector<int64_t> src = {4, 5}, dst = {9, 3};
-  pbuf.fill_request(src);
-  KVReceiver handed_over(*decode, 2);
-  ASSERT_TRUE(handed_over.init().ok());
-  ASSERT_TRUE(handed_over.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
-  ASSERT_TRUE(eventually([&] { return prefill->active_rooms() == 1; }));
+  RoomsAtARouteChange rooms(*prefill, pbuf, *decode, dbuf);
+  ASSERT_NO_FATAL_FAILURE(rooms.open(1, 2, {4, 5}, {9, 3}));
+  KVReceiver& waiting = rooms.bootstrapping();
 
   const TimePoint removed = now();
   maker_.directory().remove_rank(kAddr, 0);
@@ -71,13 +66,8 @@ TEST_F(DecodeRouteChangeTest, VanishedRouteFailsBootstrappingRoomsAndSparesHande
 
   // The handed-over room is the live prefill's to finish.
   std::this_thread::sleep_for(milliseconds(100));
-  EXPECT_EQ(handed_over.poll(), RoomState::kWaitingForInput);
-  KVSender sender(*prefill, 2);
-  ASSERT_TRUE(sender.init(2, 0).ok());
-  ASSERT_TRUE(sender.send(src).ok());
-  ASSERT_TRUE(eventually([&] { return handed_over.poll() == RoomState::kSuccess; }))
-      << handed_over.failure().to_string();
-  EXPECT_TRUE(dbuf.holds_request(dst));
+  EXPECT_EQ(rooms.handed_over().poll(), RoomState::kWaitingForInput);
+  ASSERT_NO_FATAL_FAILURE(rooms.finish_handed_over());
   EXPECT_TRUE(eventually([&] { return decode->active_rooms() == 0; }));
 }
 
