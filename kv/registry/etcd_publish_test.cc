@@ -11,15 +11,11 @@
 #include "kv/registry/etcd_route_keys.h"
 #include "kv/registry/testing/etcd_registry_fixture.h"
 
-namespace pdkv::kv {
+// In kv::testing, whose helpers (etcd_registry_fixture.h) the tests use throughout.
+namespace pdkv::kv::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::directory;
-using testing::etcd_options;
-using testing::EtcdCluster;
-using testing::EtcdRegistryTest;
-using testing::rank_info;
 
 TEST_F(EtcdRegistryTest, DecodeSeesPublishedRanksAndTheirWithdrawal) {
   ASSERT_NO_FATAL_FAILURE(start_with_directories(1));
@@ -161,4 +157,4 @@ TEST_F(EtcdRegistryTest, MalformedEntriesAreIgnored) {
 }
 
 }  // namespace
-}  // namespace pdkv::kv
+}  // namespace pdkv::kv::testing

@@ -18,17 +18,11 @@
 #include "kv/registry/registry_http_server.h"
 #include "kv/registry/testing/etcd_registry_fixture.h"
 
-namespace pdkv::kv {
+// In kv::testing, whose helpers (etcd_registry_fixture.h) the tests use throughout.
+namespace pdkv::kv::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::directory;
-using testing::etcd_options;
-using testing::EtcdCluster;
-using testing::EtcdRegistryTest;
-using testing::rank_info;
-using testing::route_json;
-using testing::test_secret;
 
 // The attacker: a plain etcd client in a process of its own (etcdctl, the value on its
 // stdin), putting without a lease as anyone allowed to write to etcd could. Without
@@ -265,4 +259,4 @@ TEST_F(EtcdRegistryTest, UnsignedEntryWithAnotherLayoutDoesNotBlockARankWithASec
 }
 
 }  // namespace
-}  // namespace pdkv::kv
+}  // namespace pdkv::kv::testing

@@ -6,12 +6,9 @@
 
 #include "kv/registry/testing/etcd_registry_fixture.h"
 
-namespace pdkv::kv {
+// In kv::testing, whose helpers (etcd_registry_fixture.h) the tests use throughout.
+namespace pdkv::kv::testing {
 namespace {
-
-using testing::rank_info;
-using testing::route_json;
-using testing::test_secret;
 
 // Sealed entries bind the etcd key, the lease and the secret: each change fails.
 TEST(EtcdRouteSeal, EntryVerifiesOnlyForItsKeyLeaseAndSecret) {
@@ -43,4 +40,4 @@ TEST(EtcdRouteSeal, EntryVerifiesOnlyForItsKeyLeaseAndSecret) {
 }
 
 }  // namespace
-}  // namespace pdkv::kv
+}  // namespace pdkv::kv::testing

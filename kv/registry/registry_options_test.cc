@@ -8,11 +8,11 @@
 #include "kv/registry/etcd_route_directory.h"
 #include "kv/registry/testing/etcd_registry_fixture.h"
 
-namespace pdkv::kv {
+// In kv::testing, whose helpers (etcd_registry_fixture.h) the tests use throughout.
+namespace pdkv::kv::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::rank_info;
 
 TEST(RegistryOptions, InstanceNamesThatWouldBreakKeysAreRefused) {
   RegistryOptions o;
@@ -36,4 +36,4 @@ TEST(RegistryOptions, BadPrefixIsRefused) {
 }
 
 }  // namespace
-}  // namespace pdkv::kv
+}  // namespace pdkv::kv::testing
