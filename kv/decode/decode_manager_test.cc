@@ -164,7 +164,7 @@ TEST(DecodeManagerTest, ChecksumTurnsCorruptionAfterLandingIntoAFailedRoom) {
   auto decode = maker.decode(dbuf.args(0), testing::checksum_options());
   ASSERT_TRUE(prefill && decode);
   const std::vector<int64_t> src = {3, 4, 5}, dst = {9, 1, 2};
-  RoomMove room(*prefill, pbuf, *decode, dbuf);
+  RoomMove room({*prefill, pbuf, *decode, dbuf});
   ASSERT_NO_FATAL_FAILURE(room.open(55, src, dst, Wait::kNo));
   KVSender& sender = room.sender();
   KVReceiver& receiver = room.receiver();

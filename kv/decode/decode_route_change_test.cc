@@ -47,7 +47,7 @@ TEST_F(DecodeRouteChangeTest, VanishedRouteFailsBootstrappingRoomsAndSparesHande
   ASSERT_TRUE(prefill && decode);
   // Room 1: resolved and registered, but the engine has not called send_metadata().
   // Room 2: its pre-allocation reached the prefill (which holds it until its KVSender).
-  RoomsAtARouteChange rooms(*prefill, pbuf, *decode, dbuf);
+  RoomsAtARouteChange rooms({*prefill, pbuf, *decode, dbuf});
   ASSERT_NO_FATAL_FAILURE(rooms.open(1, 2, {4, 5}, {9, 3}));
   KVReceiver& waiting = rooms.bootstrapping();
 
@@ -79,7 +79,7 @@ TEST_F(DecodeRouteChangeTest, NewRoomsFollowARankThatMovedInsteadOfTheCachedEndp
   // A room through the first prefill: the decode caches its instance and endpoint.
   const std::vector<int64_t> src = {1, 2}, dst = {7, 8};
   {
-    RoomMove room(*first, pbuf, *decode, dbuf);
+    RoomMove room({*first, pbuf, *decode, dbuf});
     ASSERT_NO_FATAL_FAILURE(room.open(11, src, dst, RoomMove::Wait::kNo));
     ASSERT_NO_FATAL_FAILURE(room.finish_and_check());
   }
@@ -99,7 +99,7 @@ TEST_F(DecodeRouteChangeTest, NewRoomsFollowARankThatMovedInsteadOfTheCachedEndp
   EXPECT_NE(stranded.status().failure_reason.find(first->control_endpoint()), std::string::npos)
       << stranded.status().failure_reason;
 
-  RoomMove room(*second, pbuf2, *decode, dbuf);
+  RoomMove room({*second, pbuf2, *decode, dbuf});
   ASSERT_NO_FATAL_FAILURE(room.open(13, src, dst, RoomMove::Wait::kNo, /*salt=*/13));
   ASSERT_NO_FATAL_FAILURE(room.finish_and_check());
 }

@@ -73,7 +73,7 @@ TEST(PrefillManagerTest, LayerwiseStreamsGroupsAsTheForwardMarksThem) {
   auto decode = maker.decode(dbuf.args(0));
   ASSERT_TRUE(prefill && decode);
   const std::vector<int64_t> src = {2, 3}, dst = {7, 8};
-  RoomMove room(*prefill, pbuf, *decode, dbuf);
+  RoomMove room({*prefill, pbuf, *decode, dbuf});
   ASSERT_NO_FATAL_FAILURE(room.open(15, src, dst, Wait::kNo));
   KVReceiver& receiver = room.receiver();
   prefill->reserve_layerwise_cache_steps();
@@ -132,7 +132,7 @@ TEST(PrefillManagerTest, WaitingForMetadataTimesOutWithAReason) {
   auto prefill = maker.prefill(std::move(config));
   auto decode = maker.decode(dbuf.args(0));
   ASSERT_TRUE(prefill && decode);
-  RoomMove room(*prefill, pbuf, *decode, dbuf);
+  RoomMove room({*prefill, pbuf, *decode, dbuf});
   ASSERT_NO_FATAL_FAILURE(room.open(99, {1}, {3}, Wait::kNo));
   KVSender& sender = room.sender();
   KVReceiver& receiver = room.receiver();
@@ -212,7 +212,7 @@ TEST(PrefillManagerTest, APrefillRegistersAgainWithARestartedBootstrapServer) {
   decode_options.bootstrap_timeout = milliseconds(3000);
   auto decode = maker.decode(dbuf.args(0), decode_options);
   ASSERT_TRUE(prefill && decode);
-  RoomMove room(*prefill, pbuf, *decode, dbuf);
+  RoomMove room({*prefill, pbuf, *decode, dbuf});
   ASSERT_NO_FATAL_FAILURE(room.open(65, {1, 3}, {2, 6}, Wait::kNo));
   ASSERT_NO_FATAL_FAILURE(room.finish_and_check());
 }

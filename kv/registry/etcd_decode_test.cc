@@ -95,7 +95,7 @@ TEST_F(EtcdDecodeTest, RevokedLeaseFailsTheBootstrappingRoomAtOnceAndNewRoomsRes
   // send_metadata() back (no free pages yet, say). Room 2 handed its pre-allocation to the
   // prefill, whose KVSender is held back.
   const std::vector<int64_t> src = {2, 3, 4}, dst = {8, 1, 6};
-  testing::RoomsAtARouteChange rooms(*prefill, pbuf, *decode, dbuf);
+  testing::RoomsAtARouteChange rooms({*prefill, pbuf, *decode, dbuf});
   ASSERT_NO_FATAL_FAILURE(rooms.open(1, 2, src, dst));
   KVReceiver& bootstrapping = rooms.bootstrapping();
 
@@ -126,7 +126,7 @@ TEST_F(EtcdDecodeTest, RevokedLeaseFailsTheBootstrappingRoomAtOnceAndNewRoomsRes
   // a new room resolves the route from etcd again and succeeds.
   ASSERT_TRUE(eventually([&] { return lease_of_rank0() != 0; }, 5000ms));
   EXPECT_NE(lease_of_rank0(), lease);
-  testing::RoomMove later(*prefill, pbuf, *decode, dbuf);
+  testing::RoomMove later({*prefill, pbuf, *decode, dbuf});
   ASSERT_NO_FATAL_FAILURE(later.open(3, src, dst, testing::RoomMove::Wait::kNo, /*salt=*/3));
   ASSERT_NO_FATAL_FAILURE(later.finish_and_check());
 }

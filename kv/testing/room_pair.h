@@ -66,14 +66,22 @@ class ManagerMaker {
   std::shared_ptr<MemoryDirectory> directory_ = std::make_shared<MemoryDirectory>();
 };
 
+// A prefill and a decode manager with the buffers they registered, which a room's steps
+// fill and check. What it names must outlive whatever holds it.
+struct RoomSides {
+  PrefillManager& prefill;
+  RankBuffers& prefill_buffers;
+  DecodeManager& decode;
+  RankBuffers& decode_buffers;
+};
+
 // One room between a prefill and a decode manager, over the buffers they registered: open
 // it on both sides, send its pages, check that they landed. RoomPair runs it over its own
 // pair; tests that build their managers themselves run it directly. The managers and
 // buffers must outlive it.
 class RoomMove {
  public:
-  RoomMove(PrefillManager& prefill, RankBuffers& prefill_buffers, DecodeManager& decode,
-           RankBuffers& decode_buffers);
+  explicit RoomMove(RoomSides sides) : sides_(sides) {}
   // The room's KVSender and KVReceiver end before the managers.
   ~RoomMove();
   RoomMove(const RoomMove&) = delete;
@@ -98,10 +106,7 @@ class RoomMove {
   KVReceiver& receiver() { return *receiver_; }
 
  private:
-  PrefillManager& prefill_;
-  RankBuffers& pbuf_;
-  DecodeManager& decode_;
-  RankBuffers& dbuf_;
+  RoomSides sides_;
   std::vector<int64_t> src_, dst_;
   int64_t salt_ = 0;
   std::unique_ptr<KVSender> sender_;

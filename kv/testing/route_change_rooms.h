@@ -12,15 +12,13 @@
 #include <vector>
 
 #include "kv/kv_sender.h"
-#include "kv/testing/kv_cluster.h"
+#include "kv/testing/room_pair.h"
 
 namespace pdkv::kv::testing {
 
 class RoomsAtARouteChange {
  public:
-  // The managers and buffers must outlive this.
-  RoomsAtARouteChange(PrefillManager& prefill, RankBuffers& prefill_buffers, DecodeManager& decode,
-                      RankBuffers& decode_buffers);
+  explicit RoomsAtARouteChange(RoomSides sides) : sides_(sides) {}
   ~RoomsAtARouteChange();
 
   // Opens room `bootstrapping` and waits until it is WaitingForInput, then room
@@ -37,10 +35,7 @@ class RoomsAtARouteChange {
   KVReceiver& handed_over() { return *handed_over_; }
 
  private:
-  PrefillManager& prefill_;
-  RankBuffers& pbuf_;
-  DecodeManager& decode_;
-  RankBuffers& dbuf_;
+  RoomSides sides_;
   uint64_t handed_over_room_ = 0;
   std::vector<int64_t> src_, dst_;
   std::unique_ptr<KVReceiver> bootstrapping_, handed_over_;
