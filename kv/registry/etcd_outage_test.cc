@@ -13,9 +13,7 @@ namespace {
 using namespace std::chrono_literals;
 
 TEST_F(EtcdRegistryTest, EtcdDownFailsLookupsNamingEtcdAndRecovers) {
-  ASSERT_NO_FATAL_FAILURE(start_with_directories(1));
-  ASSERT_TRUE(prefill_->register_prefill_rank("d:1", rank_info(0, 1, 5000), now() + 5s).ok());
-  ASSERT_TRUE(decode_->lookup_prefill_rank("d:1", 0, 0, now() + 5s).ok());
+  ASSERT_NO_FATAL_FAILURE(start_with_a_published_rank(1, "d:1", 1));
 
   cluster_->kill(0);
   // The watch learns it from the closed connection.
@@ -40,9 +38,7 @@ TEST_F(EtcdRegistryTest, EtcdDownFailsLookupsNamingEtcdAndRecovers) {
 }
 
 TEST_F(EtcdRegistryTest, LeaderLossDoesNotFailPublishOrLookup) {
-  ASSERT_NO_FATAL_FAILURE(start_with_directories(3));
-  ASSERT_TRUE(prefill_->register_prefill_rank("l:1", rank_info(0, 2, 5000), now() + 5s).ok());
-  ASSERT_TRUE(decode_->lookup_prefill_rank("l:1", 0, 0, now() + 5s).ok());
+  ASSERT_NO_FATAL_FAILURE(start_with_a_published_rank(3, "l:1", 2));
   auto leader = cluster_->leader();
   ASSERT_TRUE(leader.ok()) << leader.status().to_string();
   cluster_->kill(*leader);

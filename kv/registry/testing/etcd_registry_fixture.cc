@@ -1,10 +1,13 @@
 #include "kv/registry/testing/etcd_registry_fixture.h"
 
+#include <chrono>
 #include <vector>
 
 #include "kv/route/bootstrap_route_directory.h"
 
 namespace pdkv::kv::testing {
+
+using namespace std::chrono_literals;
 
 PrefillRankInfo rank_info(int64_t engine_rank, int64_t tp_size, int port) {
   PrefillRankInfo info;
@@ -65,6 +68,14 @@ void EtcdRegistryTest::start_with_directories(int members) {
   ASSERT_NE(cluster_, nullptr);
   prefill_ = directory(etcd_options(*cluster_));
   decode_ = directory(etcd_options(*cluster_));
+}
+
+void EtcdRegistryTest::start_with_a_published_rank(int members, const std::string& instance,
+                                                   int64_t tp_size) {
+  ASSERT_NO_FATAL_FAILURE(start_with_directories(members));
+  ASSERT_TRUE(
+      prefill_->register_prefill_rank(instance, rank_info(0, tp_size, 5000), now() + 5s).ok());
+  ASSERT_TRUE(decode_->lookup_prefill_rank(instance, 0, 0, now() + 5s).ok());
 }
 
 }  // namespace pdkv::kv::testing

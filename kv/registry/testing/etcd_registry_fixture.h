@@ -41,6 +41,9 @@ class EtcdRegistryTest : public ::testing::Test {
   std::unique_ptr<EtcdCluster> start(int members);
   // start(members), then a prefill's and a decode's directory over it under /test.
   void start_with_directories(int members);
+  // start_with_directories(members), then rank 0 of a TP `tp_size` instance published at
+  // `instance` (control port 5000), and the decode's lookup of it answered.
+  void start_with_a_published_rank(int members, const std::string& instance, int64_t tp_size);
 
   // Declared in the order the tests' locals were, so destroyed in the same order.
   std::unique_ptr<EtcdCluster> cluster_;
