@@ -16,7 +16,7 @@ CLI::App& add_group(CLI::App& parent, const std::string& name, const std::string
 
 // `pdkv bootstrap` (bootstrap_cmd.cc): the rendezvous server, or etcd's routes read-only.
 void add_bootstrap_command(CLI::App& parent);
-// `pdkv bench engine` (engine_bench_cmd.cc over bench/engine_bench.h).
+// `pdkv bench engine` (engine_bench_cmd.cc over bench/engine/engine_bench.h).
 void add_engine_bench_command(CLI::App& bench);
 // `pdkv bench e2e` (e2e_cmd.cc): bench/e2e/main.py.
 void add_e2e_bench_command(CLI::App& bench);

@@ -1,9 +1,9 @@
-// Adds `pdkv bench engine` (see bench/engine_bench.h).
+// Adds `pdkv bench engine` (see bench/engine/engine_bench.h).
 #include <cstdio>
 
-#include "bench/engine_auth_ab.h"
-#include "bench/engine_bench.h"
-#include "bench/engine_device_bench.h"
+#include "bench/engine/engine_auth_ab.h"
+#include "bench/engine/engine_bench.h"
+#include "bench/engine/engine_device_bench.h"
 #include "cli/commands.h"
 
 namespace pdkv::cli {

@@ -36,6 +36,13 @@ constexpr uint64_t kCanarySeed = 0xC0FFEE;
 constexpr uint64_t kSourceSeed = 0x5EED;
 constexpr auto kGenerous = std::chrono::seconds(120);
 
+// `bytes` of the source pattern (kSourceSeed), what every test sends.
+std::vector<uint8_t> source_bytes(size_t bytes) {
+  std::vector<uint8_t> src(bytes);
+  fill_pattern(src.data(), src.size(), kSourceSeed);
+  return src;
+}
+
 std::unique_ptr<TransferEngine> make_engine(int streams = 4, int io_timeout_ms = 10000) {
   EngineOptions o;
   o.tcp.streams = streams;
@@ -137,8 +144,7 @@ std::vector<WriteBlock> to_addresses(const std::vector<WriteBlock>& offsets, uin
 TEST(EngineMultiProcess, RandomLayoutsAndBlocksAreWrittenExactly) {
   std::mt19937_64 rng(12345);
   const size_t src_bytes = 80u << 20;
-  std::vector<uint8_t> src(src_bytes);
-  fill_pattern(src.data(), src.size(), kSourceSeed);
+  const std::vector<uint8_t> src = source_bytes(src_bytes);
   auto engine = make_engine();
   ASSERT_TRUE(engine->register_memory(reinterpret_cast<uint64_t>(src.data()), src.size()).ok());
   for (int round = 0; round < 2; ++round) {
@@ -175,8 +181,7 @@ TEST(EngineMultiProcess, RandomLayoutsAndBlocksAreWrittenExactly) {
 }
 
 TEST(EngineMultiProcess, OutOfRangeDestinationIsRejectedAndNothingIsWritten) {
-  std::vector<uint8_t> src(1 << 20);
-  fill_pattern(src.data(), src.size(), kSourceSeed);
+  const std::vector<uint8_t> src = source_bytes(1 << 20);
   // Region [4096, 4096+64 KiB) of a 128 KiB buffer; guard pages lie outside the buffer.
   Peer peer = start_peer(128 << 10, {{4096, 64 << 10}});
   auto engine = make_engine(1);
@@ -232,8 +237,7 @@ TEST(EngineMultiProcess, OutOfRangeDestinationIsRejectedAndNothingIsWritten) {
 // registrations writes only registered bytes and is accepted; a run with one piece past
 // the end is refused whole, naming that piece's block, and writes nothing.
 TEST(EngineMultiProcess, StridedRunsAreWrittenExactlyAndCheckedPieceByPiece) {
-  std::vector<uint8_t> src(1 << 20);
-  fill_pattern(src.data(), src.size(), kSourceSeed);
+  const std::vector<uint8_t> src = source_bytes(1 << 20);
   // Regions [4 KiB, 260 KiB) and [264 KiB, 520 KiB): a 4 KiB hole between them.
   Peer peer = start_peer(640 << 10, {{4 << 10, 256 << 10}, {264 << 10, 256 << 10}});
   auto engine = make_engine(2);
@@ -283,8 +287,7 @@ TEST(EngineMultiProcess, StridedRunsAreWrittenExactlyAndCheckedPieceByPiece) {
 // reaching past their grant are refused whole and write nothing; after a revoke the same
 // bytes granted under a new id take the new writer's bytes and refuse the old one's.
 TEST(EngineMultiProcess, WritesLandOnlyUnderALiveGrantThatCoversThem) {
-  std::vector<uint8_t> src(1 << 20);
-  fill_pattern(src.data(), src.size(), kSourceSeed);
+  const std::vector<uint8_t> src = source_bytes(1 << 20);
   Peer peer = start_peer(320 << 10, {{4 << 10, 256 << 10}}, {"PDKV_PEER_REQUIRE_GRANTS=1"});
   const uint64_t kA = 0x1111222233334444;
   const uint64_t kB = 0x5555666677778888;
@@ -352,8 +355,7 @@ TEST(EngineMultiProcess, WritesLandOnlyUnderALiveGrantThatCoversThem) {
 
 TEST(EngineMultiProcess, KilledReceiverFailsBatchQuicklyAndOtherPeerStillWorks) {
   const size_t bytes = 256u << 20;
-  std::vector<uint8_t> src(bytes);
-  fill_pattern(src.data(), src.size(), kSourceSeed);
+  const std::vector<uint8_t> src = source_bytes(bytes);
   const int io_timeout_ms = 3000;
   auto engine = make_engine(4, io_timeout_ms);
   Peer victim = start_peer(bytes, {{0, bytes}});
@@ -437,8 +439,7 @@ TEST(EngineMultiProcess, SmallBatchesFromManyThreadsOnOneStreamAllLand) {
   constexpr size_t kBlock = 2048, kBlocksPerBatch = 8;
   constexpr size_t kSlot = kBlock * kBlocksPerBatch;
   const size_t peer_bytes = kSlot * kThreads * kBatchesPerThread;
-  std::vector<uint8_t> src(peer_bytes);
-  fill_pattern(src.data(), src.size(), kSourceSeed);
+  const std::vector<uint8_t> src = source_bytes(peer_bytes);
   std::vector<Peer> peers;
   for (int p = 0; p < kPeers; ++p) peers.push_back(start_peer(peer_bytes, {{0, peer_bytes}}));
   auto engine = make_engine(1);
@@ -498,8 +499,7 @@ TEST(EngineMultiProcess, ConnectToClosedPortFailsFastWithClearError) {
 }
 
 TEST(EngineMultiProcess, ZeroLengthBatchAndEntries) {
-  std::vector<uint8_t> src(4096);
-  fill_pattern(src.data(), src.size(), kSourceSeed);
+  const std::vector<uint8_t> src = source_bytes(4096);
   Peer peer = start_peer(64 << 10, {{4096, 8192}});
   auto engine = make_engine();
   auto session = engine->open_session(peer.process->endpoint());
@@ -539,8 +539,7 @@ TEST(EngineMultiProcess, ConcurrentBatchesFromThreadsToSeveralPeers) {
   constexpr int kPeers = 3, kThreads = 4, kBatchesPerThread = 6;
   constexpr size_t kSlot = 256 << 10;  // each (thread, batch) owns one slot per peer
   const size_t peer_bytes = kSlot * kThreads * kBatchesPerThread;
-  std::vector<uint8_t> src(peer_bytes);
-  fill_pattern(src.data(), src.size(), kSourceSeed);
+  const std::vector<uint8_t> src = source_bytes(peer_bytes);
   std::vector<Peer> peers;
   for (int p = 0; p < kPeers; ++p) peers.push_back(start_peer(peer_bytes, {{0, peer_bytes}}));
   auto engine = make_engine(2);
@@ -584,8 +583,7 @@ TEST(EngineMultiProcess, ConcurrentBatchesFromThreadsToSeveralPeers) {
 // A raw socket speaking garbage to the peer: that connection is dropped, the peer keeps
 // serving engine sessions.
 TEST(EngineMultiProcess, MalformedFramesDropTheConnectionButPeerKeepsServing) {
-  std::vector<uint8_t> src(64 << 10);
-  fill_pattern(src.data(), src.size(), kSourceSeed);
+  const std::vector<uint8_t> src = source_bytes(64 << 10);
   Peer peer = start_peer(128 << 10, {{0, 128 << 10}});
   auto engine = make_engine(2);
   auto session = engine->open_session(peer.process->endpoint());

@@ -41,7 +41,7 @@ LAYERS = [
 # arguments while engine_bench.cc uses the utilities; registry_options.cc builds the etcd
 # directory, whose header takes the options.
 KNOWN_CYCLES = {
-    ("bench/engine_bench", "bench/engine_bench_util"),
+    ("bench/engine/engine_bench", "bench/engine/engine_bench_util"),
     ("kv/registry/etcd_route_directory", "kv/registry/registry_options"),
 }
 RANK = {folder: rank for rank, folders in enumerate(LAYERS) for folder in folders}

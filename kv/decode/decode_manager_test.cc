@@ -1,7 +1,7 @@
 // The decode side of a room, in one process: real TCP engines over loopback, messages
 // through the real codecs on an in-process bus (kv/testing/room_pair.h). What the decode
 // asks for, resends, checks and detects; the prefill's side is in
-// kv/prefill/prefill_manager_test.cc, whole-pair transfers in kv/manager_pair_test.cc.
+// kv/prefill/prefill_manager_test.cc, whole-pair transfers in kv/manager_pair_*_test.cc.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -164,12 +164,10 @@ TEST(DecodeManagerTest, ChecksumTurnsCorruptionAfterLandingIntoAFailedRoom) {
   auto decode = maker.decode(dbuf.args(0), testing::checksum_options());
   ASSERT_TRUE(prefill && decode);
   const std::vector<int64_t> src = {3, 4, 5}, dst = {9, 1, 2};
-  pbuf.fill_request(src);
-  KVSender sender(*prefill, 55);
-  ASSERT_TRUE(sender.init(3, 0).ok());
-  KVReceiver receiver(*decode, 55);
-  ASSERT_TRUE(receiver.init().ok());
-  ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  RoomMove room({*prefill, pbuf, *decode, dbuf});
+  ASSERT_NO_FATAL_FAILURE(room.open(55, src, dst, Wait::kNo));
+  KVSender& sender = room.sender();
+  KVReceiver& receiver = room.receiver();
   ASSERT_TRUE(sender.send(src).ok());
   // The status waits for the first token. The prefill counts the bytes once the decode's
   // engine acknowledged them (written); reading the decode's pages before that would race

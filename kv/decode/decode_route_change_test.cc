@@ -7,6 +7,7 @@
 
 #include "kv/kv_sender.h"
 #include "kv/testing/room_pair.h"
+#include "kv/testing/route_change_rooms.h"
 
 // In kv::testing, whose helpers (room_pair.h) the tests use throughout.
 namespace pdkv::kv::testing {
@@ -45,16 +46,10 @@ TEST_F(DecodeRouteChangeTest, VanishedRouteFailsBootstrappingRoomsAndSparesHande
   auto decode = make_decode(dbuf);
   ASSERT_TRUE(prefill && decode);
   // Room 1: resolved and registered, but the engine has not called send_metadata().
-  KVReceiver waiting(*decode, 1);
-  ASSERT_TRUE(waiting.init().ok());
-  ASSERT_TRUE(eventually([&] { return waiting.poll() == RoomState::kWaitingForInput; }));
   // Room 2: its pre-allocation reached the prefill (which holds it until its KVSender).
-  const std::vector<int64_t> src = {4, 5}, dst = {9, 3};
-  pbuf.fill_request(src);
-  KVReceiver handed_over(*decode, 2);
-  ASSERT_TRUE(handed_over.init().ok());
-  ASSERT_TRUE(handed_over.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
-  ASSERT_TRUE(eventually([&] { return prefill->active_rooms() == 1; }));
+  RoomsAtARouteChange rooms({*prefill, pbuf, *decode, dbuf});
+  ASSERT_NO_FATAL_FAILURE(rooms.open(1, 2, {4, 5}, {9, 3}));
+  KVReceiver& waiting = rooms.bootstrapping();
 
   const TimePoint removed = now();
   maker_.directory().remove_rank(kAddr, 0);
@@ -71,13 +66,8 @@ TEST_F(DecodeRouteChangeTest, VanishedRouteFailsBootstrappingRoomsAndSparesHande
 
   // The handed-over room is the live prefill's to finish.
   std::this_thread::sleep_for(milliseconds(100));
-  EXPECT_EQ(handed_over.poll(), RoomState::kWaitingForInput);
-  KVSender sender(*prefill, 2);
-  ASSERT_TRUE(sender.init(2, 0).ok());
-  ASSERT_TRUE(sender.send(src).ok());
-  ASSERT_TRUE(eventually([&] { return handed_over.poll() == RoomState::kSuccess; }))
-      << handed_over.failure().to_string();
-  EXPECT_TRUE(dbuf.holds_request(dst));
+  EXPECT_EQ(rooms.handed_over().poll(), RoomState::kWaitingForInput);
+  ASSERT_NO_FATAL_FAILURE(rooms.finish_handed_over());
   EXPECT_TRUE(eventually([&] { return decode->active_rooms() == 0; }));
 }
 
@@ -88,15 +78,10 @@ TEST_F(DecodeRouteChangeTest, NewRoomsFollowARankThatMovedInsteadOfTheCachedEndp
   ASSERT_TRUE(first && decode);
   // A room through the first prefill: the decode caches its instance and endpoint.
   const std::vector<int64_t> src = {1, 2}, dst = {7, 8};
-  pbuf.fill_request(src);
   {
-    KVSender sender(*first, 11);
-    ASSERT_TRUE(sender.init(2, 0).ok());
-    KVReceiver receiver(*decode, 11);
-    ASSERT_TRUE(receiver.init().ok());
-    ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
-    ASSERT_TRUE(sender.send(src).ok());
-    ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }));
+    RoomMove room({*first, pbuf, *decode, dbuf});
+    ASSERT_NO_FATAL_FAILURE(room.open(11, src, dst, RoomMove::Wait::kNo));
+    ASSERT_NO_FATAL_FAILURE(room.finish_and_check());
   }
   // A room bootstrapping with the first prefill when rank 0 moves.
   KVReceiver stranded(*decode, 12);
@@ -114,16 +99,9 @@ TEST_F(DecodeRouteChangeTest, NewRoomsFollowARankThatMovedInsteadOfTheCachedEndp
   EXPECT_NE(stranded.status().failure_reason.find(first->control_endpoint()), std::string::npos)
       << stranded.status().failure_reason;
 
-  pbuf2.fill_request(src, 13);
-  KVSender sender(*second, 13);
-  ASSERT_TRUE(sender.init(2, 0).ok());
-  KVReceiver receiver(*decode, 13);
-  ASSERT_TRUE(receiver.init().ok());
-  ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
-  ASSERT_TRUE(sender.send(src).ok());
-  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }))
-      << receiver.failure().to_string();
-  EXPECT_TRUE(dbuf.holds_request(dst, 0, 13));
+  RoomMove room({*second, pbuf2, *decode, dbuf});
+  ASSERT_NO_FATAL_FAILURE(room.open(13, src, dst, RoomMove::Wait::kNo, /*salt=*/13));
+  ASSERT_NO_FATAL_FAILURE(room.finish_and_check());
 }
 
 TEST_F(DecodeRouteChangeTest, ARankThatRegistersForTheFirstTimeChangesNothing) {

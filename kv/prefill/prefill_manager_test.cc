@@ -1,7 +1,7 @@
 // The prefill side of a room, in one process: real TCP engines over loopback, messages
 // through the real codecs on an in-process bus (kv/testing/room_pair.h). What the
 // prefill holds, waits for, detects and tells the decode; the decode's side is in
-// kv/decode/decode_manager_test.cc, whole-pair transfers in kv/manager_pair_test.cc.
+// kv/decode/decode_manager_test.cc, whole-pair transfers in kv/manager_pair_*_test.cc.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -73,14 +73,11 @@ TEST(PrefillManagerTest, LayerwiseStreamsGroupsAsTheForwardMarksThem) {
   auto decode = maker.decode(dbuf.args(0));
   ASSERT_TRUE(prefill && decode);
   const std::vector<int64_t> src = {2, 3}, dst = {7, 8};
-  pbuf.fill_request(src);
-  KVSender sender(*prefill, 15);
-  ASSERT_TRUE(sender.init(2, 0).ok());
-  KVReceiver receiver(*decode, 15);
-  ASSERT_TRUE(receiver.init().ok());
-  ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  RoomMove room({*prefill, pbuf, *decode, dbuf});
+  ASSERT_NO_FATAL_FAILURE(room.open(15, src, dst, Wait::kNo));
+  KVReceiver& receiver = room.receiver();
   prefill->reserve_layerwise_cache_steps();
-  ASSERT_TRUE(sender.send(src).ok());
+  ASSERT_TRUE(room.sender().send(src).ok());
   std::this_thread::sleep_for(milliseconds(100));
   EXPECT_NE(receiver.poll(), RoomState::kSuccess);  // no layer is ready yet
   prefill->mark_layers_ready(1);
@@ -135,11 +132,10 @@ TEST(PrefillManagerTest, WaitingForMetadataTimesOutWithAReason) {
   auto prefill = maker.prefill(std::move(config));
   auto decode = maker.decode(dbuf.args(0));
   ASSERT_TRUE(prefill && decode);
-  KVSender sender(*prefill, 99);
-  ASSERT_TRUE(sender.init(1, 0).ok());
-  KVReceiver receiver(*decode, 99);
-  ASSERT_TRUE(receiver.init().ok());
-  ASSERT_TRUE(receiver.send_metadata({{3}, 0, {}, 0, std::nullopt}).ok());
+  RoomMove room({*prefill, pbuf, *decode, dbuf});
+  ASSERT_NO_FATAL_FAILURE(room.open(99, {1}, {3}, Wait::kNo));
+  KVSender& sender = room.sender();
+  KVReceiver& receiver = room.receiver();
   ASSERT_TRUE(sender.send(std::vector<int64_t>{1}).ok());
   ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kFailed; }));
   EXPECT_NE(receiver.failure().message().find("first token"), std::string::npos);
@@ -216,17 +212,9 @@ TEST(PrefillManagerTest, APrefillRegistersAgainWithARestartedBootstrapServer) {
   decode_options.bootstrap_timeout = milliseconds(3000);
   auto decode = maker.decode(dbuf.args(0), decode_options);
   ASSERT_TRUE(prefill && decode);
-  const std::vector<int64_t> src = {1, 3}, dst = {2, 6};
-  pbuf.fill_request(src);
-  KVSender sender(*prefill, 65);
-  ASSERT_TRUE(sender.init(2, 0).ok());
-  KVReceiver receiver(*decode, 65);
-  ASSERT_TRUE(receiver.init().ok());
-  ASSERT_TRUE(receiver.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
-  ASSERT_TRUE(sender.send(src).ok());
-  ASSERT_TRUE(eventually([&] { return receiver.poll() == RoomState::kSuccess; }))
-      << receiver.failure().to_string();
-  EXPECT_TRUE(dbuf.holds_request(dst));
+  RoomMove room({*prefill, pbuf, *decode, dbuf});
+  ASSERT_NO_FATAL_FAILURE(room.open(65, {1, 3}, {2, 6}, Wait::kNo));
+  ASSERT_NO_FATAL_FAILURE(room.finish_and_check());
 }
 
 // A prefill that shuts down with rooms in flight tells their decodes why, before its

@@ -12,7 +12,8 @@
 #include "kv/registry/etcd_route_directory.h"
 #include "kv/registry/etcd_route_keys.h"
 #include "kv/registry/testing/etcd_cluster.h"
-#include "kv/testing/kv_cluster.h"
+#include "kv/testing/room_pair.h"
+#include "kv/testing/route_change_rooms.h"
 
 namespace pdkv::kv {
 namespace {
@@ -91,17 +92,12 @@ TEST_F(EtcdDecodeTest, RevokedLeaseFailsTheBootstrappingRoomAtOnceAndNewRoomsRes
   auto decode = make_decode(dbuf);
   ASSERT_TRUE(prefill && decode);
   // Room 1 resolved its route through etcd and registered; the engine holds its
-  // send_metadata() back (no free pages yet, say).
-  KVReceiver bootstrapping(*decode, 1);
-  ASSERT_TRUE(bootstrapping.init().ok());
-  ASSERT_TRUE(eventually([&] { return bootstrapping.poll() == RoomState::kWaitingForInput; }));
-  // Room 2 handed its pre-allocation to the prefill, whose KVSender is held back.
+  // send_metadata() back (no free pages yet, say). Room 2 handed its pre-allocation to the
+  // prefill, whose KVSender is held back.
   const std::vector<int64_t> src = {2, 3, 4}, dst = {8, 1, 6};
-  pbuf.fill_request(src);
-  KVReceiver handed_over(*decode, 2);
-  ASSERT_TRUE(handed_over.init().ok());
-  ASSERT_TRUE(handed_over.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
-  ASSERT_TRUE(eventually([&] { return prefill->active_rooms() == 1; }));
+  testing::RoomsAtARouteChange rooms({*prefill, pbuf, *decode, dbuf});
+  ASSERT_NO_FATAL_FAILURE(rooms.open(1, 2, src, dst));
+  KVReceiver& bootstrapping = rooms.bootstrapping();
 
   // The rank's lease is revoked (its route vanishes; the process lives and answers pings).
   const int64_t lease = lease_of_rank0();
@@ -124,27 +120,15 @@ TEST_F(EtcdDecodeTest, RevokedLeaseFailsTheBootstrappingRoomAtOnceAndNewRoomsRes
   }
 
   // The handed-over room is left to the live prefill, which finishes it.
-  KVSender sender(*prefill, 2);
-  ASSERT_TRUE(sender.init(3, 0).ok());
-  ASSERT_TRUE(sender.send(src).ok());
-  ASSERT_TRUE(eventually([&] { return handed_over.poll() == RoomState::kSuccess; }))
-      << handed_over.failure().to_string();
-  EXPECT_TRUE(dbuf.holds_request(dst));
+  ASSERT_NO_FATAL_FAILURE(rooms.finish_handed_over());
 
   // The prefill's keep-alive finds its lease gone and registers again (within TTL / 3);
   // a new room resolves the route from etcd again and succeeds.
   ASSERT_TRUE(eventually([&] { return lease_of_rank0() != 0; }, 5000ms));
   EXPECT_NE(lease_of_rank0(), lease);
-  pbuf.fill_request(src, 3);
-  KVSender sender3(*prefill, 3);
-  ASSERT_TRUE(sender3.init(3, 0).ok());
-  KVReceiver later(*decode, 3);
-  ASSERT_TRUE(later.init().ok());
-  ASSERT_TRUE(later.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
-  ASSERT_TRUE(sender3.send(src).ok());
-  ASSERT_TRUE(eventually([&] { return later.poll() == RoomState::kSuccess; }))
-      << later.failure().to_string();
-  EXPECT_TRUE(dbuf.holds_request(dst, 0, 3));
+  testing::RoomMove later({*prefill, pbuf, *decode, dbuf});
+  ASSERT_NO_FATAL_FAILURE(later.open(3, src, dst, testing::RoomMove::Wait::kNo, /*salt=*/3));
+  ASSERT_NO_FATAL_FAILURE(later.finish_and_check());
 }
 
 }  // namespace

@@ -68,28 +68,20 @@ std::unique_ptr<DecodeManager> ManagerMaker::decode(DecodeManagerConfig config) 
   return m.ok() ? std::move(m).value() : nullptr;
 }
 
-RoomPair::RoomPair(RoomPairOptions options)
-    : maker_(options.bootstrap_addr, options.channels),
-      pbuf_(options.shape, 1, 0, options.num_pages),
-      dbuf_(options.shape, 1, 0, options.num_pages),
-      prefill_(maker_.prefill(pbuf_.args(0), options.prefill_options)),
-      decode_(maker_.decode(dbuf_.args(0), options.decode_options)) {}
-
-RoomPair::~RoomPair() {
+RoomMove::~RoomMove() {
   sender_.reset();
   receiver_.reset();
 }
 
-void RoomPair::open(uint64_t room, std::vector<int64_t> src, std::vector<int64_t> dst, Wait wait,
+void RoomMove::open(uint64_t room, std::vector<int64_t> src, std::vector<int64_t> dst, Wait wait,
                     int64_t salt) {
-  ASSERT_TRUE(ok()) << "a manager did not start";
   src_ = std::move(src);
   dst_ = std::move(dst);
   salt_ = salt;
-  pbuf_.fill_request(src_, salt_);
-  sender_ = std::make_unique<KVSender>(*prefill_, room);
+  sides_.prefill_buffers.fill_request(src_, salt_);
+  sender_ = std::make_unique<KVSender>(sides_.prefill, room);
   ASSERT_TRUE(sender_->init(static_cast<int64_t>(src_.size()), 0).ok());
-  receiver_ = std::make_unique<KVReceiver>(*decode_, room);
+  receiver_ = std::make_unique<KVReceiver>(sides_.decode, room);
   ASSERT_TRUE(receiver_->init().ok());
   ASSERT_TRUE(receiver_->send_metadata({dst_, 0, {}, 0, std::nullopt}).ok());
   if (wait == Wait::kForPreAllocation) {
@@ -98,14 +90,34 @@ void RoomPair::open(uint64_t room, std::vector<int64_t> src, std::vector<int64_t
   }
 }
 
-void RoomPair::finish_and_check() {
+void RoomMove::finish_and_check() {
   ASSERT_TRUE(sender_ && receiver_) << "no room is open";
   ASSERT_TRUE(sender_->send(src_).ok());
   ASSERT_TRUE(eventually([&] { return receiver_->poll() == RoomState::kSuccess; }))
       << receiver_->failure().to_string();
-  EXPECT_TRUE(dbuf_.holds_request(dst_, 0, salt_));
+  EXPECT_TRUE(sides_.decode_buffers.holds_request(dst_, 0, salt_));
   EXPECT_TRUE(eventually([&] { return sender_->poll() == RoomState::kSuccess; }))
       << sender_->failure().to_string();
+}
+
+RoomPair::RoomPair(RoomPairOptions options)
+    : maker_(options.bootstrap_addr, options.channels),
+      pbuf_(options.shape, 1, 0, options.num_pages),
+      dbuf_(options.shape, 1, 0, options.num_pages),
+      prefill_(maker_.prefill(pbuf_.args(0), options.prefill_options)),
+      decode_(maker_.decode(dbuf_.args(0), options.decode_options)) {
+  if (ok()) room_ = std::make_unique<RoomMove>(RoomSides{*prefill_, pbuf_, *decode_, dbuf_});
+}
+
+void RoomPair::open(uint64_t room, std::vector<int64_t> src, std::vector<int64_t> dst, Wait wait,
+                    int64_t salt) {
+  ASSERT_TRUE(ok()) << "a manager did not start";
+  room_->open(room, std::move(src), std::move(dst), wait, salt);
+}
+
+void RoomPair::finish_and_check() {
+  ASSERT_TRUE(room_) << "no room is open";
+  room_->finish_and_check();
 }
 
 }  // namespace pdkv::kv::testing

@@ -2,8 +2,9 @@
 // at one bootstrap address over one in-memory route directory and one kind of control
 // channel (the in-process bus, or real ZeroMQ sockets on loopback), each with a loopback
 // TCP engine. RoomPair is one prefill rank and one decode rank (TP 1 each) with their
-// buffers, and the steps of one room: open it on both sides, send its pages, check that
-// they landed. Both are driven from the test's thread only; neither is thread-safe.
+// buffers, and the steps of one room (RoomMove, which also serves managers a test built
+// itself): open it on both sides, send its pages, check that they landed. All are driven
+// from the test's thread only; none is thread-safe.
 #pragma once
 
 #include <memory>
@@ -65,24 +66,26 @@ class ManagerMaker {
   std::shared_ptr<MemoryDirectory> directory_ = std::make_shared<MemoryDirectory>();
 };
 
-struct RoomPairOptions {
-  std::string bootstrap_addr = kTestBootstrapAddr;
-  Channels channels = Channels::kInProcess;
-  ModelShape shape;
-  int64_t num_pages = 16;  // on each side
-  KvManagerOptions prefill_options = fast_options();
-  KvManagerOptions decode_options = fast_options();
+// A prefill and a decode manager with the buffers they registered, which a room's steps
+// fill and check. What it names must outlive whatever holds it.
+struct RoomSides {
+  PrefillManager& prefill;
+  RankBuffers& prefill_buffers;
+  DecodeManager& decode;
+  RankBuffers& decode_buffers;
 };
 
-class RoomPair {
+// One room between a prefill and a decode manager, over the buffers they registered: open
+// it on both sides, send its pages, check that they landed. RoomPair runs it over its own
+// pair; tests that build their managers themselves run it directly. The managers and
+// buffers must outlive it.
+class RoomMove {
  public:
-  // Starts both managers; a manager that fails to start fails the test (see ok()).
-  explicit RoomPair(RoomPairOptions options = {});
+  explicit RoomMove(RoomSides sides) : sides_(sides) {}
   // The room's KVSender and KVReceiver end before the managers.
-  ~RoomPair();
-
-  // Both managers started.
-  bool ok() const { return prefill_ != nullptr && decode_ != nullptr; }
+  ~RoomMove();
+  RoomMove(const RoomMove&) = delete;
+  RoomMove& operator=(const RoomMove&) = delete;
 
   enum class Wait { kForPreAllocation, kNo };
   // Opens `room`: fills `src` on the prefill with the room's pattern (`salt`), opens the
@@ -98,24 +101,57 @@ class RoomPair {
   // Ends the room's KVReceiver (an engine that dropped its request or went away).
   void end_receiver() { receiver_.reset(); }
 
+  // The open room's ends.
+  KVSender& sender() { return *sender_; }
+  KVReceiver& receiver() { return *receiver_; }
+
+ private:
+  RoomSides sides_;
+  std::vector<int64_t> src_, dst_;
+  int64_t salt_ = 0;
+  std::unique_ptr<KVSender> sender_;
+  std::unique_ptr<KVReceiver> receiver_;
+};
+
+struct RoomPairOptions {
+  std::string bootstrap_addr = kTestBootstrapAddr;
+  Channels channels = Channels::kInProcess;
+  ModelShape shape;
+  int64_t num_pages = 16;  // on each side
+  KvManagerOptions prefill_options = fast_options();
+  KvManagerOptions decode_options = fast_options();
+};
+
+class RoomPair {
+ public:
+  // Starts both managers; a manager that fails to start fails the test (see ok()).
+  explicit RoomPair(RoomPairOptions options = {});
+
+  // Both managers started.
+  bool ok() const { return prefill_ != nullptr && decode_ != nullptr; }
+
+  using Wait = RoomMove::Wait;
+  // RoomMove's steps over this pair's managers and buffers.
+  void open(uint64_t room, std::vector<int64_t> src, std::vector<int64_t> dst,
+            Wait wait = Wait::kForPreAllocation, int64_t salt = 0);
+  void finish_and_check();
+  void end_receiver() { room_->end_receiver(); }
+
   ManagerMaker& maker() { return maker_; }
   PrefillManager& prefill() { return *prefill_; }
   DecodeManager& decode() { return *decode_; }
   RankBuffers& prefill_buffers() { return pbuf_; }
   RankBuffers& decode_buffers() { return dbuf_; }
   // The open room's ends.
-  KVSender& sender() { return *sender_; }
-  KVReceiver& receiver() { return *receiver_; }
+  KVSender& sender() { return room_->sender(); }
+  KVReceiver& receiver() { return room_->receiver(); }
 
  private:
   ManagerMaker maker_;
   RankBuffers pbuf_, dbuf_;  // outlive the managers, whose engines registered them
   std::unique_ptr<PrefillManager> prefill_;
   std::unique_ptr<DecodeManager> decode_;
-  std::vector<int64_t> src_, dst_;
-  int64_t salt_ = 0;
-  std::unique_ptr<KVSender> sender_;
-  std::unique_ptr<KVReceiver> receiver_;
+  std::unique_ptr<RoomMove> room_;  // ends before the managers; null unless ok()
 };
 
 }  // namespace pdkv::kv::testing

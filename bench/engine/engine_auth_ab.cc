@@ -1,4 +1,4 @@
-#include "bench/engine_auth_ab.h"
+#include "bench/engine/engine_auth_ab.h"
 
 #include <cstdio>
 #include <memory>
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/engine_bench_util.h"
+#include "bench/engine/engine_bench_util.h"
 #include "common/clock.h"
 
 namespace pdkv::bench {
@@ -105,24 +105,22 @@ Status run_engine_auth_ab(const EngineBenchArgs& args) {
 
   if (!args.json_path.empty()) {
     nlohmann::json j;
-    j["P1_auth"] = {{"ratio", ratio},
-                    {"value", median(on->gbps)},
-                    {"baseline", median(off->gbps)},
-                    {"unit", "GB/s"},
-                    {"verified_bytes_ok", verified},
-                    {"baseline_kind",
-                     "the same workload without a cluster secret, rounds interleaved ABBA in "
-                     "the same run; ratio = median of the per-pair on/off ratios"},
-                    {"target_ratio", kTarget},
-                    {"pair_ratios", ratios},
-                    {"on_rounds", on->gbps},
-                    {"off_rounds", off->gbps},
-                    {"model", args.model},
-                    {"tokens", args.tokens},
-                    {"page", args.page},
-                    {"streams", options.tcp.streams},
-                    {"bytes_per_round", w.payload_bytes},
-                    {"started_first", args.auth_ab_on_first ? "on" : "off"}};
+    const Figure figure{median(on->gbps),
+                        median(off->gbps),
+                        ratio,
+                        kTarget,
+                        verified,
+                        "the same workload without a cluster secret, rounds interleaved ABBA "
+                        "in the same run; ratio = median of the per-pair on/off ratios"};
+    j["P1_auth"] = figure_json(figure, {{"pair_ratios", ratios},
+                                        {"on_rounds", on->gbps},
+                                        {"off_rounds", off->gbps},
+                                        {"model", args.model},
+                                        {"tokens", args.tokens},
+                                        {"page", args.page},
+                                        {"streams", options.tcp.streams},
+                                        {"bytes_per_round", w.payload_bytes},
+                                        {"started_first", args.auth_ab_on_first ? "on" : "off"}});
     PDKV_RETURN_IF_ERROR(write_json_file(args.json_path, j));
   }
   if (!verified) return data_loss("destination bytes do not match the source");

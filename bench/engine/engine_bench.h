@@ -1,8 +1,8 @@
 // `pdkv bench engine`: one sender process (this one) and one receiver process
 // (pdkv_engine_peer, fork/exec'd) over loopback (or --pairs of them, moving at once), the workload
-// of engine_workload.h, against a baseline measured in the same run (BENCHMARKS.md says how the figures
-// are reported"): iperf3 with the same stream count for the TCP backend (P1 page 16, P1s page 1).
-// Every destination byte is verified after the timed rounds.
+// of engine_workload.h, against a baseline measured in the same run (BENCHMARKS.md says how the
+// figures are reported): iperf3 with the same stream count for the TCP backend (P1 page 16, P1s
+// page 1). Every destination byte is verified after the timed rounds.
 //
 // Thread safety: run one benchmark at a time (it loads the machine).
 #pragma once
@@ -35,10 +35,10 @@ struct EngineBenchArgs {
   // shows what the managers cost.
   int pairs = 1;
   // Instead of the baseline comparison: authentication on vs off, interleaved
-  // (bench/engine_auth_ab.h).
+  // (bench/engine/engine_auth_ab.h).
   bool auth_ab = false;
   bool auth_ab_on_first = false;  // --auth-ab-first on: the authenticated arm starts first
-  // Device memory (bench/engine_device_bench.h): where the sender's source and the
+  // Device memory (bench/engine/engine_device_bench.h): where the sender's source and the
   // receiver's destination live ("host" or "device"), and which driver ("cuda": the GPU's
   // libcuda.so.1; "fake": the fake driver built beside pdkv, for the record only).
   std::string src_memory = "host";

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "bench/engine_baselines.h"
+#include "bench/engine/engine_baselines.h"
 
 namespace pdkv::bench {
 

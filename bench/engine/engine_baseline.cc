@@ -1,8 +1,8 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "bench/engine_baselines.h"
-#include "bench/engine_iperf.h"
+#include "bench/engine/engine_baselines.h"
+#include "bench/engine/engine_iperf.h"
 
 namespace pdkv::bench {
 

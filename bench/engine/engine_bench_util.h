@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/engine_bench.h"
-#include "bench/engine_workload.h"
+#include "bench/engine/engine_bench.h"
+#include "bench/engine/engine_workload.h"
 #include "common/status.h"
 #include "engine/engine_options.h"
 #include "engine/testing/engine_peer_process.h"
@@ -45,6 +45,20 @@ std::vector<engine::WriteBlock> absolute_blocks(const Workload& w, uint64_t src_
                                                 uint64_t dst_base);
 
 double median(std::vector<double> v);  // v must not be empty
+
+// The fields every figure's JSON record starts with (BENCHMARKS.md): the measured value
+// against its baseline measured in the same run, both in GB/s, their ratio and its target,
+// whether every destination byte verified, and what the baseline was.
+struct Figure {
+  double value = 0;
+  double baseline = 0;
+  double ratio = 0;
+  double target_ratio = 0;
+  bool verified = false;
+  std::string baseline_kind;
+};
+// `figure`'s fields with `extra` (the benchmark's own: its rounds, its workload) merged in.
+nlohmann::json figure_json(const Figure& figure, const nlohmann::json& extra);
 
 // Writes `j` (indented) to `path`; Internal if the file cannot be written.
 Status write_json_file(const std::string& path, const nlohmann::json& j);

@@ -1,4 +1,4 @@
-#include "bench/engine_iperf.h"
+#include "bench/engine/engine_iperf.h"
 
 #include <fcntl.h>
 #include <signal.h>

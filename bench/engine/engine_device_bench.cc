@@ -1,4 +1,4 @@
-#include "bench/engine_device_bench.h"
+#include "bench/engine/engine_device_bench.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/engine_bench_util.h"
+#include "bench/engine/engine_bench_util.h"
 #include "common/clock.h"
 #include "engine/device/device_driver.h"
 #include "engine/testing/device_memory.h"
@@ -154,29 +154,28 @@ Status run_engine_device_bench(const EngineBenchArgs& args) {
               host->verified && device->verified ? "yes" : "NO");
   if (!args.json_path.empty()) {
     nlohmann::json j;
-    j[id] = {{"ratio", ratio},
-             {"value", device_gbps},
-             {"baseline", host_gbps},
-             {"unit", "GB/s"},
-             {"verified_bytes_ok", host->verified && device->verified},
-             {"baseline_kind", "the same workload host->host, rounds alternating in this run"},
-             {"target_ratio", fake ? 0.0 : kTarget},
-             {"device_rounds", device->gbps},
-             {"host_rounds", host->gbps},
-             {"raw_d2h_gbps", raw.ok() ? raw->first : 0.0},
-             {"raw_h2d_gbps", raw.ok() ? raw->second : 0.0},
-             {"driver", engine::device_driver()->description()},
-             {"src_memory", args.src_memory},
-             {"dst_memory", args.dst_memory},
-             {"model", args.model},
-             {"tokens", args.tokens},
-             {"page", args.page},
-             {"head_split", args.head_split},
-             {"decode_tp", args.decode_tp},
-             {"streams", options.tcp.streams},
-             {"blocks", w.blocks.size()},
-             {"device_slab_bytes", options.tcp.device_slab_bytes},
-             {"device_slabs", options.tcp.device_slabs}};
+    const Figure figure{device_gbps,
+                        host_gbps,
+                        ratio,
+                        fake ? 0.0 : kTarget,
+                        host->verified && device->verified,
+                        "the same workload host->host, rounds alternating in this run"};
+    j[id] = figure_json(figure, {{"device_rounds", device->gbps},
+                                 {"host_rounds", host->gbps},
+                                 {"raw_d2h_gbps", raw.ok() ? raw->first : 0.0},
+                                 {"raw_h2d_gbps", raw.ok() ? raw->second : 0.0},
+                                 {"driver", engine::device_driver()->description()},
+                                 {"src_memory", args.src_memory},
+                                 {"dst_memory", args.dst_memory},
+                                 {"model", args.model},
+                                 {"tokens", args.tokens},
+                                 {"page", args.page},
+                                 {"head_split", args.head_split},
+                                 {"decode_tp", args.decode_tp},
+                                 {"streams", options.tcp.streams},
+                                 {"blocks", w.blocks.size()},
+                                 {"device_slab_bytes", options.tcp.device_slab_bytes},
+                                 {"device_slabs", options.tcp.device_slabs}});
     PDKV_RETURN_IF_ERROR(write_json_file(args.json_path, j));
   }
   if (!host->verified || !device->verified) {

@@ -10,7 +10,7 @@
 // for each arm spread by 10-20 % here, far more than the cost being measured.
 #pragma once
 
-#include "bench/engine_bench.h"
+#include "bench/engine/engine_bench.h"
 #include "common/status.h"
 
 namespace pdkv::bench {

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/engine_baselines.h"
+#include "bench/engine/engine_baselines.h"
 
 extern char** environ;
 

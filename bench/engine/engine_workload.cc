@@ -1,4 +1,4 @@
-#include "bench/engine_workload.h"
+#include "bench/engine/engine_workload.h"
 
 #include <algorithm>
 #include <numeric>

@@ -10,7 +10,7 @@
 // Thread safety: run one benchmark at a time.
 #pragma once
 
-#include "bench/engine_bench.h"
+#include "bench/engine/engine_bench.h"
 #include "common/status.h"
 
 namespace pdkv::bench {

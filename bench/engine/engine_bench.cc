@@ -1,4 +1,4 @@
-#include "bench/engine_bench.h"
+#include "bench/engine/engine_bench.h"
 
 #include <fmt/format.h>
 
@@ -9,10 +9,10 @@
 #include <thread>
 #include <vector>
 
-#include "bench/engine_baselines.h"
-#include "bench/engine_bench_util.h"
-#include "bench/engine_iperf.h"
-#include "bench/engine_workload.h"
+#include "bench/engine/engine_baselines.h"
+#include "bench/engine/engine_bench_util.h"
+#include "bench/engine/engine_iperf.h"
+#include "bench/engine/engine_workload.h"
 #include "common/clock.h"
 
 namespace pdkv::bench {
@@ -141,31 +141,30 @@ Status run_engine_bench(const EngineBenchArgs& args) {
 
   if (!args.json_path.empty()) {
     nlohmann::json j;
-    j[id] = {{"ratio", ratio},
-             {"value", value},
-             {"baseline", baseline},
-             {"unit", "GB/s"},
-             {"verified_bytes_ok", verified},
-             {"baseline_kind",
-              args.backend == "tcp"
-                  ? std::string("iperf3 loopback, same stream count, mean of before and after")
-                  : backend_baseline_kind(args.backend, args.ucx_tls, w.blocks.front().length)},
-             {"baseline_ok", iperf.ok()},
-             {"baseline_before", iperf_before.ok() ? *iperf_before : 0.0},
-             {"baseline_after", iperf_after.ok() ? *iperf_after : 0.0},
-             {"best", best},
-             {"rounds", gbps},
-             {"target_ratio", target_ratio(args)},
-             {"backend", args.backend},
-             {"model", args.model},
-             {"tokens", args.tokens},
-             {"page", args.page},
-             {"decode_tp", args.decode_tp},
-             {"head_split", args.head_split},
-             {"streams", streams},
-             {"blocks", blocks.size()},
-             {"pairs", args.pairs},
-             {"bytes_per_round", bytes_per_round}};
+    const Figure figure{
+        value,
+        baseline,
+        ratio,
+        target_ratio(args),
+        verified,
+        args.backend == "tcp"
+            ? std::string("iperf3 loopback, same stream count, mean of before and after")
+            : backend_baseline_kind(args.backend, args.ucx_tls, w.blocks.front().length)};
+    j[id] = figure_json(figure, {{"baseline_ok", iperf.ok()},
+                                 {"baseline_before", iperf_before.ok() ? *iperf_before : 0.0},
+                                 {"baseline_after", iperf_after.ok() ? *iperf_after : 0.0},
+                                 {"best", best},
+                                 {"rounds", gbps},
+                                 {"backend", args.backend},
+                                 {"model", args.model},
+                                 {"tokens", args.tokens},
+                                 {"page", args.page},
+                                 {"decode_tp", args.decode_tp},
+                                 {"head_split", args.head_split},
+                                 {"streams", streams},
+                                 {"blocks", blocks.size()},
+                                 {"pairs", args.pairs},
+                                 {"bytes_per_round", bytes_per_round}});
     if (args.backend == "ucx") j["P3"] = j[id];  // the target's key; per-transport key beside it
     PDKV_RETURN_IF_ERROR(write_json_file(args.json_path, j));
   }

@@ -1,4 +1,4 @@
-#include "bench/engine_bench_util.h"
+#include "bench/engine/engine_bench_util.h"
 
 #include <sys/mman.h>
 
@@ -48,6 +48,18 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+nlohmann::json figure_json(const Figure& figure, const nlohmann::json& extra) {
+  nlohmann::json j = {{"ratio", figure.ratio},
+                      {"value", figure.value},
+                      {"baseline", figure.baseline},
+                      {"unit", "GB/s"},
+                      {"verified_bytes_ok", figure.verified},
+                      {"baseline_kind", figure.baseline_kind},
+                      {"target_ratio", figure.target_ratio}};
+  j.update(extra);
+  return j;
 }
 
 Status write_json_file(const std::string& path, const nlohmann::json& j) {
