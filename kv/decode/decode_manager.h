@@ -164,6 +164,9 @@ class DecodeManager {
     std::shared_ptr<ReceivedMetadata> metadata;
     bool init_requested = false;
     std::optional<int64_t> prefill_dp_rank;
+    // Protocol progress, not lifecycle (that is the room's RoomState on board_): its
+    // prefill ranks were found and `targets` set, so they can be sent its pre-allocation
+    // or told it failed.
     bool resolved = false;
     std::vector<Target> targets;
     uint32_t required_responses = 1;

@@ -166,9 +166,9 @@ class PrefillManager {
     std::map<std::string, std::shared_ptr<const DestinationPlan>> destinations;
     // PDKV_VERIFY_CHECKSUM: what was sent to each destination so far, same keys.
     std::map<std::string, std::shared_ptr<TransferChecksum>> checksums;
-    bool bootstrapped = false;
-    bool transferring = false;                 // a chunk went to the pipeline
-    std::deque<TransferChunk> waiting_chunks;  // sent before the room was bootstrapped
+    // Chunks sent before the room was bootstrapped. Whether it is, and whether a chunk went
+    // to the pipeline, is its state on board_ (WaitingForInput, Transferring), not kept here.
+    std::deque<TransferChunk> waiting_chunks;
     // Every byte written and waiting for the first token (wait_for_prefill_metadata, the
     // room is in awaiting_metadata_) until this.
     TimePoint metadata_deadline;
@@ -189,9 +189,13 @@ class PrefillManager {
   // The decode's process is gone (its control connection closed for good).
   void on_peer_gone(const std::string& endpoint) PDKV_EXCLUDES(mu_);
 
+  // Starts the room in the pipeline, with the chunks that waited, once its KVSender is
+  // open and every decode rank pre-allocated; at most once (the board's state says).
   void maybe_bootstrap(uint64_t room, PrefillRoom& r) PDKV_REQUIRES(mu_);
-  // `wake` false: the caller runs the pipeline's pass itself next (run_pipeline_here).
-  void hand_to_pipeline(uint64_t room, PrefillRoom& r, TransferChunk chunk, bool wake = true)
+  // One chunk of a bootstrapped room to the pipeline; `state`: the room's state on the
+  // board, moved to Transferring by its first chunk. `wake` false: the caller runs the
+  // pipeline's pass itself next (run_pipeline_here).
+  void hand_to_pipeline(uint64_t room, RoomState state, TransferChunk chunk, bool wake = true)
       PDKV_REQUIRES(mu_);
   // send_chunk's checks and hand-over (under mu_), then, with no lock held, a pipeline
   // pass on the caller's thread (TransferPipeline::run_here).

@@ -76,6 +76,13 @@ std::optional<RoomStatus> RoomStatusBoard::get(uint64_t room) const {
   return it->second.status;
 }
 
+std::optional<RoomState> RoomStatusBoard::state(uint64_t room) const {
+  MutexLock lock(mu_);
+  auto it = rooms_.find(room);
+  if (it == rooms_.end()) return std::nullopt;
+  return it->second.status.state;
+}
+
 std::vector<uint64_t> RoomStatusBoard::expire_overdue(TimePoint now) {
   std::vector<uint64_t> expired;
   MutexLock lock(mu_);
