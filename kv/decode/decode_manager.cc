@@ -1,8 +1,7 @@
-// DecodeManager: creation, start-up, shutdown and metrics. The other jobs of the
+// DecodeManager: creation, start-up, shutdown and its room count. The other jobs of the
 // class each have their own file in this folder (decode_manager.h lists them).
 #include "kv/decode/decode_manager.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "common/logging.h"
@@ -13,7 +12,9 @@
 namespace pdkv::kv {
 
 DecodeManager::DecodeManager(DecodeManagerConfig config, std::shared_ptr<RouteDirectory> directory)
-    : config_(std::move(config)), directory_(std::move(directory)) {}
+    : RankManager(proto::Role::kDecode, config.args.engine_rank),
+      config_(std::move(config)),
+      directory_(std::move(directory)) {}
 
 Result<std::unique_ptr<DecodeManager>> DecodeManager::create(
     DecodeManagerConfig config, const ControlChannelFactory& channels,
@@ -75,21 +76,9 @@ void DecodeManager::shutdown() {
   engine_.reset();
 }
 
-void DecodeManager::render_metrics(PrometheusText& out) const {
-  render_rank_metrics(out, metrics_, proto::Role::kDecode, config_.args.engine_rank,
-                      active_rooms());
-}
-
-std::string DecodeManager::metrics_text() const {
-  PrometheusText out;
-  render_metrics(out);
-  return out.str();
-}
-
-size_t DecodeManager::active_rooms() const {
-  size_t held = board_.size();
+size_t DecodeManager::rooms_in_tables() const {
   MutexLock lock(mu_);
-  return std::max(held, rooms_.size());
+  return rooms_.size();
 }
 
 }  // namespace pdkv::kv
