@@ -141,6 +141,8 @@ class RoomStatusBoard {
     FailureCause expiry_cause = FailureCause::kBootstrapTimeout;
     std::string expiry_reason;
   };
+  // The room's entry, or nullptr if unknown.
+  const Entry* find(uint64_t room) const PDKV_REQUIRES(mu_);
 
   mutable Mutex mu_;
   CondVar changed_;
