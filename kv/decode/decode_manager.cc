@@ -36,11 +36,7 @@ Status DecodeManager::start(const ControlChannelFactory& channels) {
   handlers.on_message = [this](proto::Message m) { on_message(std::move(m)); };
   handlers.on_peer_gone = [this](const std::string& endpoint) { on_peer_gone(endpoint); };
   handlers.on_peer_refused = [this](const std::string& endpoint) { on_peer_refused(endpoint); };
-  PDKV_ASSIGN_OR_RETURN(channel_,
-                        channels(config_.engine.host, runtime_.gated(std::move(handlers))));
-  identity_ =
-      make_rank_identity(proto::Role::kDecode, a, channel_->endpoint(), engine_->endpoint());
-  runtime_.mark_started();
+  PDKV_RETURN_IF_ERROR(open_control_channel(channels, config_.engine.host, a, std::move(handlers)));
   // A prefill's Success status may ride the room's last batch (prefill_transfer.cc): the
   // engine hands it over once every byte of that batch landed here.
   engine_->set_note_handler([this](std::span<const uint8_t> note) { on_note(note); });

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "common/logging.h"
-#include "kv/runtime/manager_common.h"
 #include "kv/runtime/manager_runtime.h"
 
 namespace pdkv::kv {
@@ -63,11 +62,7 @@ Status PrefillManager::start(const ControlChannelFactory& channels) {
   ChannelCallbacks handlers;
   handlers.on_message = [this](proto::Message m) { on_message(std::move(m)); };
   handlers.on_peer_gone = [this](const std::string& endpoint) { on_peer_gone(endpoint); };
-  PDKV_ASSIGN_OR_RETURN(channel_,
-                        channels(config_.engine.host, runtime_.gated(std::move(handlers))));
-  identity_ =
-      make_rank_identity(proto::Role::kPrefill, a, channel_->endpoint(), engine_->endpoint());
-  runtime_.mark_started();
+  PDKV_RETURN_IF_ERROR(open_control_channel(channels, config_.engine.host, a, std::move(handlers)));
   timer_ = std::thread([this] { timer_loop(); });
 
   PrefillRankInfo info;

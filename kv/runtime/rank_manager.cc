@@ -22,6 +22,15 @@ void RankManager::render_metrics(PrometheusText& out) const {
   render_rank_metrics(out, metrics_, role_, engine_rank_, active_rooms());
 }
 
+Status RankManager::open_control_channel(const ControlChannelFactory& channels,
+                                         const std::string& host, const KvArgs& args,
+                                         ChannelCallbacks handlers) {
+  PDKV_ASSIGN_OR_RETURN(channel_, channels(host, runtime_.gated(std::move(handlers))));
+  identity_ = make_rank_identity(role_, args, channel_->endpoint(), engine_->endpoint());
+  runtime_.mark_started();
+  return Status();
+}
+
 proto::Ping RankManager::probe(PeerLiveness& liveness) const {
   proto::Ping ping;
   ping.sender = identity_;

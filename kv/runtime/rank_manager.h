@@ -16,10 +16,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "engine/transfer_engine.h"
 #include "kv/control/control_channel.h"
 #include "kv/control/peer_liveness.h"
+#include "kv/kv_args.h"
 #include "kv/metrics/metrics_registry.h"
 #include "kv/metrics/prometheus_text.h"
 #include "kv/metrics/transfer_metrics.h"
@@ -52,6 +54,12 @@ class RankManager {
 
   // The rooms in the manager's own table (it takes its own lock).
   virtual size_t rooms_in_tables() const = 0;
+
+  // start()'s control-plane step, after the engine started: opens the control channel on
+  // `host` with `handlers` (each run only from now on: ManagerRuntime::gated), sets this
+  // rank's identity from `args` and the two endpoints, and marks the manager started.
+  Status open_control_channel(const ControlChannelFactory& channels, const std::string& host,
+                              const KvArgs& args, ChannelCallbacks handlers);
 
   // This rank's next probe of a peer; it counts as unanswered until the peer is heard.
   proto::Ping probe(PeerLiveness& liveness) const;
