@@ -2,10 +2,12 @@
 //
 // Both keep every room's lifecycle on a RoomStatusBoard, count transfers in
 // TransferMetrics, run a transfer engine and a control channel under a ManagerRuntime
-// (start and stop), and answer the same questions from outside: how many rooms they still
-// hold, their metrics (alone, or into the process's exposition), their two endpoints. The
-// managers derive from it (PrefillManager, DecodeManager) and keep everything else,
-// including their own room tables, which rooms_in_tables() counts.
+// (start and stop), open that channel the same way (open_control_channel), probe their
+// peers and answer their probes the same way (probe, pong_to, answer_ping), and answer the
+// same questions from outside: how many rooms they still hold, their metrics (alone, or
+// into the process's exposition), their two endpoints. The managers derive from it
+// (PrefillManager, DecodeManager) and keep everything else, including their own room
+// tables, which rooms_in_tables() counts.
 //
 // Thread safety: the public methods may be called from any thread once the manager was
 // created (ManagerCreation::create); the board, the metrics and the runtime are each
