@@ -1,11 +1,11 @@
 // DecodeManager's liveness: the timer (deadlines, pings, resends), prefill ranks that
 // stop answering, restart, close their connection or refuse ours, and route changes.
-#include <algorithm>
 #include <utility>
 
 #include "common/logging.h"
 #include "kv/decode/decode_manager.h"
 #include "kv/runtime/manager_common.h"
+#include "kv/runtime/manager_timer.h"
 
 namespace pdkv::kv {
 
@@ -57,22 +57,12 @@ void DecodeManager::on_pong(const proto::Pong& pong) {
 }
 
 void DecodeManager::timer_loop() {
-  const auto tick = std::min<std::chrono::milliseconds>(config_.options.heartbeat_interval,
-                                                        std::chrono::milliseconds(100));
-  TimePoint next_ping = now();
-  while (runtime_.sleep_for(tick)) {
-    for (uint64_t room : board_.expire_overdue(now())) {
-      auto status = board_.get(room);
-      // The board failed it already with the deadline's cause; this tells the peers.
-      fail_room(room, status ? status->failure_cause : FailureCause::kInternal,
-                status ? status->failure_reason : "timeout", true);
-    }
-    resend_unacknowledged();
-    if (now() >= next_ping) {
-      heartbeat();
-      next_ping = now() + config_.options.heartbeat_interval;
-    }
-  }
+  run_manager_timer(
+      runtime_, board_, config_.options.heartbeat_interval,
+      {.overdue = [this](uint64_t room, FailureCause cause,
+                         const std::string& reason) { fail_room(room, cause, reason, true); },
+       .tick = [this] { resend_unacknowledged(); },
+       .heartbeat = [this] { heartbeat(); }});
 }
 
 void DecodeManager::heartbeat() {
@@ -91,10 +81,7 @@ void DecodeManager::heartbeat() {
     for (auto it = prefills_.begin(); it != prefills_.end();) {
       PrefillPeer& peer = it->second;
       if (!peer.liveness.dead(bound, config_.options.heartbeat_max_failures)) {
-        proto::Ping ping;
-        ping.sender = identity_;
-        ping.seq = peer.liveness.next_probe();
-        out.add(it->first, ping);
+        out.add(it->first, probe(peer.liveness));
         ++it;
         continue;
       }

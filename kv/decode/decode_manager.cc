@@ -1,8 +1,7 @@
-// DecodeManager: creation, start-up, shutdown and metrics. The other jobs of the
+// DecodeManager: creation, start-up, shutdown and its room count. The other jobs of the
 // class each have their own file in this folder (decode_manager.h lists them).
 #include "kv/decode/decode_manager.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "common/logging.h"
@@ -13,7 +12,9 @@
 namespace pdkv::kv {
 
 DecodeManager::DecodeManager(DecodeManagerConfig config, std::shared_ptr<RouteDirectory> directory)
-    : config_(std::move(config)), directory_(std::move(directory)) {}
+    : RankManager(proto::Role::kDecode, config.args.engine_rank),
+      config_(std::move(config)),
+      directory_(std::move(directory)) {}
 
 Result<std::unique_ptr<DecodeManager>> DecodeManager::create(
     DecodeManagerConfig config, const ControlChannelFactory& channels,
@@ -35,11 +36,7 @@ Status DecodeManager::start(const ControlChannelFactory& channels) {
   handlers.on_message = [this](proto::Message m) { on_message(std::move(m)); };
   handlers.on_peer_gone = [this](const std::string& endpoint) { on_peer_gone(endpoint); };
   handlers.on_peer_refused = [this](const std::string& endpoint) { on_peer_refused(endpoint); };
-  PDKV_ASSIGN_OR_RETURN(channel_,
-                        channels(config_.engine.host, runtime_.gated(std::move(handlers))));
-  identity_ =
-      make_rank_identity(proto::Role::kDecode, a, channel_->endpoint(), engine_->endpoint());
-  runtime_.mark_started();
+  PDKV_RETURN_IF_ERROR(open_control_channel(channels, config_.engine.host, a, std::move(handlers)));
   // A prefill's Success status may ride the room's last batch (prefill_transfer.cc): the
   // engine hands it over once every byte of that batch landed here.
   engine_->set_note_handler([this](std::span<const uint8_t> note) { on_note(note); });
@@ -75,21 +72,9 @@ void DecodeManager::shutdown() {
   engine_.reset();
 }
 
-void DecodeManager::render_metrics(PrometheusText& out) const {
-  render_rank_metrics(out, metrics_, proto::Role::kDecode, config_.args.engine_rank,
-                      active_rooms());
-}
-
-std::string DecodeManager::metrics_text() const {
-  PrometheusText out;
-  render_metrics(out);
-  return out.str();
-}
-
-size_t DecodeManager::active_rooms() const {
-  size_t held = board_.size();
+size_t DecodeManager::rooms_in_tables() const {
   MutexLock lock(mu_);
-  return std::max(held, rooms_.size());
+  return rooms_.size();
 }
 
 }  // namespace pdkv::kv

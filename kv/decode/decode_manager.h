@@ -28,12 +28,14 @@
 // while holding mu_: messages decided under it go into an Outbox flushed after it is
 // released (send paths are marked PDKV_EXCLUDES(mu_)), and control sends never block.
 //
-// Files, one job each: decode_manager.cc (create, start-up, shutdown, metrics),
+// Files, one job each: decode_manager.cc (create, start-up, shutdown, room count),
 // decode_room_api.cc (the KVReceiver calls), decode_resolution.cc (route resolution and
 // registration, resolver threads), decode_pre_allocation.cc (the pre-allocation
 // protocol), decode_statuses.cc (statuses, batch notes, Aborts), decode_liveness.cc
 // (timer, pings, peers gone or refused, route changes), decode_room_end.cc (fencing and
-// failure of a room).
+// failure of a room). What it shares with the PrefillManager is in kv/runtime/ (metrics
+// and endpoints: rank_manager.h; the timer's loop: manager_timer.h; start and stop:
+// manager_runtime.h).
 #pragma once
 
 #include <atomic>
@@ -66,6 +68,7 @@
 #include "kv/route/route_directory.h"
 #include "kv/route/route_plan.h"
 #include "kv/runtime/manager_runtime.h"
+#include "kv/runtime/rank_manager.h"
 
 namespace pdkv::kv {
 
@@ -117,14 +120,13 @@ struct PreAllocationRequest {
   std::optional<RequestOwnership> ownership;
 };
 
-class DecodeManager {
+// Its room count, metrics and endpoints are RankManager's (rank_manager.h).
+class DecodeManager final : public RankManager {
  public:
   static Result<std::unique_ptr<DecodeManager>> create(DecodeManagerConfig config,
                                                        const ControlChannelFactory& channels,
                                                        std::shared_ptr<RouteDirectory> directory);
-  ~DecodeManager();
-  DecodeManager(const DecodeManager&) = delete;
-  DecodeManager& operator=(const DecodeManager&) = delete;
+  ~DecodeManager() override;  // shutdown()
 
   struct Handles {
     std::shared_ptr<const RoomHandle> status;
@@ -140,14 +142,6 @@ class DecodeManager {
   // Fails the room and tells its prefill ranks to stop.
   void abort_room(uint64_t room, const std::string& reason);
 
-  size_t active_rooms() const;
-  TransferMetricsSnapshot metrics() const { return metrics_.snapshot(); }
-  // Prometheus text of this rank's metrics alone (labelled role="decode", rank); the
-  // process's endpoint serves every manager's (MetricsRegistry::process()).
-  std::string metrics_text() const;
-  void render_metrics(PrometheusText& out) const;
-  const std::string& control_endpoint() const { return channel_->endpoint(); }
-  const std::string& engine_endpoint() const { return engine_->endpoint(); }
   void shutdown();
 
  private:
@@ -164,6 +158,9 @@ class DecodeManager {
     std::shared_ptr<ReceivedMetadata> metadata;
     bool init_requested = false;
     std::optional<int64_t> prefill_dp_rank;
+    // Protocol progress, not lifecycle (that is the room's RoomState on board_): its
+    // prefill ranks were found and `targets` set, so they can be sent its pre-allocation
+    // or told it failed.
     bool resolved = false;
     std::vector<Target> targets;
     uint32_t required_responses = 1;
@@ -215,6 +212,7 @@ class DecodeManager {
 
   DecodeManager(DecodeManagerConfig config, std::shared_ptr<RouteDirectory> directory);
   Status start(const ControlChannelFactory& channels);
+  size_t rooms_in_tables() const override PDKV_EXCLUDES(mu_);
 
   void on_message(proto::Message message) PDKV_EXCLUDES(mu_);
   void on_status(const proto::TransferStatus& status) PDKV_EXCLUDES(mu_);
@@ -293,15 +291,8 @@ class DecodeManager {
   std::shared_ptr<RouteDirectory> directory_;
   // The directory's route changes (none from the HTTP one), from start() to shutdown().
   std::unique_ptr<RouteSubscription> route_subscription_;
-  std::unique_ptr<engine::TransferEngine> engine_;
-  std::unique_ptr<ControlChannel> channel_;
-  proto::RankIdentity identity_;
   engine::MemoryRegistry registered_;  // this rank's buffers: where checksum regions must lie
   std::unique_ptr<const RankGrantBuffers> grant_buffers_;  // set in start()
-  RoomStatusBoard board_;
-  TransferMetrics metrics_;
-  // In MetricsRegistry::process() from create() until shutdown() (its first step).
-  std::unique_ptr<MetricsRegistry::Registration> metrics_registration_;
 
   mutable Mutex mu_;
   std::unordered_map<uint64_t, DecodeRoom> rooms_ PDKV_GUARDED_BY(mu_);
@@ -323,8 +314,6 @@ class DecodeManager {
   static constexpr std::chrono::milliseconds kRegistrationRetry{200};
   std::vector<std::thread> resolvers_;
   std::thread timer_;
-  // Start and stop: the handlers' gate, the stop signal, the timer's sleep.
-  ManagerRuntime runtime_;
 };
 
 }  // namespace pdkv::kv

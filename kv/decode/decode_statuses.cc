@@ -30,12 +30,7 @@ void DecodeManager::on_message(proto::Message message) {
                             identity_.engine_rank, ping->sender.control_endpoint);
       return;
     }
-    proto::Pong pong;
-    pong.sender = identity_;
-    pong.seq = ping->seq;
-    Status sent = channel_->send(ping->sender.control_endpoint, pong);
-    if (!sent.ok())
-      PDKV_LOG_DEBUG("pong to {} not sent: {}", ping->sender.control_endpoint, sent.to_string());
+    answer_ping(*ping);
   } else {
     PDKV_LOG_WARN_LIMITED("decode rank {} ignores an unexpected message type",
                           identity_.engine_rank);

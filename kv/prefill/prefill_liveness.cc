@@ -6,6 +6,7 @@
 #include "common/logging.h"
 #include "kv/prefill/prefill_manager.h"
 #include "kv/runtime/manager_common.h"
+#include "kv/runtime/manager_timer.h"
 
 namespace pdkv::kv {
 
@@ -25,16 +26,11 @@ void PrefillManager::on_ping(const proto::Ping& ping) {
     }
     proven = peer->second.proven;
   }
-  proto::Pong pong;
-  pong.sender = identity_;
-  pong.seq = ping.seq;
   if (!proven) {
-    send_to_decode(ping.sender.control_endpoint, false, pong);
+    send_to_decode(ping.sender.control_endpoint, false, pong_to(ping));
     return;
   }
-  Status sent = channel_->send(ping.sender.control_endpoint, pong);
-  if (!sent.ok())
-    PDKV_LOG_DEBUG("pong to {} not sent: {}", ping.sender.control_endpoint, sent.to_string());
+  answer_ping(ping);
 }
 
 void PrefillManager::on_peer_gone(const std::string& endpoint) {
@@ -61,38 +57,35 @@ void PrefillManager::on_peer_gone(const std::string& endpoint) {
 }
 
 void PrefillManager::timer_loop() {
-  const auto period = std::min<std::chrono::milliseconds>(config_.options.heartbeat_interval,
-                                                          std::chrono::milliseconds(100));
-  TimePoint next_ping = now();
-  while (runtime_.sleep_for(period)) {
-    for (uint64_t room : board_.expire_overdue(now())) {
-      auto status = board_.get(room);
-      // The board failed it already with the deadline's cause; this tells the peers.
-      fail_room(room, status ? status->failure_cause : FailureCause::kInternal,
-                status ? status->failure_reason : "timeout");
-    }
-    ended_.purge(now());
-    resend_statuses();
-    expire_metadata_waits();
-    std::vector<uint64_t> orphans;
-    {
-      MutexLock lock(mu_);
-      for (const auto& [room, r] : rooms_) {
-        if (!r.sender_open && now() - r.first_seen > config_.options.bootstrap_timeout) {
-          orphans.push_back(room);
-        }
+  run_manager_timer(
+      runtime_, board_, config_.options.heartbeat_interval,
+      {.overdue = [this](uint64_t room, FailureCause cause,
+                         const std::string& reason) { fail_room(room, cause, reason); },
+       .tick =
+           [this] {
+             ended_.purge(now());
+             resend_statuses();
+             expire_metadata_waits();
+             fail_orphan_rooms();
+           },
+       .heartbeat = [this] { check_liveness(); }});
+}
+
+void PrefillManager::fail_orphan_rooms() {
+  std::vector<uint64_t> orphans;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [room, r] : rooms_) {
+      if (!r.sender_open && now() - r.first_seen > config_.options.bootstrap_timeout) {
+        orphans.push_back(room);
       }
     }
-    for (uint64_t room : orphans) {
-      fail_room(room, FailureCause::kBootstrapTimeout,
-                "bootstrap timeout: this prefill rank never received the request of room " +
-                    std::to_string(room) + " within " +
-                    format_seconds(config_.options.bootstrap_timeout));
-    }
-    if (now() >= next_ping) {
-      check_liveness();
-      next_ping = now() + config_.options.heartbeat_interval;
-    }
+  }
+  for (uint64_t room : orphans) {
+    fail_room(room, FailureCause::kBootstrapTimeout,
+              "bootstrap timeout: this prefill rank never received the request of room " +
+                  std::to_string(room) + " within " +
+                  format_seconds(config_.options.bootstrap_timeout));
   }
 }
 
@@ -148,10 +141,7 @@ void PrefillManager::check_liveness() {
         dead.insert(key);
         continue;
       }
-      proto::Ping ping;
-      ping.sender = identity_;
-      ping.seq = p.liveness.next_probe();
-      out.add(key, ping);
+      out.add(key, probe(p.liveness));
     }
     for (const auto& [room, r] : rooms_) {
       for (const auto& [key, dest] : r.destinations) {

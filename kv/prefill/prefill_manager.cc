@@ -1,4 +1,4 @@
-// PrefillManager: creation, start-up, shutdown, layer steps and metrics. The other jobs
+// PrefillManager: creation, start-up, shutdown, layer steps and its room count. The other jobs
 // of the class each have their own file in this folder (prefill_manager.h lists them).
 #include "kv/prefill/prefill_manager.h"
 
@@ -6,14 +6,14 @@
 #include <utility>
 
 #include "common/logging.h"
-#include "kv/runtime/manager_common.h"
 #include "kv/runtime/manager_runtime.h"
 
 namespace pdkv::kv {
 
 PrefillManager::PrefillManager(PrefillManagerConfig config,
                                std::shared_ptr<RouteDirectory> directory)
-    : config_(std::move(config)),
+    : RankManager(proto::Role::kPrefill, config.args.engine_rank),
+      config_(std::move(config)),
       directory_(std::move(directory)),
       failed_peers_(config_.options.failed_peer_ttl, config_.options.failed_peer_first_cooldown),
       pending_(
@@ -62,11 +62,7 @@ Status PrefillManager::start(const ControlChannelFactory& channels) {
   ChannelCallbacks handlers;
   handlers.on_message = [this](proto::Message m) { on_message(std::move(m)); };
   handlers.on_peer_gone = [this](const std::string& endpoint) { on_peer_gone(endpoint); };
-  PDKV_ASSIGN_OR_RETURN(channel_,
-                        channels(config_.engine.host, runtime_.gated(std::move(handlers))));
-  identity_ =
-      make_rank_identity(proto::Role::kPrefill, a, channel_->endpoint(), engine_->endpoint());
-  runtime_.mark_started();
+  PDKV_RETURN_IF_ERROR(open_control_channel(channels, config_.engine.host, a, std::move(handlers)));
   timer_ = std::thread([this] { timer_loop(); });
 
   PrefillRankInfo info;
@@ -139,21 +135,9 @@ void PrefillManager::mark_layers_ready(int64_t layers) {
   if (pipeline_) pipeline_->steps_advanced();
 }
 
-void PrefillManager::render_metrics(PrometheusText& out) const {
-  render_rank_metrics(out, metrics_, proto::Role::kPrefill, config_.args.engine_rank,
-                      active_rooms());
-}
-
-std::string PrefillManager::metrics_text() const {
-  PrometheusText out;
-  render_metrics(out);
-  return out.str();
-}
-
-size_t PrefillManager::active_rooms() const {
-  size_t held = board_.size();
+size_t PrefillManager::rooms_in_tables() const {
   MutexLock lock(mu_);
-  return std::max(held, rooms_.size());
+  return rooms_.size();
 }
 
 }  // namespace pdkv::kv

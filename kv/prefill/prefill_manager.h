@@ -18,11 +18,13 @@
 // the network while holding mu_ (sends are marked PDKV_EXCLUDES(mu_)), and control sends
 // never block. Every public method is thread-safe and non-blocking except shutdown().
 //
-// Files, one job each: prefill_manager.cc (create, start-up, shutdown, metrics),
+// Files, one job each: prefill_manager.cc (create, start-up, shutdown, room count),
 // prefill_room_api.cc (the KVSender calls), prefill_registration.cc (control messages in,
 // decode registrations), prefill_pre_allocation.cc (pre-allocations, proofs, Aborts),
 // prefill_rooms.cc (bootstrap, failure, statuses out), prefill_liveness.cc (timer, pings,
 // decodes gone, route refresh), prefill_transfer.cc (completion: the pipeline's hooks).
+// What it shares with the DecodeManager is in kv/runtime/ (metrics and endpoints:
+// rank_manager.h; the timer's loop: manager_timer.h; start and stop: manager_runtime.h).
 #pragma once
 
 #include <atomic>
@@ -60,6 +62,7 @@
 #include "kv/room/room_status_board.h"
 #include "kv/route/route_directory.h"
 #include "kv/runtime/manager_runtime.h"
+#include "kv/runtime/rank_manager.h"
 
 namespace pdkv::kv {
 
@@ -73,14 +76,13 @@ struct PrefillManagerConfig {
   KvManagerOptions options;
 };
 
-class PrefillManager {
+// Its room count, metrics and endpoints are RankManager's (rank_manager.h).
+class PrefillManager final : public RankManager {
  public:
   static Result<std::unique_ptr<PrefillManager>> create(PrefillManagerConfig config,
                                                         const ControlChannelFactory& channels,
                                                         std::shared_ptr<RouteDirectory> directory);
-  ~PrefillManager();
-  PrefillManager(const PrefillManager&) = delete;
-  PrefillManager& operator=(const PrefillManager&) = delete;
+  ~PrefillManager() override;  // shutdown()
 
   // --- KVSender calls -------------------------------------------------------------
   // Starts tracking `room` (Bootstrapping; the bootstrap timeout starts now).
@@ -108,15 +110,6 @@ class PrefillManager {
   int64_t reserve_layerwise_cache_steps();
   void mark_layers_ready(int64_t layers);
 
-  // Rooms held in any table (0 once every room ended).
-  size_t active_rooms() const;
-  TransferMetricsSnapshot metrics() const { return metrics_.snapshot(); }
-  // Prometheus text of this rank's metrics alone (labelled role="prefill", rank); the
-  // process's endpoint serves every manager's (MetricsRegistry::process()).
-  std::string metrics_text() const;
-  void render_metrics(PrometheusText& out) const;
-  const std::string& control_endpoint() const { return channel_->endpoint(); }
-  const std::string& engine_endpoint() const { return engine_->endpoint(); }
   const KvArgs& args() const { return config_.args; }
 
   // Stops every thread; rooms still open fail (FailureCause::kShutdown). Idempotent.
@@ -166,9 +159,9 @@ class PrefillManager {
     std::map<std::string, std::shared_ptr<const DestinationPlan>> destinations;
     // PDKV_VERIFY_CHECKSUM: what was sent to each destination so far, same keys.
     std::map<std::string, std::shared_ptr<TransferChecksum>> checksums;
-    bool bootstrapped = false;
-    bool transferring = false;                 // a chunk went to the pipeline
-    std::deque<TransferChunk> waiting_chunks;  // sent before the room was bootstrapped
+    // Chunks sent before the room was bootstrapped. Whether it is, and whether a chunk went
+    // to the pipeline, is its state on board_ (WaitingForInput, Transferring), not kept here.
+    std::deque<TransferChunk> waiting_chunks;
     // Every byte written and waiting for the first token (wait_for_prefill_metadata, the
     // room is in awaiting_metadata_) until this.
     TimePoint metadata_deadline;
@@ -179,6 +172,7 @@ class PrefillManager {
 
   PrefillManager(PrefillManagerConfig config, std::shared_ptr<RouteDirectory> directory);
   Status start(const ControlChannelFactory& channels);
+  size_t rooms_in_tables() const override PDKV_EXCLUDES(mu_);
 
   // Control-plane handlers (receive thread).
   void on_message(proto::Message message) PDKV_EXCLUDES(mu_);
@@ -189,9 +183,13 @@ class PrefillManager {
   // The decode's process is gone (its control connection closed for good).
   void on_peer_gone(const std::string& endpoint) PDKV_EXCLUDES(mu_);
 
+  // Starts the room in the pipeline, with the chunks that waited, once its KVSender is
+  // open and every decode rank pre-allocated; at most once (the board's state says).
   void maybe_bootstrap(uint64_t room, PrefillRoom& r) PDKV_REQUIRES(mu_);
-  // `wake` false: the caller runs the pipeline's pass itself next (run_pipeline_here).
-  void hand_to_pipeline(uint64_t room, PrefillRoom& r, TransferChunk chunk, bool wake = true)
+  // One chunk of a bootstrapped room to the pipeline; `state`: the room's state on the
+  // board, moved to Transferring by its first chunk. `wake` false: the caller runs the
+  // pipeline's pass itself next (run_pipeline_here).
+  void hand_to_pipeline(uint64_t room, RoomState state, TransferChunk chunk, bool wake = true)
       PDKV_REQUIRES(mu_);
   // send_chunk's checks and hand-over (under mu_), then, with no lock held, a pipeline
   // pass on the caller's thread (TransferPipeline::run_here).
@@ -258,6 +256,9 @@ class PrefillManager {
   DecodePeer* registered_decode(const proto::RankIdentity& sender) PDKV_REQUIRES(mu_);
 
   void timer_loop();
+  // Fails the rooms that decodes' messages opened and whose KVSender did not come within
+  // the bootstrap timeout (without a KVSender a room has no board entry, so no deadline).
+  void fail_orphan_rooms() PDKV_EXCLUDES(mu_);
   // Registers this rank with the bootstrap server again every bootstrap_refresh: a
   // restarted server starts empty, and decodes that resolve routes afresh (new ones, or
   // ones that lost this rank) would time out on it. Own thread: a dead server blocks
@@ -268,18 +269,10 @@ class PrefillManager {
 
   PrefillManagerConfig config_;
   std::shared_ptr<RouteDirectory> directory_;
-  std::unique_ptr<engine::TransferEngine> engine_;
-  std::unique_ptr<ControlChannel> channel_;
-  proto::RankIdentity identity_;
-
-  RoomStatusBoard board_;
   PrefillMetadataStore metadata_;
   FailedPeerTracker failed_peers_;
   EndedRoomLog ended_;  // failed rooms, to answer pre-allocations that arrive after
   StepCounter steps_;
-  TransferMetrics metrics_;
-  // In MetricsRegistry::process() from create() until shutdown() (its first step).
-  std::unique_ptr<MetricsRegistry::Registration> metrics_registration_;
 
   mutable Mutex mu_;
   std::unordered_map<std::string, DecodePeer> decodes_ PDKV_GUARDED_BY(mu_);
@@ -301,9 +294,6 @@ class PrefillManager {
   static constexpr size_t kMaxUnsentStatuses = 4096;
   Mutex outbox_mu_;
   std::deque<UnsentStatus> unsent_statuses_ PDKV_GUARDED_BY(outbox_mu_);
-
-  // Start and stop: the handlers' gate, the stop signal, the timer's and refresher's sleep.
-  ManagerRuntime runtime_;
   std::atomic<int> inline_passes_{0};  // run_pipeline_here calls under way
 };
 

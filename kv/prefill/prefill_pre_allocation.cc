@@ -182,7 +182,7 @@ void PrefillManager::on_abort(const proto::Abort& abort) {
       return;
     }
     if (ended_.find(abort.room, now())) return;  // ended here already (e.g. our own abort)
-    if (!board_.get(abort.room)) {
+    if (!board_.state(abort.room)) {
       // No KVSender yet: keep the abort (like an early pre-allocation, dropped after the
       // bootstrap timeout if no sender ever opens) so the sender fails when it opens.
       Result<PrefillRoom*> pending =

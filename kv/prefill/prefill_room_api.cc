@@ -146,9 +146,13 @@ Status PrefillManager::hand_chunk_over(uint64_t room, std::span<const int64_t> p
   c.ready = std::move(ready);
   r.next_page += n;
   r.last_chunk_sent = c.is_last;
-  if (r.bootstrapped) {
+  // Bootstrapped (the pipeline holds the room) from WaitingForInput on; before, the chunk
+  // waits in the room for maybe_bootstrap. After a failure it waits too, dropped with the
+  // room by fail_room.
+  const std::optional<RoomState> state = board_.state(room);
+  if (state == RoomState::kWaitingForInput || state == RoomState::kTransferring) {
     // No wake: send_chunk runs the pass itself next (run_pipeline_here).
-    hand_to_pipeline(room, r, std::move(c), /*wake=*/false);
+    hand_to_pipeline(room, *state, std::move(c), /*wake=*/false);
   } else {
     r.waiting_chunks.push_back(std::move(c));
   }

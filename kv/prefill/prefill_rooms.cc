@@ -11,11 +11,13 @@
 namespace pdkv::kv {
 
 void PrefillManager::maybe_bootstrap(uint64_t room, PrefillRoom& r) {
-  if (r.bootstrapped || !r.sender_open || r.required_destinations == 0 ||
+  if (!r.sender_open || r.required_destinations == 0 ||
       r.destinations.size() < r.required_destinations) {
     return;
   }
-  r.bootstrapped = true;
+  // Once only: bootstrap moves the room past Bootstrapping for good. A room that failed
+  // meanwhile, or left the board (it ended), is not started either.
+  if (board_.state(room) != RoomState::kBootstrapping) return;
   std::vector<TransferDestination> targets;
   for (const auto& [key, dest] : r.destinations) {
     if (dest->is_dummy()) continue;
@@ -34,18 +36,17 @@ void PrefillManager::maybe_bootstrap(uint64_t room, PrefillRoom& r) {
   board_.set_deadline(room, now() + config_.options.waiting_timeout, FailureCause::kWaitingTimeout,
                       "waiting timeout: the transfer did not finish within " +
                           format_seconds(config_.options.waiting_timeout) + " of bootstrap");
-  while (!r.waiting_chunks.empty()) {
-    hand_to_pipeline(room, r, std::move(r.waiting_chunks.front()));
-    r.waiting_chunks.pop_front();
+  RoomState state = RoomState::kWaitingForInput;
+  for (TransferChunk& chunk : r.waiting_chunks) {
+    hand_to_pipeline(room, state, std::move(chunk));
+    state = RoomState::kTransferring;
   }
+  r.waiting_chunks.clear();
 }
 
-void PrefillManager::hand_to_pipeline(uint64_t room, PrefillRoom& r, TransferChunk chunk,
+void PrefillManager::hand_to_pipeline(uint64_t room, RoomState state, TransferChunk chunk,
                                       bool wake) {
-  if (!r.transferring) {
-    r.transferring = true;
-    board_.advance(room, RoomState::kTransferring);
-  }
+  if (state != RoomState::kTransferring) board_.advance(room, RoomState::kTransferring);
   pipeline_->add_chunk(room, std::move(chunk), wake);
 }
 
@@ -86,7 +87,9 @@ void PrefillManager::fail_room(uint64_t room, FailureCause cause, const std::str
         status.ticket = dest->pre_allocation().ticket;
         out.add(key, status);
       }
-      if (it->second.bootstrapped && pipeline_) pipeline_->cancel_room(room);
+      // Whether or not the pipeline holds the room (bootstrapped): for a room it does not
+      // hold, cancelling finds nothing to drop.
+      if (pipeline_) pipeline_->cancel_room(room);
     }
     drop_room(room);
   }

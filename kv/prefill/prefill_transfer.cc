@@ -68,8 +68,8 @@ proto::TransferStatus PrefillManager::success_status(uint64_t room, const Prefil
 
 void PrefillManager::complete_room(uint64_t room, PrefillRoom& r, const PrefillMetadata& meta,
                                    const std::vector<std::string>& delivered, Outbox& out) {
-  auto status = board_.get(room);
-  if (!status || status->state == RoomState::kFailed) return;
+  const std::optional<RoomState> state = board_.state(room);
+  if (!state || *state == RoomState::kFailed) return;
   for (const auto& [key, dest] : r.destinations) {
     if (dest->is_dummy() || std::find(delivered.begin(), delivered.end(), key) != delivered.end()) {
       continue;

@@ -12,9 +12,12 @@
 //   RoomStatus      a snapshot: its RoomState and, once Failed, the failure
 //                   (room_status_board.h);
 //   RoomHandle      what a KVSender / KVReceiver polls; outlives the tables;
-//   RoomStatusBoard every room's status and deadline on one manager;
+//   RoomStatusBoard every room's status and deadline on one manager: the one place a
+//                   manager keeps and reads a room's lifecycle;
 //   PrefillRoom, DecodeRoom  a manager's protocol record of the room (its destinations or
-//                   targets, chunks, grant, ticket; prefill_manager.h, decode_manager.h);
+//                   targets, chunks, grant, ticket; prefill_manager.h, decode_manager.h),
+//                   no copy of its lifecycle (whether it is bootstrapped or transferring
+//                   is its RoomState on the board);
 //   RoomTransfer    what of the room the prefill's pipeline still has to move
 //                   (transfer_pipeline.h).
 #pragma once

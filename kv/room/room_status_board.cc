@@ -63,17 +63,27 @@ void RoomStatusBoard::set_deadline(uint64_t room, TimePoint deadline, FailureCau
   it->second.expiry_reason = std::move(expiry_reason);
 }
 
+const RoomStatusBoard::Entry* RoomStatusBoard::find(uint64_t room) const {
+  auto it = rooms_.find(room);
+  return it == rooms_.end() ? nullptr : &it->second;
+}
+
 std::shared_ptr<RoomHandle> RoomStatusBoard::handle(uint64_t room) const {
   MutexLock lock(mu_);
-  auto it = rooms_.find(room);
-  return it == rooms_.end() ? nullptr : it->second.handle;
+  const Entry* entry = find(room);
+  return entry ? entry->handle : nullptr;
 }
 
 std::optional<RoomStatus> RoomStatusBoard::get(uint64_t room) const {
   MutexLock lock(mu_);
-  auto it = rooms_.find(room);
-  if (it == rooms_.end()) return std::nullopt;
-  return it->second.status;
+  if (const Entry* entry = find(room)) return entry->status;
+  return std::nullopt;
+}
+
+std::optional<RoomState> RoomStatusBoard::state(uint64_t room) const {
+  MutexLock lock(mu_);
+  if (const Entry* entry = find(room)) return entry->status.state;
+  return std::nullopt;
 }
 
 std::vector<uint64_t> RoomStatusBoard::expire_overdue(TimePoint now) {

@@ -114,6 +114,9 @@ class RoomStatusBoard {
                     std::string expiry_reason);
 
   std::optional<RoomStatus> get(uint64_t room) const;
+  // The room's state alone, or nullopt if unknown: get() without copying the failure's
+  // reason, for paths that ask on every chunk.
+  std::optional<RoomState> state(uint64_t room) const;
   // The room's handle (to hold its end while its writes drain), or nullptr if unknown.
   std::shared_ptr<RoomHandle> handle(uint64_t room) const;
 
@@ -138,6 +141,8 @@ class RoomStatusBoard {
     FailureCause expiry_cause = FailureCause::kBootstrapTimeout;
     std::string expiry_reason;
   };
+  // The room's entry, or nullptr if unknown.
+  const Entry* find(uint64_t room) const PDKV_REQUIRES(mu_);
 
   mutable Mutex mu_;
   CondVar changed_;

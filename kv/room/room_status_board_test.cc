@@ -27,6 +27,19 @@ TEST(RoomStatusBoardTest, AdvanceFollowsMergeRule) {
   EXPECT_EQ(board.get(1)->state, RoomState::kSuccess);
 }
 
+TEST(RoomStatusBoardTest, StateFollowsTheRoomAndForgetsItOnErase) {
+  RoomStatusBoard board;
+  EXPECT_FALSE(board.state(5).has_value());
+  board.open(5, now() + milliseconds(10000), FailureCause::kBootstrapTimeout, "x");
+  EXPECT_EQ(board.state(5), RoomState::kBootstrapping);
+  board.advance(5, RoomState::kTransferring);
+  EXPECT_EQ(board.state(5), RoomState::kTransferring);
+  board.fail(5, FailureCause::kPeerDead, "peer died");
+  EXPECT_EQ(board.state(5), RoomState::kFailed);
+  board.erase(5);
+  EXPECT_FALSE(board.state(5).has_value());
+}
+
 TEST(RoomStatusBoardTest, FirstFailureReasonIsKept) {
   RoomStatusBoard board;
   board.open(2, now() + milliseconds(10000), FailureCause::kBootstrapTimeout, "x");

@@ -73,7 +73,7 @@ Status check_manager_config(const KvArgs& args, bool enable_mla_l1_5_cache,
 // constructed and started; a start that failed is shut down (what it began is stopped and
 // joined) and its error returned; a started manager's metrics join the process's
 // (MetricsRegistry::process()). A manager befriends ManagerCreation for its private
-// constructor, start(), shutdown() and metrics_registration_.
+// constructor, start() and shutdown(); metrics_registration_ is its RankManager's.
 class ManagerCreation {
  public:
   template <typename Manager, typename Config>
