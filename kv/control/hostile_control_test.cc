@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "engine/transfer_engine.h"
-#include "kv/control/hostile_control_fixture.h"
+#include "kv/testing/hostile_control_fixture.h"
 #include "kv/kv_sender.h"
 #include "kv/pipeline/status_note.h"
 

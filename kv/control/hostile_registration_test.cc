@@ -9,7 +9,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "kv/control/hostile_control_fixture.h"
+#include "kv/testing/hostile_control_fixture.h"
 #include "kv/kv_sender.h"
 
 // In kv::testing, whose helpers (room_pair.h) the tests use throughout.

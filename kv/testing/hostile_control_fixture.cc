@@ -1,4 +1,4 @@
-#include "kv/control/hostile_control_fixture.h"
+#include "kv/testing/hostile_control_fixture.h"
 
 #include <iterator>
 #include <string_view>
