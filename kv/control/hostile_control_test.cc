@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "engine/transfer_engine.h"
-#include "kv/testing/hostile_control_fixture.h"
 #include "kv/kv_sender.h"
 #include "kv/pipeline/status_note.h"
+#include "kv/testing/hostile_control_fixture.h"
 
 // In kv::testing, whose helpers (room_pair.h) the tests use throughout.
 namespace pdkv::kv::testing {

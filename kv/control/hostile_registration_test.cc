@@ -9,8 +9,8 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "kv/testing/hostile_control_fixture.h"
 #include "kv/kv_sender.h"
+#include "kv/testing/hostile_control_fixture.h"
 
 // In kv::testing, whose helpers (room_pair.h) the tests use throughout.
 namespace pdkv::kv::testing {
