@@ -18,6 +18,13 @@ std::shared_ptr<const RoomHandle> PrefillManager::open_room(uint64_t room) {
   std::optional<RoomFailure> aborted;
   {
     MutexLock lock(mu_);
+    // The room left the board since board_.open above: the timer failed it in between (a
+    // decode's pre-allocation had opened it longer than the bootstrap timeout ago). Its
+    // handle already shows that failure; a record made now would never be dropped.
+    if (!board_.state(room)) {
+      metadata_.close(room);
+      return handle;
+    }
     auto [it, created] = rooms_.try_emplace(room);
     PrefillRoom& r = it->second;
     if (!r.sender_open) {
