@@ -30,15 +30,6 @@ class ZmqControlChannel : public ControlChannel {
 
 }  // namespace
 
-ControlChannelFactory zmq_channel_factory(config::Settings settings) {
-  return [settings = std::move(settings)](
-             const std::string& host,
-             ChannelCallbacks callbacks) -> Result<std::unique_ptr<ControlChannel>> {
-    PDKV_ASSIGN_OR_RETURN(proto::EndpointOptions options, proto::EndpointOptions::from(settings));
-    return zmq_channel_factory(std::move(options))(host, std::move(callbacks));
-  };
-}
-
 ControlChannelFactory zmq_channel_factory(proto::EndpointOptions base) {
   return [base = std::move(base)](
              const std::string& host,

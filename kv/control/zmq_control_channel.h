@@ -2,17 +2,14 @@
 // PUSH sockets with bounded sends). Options come from PDKV_ZMQ_* (docs/CONFIG.md).
 #pragma once
 
-#include "common/config.h"
 #include "kv/control/control_channel.h"
 #include "proto/zmq_endpoint_options.h"
 
 namespace pdkv::kv {
 
-// Channels bind tcp://<host>:* and advertise that host. PDKV_ZMQ_* come from `settings`
-// if set there, else the environment. Fails creation with the options' InvalidArgument
-// if one is malformed.
-ControlChannelFactory zmq_channel_factory(config::Settings settings = config::Settings());
-// Channels with these options (read once by the caller; bind_host is set per channel).
+// Channels with these options (read once by the caller: ManagerFactory reads PDKV_ZMQ_*
+// and the cluster secret with the rest of a manager's settings); each binds
+// tcp://<host>:* and advertises that host (bind_host is set per channel).
 ControlChannelFactory zmq_channel_factory(proto::EndpointOptions options);
 
 }  // namespace pdkv::kv

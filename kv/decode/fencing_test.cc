@@ -11,8 +11,8 @@
 
 #include "common/mutex.h"
 #include "engine/transfer_engine.h"
-#include "kv/control/zmq_control_channel.h"
 #include "kv/kv_sender.h"
+#include "kv/testing/environment_channels.h"
 #include "kv/testing/room_pair.h"
 
 namespace pdkv::kv {
@@ -57,7 +57,7 @@ class FencingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(pair_.ok());
-    auto stale = zmq_channel_factory()(
+    auto stale = testing::zmq_channels_from_environment()(
         "127.0.0.1", ChannelCallbacks{[this](proto::Message m) { inbox_.push(std::move(m)); }, {}});
     ASSERT_TRUE(stale.ok()) << stale.status().to_string();
     stale_ = std::move(stale).value();

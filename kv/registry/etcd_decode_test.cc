@@ -6,12 +6,12 @@
 // registry takes only tcp:// control endpoints).
 #include <gtest/gtest.h>
 
-#include "kv/control/zmq_control_channel.h"
 #include "kv/kv_sender.h"
 #include "kv/registry/etcd_client.h"
 #include "kv/registry/etcd_route_directory.h"
 #include "kv/registry/etcd_route_keys.h"
 #include "kv/registry/testing/etcd_cluster.h"
+#include "kv/testing/environment_channels.h"
 #include "kv/testing/room_pair.h"
 #include "kv/testing/route_change_rooms.h"
 
@@ -64,7 +64,8 @@ class EtcdDecodeTest : public ::testing::Test {
     config.bootstrap_addr = kInstance;
     config.engine = testing::loopback_engine();
     config.options = slow_liveness();
-    auto m = Manager::create(std::move(config), zmq_channel_factory(), directory());
+    auto m =
+        Manager::create(std::move(config), testing::zmq_channels_from_environment(), directory());
     EXPECT_TRUE(m.ok()) << m.status().to_string();
     return m.ok() ? std::move(m).value() : nullptr;
   }

@@ -6,15 +6,16 @@
 #include <vector>
 #include <zmq_addon.hpp>
 
-#include "kv/control/zmq_control_channel.h"
 #include "kv/kv_sender.h"
+#include "kv/testing/environment_channels.h"
 #include "proto/codec.h"
 
 namespace pdkv::kv::testing {
 
 void HostileControlTest::SetUp() {
   ASSERT_TRUE(pair_.ok());
-  auto stranger = zmq_channel_factory()("127.0.0.1", ChannelCallbacks{[](proto::Message) {}, {}});
+  auto stranger =
+      zmq_channels_from_environment()("127.0.0.1", ChannelCallbacks{[](proto::Message) {}, {}});
   ASSERT_TRUE(stranger.ok()) << stranger.status().to_string();
   stranger_ = std::move(stranger).value();
 }

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kv/control/zmq_control_channel.h"
+#include "kv/testing/environment_channels.h"
 
 namespace pdkv::kv::testing {
 
@@ -12,7 +12,7 @@ ManagerMaker::ManagerMaker(std::string bootstrap_addr, Channels channels)
     bus_ = std::make_unique<InProcessBus>();
     channels_ = bus_->factory();
   } else {
-    channels_ = zmq_channel_factory();
+    channels_ = zmq_channels_from_environment();
   }
 }
 
