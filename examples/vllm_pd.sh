@@ -19,11 +19,11 @@ CORES=$(nproc)
 HALF=$((CORES / 2))
 
 VLLM_CPU_KVCACHE_SPACE=4 VLLM_CPU_OMP_THREADS_BIND="0-$((HALF - 1))" \
-vllm serve "$MODEL" --port 8100 --disable-hybrid-kv-cache-manager \
+vllm serve "$MODEL" --port 8100 \
   --kv-transfer-config '{"kv_connector": "PdkvConnector", "kv_connector_module_path": "pdkv.integrations.vllm", "kv_role": "kv_producer", "kv_connector_extra_config": {"bootstrap_addr": "127.0.0.1:8998", "layerwise": true}}' &
 
 VLLM_CPU_KVCACHE_SPACE=4 VLLM_CPU_OMP_THREADS_BIND="${HALF}-$((CORES - 1))" \
-vllm serve "$MODEL" --port 8200 --disable-hybrid-kv-cache-manager \
+vllm serve "$MODEL" --port 8200 \
   --kv-transfer-config '{"kv_connector": "PdkvConnector", "kv_connector_module_path": "pdkv.integrations.vllm", "kv_role": "kv_consumer", "kv_connector_extra_config": {"bootstrap_addr": "127.0.0.1:8998"}}' &
 
 python3 -m pdkv.integrations.vllm.proxy --port 8000 --serve-bootstrap "${BOOTSTRAP##*:}" \

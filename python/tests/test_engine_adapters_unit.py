@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 
 from pdkv.integrations.rooms import RoomTable, room_hash  # noqa: E402
 from pdkv.integrations.settings import TransferSettings  # noqa: E402
-from pdkv.integrations.vllm.layout import RankTopology, kv_args_from_caches  # noqa: E402
+from pdkv.integrations.vllm.kv_args import kv_args_from_caches  # noqa: E402
+from pdkv.integrations.vllm.layout import RankTopology  # noqa: E402
 
 
 def test_flash_attn_nhd_cache_maps_to_k_then_v_buffers():
@@ -60,10 +61,23 @@ def test_mla_cache_is_one_latent_buffer_per_layer():
     assert args.is_mla and args.layer_buffers == [[0]] and args.head_dim == 576
 
 
+def test_flashinfer_cache_is_k_and_v_buffers_with_a_block_stride():
+    # (num_blocks, 2, block_size, heads, dim): K and V of a block side by side
+    t = torch.zeros(10, 2, 16, 4, 8, dtype=torch.float16)
+    args, _ = kv_args_from_caches({"l0": t}, RankTopology(0, 2, 8, block_size=16))
+    half = 16 * 4 * 8 * 2
+    assert args.page_layout == "NHD" and args.kv_item_lens == [half, half]
+    assert args.kv_data_ptrs == [t.data_ptr(), t.data_ptr() + half]
+    assert args.kv_page_strides == [2 * half, 2 * half]
+    assert args.kv_data_lens == [9 * 2 * half + half] * 2
+    # HND: FlashInfer allocates (blocks, 2, heads, tokens, dim) and permutes it
+    t = torch.zeros(10, 2, 4, 16, 8, dtype=torch.float16).permute(0, 1, 3, 2, 4)
+    args, _ = kv_args_from_caches({"l0": t}, RankTopology(0, 2, 8, block_size=16))
+    assert args.page_layout == "HND" and args.kv_page_strides == [2 * half, 2 * half]
+
+
 def test_layouts_that_cannot_be_sliced_are_refused():
-    with pytest.raises(ValueError, match="interleaved"):
-        kv_args_from_caches({"l0": torch.zeros(10, 2, 16, 4, 8)}, RankTopology(0, 1, 4))
-    with pytest.raises(ValueError, match="one block layout"):
+    with pytest.raises(ValueError, match="block layout"):
         kv_args_from_caches({"a": torch.zeros(2, 4, 16, 4, 8),
                              "b": torch.zeros(2, 4, 4, 16, 8).permute(0, 1, 3, 2, 4)},
                             RankTopology(0, 1, 4))

@@ -7,21 +7,30 @@ Settings come from ``kv_connector_extra_config`` (see ``TransferSettings``):
 ``bootstrap_addr`` (required), ``backend``, ``layerwise``, ``local_ip``, and the timeouts
 ``bootstrap_timeout_s``, ``waiting_timeout_s``, ``heartbeat_interval_s``,
 ``heartbeat_max_failures``, ``metrics_port`` (a fixed port P is rank r's P + r),
-``verify_checksum``. KV caches must be host-memory tensors (vLLM's CPU backend).
+``verify_checksum``. KV caches may be host-memory or CUDA tensors.
+
+Hybrid models: the connector implements vLLM's ``SupportsHMA`` (its hybrid KV cache
+manager stays on): a request's blocks come per KV cache group and every group moves
+(groups.py says how). Layerwise streaming applies to single-group models; a hybrid
+model's prefill pushes each request whole when its prompt is done.
 """
 from __future__ import annotations
 
+import dataclasses
+import logging
 from typing import Any, Optional
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
-                                                                KVConnectorRole)
+                                                                KVConnectorRole, SupportsHMA)
 
 from pdkv.integrations.settings import TransferSettings
+from pdkv.integrations.vllm.groups import GroupLayout
 from pdkv.integrations.vllm.layout import RankTopology
 from pdkv.integrations.vllm.scheduler import SchedulerSide
 from pdkv.integrations.vllm.stats import PdkvConnectorStats
 from pdkv.integrations.vllm.worker import WorkerSide
 
+log = logging.getLogger("pdkv.vllm")
 _ROLES = {"kv_producer": "prefill", "kv_consumer": "decode"}
 
 
@@ -43,7 +52,21 @@ def _topology(vllm_config) -> RankTopology:
                         heads_first=_on_cpu_platform())
 
 
-class PdkvConnector(KVConnectorBase_V1):
+def _groups(vllm_config, kv_cache_config) -> GroupLayout:
+    block_size = vllm_config.cache_config.block_size
+    if kv_cache_config is None:
+        return GroupLayout.single(block_size)
+    return GroupLayout.from_kv_cache_config(
+        kv_cache_config, block_size,
+        getattr(vllm_config.cache_config, "mamba_cache_mode", None))
+
+
+def _tp_size(vllm_config):
+    parallel = getattr(vllm_config, "parallel_config", None)
+    return getattr(parallel, "tensor_parallel_size", None)
+
+
+class PdkvConnector(KVConnectorBase_V1, SupportsHMA):
     """Disaggregated prefill/decode over pdkv: the prefill pushes into the decode's blocks."""
 
     def __init__(self, vllm_config, role, kv_cache_config=None):
@@ -54,15 +77,22 @@ class PdkvConnector(KVConnectorBase_V1):
             raise ValueError(f"PdkvConnector needs kv_role kv_producer (prefill) or "
                              f"kv_consumer (decode), got {ktc.kv_role!r}")
         self._settings = TransferSettings.from_mapping(ktc.kv_connector_extra_config or {})
+        groups = _groups(vllm_config, kv_cache_config)
+        if groups.hybrid and self._settings.layerwise:
+            log.warning("pdkv: layerwise streaming applies to single-group models; this "
+                        "model's %d KV cache groups are pushed whole per request",
+                        len(groups.groups))
+            self._settings = dataclasses.replace(self._settings, layerwise=False)
         self._scheduler: Optional[SchedulerSide] = None
         self._worker: Optional[WorkerSide] = None
         if role == KVConnectorRole.SCHEDULER:
             self._scheduler = SchedulerSide(vllm_config.cache_config.block_size,
                                             self._settings.bootstrap_addr, str(ktc.engine_id),
                                             self._settings.layerwise, mode == "prefill",
-                                            mode == "decode")
+                                            mode == "decode", groups, _tp_size(vllm_config))
         else:
-            self._worker = WorkerSide(self._settings, mode, lambda: _topology(vllm_config))
+            self._worker = WorkerSide(self._settings, mode, lambda: _topology(vllm_config),
+                                      groups)
 
     def _sched(self) -> SchedulerSide:
         if self._scheduler is None:
@@ -89,6 +119,14 @@ class PdkvConnector(KVConnectorBase_V1):
 
     def request_finished(self, request, block_ids) -> tuple[bool, Optional[dict[str, Any]]]:
         return self._sched().request_finished(request, block_ids)
+
+    def request_finished_all_groups(self, request, block_ids: tuple[list[int], ...]) -> \
+            tuple[bool, Optional[dict[str, Any]]]:
+        """vLLM's hybrid KV cache manager: the request's blocks per KV cache group."""
+        return self._sched().request_finished(request, block_ids)
+
+    def on_new_request(self, request) -> None:
+        self._sched().on_new_request(request)
 
     def has_pending_push_work(self) -> bool:
         # Push model: the whole-prompt chunk goes out and finished_sending comes back on

@@ -1,37 +1,36 @@
-"""vLLM's per-layer KV cache tensors -> ``pdkv.KVArgs``.
+"""vLLM's per-layer KV cache tensors: their geometry as pdkv buffers.
 
-vLLM hands ``register_kv_caches`` one tensor per attention layer, allocated by the
-attention backend. The layouts understood here (block = vLLM's page):
+vLLM hands ``register_kv_caches`` one value per layer, allocated by the attention
+backend (block = vLLM's page). The layouts understood here:
 
 - ``(2, num_blocks, block_size, heads, head_dim)``, K then V (FlashAttention and most
   backends). Its strides say the layout inside a block: token-major is pdkv's "NHD";
   vLLM's HND cache layout (``VLLM_KV_CACHE_LAYOUT=HND``) allocates
   ``(2, num_blocks, heads, block_size, head_dim)`` and permutes it to the same logical
   shape, which is pdkv's "HND".
+- ``(num_blocks, 2, block_size, heads, head_dim)``: FlashInfer keeps K and V inside one
+  block. K and V are then two pdkv buffers whose pages are a K (or V) half each, spaced
+  by the whole block (``kv_page_strides``): the planner reads the strided pieces in
+  place, head-sliced between TP sizes like any other page, no copy into a temporary.
+  NHD and HND alike (HND permutes dims 2 and 3 physically, as above).
 - ``(2, num_blocks, heads, block_size, head_dim)`` as the *logical* shape: vLLM's CPU
   backend (CPU_ATTN, ``get_kv_cache_shape``) allocates it so, unpermuted; a K or V half
   is then pdkv's "HND". Which of dims 2 and 3 holds the tokens is read from the
   configured block size and this rank's KV head count; when both are equal (e.g. 16
   heads, block 16) the platform decides (``heads_first`` hint: vLLM on CPU).
 - ``(num_blocks, block_size, latent_dim)``: MLA, one latent buffer per layer.
+- a list of tensors ``(num_blocks, *state_shape)``: a Mamba / linear-attention layer's
+  states (conv, temporal), views of one raw per-layer allocation whose block i is at
+  ``base + i * page``; the whole page is one pdkv state slot.
 
 Every tensor must be in host memory (``device.type == "cpu"``) or on one CUDA device
-(``"cuda"``), all of a worker's in the same place; the KVArgs say which (memory_kind,
-gpu_id), and pdkv's registration checks it (``pdkv.integrations.memory``). A meta or other
-device's tensor is refused with a ValueError.
-
-Each K and V half becomes one pdkv buffer whose page i starts at ``ptr + i * page_bytes``,
-so a block must be contiguous and blocks evenly spaced. Layouts interleaving K and V
-inside a block (FlashInfer's ``(num_blocks, 2, ...)``) are refused with a ValueError: a
-head slice for heterogeneous TP cannot be cut from them.
+(``"cuda"``), all of a worker's in the same place (``pdkv.integrations.memory``).
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Optional
+from typing import Optional
 
-import pdkv
-from pdkv.integrations.memory import caches_memory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,16 +51,27 @@ class RankTopology:
         return max(1, self.total_kv_heads // self.tp_size)
 
 
-def _buffer(t, what: str) -> tuple[int, int, int]:
-    """(ptr, total bytes, bytes per block) of a tensor whose dim 0 is the block index."""
+@dataclasses.dataclass(frozen=True)
+class Buffer:
+    """One pdkv buffer: page i of ``item`` bytes starts at ``ptr + i * stride``."""
+
+    ptr: int
+    length: int
+    item: int
+    stride: int
+
+
+def _buffer(t, what: str) -> Buffer:
+    """A tensor whose dim 0 is the block index, each block contiguous."""
     block_elems = 1
     for size in t.shape[1:]:
         block_elems *= size
-    if t.stride(0) != block_elems:
-        raise ValueError(f"{what}: blocks must be contiguous and evenly spaced "
-                         f"(stride {t.stride(0)} elements, block of {block_elems})")
-    item = block_elems * t.element_size()
-    return t.data_ptr(), t.shape[0] * item, item
+    es = t.element_size()
+    if t.stride(0) < block_elems:
+        raise ValueError(f"{what}: blocks overlap (stride {t.stride(0)} elements, block of "
+                         f"{block_elems})")
+    item, stride = block_elems * es, t.stride(0) * es
+    return Buffer(t.data_ptr(), (t.shape[0] - 1) * stride + item, item, stride)
 
 
 def _inner_layout(t, what: str) -> str:
@@ -75,81 +85,91 @@ def _inner_layout(t, what: str) -> str:
     raise ValueError(f"{what}: a block is neither NHD nor HND (strides {tuple(t.stride())})")
 
 
+def _kv_first(t) -> bool:
+    """(2, blocks, ...) rather than FlashInfer's (blocks, 2, ...): the K/V dimension is
+    the outer one. Read from the strides, so a cache of 2 blocks is not mistaken."""
+    if t.shape[0] == 2 and t.shape[1] != 2:
+        return True
+    if t.shape[1] == 2 and t.shape[0] != 2:
+        return False
+    return t.stride(0) > t.stride(1)
+
+
 def _halves(t, name: str, topo: RankTopology):
     """K and V of a 5-D cache as (num_blocks, block_size, heads, head_dim) views."""
-    k, v = t[0], t[1]
+    k, v = (t[0], t[1]) if _kv_first(t) else (t[:, 0], t[:, 1])
     if topo.block_size is None:
         return k, v
     bs, heads = topo.block_size, topo.local_kv_heads
-    x, y = t.shape[2], t.shape[3]
+    x, y = k.shape[1], k.shape[2]
     tokens_first, heads_first = (x, y) == (bs, heads), (x, y) == (heads, bs)
     if tokens_first and heads_first:
         tokens_first = not topo.heads_first
     elif not tokens_first and not heads_first:
-        raise ValueError(f"{name}: dims 2 and 3 of {tuple(t.shape)} are not block_size {bs} "
+        raise ValueError(f"{name}: dims of {tuple(t.shape)} are not block_size {bs} "
                          f"and {heads} local KV heads (in either order)")
     if tokens_first:
         return k, v
     return k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)
 
 
-def kv_args_from_caches(kv_caches: Mapping[str, object], topo: RankTopology) -> \
-        tuple[pdkv.KVArgs, list[str]]:
-    """KVArgs of one worker's caches and the layer names in buffer order.
+@dataclasses.dataclass(frozen=True)
+class AttentionLayer:
+    """One attention layer's buffers and the geometry every layer must share."""
 
-    Layers sharing one tensor (vLLM's cross-layer KV sharing) are registered once."""
-    if not kv_caches:
-        raise ValueError("register_kv_caches got no KV cache tensors")
-    kind, gpu = caches_memory(kv_caches.items())
-    seen: set[int] = set()
-    names, halves, latents = [], [], []
-    layout = None
-    geometry = None
-    for name, t in kv_caches.items():
-        if t.data_ptr() in seen:
-            continue
-        seen.add(t.data_ptr())
-        names.append(name)
-        if t.dim() == 3:
-            latents.append(_buffer(t, name))
-            g = ("mla", t.shape[1], t.shape[2], t.element_size())
-        elif t.dim() == 5 and t.shape[0] == 2:
-            k, v = _halves(t, name, topo)
-            inner = _inner_layout(k, name)
-            if _inner_layout(v, name) != inner or (layout and inner != layout):
-                raise ValueError(f"{name}: every layer must use one block layout")
-            layout = inner
-            halves.append((_buffer(k, name + " K"), _buffer(v, name + " V")))
-            g = ("mha", k.shape[1], k.shape[2], k.shape[3], t.element_size())
-        elif t.dim() == 5 and t.shape[1] == 2:
-            raise ValueError(f"{name}: K and V interleaved inside a block (num_blocks, 2, "
-                             "...) is not supported; use a backend with (2, num_blocks, ...) "
-                             "caches, e.g. FLASH_ATTN")
-        else:
-            raise ValueError(f"{name}: unsupported KV cache shape {tuple(t.shape)}")
-        if geometry and g != geometry:
-            raise ValueError(f"{name}: layers differ in shape or dtype ({g} vs {geometry})")
-        geometry = g
-    if latents and halves:
-        raise ValueError("a mix of MLA and K/V layers is not supported")
-    if latents:
-        _, block_size, latent, es = geometry
-        return pdkv.KVArgs(
-            engine_rank=topo.tp_rank, tp_size=topo.tp_size, page_size=block_size,
-            kv_data_ptrs=[b[0] for b in latents], kv_data_lens=[b[1] for b in latents],
-            kv_item_lens=[b[2] for b in latents],
-            layer_buffers=[[i] for i in range(len(latents))],
-            kv_head_num=1, total_kv_head_num=1, head_dim=latent, dtype_bytes=es,
-            page_layout="NHD", is_mla=True, memory_kind=kind, gpu_id=gpu), names
-    _, block_size, heads, head_dim, es = geometry
-    if heads * topo.tp_size < topo.total_kv_heads:
-        raise ValueError(f"{heads} local KV heads x TP {topo.tp_size} do not cover the "
-                         f"model's {topo.total_kv_heads}")
-    bufs = [k for k, _ in halves] + [v for _, v in halves]
-    n = len(halves)
-    return pdkv.KVArgs(
-        engine_rank=topo.tp_rank, tp_size=topo.tp_size, page_size=block_size,
-        kv_data_ptrs=[b[0] for b in bufs], kv_data_lens=[b[1] for b in bufs],
-        kv_item_lens=[b[2] for b in bufs], layer_buffers=[[i, n + i] for i in range(n)],
-        kv_head_num=heads, total_kv_head_num=topo.total_kv_heads, head_dim=head_dim,
-        dtype_bytes=es, page_layout=layout, memory_kind=kind, gpu_id=gpu), names
+    buffers: tuple[Buffer, ...]  # (K, V), or (latent,) for MLA
+    geometry: tuple  # ("mha", block_size, heads, head_dim, dtype bytes) or ("mla", ...)
+    layout: str  # "NHD" or "HND"
+
+
+def attention_layer(t, name: str, topo: RankTopology) -> AttentionLayer:
+    if t.dim() == 3:
+        return AttentionLayer((_buffer(t, name),),
+                              ("mla", t.shape[1], t.shape[2], t.element_size()), "NHD")
+    if t.dim() == 5 and 2 in (t.shape[0], t.shape[1]):
+        k, v = _halves(t, name, topo)
+        inner = _inner_layout(k, name)
+        if _inner_layout(v, name) != inner:
+            raise ValueError(f"{name}: K and V halves use different block layouts")
+        return AttentionLayer((_buffer(k, name + " K"), _buffer(v, name + " V")),
+                              ("mha", k.shape[1], k.shape[2], k.shape[3], t.element_size()),
+                              inner)
+    raise ValueError(f"{name}: unsupported KV cache shape {tuple(t.shape)}")
+
+
+def _block_bytes(t) -> int:
+    n = 1
+    for size in t.shape[1:]:
+        n *= size
+    return n * t.element_size()
+
+
+def _block_contiguous(t) -> bool:
+    """One block of `t` is dense and row-major (read from shape and strides, so a
+    tensor-like cache such as a device array's view works too)."""
+    expected = 1
+    for size, stride in reversed(list(zip(t.shape[1:], t.stride()[1:]))):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def state_page(tensors, name: str) -> Buffer:
+    """One Mamba layer's states (views of one raw allocation, block i at base + i * page)
+    as one buffer whose slot is the whole page."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError(f"{name}: a state layer with no state tensors")
+    blocks = {t.shape[0] for t in tensors}
+    strides = {t.stride(0) * t.element_size() for t in tensors}
+    if len(blocks) != 1 or len(strides) != 1:
+        raise ValueError(f"{name}: state tensors differ in block count or block stride "
+                         f"({sorted(blocks)}, {sorted(strides)} bytes)")
+    page, count = strides.pop(), blocks.pop()
+    base = min(t.data_ptr() for t in tensors)
+    for t in tensors:
+        if not _block_contiguous(t) or t.data_ptr() - base + _block_bytes(t) > page:
+            raise ValueError(f"{name}: state tensor of shape {tuple(t.shape)} is not "
+                             f"inside its {page}-byte block page")
+    return Buffer(base, count * page, page, page)

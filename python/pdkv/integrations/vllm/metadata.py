@@ -3,6 +3,7 @@ processes by vLLM, so plain data only)."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorMetadata
 
@@ -19,6 +20,8 @@ class SendChunk:
     open: bool = False
     layerwise: bool = False  # True: this step's forward writes these pages layer by layer
     abort: bool = False  # the request ended without a transfer: fail the room
+    # hybrid models, on the last chunk: each pdkv state group's index list (groups.py)
+    state_lists: Optional[list[list[int]]] = None
 
 
 @dataclasses.dataclass
@@ -34,6 +37,8 @@ class RecvRequest:
     # abort of a load in flight: vLLM holds the blocks until the worker reports the
     # request in finished_sending (the room has ended, nothing more will land)
     hold_blocks: bool = False
+    # hybrid models: each pdkv state group's destination list (groups.py)
+    state_lists: Optional[list[list[int]]] = None
 
 
 @dataclasses.dataclass

@@ -34,19 +34,10 @@ from typing import Any, Optional
 
 from pdkv.integrations.rooms import RoomTable, room_hash
 from pdkv.integrations.vllm import params as P
+from pdkv.integrations.vllm.groups import GroupLayout, truncate_prompt
 from pdkv.integrations.vllm.metadata import PdkvConnectorMetadata, RecvRequest, SendChunk
 
 log = logging.getLogger("pdkv.vllm")
-
-
-def _first_group(block_ids) -> list[int]:
-    """Block ids of the (only) KV cache group, from a list or a tuple of per-group lists."""
-    if block_ids and isinstance(block_ids[0], (list, tuple)):
-        if len(block_ids) != 1:
-            raise ValueError("pdkv's connector supports one KV cache group "
-                             "(start vLLM with --disable-hybrid-kv-cache-manager)")
-        return list(block_ids[0])
-    return list(block_ids or [])
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -57,8 +48,9 @@ def _cdiv(a: int, b: int) -> int:
 class _Sending:
     request: Any
     room: Optional[int]  # None: failed at a preemption, a fresh one opens on resume
-    blocks: list[int]
+    blocks: list[int]  # the primary group's
     num_blocks_total: int
+    per_group: tuple = ()  # every group's blocks (hybrid models), for the state lists
     blocks_sent: int = 0
     # vLLM freed the blocks (preempted) and has not allocated new ones yet
     preempted: bool = False
@@ -67,7 +59,11 @@ class _Sending:
 
 class SchedulerSide:
     def __init__(self, block_size: int, bootstrap_addr: str, instance_id: str,
-                 layerwise: bool, is_producer: bool, is_consumer: bool):
+                 layerwise: bool, is_producer: bool, is_consumer: bool,
+                 groups: Optional[GroupLayout] = None, tp_size: Optional[int] = None):
+        self._groups = groups or GroupLayout.single(block_size)
+        self._tp_size = tp_size
+        block_size = self._groups.groups[self._groups.primary].block_size
         self._block_size = block_size
         self._bootstrap_addr = bootstrap_addr
         self._layerwise = layerwise
@@ -84,24 +80,52 @@ class SchedulerSide:
     # --- both roles -------------------------------------------------------------------
     def get_num_new_matched_tokens(self, request, num_computed_tokens: int):
         params = request.kv_transfer_params or {}
-        if self._is_consumer and params.get(P.DO_REMOTE_PREFILL):
-            count = request.num_prompt_tokens - num_computed_tokens
+        if self._is_consumer and params.get(P.DO_REMOTE_PREFILL) and self._can_load(params):
+            count = self._remote_tokens(request, params) - num_computed_tokens
             if count > 0:
                 return count, True
         return 0, False
+
+    def on_new_request(self, request) -> None:
+        """Prefill of a model with a Mamba group: the prompt loses its last token (the
+        decode recomputes it from the state after N-1 tokens; groups.py)."""
+        params = request.kv_transfer_params or {}
+        if self._is_producer and params.get(P.DO_REMOTE_DECODE) and self._groups.has_mamba:
+            truncate_prompt(request)
+
+    def _remote_tokens(self, request, params: dict) -> int:
+        """Prompt tokens whose KV comes from the prefill: what it says it computed, else
+        what a prefill of this model computes."""
+        tokens = params.get(P.NUM_TOKENS)
+        if isinstance(tokens, int) and 0 < tokens <= request.num_prompt_tokens:
+            return tokens
+        return self._groups.remote_token_count(request.num_prompt_tokens)
+
+    def _can_load(self, params: dict) -> bool:
+        """False (the decode computes the prompt itself) where the prefill's state could
+        not land right: Mamba state between different TP sizes (its slots are not cut
+        by heads)."""
+        peer_tp = params.get(P.TP_SIZE)
+        if self._groups.has_mamba and self._tp_size and isinstance(peer_tp, int) and \
+                peer_tp != self._tp_size:
+            log.warning("pdkv: prefill TP %d != decode TP %d with Mamba state: computing "
+                        "the prompt locally", peer_tp, self._tp_size)
+            return False
+        return True
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens: int) -> None:
         params = request.kv_transfer_params or {}
         if self._is_consumer and params.get(P.DO_REMOTE_PREFILL):
             self._start_receiving(request, params, blocks, num_external_tokens)
         elif self._is_producer and params.get(P.DO_REMOTE_DECODE):
+            primary, per_group = self._groups.split(blocks.get_block_ids())
             state = self._sending.get(request.request_id)
             if state is not None:
-                self._resume(state, _first_group(blocks.get_block_ids()))
+                self._resume(state, primary, per_group)
                 return
             room = self._rooms.assign(request.request_id, params.get(P.ROOM))
-            state = _Sending(request, room, _first_group(blocks.get_block_ids()),
-                             _cdiv(request.num_prompt_tokens, self._block_size))
+            state = _Sending(request, room, primary,
+                             _cdiv(request.num_prompt_tokens, self._block_size), per_group)
             self._sending[request.request_id] = state
             self._meta.sends.append(SendChunk(request.request_id, room, [],
                                               state.num_blocks_total, open=True))
@@ -136,6 +160,8 @@ class SchedulerSide:
             self._held.discard(req_id)
 
     def request_finished(self, request, block_ids) -> tuple[bool, Optional[dict]]:
+        """Both of vLLM's hooks: request_finished (one group, a flat list) and, with its
+        hybrid KV cache manager, request_finished_all_groups (a list per group)."""
         params = request.kv_transfer_params or {}
         req_id = request.request_id
         if self._is_consumer and params.get(P.DO_REMOTE_PREFILL):
@@ -167,17 +193,27 @@ class SchedulerSide:
             self._drop_room(req_id, state)
             del self._sending[req_id]
             return False, None
-        blocks = _first_group(block_ids) or state.blocks
+        primary, per_group = self._groups.split(block_ids) if block_ids else ([], ())
+        blocks = primary or state.blocks
+        per_group = per_group if primary else state.per_group
         if len(blocks) < state.num_blocks_total:
             raise ValueError(f"request {req_id}: {len(blocks)} blocks for "
                              f"{state.num_blocks_total} prompt pages")
         rest = blocks[state.blocks_sent:state.num_blocks_total]
-        if rest:
-            self._meta.sends.append(SendChunk(req_id, state.room, rest, state.num_blocks_total))
+        state_lists = None
+        if self._groups.hybrid:
+            # vLLM has just put its null block where sliding-window blocks were freed
+            state_lists = self._groups.state_lists(per_group, request.num_prompt_tokens)
+        if rest or state_lists is not None:
+            self._meta.sends.append(SendChunk(req_id, state.room, rest, state.num_blocks_total,
+                                              state_lists=state_lists))
             state.blocks_sent = state.num_blocks_total
-        return True, {P.DO_REMOTE_PREFILL: True, P.DO_REMOTE_DECODE: False,
-                      P.ROOM: state.room, P.BOOTSTRAP_ADDR: self._bootstrap_addr,
-                      P.NUM_BLOCKS: state.num_blocks_total}
+        out = {P.DO_REMOTE_PREFILL: True, P.DO_REMOTE_DECODE: False,
+               P.ROOM: state.room, P.BOOTSTRAP_ADDR: self._bootstrap_addr,
+               P.NUM_BLOCKS: state.num_blocks_total, P.NUM_TOKENS: request.num_prompt_tokens}
+        if self._tp_size:
+            out[P.TP_SIZE] = self._tp_size
+        return True, out
 
     # --- helpers ----------------------------------------------------------------------
     def _preempt(self, req_id: str) -> None:
@@ -187,6 +223,7 @@ class SchedulerSide:
             return
         state.preempted = True
         state.blocks = []
+        state.per_group = ()
         if state.blocks_sent:
             # pdkv holds pages read from the freed blocks: fail the room so none of
             # them is written anywhere; the resume opens a fresh room.
@@ -194,12 +231,13 @@ class SchedulerSide:
             state.blocks_sent = 0
             state.restarts += 1
 
-    def _resume(self, state: _Sending, blocks: list[int]) -> None:
+    def _resume(self, state: _Sending, blocks: list[int], per_group: tuple) -> None:
         """The preempted request is scheduled again, with these (new) blocks."""
         req_id = state.request.request_id
         self._preempt(req_id)  # a no-op when preempted_req_ids reported it already
         state.preempted = False
         state.blocks = list(blocks)
+        state.per_group = per_group
         if state.room is None:
             state.room = self._fresh_room(req_id, state.restarts)
             self._meta.sends.append(SendChunk(req_id, state.room, [], state.num_blocks_total,
@@ -232,18 +270,23 @@ class SchedulerSide:
             # Everything is cached here already: release the prefill's blocks.
             self._meta.recvs.append(RecvRequest(request.request_id, room, addr, [], abort=True))
             return
-        local_tokens = request.num_prompt_tokens - num_external_tokens
+        remote_tokens = self._remote_tokens(request, params)
+        local_tokens = remote_tokens - num_external_tokens
         if local_tokens % self._block_size:
             raise ValueError(f"request {request.request_id}: local prefix of {local_tokens} "
                              f"tokens is not a multiple of the block size {self._block_size}")
-        all_blocks = _first_group(blocks.get_block_ids())
+        all_blocks, per_group = self._groups.split(blocks.get_block_ids())
         first = local_tokens // self._block_size
-        last = _cdiv(request.num_prompt_tokens, self._block_size)
+        last = _cdiv(remote_tokens, self._block_size)
         if len(all_blocks) < last:
             raise ValueError(f"request {request.request_id}: {len(all_blocks)} blocks "
                              f"allocated for {last} prompt pages")
+        state_lists = None
+        if self._groups.hybrid:
+            state_lists = self._groups.state_lists(per_group, remote_tokens, local_tokens)
         self._meta.recvs.append(RecvRequest(request.request_id, room, addr,
-                                            all_blocks[first:last], local_tokens))
+                                            all_blocks[first:last], local_tokens,
+                                            state_lists=state_lists))
         self._loading[request.request_id] = (room, addr)
 
     def _plan_layerwise_chunks(self, so) -> None:
@@ -251,12 +294,12 @@ class SchedulerSide:
         scheduled = getattr(so, "num_scheduled_tokens", {}) or {}
         new_blocks: dict[str, list[int]] = {}
         for new in getattr(so, "scheduled_new_reqs", ()) or ():
-            new_blocks[new.req_id] = _first_group(new.block_ids)
+            new_blocks[new.req_id] = self._groups.split(new.block_ids)[0]
         cached = getattr(so, "scheduled_cached_reqs", None)
         if cached is not None:
             for req_id, ids in zip(cached.req_ids, cached.new_block_ids):
                 if ids is not None:
-                    new_blocks[req_id] = new_blocks.get(req_id, []) + _first_group(ids)
+                    new_blocks[req_id] = new_blocks.get(req_id, []) + self._groups.split(ids)[0]
         for req_id, state in self._sending.items():
             if req_id not in scheduled or state.room is None or state.preempted:
                 continue

@@ -29,9 +29,10 @@ from typing import Optional
 
 import pdkv
 from pdkv.integrations import cuda_sync
-from pdkv.integrations.memory import caches_memory
 from pdkv.integrations.settings import TransferSettings, make_kv_manager
-from pdkv.integrations.vllm.layout import RankTopology, kv_args_from_caches
+from pdkv.integrations.memory import caches_memory
+from pdkv.integrations.vllm.kv_args import flat_caches, kv_args_from_caches
+from pdkv.integrations.vllm.layout import RankTopology
 from pdkv.integrations.vllm.metadata import PdkvConnectorMetadata
 from pdkv.integrations.vllm.stats import CounterDelta, PdkvConnectorStats
 
@@ -40,8 +41,9 @@ _TERMINAL = (pdkv.KVPoll.Success, pdkv.KVPoll.Failed)
 
 
 class WorkerSide:
-    def __init__(self, settings: TransferSettings, mode: str, topology_fn):
+    def __init__(self, settings: TransferSettings, mode: str, topology_fn, groups=None):
         self._settings = settings
+        self._groups = groups  # GroupLayout (None: one full-attention group)
         self._mode = mode  # "prefill" or "decode"
         self._topology_fn = topology_fn  # -> RankTopology, read when caches register
         self.mgr: Optional[pdkv.KVManager] = None
@@ -58,8 +60,8 @@ class WorkerSide:
 
     def register_kv_caches(self, kv_caches) -> None:
         topology = self._topology_fn()
-        args, self.layer_names = kv_args_from_caches(kv_caches, topology)
-        kind, device = caches_memory(kv_caches.items())
+        args, self.layer_names = kv_args_from_caches(kv_caches, topology, self._groups)
+        kind, device = caches_memory(flat_caches(kv_caches))
         self._cuda_device = device if kind == "cuda" else None
         # One /metrics endpoint per process: TP ranks on one host take metrics_port + rank.
         self.mgr = make_kv_manager(args, self._mode, self._settings,
@@ -104,12 +106,13 @@ class WorkerSide:
                 # fail the room and forget it; it is not reported as finished sending.
                 sender.abort()
                 del self._senders[chunk.req_id]
-            elif chunk.blocks:
+            elif chunk.blocks or chunk.state_lists is not None:
                 layerwise = None if (chunk.layerwise and self._settings.layerwise) else False
                 # Complete pages: pdkv's copies wait for the model's stream on the device.
                 # Layerwise ones are read as save_kv_layer marks layers (host-synchronised).
                 stream = self._model_stream() if layerwise is False else None
-                sender.send(chunk.blocks, layerwise=layerwise, stream=stream)
+                sender.send(chunk.blocks, state_indices=chunk.state_lists, layerwise=layerwise,
+                            stream=stream)
 
     def _start_receives(self, meta: PdkvConnectorMetadata) -> None:
         for req in meta.recvs:
@@ -121,7 +124,8 @@ class WorkerSide:
             if req.abort:
                 receiver.abort()
             else:
-                receiver.send_metadata(req.blocks, decode_prefix_len=req.prefix_tokens or None)
+                receiver.send_metadata(req.blocks, state_indices=req.state_lists,
+                                       decode_prefix_len=req.prefix_tokens or None)
             # An abort-only receiver (nothing to load) is not reported back: vLLM is not
             # waiting for it.
             if not req.abort:

@@ -28,6 +28,12 @@ class KVTransferConfig:
 @dataclasses.dataclass
 class CacheConfig:
     block_size: int = 16
+    mamba_cache_mode: str = "none"
+
+
+@dataclasses.dataclass
+class ParallelConfig:
+    tensor_parallel_size: int = 1
 
 
 @dataclasses.dataclass
@@ -44,3 +50,4 @@ class VllmConfig:
     kv_transfer_config: Optional[KVTransferConfig] = None
     cache_config: CacheConfig = dataclasses.field(default_factory=CacheConfig)
     model_config: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    parallel_config: ParallelConfig = dataclasses.field(default_factory=ParallelConfig)

@@ -27,7 +27,11 @@ class Request:
                  kv_transfer_params: Optional[dict[str, Any]] = None):
         self.request_id = request_id
         self.prompt_token_ids = list(prompt_token_ids)
+        self.prompt_embeds = None
+        # upstream: prompt and output tokens (a ConstantList view for readers)
+        self._all_token_ids = list(self.prompt_token_ids)
         self.num_prompt_tokens = len(self.prompt_token_ids)
+        self.max_tokens = 16
         self.num_computed_tokens = 0
         self.kv_transfer_params = kv_transfer_params
         self.status = RequestStatus.WAITING

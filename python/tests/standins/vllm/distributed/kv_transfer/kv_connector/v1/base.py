@@ -3,7 +3,9 @@ interface only (signatures from upstream_signatures.json), no behaviour beyond w
 base class itself implements: the metadata binding, requires_kv_delivery (the producer
 role) and KVConnectorTransferResults, the result of get_transfer_results, which newer
 model runners call instead of get_finished (its fields as the model-runner mixin reads
-them)."""
+them). SupportsHMA marks a connector that takes a request's blocks per KV cache group:
+vLLM's scheduler then calls request_finished_all_groups (a list per group) instead of
+request_finished, and keeps its hybrid KV cache manager on."""
 import dataclasses
 import enum
 from abc import ABC, abstractmethod
@@ -17,6 +19,18 @@ class KVConnectorRole(enum.Enum):
 
 class KVConnectorMetadata(ABC):  # noqa: B024
     pass
+
+
+class SupportsHMA(ABC):
+    @abstractmethod
+    def request_finished_all_groups(self, request, block_ids: tuple[list[int], ...]):
+        raise NotImplementedError
+
+
+def supports_hma(connector) -> bool:
+    if isinstance(connector, type):
+        return issubclass(connector, SupportsHMA)
+    return isinstance(connector, SupportsHMA)
 
 
 @dataclasses.dataclass
@@ -100,6 +114,9 @@ class KVConnectorBase_V1(ABC):
     @abstractmethod
     def build_connector_meta(self, scheduler_output) -> KVConnectorMetadata: ...
 
+    def on_new_request(self, request) -> None:
+        return
+
     def update_connector_output(self, connector_output):
         return
 
@@ -108,6 +125,12 @@ class KVConnectorBase_V1(ABC):
 
     def has_pending_push_work(self) -> bool:
         return False
+
+    @classmethod
+    def get_required_kvcache_layout(cls, vllm_config):
+        if cls is KVConnectorBase_V1:
+            raise TypeError("get_required_kvcache_layout called on the abstract base class")
+        return None
 
     @classmethod
     def requires_piecewise_for_cudagraph(cls, extra_config: dict) -> bool:
