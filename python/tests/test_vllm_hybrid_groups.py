@@ -2,19 +2,23 @@
 KV cache group of a request moves (full attention, sliding window, Mamba state, an
 MLA model's indexer cache), in vLLM's block-major hybrid layout and FlashInfer's, with
 the decode at another TP size where the family allows it. Every byte of every group and
-state slot that should land is checked on every decode rank."""
+state slot that should land is checked on every decode rank, in host memory and on
+pdkv's fake CUDA device."""
 import pytest
 
 torch = pytest.importorskip("torch")  # imported once here; the forked ranks inherit it
 from engine_replay import Ranks  # noqa: E402
+from fake_cuda_array import fake_cuda_env  # noqa: E402
 from vllm_hybrid_replay import decode_main, prefill_main  # noqa: E402
 
 REQUESTS = [("req-a", 23, 1), ("req-b", 9, 2)]
 
 
-def _run(family: str, p_tp: int, d_tp: int, heads: int = 4, block_size: int = 4):
+def _run(family: str, p_tp: int, d_tp: int, heads: int = 4, block_size: int = 4,
+         device: bool = False):
     with Ranks() as ranks:
-        base = dict(family=family, heads=heads, block_size=block_size)
+        base = dict(family=family, heads=heads, block_size=block_size, device=device,
+                    env=dict(fake_cuda_env(), PDKV_VERIFY_CHECKSUM="1") if device else None)
         for r in range(p_tp):
             ranks.start(f"p{r}", prefill_main, dict(base, rank=r, tp=p_tp,
                                                    requests=REQUESTS))
@@ -64,3 +68,8 @@ def test_flashinfer_layout_tp1_to_tp2_head_sliced():
 
 def test_mla_with_indexer_cache_tp1_to_tp2():
     _run("mla_indexer", 1, 2, heads=1)
+
+
+@pytest.mark.parametrize("family,d_tp", [("swa", 2), ("mamba", 1), ("flashinfer", 2)])
+def test_device_caches(family, d_tp):
+    _run(family, 1, d_tp, device=True)

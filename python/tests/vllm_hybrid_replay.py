@@ -44,14 +44,40 @@ def _connectors(torch, cfg, role: str, engine_id: str, heads: int):
             cls(config, KVConnectorRole.WORKER, kcc))
 
 
+def _on_device(cfg, caches):
+    """With cfg["device"]: the caches as CUDA tensors over fake device memory (one mirror
+    per allocation, every layer's view of it a FakeCudaTensor into the same device
+    bytes), and the mirrors; else the caches as they are and no mirrors. The replay
+    uploads the model's writes before the push and downloads what landed before checking."""
+    if not cfg.get("device"):
+        return caches, []
+    from fake_cuda_tensor import DeviceMirror, FakeCudaTensor
+
+    from pdkv.integrations import cuda_sync
+    cuda_sync.current_stream = lambda device: None  # the replay uploads before each push
+    cuda_sync.synchronize_current_stream = lambda device: None
+    mirrors, out = {}, {}
+
+    def device_view(t):
+        key = t.storage().data_ptr()
+        if key not in mirrors:
+            mirrors[key] = DeviceMirror(t, cfg["rank"] % 2)
+        return FakeCudaTensor(t, mirrors[key])
+    for name, value in caches.items():
+        out[name] = [device_view(t) for t in value] if isinstance(value, list) else \
+            device_view(value)
+    return out, list(mirrors.values())
+
+
 def _rank(torch, cfg, role, engine_id):
     first, n = heads_of(cfg["rank"], cfg["tp"], cfg["heads"])
     if cfg["family"] == "mla_indexer":
         first, n = 0, 1
     sched, worker = _connectors(torch, cfg, role, engine_id, n)
     caches = make_caches(torch, cfg["family"], n, cfg["block_size"])
-    worker.register_kv_caches(caches)
-    return sched, worker, caches, first, n
+    registered, mirrors = _on_device(cfg, caches)
+    worker.register_kv_caches(registered)
+    return sched, worker, caches, first, n, mirrors
 
 
 def _drain(sched, worker, finished, until, deadline):
@@ -76,7 +102,7 @@ def prefill_main(cfg, out_q, in_q):
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
     from vllm.v1.request import Request, RequestStatus
 
-    sched, worker, caches, first, n = _rank(torch, cfg, "kv_producer", "prefill")
+    sched, worker, caches, first, n, mirrors = _rank(torch, cfg, "kv_producer", "prefill")
     bs, family = cfg["block_size"], cfg["family"]
     alloc = block_allocator(5, 48)
     out_q.put(("ready", cfg["name"]))
@@ -91,9 +117,13 @@ def prefill_main(cfg, out_q, in_q):
         meta = sched.build_connector_meta(scheduler_output(
             [new_request(req_id, tuple(per_group))], None, {req_id: tokens}))
         write(torch, caches, family, per_group, bs, tokens, first, n, seed)
+        for m in mirrors:  # the forward's writes are on the device before the push
+            m.upload()
         model_runner_step(worker, meta, finished=finished)
         finished = set()
         per_group = free_out_of_window(caches, family, per_group, bs, tokens)
+        for m in mirrors:  # the freed blocks' new owner writes them on the device
+            m.upload()
         r.status = RequestStatus.FINISHED_LENGTH_CAPPED
         delay, params = sched.request_finished_all_groups(r, tuple(per_group))
         assert delay, "prefill must keep its blocks until the push ends"
@@ -118,7 +148,7 @@ def decode_main(cfg, out_q, in_q):
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
     from vllm.v1.request import Request
 
-    sched, worker, caches, first, n = _rank(torch, cfg, "kv_consumer", "decode")
+    sched, worker, caches, first, n, mirrors = _rank(torch, cfg, "kv_consumer", "decode")
     bs, family = cfg["block_size"], cfg["family"]
     alloc = block_allocator(9, 48)
     out_q.put(("ready", cfg["name"]))
@@ -136,6 +166,8 @@ def decode_main(cfg, out_q, in_q):
         reqs[req_id] = (seed, per_group, count)
     _, recvd = _drain(sched, worker, set(), lambda _, r: set(reqs) <= r,
                       time.monotonic() + cfg.get("timeout", 30))
+    for m in mirrors:  # what pdkv landed on the device, for the checks
+        m.download()
     ok = {req_id: check(torch, caches, family, per_group, bs, count, first, n, seed)
           for req_id, (seed, per_group, count) in reqs.items()}
     out_q.put(("done", cfg["name"], {"finished_recving": sorted(recvd), "bytes_ok": ok,
