@@ -50,26 +50,7 @@ Status check_table(const BufferTable& t, const char* what) {
   if (!t.dst_strides.empty() && t.dst_strides.size() != n) {
     return mismatch("dst_strides", t.dst_strides.size());
   }
-  for (size_t i = 0; i < n; ++i) {
-    for (auto strides : {t.src_strides, t.dst_strides}) {
-      if (!strides.empty() && strides[i] != 0 && strides[i] < t.item_lens[i]) {
-        return invalid_argument(where(what, i) + ": page stride " + std::to_string(strides[i]) +
-                                " is smaller than its item of " + std::to_string(t.item_lens[i]) +
-                                " bytes");
-      }
-    }
-  }
   return Status();
-}
-
-bool has_strided_pages(const BufferTable& t) {
-  for (size_t i = 0; i < t.item_lens.size(); ++i) {
-    if ((!t.src_strides.empty() && t.src_strides[i] > t.item_lens[i]) ||
-        (!t.dst_strides.empty() && t.dst_strides[i] > t.item_lens[i])) {
-      return true;
-    }
-  }
-  return false;
 }
 
 BufferSides sides_of(const BufferTable& t, size_t index) {
@@ -77,10 +58,10 @@ BufferSides sides_of(const BufferTable& t, size_t index) {
   b.src_ptr = t.src_ptrs[index];
   b.dst_ptr = t.dst_ptrs[index];
   b.item_len = t.item_lens[index];
-  b.src_stride = t.src_strides.empty() || t.src_strides[index] == 0 ? b.item_len
-                                                                     : t.src_strides[index];
-  b.dst_stride = t.dst_strides.empty() || t.dst_strides[index] == 0 ? b.item_len
-                                                                     : t.dst_strides[index];
+  b.src_stride =
+      t.src_strides.empty() || t.src_strides[index] == 0 ? b.item_len : t.src_strides[index];
+  b.dst_stride =
+      t.dst_strides.empty() || t.dst_strides[index] == 0 ? b.item_len : t.dst_strides[index];
   b.has_src_len = !t.src_lens.empty();
   b.has_dst_len = !t.dst_lens.empty();
   if (b.has_src_len) b.src_len = t.src_lens[index];
@@ -106,6 +87,12 @@ Status emit_default(const BufferSides& b, std::span<const PageRun> runs, RunExte
                     BlockWriter& w, const char* what, size_t index) {
   if (runs.empty()) return Status();
   const uint64_t item = b.item_len;
+  if (b.src_stride < item || b.dst_stride < item) {
+    // Whole items step by the strides: a smaller stride would overlap the next page.
+    return invalid_argument(where(what, index) + ": page stride " +
+                            std::to_string(std::min(b.src_stride, b.dst_stride)) +
+                            " is smaller than its item of " + std::to_string(item) + " bytes");
+  }
   if (b.src_stride != item || b.dst_stride != item) {
     // Strided pages: the last page's block is the furthest one on each side.
     uint64_t src_off, dst_off;

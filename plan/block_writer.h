@@ -65,11 +65,9 @@ struct BufferSides {
 };
 
 // Checks buffer-count consistency of a table (every list empty-or-one-per-buffer where
-// allowed) and that every given stride is 0 or at least its item; `what` names them.
+// allowed); `what` names them. Strides are checked where whole items use them
+// (emit_default): with fragments a side's stride may be below the other side's item.
 Status check_table(const BufferTable& table, const char* what);
-
-// True when some buffer's pages are spaced wider than its item on either side.
-bool has_strided_pages(const BufferTable& table);
 
 BufferSides sides_of(const BufferTable& table, size_t index);
 

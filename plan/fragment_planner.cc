@@ -351,9 +351,8 @@ Result<FragmentPlan> plan_fragments(const SideLayout& pre, const SideLayout& dec
     // the strides their buffer table gives.
     for (const Fragment& f : targets.begin()->second.fragments) {
       const auto b = static_cast<size_t>(f.buffer_index);
-      whole = whole && !is_state_kind(f.kind) && f.src_byte_offset == 0 &&
-              f.dst_byte_offset == 0 && f.bytes_per_page == item_p[b] &&
-              f.bytes_per_page == item_d[b];
+      whole = whole && !is_state_kind(f.kind) && f.src_byte_offset == 0 && f.dst_byte_offset == 0 &&
+              f.bytes_per_page == item_p[b] && f.bytes_per_page == item_d[b];
     }
     if (whole) {
       plan.identity = true;

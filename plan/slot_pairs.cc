@@ -10,8 +10,8 @@ Status pair_slots(std::span<const int64_t> src, std::span<const int64_t> dst,
   dst_out.clear();
   const bool broadcast = src.size() == 1 && dst.size() > 1;
   if (src.size() != dst.size() && !broadcast) {
-    return invalid_argument("slot count mismatch: " + std::to_string(src.size()) +
-                            " source vs " + std::to_string(dst.size()) + " destination entries");
+    return invalid_argument("slot count mismatch: " + std::to_string(src.size()) + " source vs " +
+                            std::to_string(dst.size()) + " destination entries");
   }
   src_out.reserve(dst.size());
   dst_out.reserve(dst.size());

@@ -72,8 +72,8 @@ Result<std::vector<Block>> state_blocks(const BufferTable& buffers, const StateS
   for (size_t s = 0; s < nbuf; ++s) {
     if (!selected[s]) continue;
     if (!has_state_fragment_plan) {
-      bound += internal::default_block_bound(internal::sides_of(buffers, s), runs,
-                                             src_valid.size());
+      bound +=
+          internal::default_block_bound(internal::sides_of(buffers, s), runs, src_valid.size());
       continue;
     }
     for (uint32_t k = idx.begin[s]; k < idx.begin[s + 1]; ++k) {

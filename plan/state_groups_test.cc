@@ -118,8 +118,8 @@ SideLayout layout_of(int64_t tp, PageLayout pl, const Side& s) {
 }
 
 void run_group_layer(int64_t D, PageLayout pl, bool strided) {
-  SCOPED_TRACE(::testing::Message() << "D=" << D << " layout=" << static_cast<int>(pl)
-                                    << " strided=" << strided);
+  SCOPED_TRACE(::testing::Message()
+               << "D=" << D << " layout=" << static_cast<int>(pl) << " strided=" << strided);
   std::mt19937 rng(static_cast<uint32_t>(D * 10 + strided));
   Side pre = make_side(kH, strided, 0);
   for (auto& x : pre.mem) x = static_cast<uint8_t>(rng() % 255 + 1);
@@ -136,8 +136,8 @@ void run_group_layer(int64_t D, PageLayout pl, bool strided) {
     ASSERT_EQ(fp->targets.size(), 1u);
     EXPECT_EQ(fp->identity, D == 1);
     const U items{pre.item, pre.item};
-    const BufferTable table{pre.ptrs, dec.ptrs, items, pre.lens, dec.lens, pre.strides,
-                            dec.strides};
+    const BufferTable table{pre.ptrs, dec.ptrs,    items,      pre.lens,
+                            dec.lens, pre.strides, dec.strides};
     auto blocks = kv_blocks(table, layers, src, dst, 0, 1, fp->targets[0].fragments);
     ASSERT_TRUE(blocks.ok()) << blocks.status().to_string();
     std::vector<uint8_t> want = dec.mem;
@@ -164,6 +164,12 @@ TEST(GroupKvPages, HeadSlicedTp1To2Nhd) {
 
 TEST(GroupKvPages, HeadSlicedTp1To2Hnd) {
   for (bool strided : {false, true}) run_group_layer(2, PageLayout::kHND, strided);
+}
+
+// A decode page stride below the prefill's page: fine, fragments step by each side's own.
+TEST(GroupKvPages, HeadSlicedTp1To4Strided) {
+  run_group_layer(4, PageLayout::kNHD, true);
+  run_group_layer(4, PageLayout::kHND, true);
 }
 
 TEST(StridedPages, DefaultBlocksStepByTheStride) {

@@ -9,8 +9,7 @@ using namespace internal;  // NOLINT
 Multipart encode(const PreAllocation& m) {
   std::string b;
   b.reserve(256 + 8 * (m.dst_kv_pages.size() + m.state_slots.size()) +
-            4 * m.state_slot_group_ends.size() +
-            kFragmentWireBytes * m.fragments.size());
+            4 * m.state_slot_group_ends.size() + kFragmentWireBytes * m.fragments.size());
   put_u64(&b, m.room);
   put_identity(&b, m.decode);
   put_u8(&b, static_cast<uint8_t>(m.kind));
@@ -89,8 +88,7 @@ Result<PreAllocation> decode_pre_allocation(FrameViews frames) {
   if (m.required_dst_info_num == 0) r.fail("required_dst_info_num", "is 0");
   if (m.kind != PreAllocKind::kTransfer &&
       (!m.dst_kv_pages.empty() || !m.state_slots.empty() || !m.fragments.empty() ||
-       m.fragments_from_registration || m.copy_state_buffers ||
-       !m.state_slot_group_ends.empty())) {
+       m.fragments_from_registration || m.copy_state_buffers || !m.state_slot_group_ends.empty())) {
     r.fail("kind", "a dummy or nothing-needed pre-allocation carries pages, slots or fragments");
   }
   if (m.fragments_from_registration && !m.fragments.empty()) {

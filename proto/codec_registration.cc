@@ -85,21 +85,21 @@ KvLayout read_layout(WireReader& r) {
   if (!r.ok()) return l;
   for (int32_t g : l.state_buffer_groups) {
     if (g < 0 || static_cast<size_t>(g) >= kMaxStateGroups) {
-      r.fail("layout.state_buffer_groups", fmt::format("group {} outside [0, {})", g,
-                                                       kMaxStateGroups));
+      r.fail("layout.state_buffer_groups",
+             fmt::format("group {} outside [0, {})", g, kMaxStateGroups));
       return l;
     }
   }
   for (int32_t g : l.kv_layer_groups) {
     if (g < -1 || g >= static_cast<int32_t>(kMaxStateGroups)) {
-      r.fail("layout.kv_layer_groups", fmt::format("group {} outside [-1, {})", g,
-                                                   kMaxStateGroups));
+      r.fail("layout.kv_layer_groups",
+             fmt::format("group {} outside [-1, {})", g, kMaxStateGroups));
       return l;
     }
   }
   if (!l.kv_layer_groups.empty() && l.kv_layer_groups.size() != l.layer_buffers.size()) {
-    r.fail("layout.kv_layer_groups",
-           fmt::format("{} groups for {} layers", l.kv_layer_groups.size(), l.layer_buffers.size()));
+    r.fail("layout.kv_layer_groups", fmt::format("{} groups for {} layers",
+                                                 l.kv_layer_groups.size(), l.layer_buffers.size()));
   }
   if (l.target_layer_num > l.layer_buffers.size()) {
     r.fail("layout.target_layer_num",

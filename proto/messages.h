@@ -31,7 +31,7 @@ inline constexpr size_t kMaxBuffersPerLayer = 4;  // [K, V] or [latent]
 inline constexpr size_t kMaxPages = 1 << 24;      // pages (or slots) per request
 inline constexpr size_t kMaxFragments = 1 << 16;  // heterogeneous-TP fragments
 inline constexpr size_t kMaxSpecCandidates = 1 << 16;
-inline constexpr size_t kMaxStateGroups = 64;  // index lists per room (state groups)
+inline constexpr size_t kMaxStateGroups = 64;           // index lists per room (state groups)
 inline constexpr size_t kMaxDescriptorBytes = 1 << 20;  // opaque engine memory blob
 // [addr, len] words of the regions a checksum covers (2 M regions: page 1, 64 buffers, 32 k
 // tokens).

@@ -158,7 +158,8 @@ PreAllocation random_pre_allocation(Gen& g) {
         end += g.below(static_cast<uint32_t>(m.state_slots.size()) - end + 1);
         m.state_slot_group_ends.push_back(end);
       }
-      if (groups > 0) m.state_slot_group_ends.push_back(static_cast<uint32_t>(m.state_slots.size()));
+      if (groups > 0)
+        m.state_slot_group_ends.push_back(static_cast<uint32_t>(m.state_slots.size()));
     }
     m.fragments_from_registration = g.coin();
     if (!m.fragments_from_registration) m.fragments = random_fragments(g);
@@ -208,7 +209,8 @@ Message random_message(uint64_t seed) {
 std::vector<Message> sample_messages(uint64_t seed) {
   BufferRegistration reg;
   reg.decode = sample_identity(Role::kDecode, 1);
-  reg.layout = KvLayout{16, 2, 8, 128, 2, PageLayout::kNHD, false, {{0, 2}, {1, 3}}, {0, 1}};
+  reg.layout = KvLayout{16, 2, 8, 128, 2,   PageLayout::kNHD, false, {{0, 2}, {1, 3}}, {0, 1},
+                        0,  0, 0, 0,   {0}, {-1, 1}};
   reg.kv = BufferSet{
       {0x1000, 0x2000, 0x3000, 0x4000}, {4096, 4096, 4096, 4096}, {1024, 1024, 1024, 1024}};
   reg.aux = BufferSet{{0x9000}, {640}, {64}};
@@ -218,8 +220,6 @@ std::vector<Message> sample_messages(uint64_t seed) {
   reg.decode_prefix_len = 0;
   reg.memory_descriptor = std::string("rkey\0blob", 9);
   reg.fragments = {Fragment{BufferKind::kTargetV, 1, 0, 1, 1024, 2048, 512, 0, 512, {}}};
-  reg.layout.state_buffer_groups = {0};
-  reg.layout.kv_layer_groups = {-1, 1};
   reg.kv_page_strides = {2048, 0, 0, 1024};
 
   PreAllocation pre;
