@@ -53,8 +53,9 @@ Status check_memory_list(const char* name, const std::vector<BufferMemory>& memo
 }
 
 // State groups: one group per state buffer / KV layer when given, within the wire's
-// bound; a KV buffer serves layers of one page space only (the grants and the page
-// lists are per space); strides at least the item.
+// bound; strides at least the item. A KV buffer may serve layers of several groups
+// (vLLM's hybrid allocator shares one tensor between a layer of each group; the grant
+// opens each group's pages of it), each layer reading it through its own group's list.
 Status check_state_groups(const KvArgs& a) {
   const auto max_group = static_cast<int64_t>(proto::kMaxStateGroups);
   if (!a.state_buffer_groups.empty() && a.state_buffer_groups.size() != a.state_data_ptrs.size()) {
@@ -78,19 +79,6 @@ Status check_state_groups(const KvArgs& a) {
       return invalid_argument("kv_layer_groups holds " + str(g) +
                               "; -1 = chunked pages, else a state group in [0, " + str(max_group) +
                               ")");
-    }
-  }
-  std::vector<int64_t> space(a.kv_data_ptrs.size(), -2);  // -2 = no layer names it yet
-  for (size_t l = 0; l < a.layer_buffers.size(); ++l) {
-    const int64_t g = a.kv_layer_groups.empty() ? -1 : a.kv_layer_groups[l];
-    for (int64_t b : a.layer_buffers[l]) {
-      auto& s = space[static_cast<size_t>(b)];
-      if (s != -2 && s != g) {
-        return invalid_argument("KV buffer " + str(b) + " serves KV layers of groups " + str(s) +
-                                " and " + str(g) +
-                                " (kv_layer_groups); a buffer holds one page list");
-      }
-      s = g;
     }
   }
   if (!a.kv_page_strides.empty() && a.kv_page_strides.size() != a.kv_data_ptrs.size()) {

@@ -69,16 +69,27 @@ std::vector<PagedBuffer> packed(const std::vector<uint64_t>& ptrs,
 }
 
 // The KV buffers of each page space: index 0 = the chunked layers (and buffers no layer
-// names), 1 + g = state group g's layers.
+// names), 1 + g = state group g's layers. A buffer may serve several spaces: vLLM's
+// hybrid allocator lays one layer of each KV cache group over the same memory (its
+// groups draw distinct block ids from one pool), so the grant opens, in that buffer,
+// the pages of each group's list through a set of that group's own.
 std::vector<std::vector<PagedBuffer>> kv_spaces(const KvArgs& a) {
-  std::vector<int64_t> space(a.kv_data_ptrs.size(), -1);
+  const size_t spaces = 1 + static_cast<size_t>(a.state_group_count());
+  std::vector<std::vector<bool>> in(a.kv_data_ptrs.size(), std::vector<bool>(spaces, false));
   for (size_t l = 0; l < a.layer_buffers.size(); ++l) {
-    for (int64_t b : a.layer_buffers[l]) space[static_cast<size_t>(b)] = a.kv_layer_group(l);
+    for (int64_t b : a.layer_buffers[l]) {
+      in[static_cast<size_t>(b)][static_cast<size_t>(a.kv_layer_group(l) + 1)] = true;
+    }
   }
-  std::vector<std::vector<PagedBuffer>> out(1 + static_cast<size_t>(a.state_group_count()));
+  std::vector<std::vector<PagedBuffer>> out(spaces);
   for (size_t b = 0; b < a.kv_data_ptrs.size(); ++b) {
-    out[static_cast<size_t>(space[b] + 1)].push_back(
-        {a.kv_data_ptrs[b], a.kv_data_lens[b], a.kv_item_lens[b], a.kv_page_stride(b)});
+    const bool named = std::find(in[b].begin(), in[b].end(), true) != in[b].end();
+    for (size_t s = 0; s < spaces; ++s) {
+      if (in[b][s] || (!named && s == 0)) {
+        out[s].push_back(
+            {a.kv_data_ptrs[b], a.kv_data_lens[b], a.kv_item_lens[b], a.kv_page_stride(b)});
+      }
+    }
   }
   return out;
 }

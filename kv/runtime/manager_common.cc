@@ -52,35 +52,51 @@ void render_rank_metrics(PrometheusText& out, const TransferMetrics& metrics, pr
 
 namespace {
 
-// The length each KV buffer is registered with. Strided KV buffers interleave
-// (FlashInfer's K and V pages alternate in one block) and memory is registered once per
-// byte, so overlapping strided buffers go in as their union, under the lowest one (the
-// others: 0, inside it).
-std::vector<uint64_t> kv_registered_lens(const KvArgs& args) {
-  std::vector<uint64_t> lens = args.kv_data_lens;
+// The lengths each KV, aux and state buffer is registered with. Memory is registered once
+// per byte, yet buffers legitimately overlap: strided KV buffers interleave (FlashInfer's K
+// and V pages alternate in one block), and vLLM's hybrid allocator lays a Mamba layer's
+// state pages and an attention layer's K/V pages over one allocation (each group's pages
+// are distinct blocks of it). Overlapping buffers of the same memory go in as their
+// union, under the lowest one (the others: 0, inside it). What each room may write stays
+// per buffer and per page (its grant), so the union opens nothing to a peer.
+struct RegisteredLens {
+  std::vector<uint64_t> kv, aux, state;
+};
+
+RegisteredLens registered_lens(const KvArgs& args) {
+  RegisteredLens out{args.kv_data_lens, args.aux_data_lens, args.state_data_lens};
   const BufferMemory fallback{args.memory_kind, args.gpu_id};
-  auto memory = [&](size_t i) {
-    return i < args.kv_data_memory.size() ? args.kv_data_memory[i] : fallback;
+  struct Entry {
+    uint64_t ptr;
+    uint64_t* len;
+    BufferMemory memory;
   };
-  std::vector<size_t> strided;
-  for (size_t i = 0; i < lens.size(); ++i) {
-    if (args.kv_page_stride(i) > args.kv_item_lens[i] && lens[i] > 0) strided.push_back(i);
-  }
-  std::sort(strided.begin(), strided.end(),
-            [&](size_t a, size_t b) { return args.kv_data_ptrs[a] < args.kv_data_ptrs[b]; });
-  for (size_t k = 1, owner = strided.empty() ? 0 : strided[0]; k < strided.size(); ++k) {
-    const size_t i = strided[k];
-    const uint64_t owner_end = args.kv_data_ptrs[owner] + lens[owner];
-    const bool same_memory =
-        memory(owner).kind == memory(i).kind && memory(owner).device == memory(i).device;
-    if (args.kv_data_ptrs[i] < owner_end && same_memory) {
-      lens[owner] = std::max(owner_end, args.kv_data_ptrs[i] + lens[i]) - args.kv_data_ptrs[owner];
-      lens[i] = 0;
+  std::vector<Entry> entries;
+  auto add = [&](const std::vector<uint64_t>& ptrs, std::vector<uint64_t>& lens,
+                 const std::vector<BufferMemory>& memory) {
+    for (size_t i = 0; i < ptrs.size() && i < lens.size(); ++i) {
+      if (lens[i] > 0)
+        entries.push_back({ptrs[i], &lens[i], i < memory.size() ? memory[i] : fallback});
+    }
+  };
+  add(args.kv_data_ptrs, out.kv, args.kv_data_memory);
+  add(args.aux_data_ptrs, out.aux, args.aux_data_memory);
+  add(args.state_data_ptrs, out.state, args.state_data_memory);
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.ptr < b.ptr; });
+  for (size_t k = 1, owner = 0; k < entries.size(); ++k) {
+    Entry& o = entries[owner];
+    Entry& e = entries[k];
+    const uint64_t owner_end = o.ptr + *o.len;
+    const bool same_memory = o.memory.kind == e.memory.kind && o.memory.device == e.memory.device;
+    if (e.ptr < owner_end && same_memory) {
+      *o.len = std::max(owner_end, e.ptr + *e.len) - o.ptr;
+      *e.len = 0;
     } else {
-      owner = i;
+      owner = k;
     }
   }
-  return lens;
+  return out;
 }
 
 }  // namespace
@@ -92,9 +108,10 @@ std::vector<engine::Region> rank_regions(const KvArgs& args) {
       if (lens[i] != 0) regions.push_back(engine::Region{ptrs[i], lens[i]});
     }
   };
-  add(args.kv_data_ptrs, kv_registered_lens(args));
-  add(args.aux_data_ptrs, args.aux_data_lens);
-  add(args.state_data_ptrs, args.state_data_lens);
+  const RegisteredLens lens = registered_lens(args);
+  add(args.kv_data_ptrs, lens.kv);
+  add(args.aux_data_ptrs, lens.aux);
+  add(args.state_data_ptrs, lens.state);
   return regions;
 }
 
@@ -117,10 +134,10 @@ Status register_rank_buffers(engine::TransferEngine& engine, const KvArgs& args,
     }
     return Status();
   };
-  PDKV_RETURN_IF_ERROR(add("kv", args.kv_data_ptrs, kv_registered_lens(args), args.kv_data_memory));
-  PDKV_RETURN_IF_ERROR(add("aux", args.aux_data_ptrs, args.aux_data_lens, args.aux_data_memory));
-  PDKV_RETURN_IF_ERROR(
-      add("state", args.state_data_ptrs, args.state_data_lens, args.state_data_memory));
+  const RegisteredLens lens = registered_lens(args);
+  PDKV_RETURN_IF_ERROR(add("kv", args.kv_data_ptrs, lens.kv, args.kv_data_memory));
+  PDKV_RETURN_IF_ERROR(add("aux", args.aux_data_ptrs, lens.aux, args.aux_data_memory));
+  PDKV_RETURN_IF_ERROR(add("state", args.state_data_ptrs, lens.state, args.state_data_memory));
   return Status();
 }
 
