@@ -60,7 +60,8 @@ class PdkvConnector(KVConnectorBase_V1):
             self._scheduler = SchedulerSide(vllm_config.cache_config.block_size,
                                             self._settings.bootstrap_addr, str(ktc.engine_id),
                                             self._settings.layerwise, mode == "prefill",
-                                            mode == "decode")
+                                            mode == "decode",
+                                            self._settings.trusted_bootstrap_addrs)
         else:
             self._worker = WorkerSide(self._settings, mode, lambda: _topology(vllm_config))
 

@@ -67,9 +67,11 @@ class _Sending:
 
 class SchedulerSide:
     def __init__(self, block_size: int, bootstrap_addr: str, instance_id: str,
-                 layerwise: bool, is_producer: bool, is_consumer: bool):
+                 layerwise: bool, is_producer: bool, is_consumer: bool,
+                 trusted_bootstrap_addrs=()):
         self._block_size = block_size
         self._bootstrap_addr = bootstrap_addr
+        self._trust = P.BootstrapTrust(bootstrap_addr, trusted_bootstrap_addrs)
         self._layerwise = layerwise
         self._is_producer, self._is_consumer = is_producer, is_consumer
         self._rooms = RoomTable(instance_id)
@@ -83,7 +85,7 @@ class SchedulerSide:
 
     # --- both roles -------------------------------------------------------------------
     def get_num_new_matched_tokens(self, request, num_computed_tokens: int):
-        params = request.kv_transfer_params or {}
+        params = P.checked(request, self._trust, self._bootstrap_addr)
         if self._is_consumer and params.get(P.DO_REMOTE_PREFILL):
             count = request.num_prompt_tokens - num_computed_tokens
             if count > 0:
@@ -91,7 +93,7 @@ class SchedulerSide:
         return 0, False
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens: int) -> None:
-        params = request.kv_transfer_params or {}
+        params = P.checked(request, self._trust, self._bootstrap_addr)
         if self._is_consumer and params.get(P.DO_REMOTE_PREFILL):
             self._start_receiving(request, params, blocks, num_external_tokens)
         elif self._is_producer and params.get(P.DO_REMOTE_DECODE):
@@ -136,7 +138,7 @@ class SchedulerSide:
             self._held.discard(req_id)
 
     def request_finished(self, request, block_ids) -> tuple[bool, Optional[dict]]:
-        params = request.kv_transfer_params or {}
+        params = P.checked(request, self._trust, self._bootstrap_addr)
         req_id = request.request_id
         if self._is_consumer and params.get(P.DO_REMOTE_PREFILL):
             # Finished before its blocks were allocated (aborted while waiting): tell the
@@ -175,9 +177,9 @@ class SchedulerSide:
         if rest:
             self._meta.sends.append(SendChunk(req_id, state.room, rest, state.num_blocks_total))
             state.blocks_sent = state.num_blocks_total
-        return True, {P.DO_REMOTE_PREFILL: True, P.DO_REMOTE_DECODE: False,
-                      P.ROOM: state.room, P.BOOTSTRAP_ADDR: self._bootstrap_addr,
-                      P.NUM_BLOCKS: state.num_blocks_total}
+        return True, self._trust.sign({
+            P.DO_REMOTE_PREFILL: True, P.DO_REMOTE_DECODE: False, P.ROOM: state.room,
+            P.BOOTSTRAP_ADDR: self._bootstrap_addr, P.NUM_BLOCKS: state.num_blocks_total})
 
     # --- helpers ----------------------------------------------------------------------
     def _preempt(self, req_id: str) -> None:
