@@ -81,6 +81,7 @@ def _hostile_params(boot: str, stranger: str) -> list[dict]:
         {"pdkv_room": "abc"}, {"pdkv_room": -1}, {"pdkv_room": 1 << 64}, {"pdkv_room": 1.5},
         {"pdkv_room": True}, {"pdkv_room": None}, {"pdkv_room": [1]},
         {"pdkv_num_blocks": "1"}, {"pdkv_num_blocks": -1}, {"pdkv_num_blocks": 1 << 40},
+        {"pdkv_num_blocks": 2.0},
         {"pdkv_bootstrap_addr": "evil"}, {"pdkv_bootstrap_addr": 12},
         {"pdkv_bootstrap_addr": "127.0.0.1:99999"}, {"pdkv_bootstrap_addr": "a b:80"},
         {"pdkv_bootstrap_addr": stranger},  # well-formed, but no one said to trust it
