@@ -7,7 +7,9 @@ Settings come from ``kv_connector_extra_config`` (see ``TransferSettings``):
 ``bootstrap_addr`` (required), ``backend``, ``layerwise``, ``local_ip``, and the timeouts
 ``bootstrap_timeout_s``, ``waiting_timeout_s``, ``heartbeat_interval_s``,
 ``heartbeat_max_failures``, ``metrics_port`` (a fixed port P is rank r's P + r),
-``verify_checksum``. KV caches must be host-memory tensors (vLLM's CPU backend).
+``verify_checksum``, and ``trusted_bootstrap_addrs`` (a decode without a cluster secret:
+bootstrap servers besides its own that a request's parameters may name; params.py).
+KV caches must be host-memory tensors (vLLM's CPU backend).
 """
 from __future__ import annotations
 
