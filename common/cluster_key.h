@@ -15,6 +15,9 @@
 //                its own key, so a signed bootstrap request never passes for an etcd
 //                entry or the other way round
 //   kCurveServer / kCurveClient  seeds of the ZeroMQ CURVE key pairs of the control plane
+//   kTransferParams  HMAC-SHA-512/256 of the transfer parameters a vLLM prefill hands its
+//                decode through the client's proxy (room, bootstrap address, page count):
+//                its own key, so no other signed message passes for them
 // pdkv writes no cryptography: every primitive here is libsodium's.
 //
 // Without a secret pdkv still runs (development, tests) but nothing is authenticated;
@@ -45,6 +48,7 @@ enum class KeyUse : uint64_t {
   kCurveClient = 4,
   kLeaseChannel = 5,
   kEtcdRoute = 6,
+  kTransferParams = 7,
 };
 
 class ClusterKey {

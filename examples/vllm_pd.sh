@@ -10,7 +10,8 @@
 # Needs pdkv importable (PYTHONPATH=build/python after the README build, or the wheel).
 # VLLM_CPU_KVCACHE_SPACE (GiB) sizes each instance's KV cache explicitly, and the two
 # instances are bound to different cores; on two hosts replace 127.0.0.1 by the hosts'
-# addresses and set PDKV_LOCAL_IP. python/tests/test_engine_examples.py builds
+# addresses, set PDKV_LOCAL_IP and give the proxy --host 0.0.0.0 if clients on other hosts
+# must reach it (it listens on loopback otherwise). python/tests/test_engine_examples.py builds
 # PdkvConnector from the JSON below.
 set -euo pipefail
 MODEL=${MODEL:-Qwen/Qwen2.5-0.5B-Instruct}

@@ -19,6 +19,7 @@
 
 #include "bootstrap/client.h"
 #include "bootstrap/server.h"
+#include "common/cluster_key.h"
 #include "common/config.h"
 #include "common/host_port.h"
 #include "common/log_capture.h"
@@ -193,6 +194,33 @@ config::Settings to_settings(const std::map<std::string, std::string>& values,
   settings.use_environment(use_environment);
   return settings;
 }
+
+// The cluster key's HMAC for Python code that must sign what it hands through an
+// untrusted party (vLLM's transfer parameters travel through the client's proxy). The
+// message is one byte string the caller built; the key is KeyUse::kTransferParams's, so a
+// MAC made here never verifies as any other pdkv message. No secret: keyed() is false
+// and mac()/verify() raise, so a caller cannot mistake "unsigned" for "signed".
+class NativeTransferParamsSeal {
+ public:
+  explicit NativeTransferParamsSeal(const std::map<std::string, std::string>& setting_values)
+      : key_(value_or_raise(ClusterKey::from(to_settings(setting_values, true)))) {}
+  bool keyed() const { return key_ != nullptr; }
+  py::bytes mac(const std::string& message) const {
+    const ClusterKey::Mac tag = require_key().mac(KeyUse::kTransferParams, {as_bytes(message)});
+    return py::bytes(reinterpret_cast<const char*>(tag.data()), tag.size());
+  }
+  bool verify(const std::string& tag, const std::string& message) const {
+    if (tag.size() != ClusterKey::kMacBytes) return false;
+    return require_key().verify(KeyUse::kTransferParams, as_bytes(tag), {as_bytes(message)});
+  }
+
+ private:
+  const ClusterKey& require_key() const {
+    if (!key_) throw std::runtime_error("no cluster secret: nothing to sign or verify with");
+    return *key_;
+  }
+  std::shared_ptr<const ClusterKey> key_;
+};
 
 class NativeBootstrapServer {
  public:
@@ -418,6 +446,12 @@ PYBIND11_MODULE(_native, m) {
       .def(py::init<const std::string&, int>(), py::arg("host"), py::arg("port"))
       .def_property_readonly("port", &MetricsEndpointHandle::port)
       .def("stop", &MetricsEndpointHandle::stop, py::call_guard<py::gil_scoped_release>());
+
+  py::class_<NativeTransferParamsSeal>(m, "TransferParamsSeal")
+      .def(py::init<const std::map<std::string, std::string>&>(), py::arg("settings"))
+      .def_property_readonly("keyed", &NativeTransferParamsSeal::keyed)
+      .def("mac", &NativeTransferParamsSeal::mac, py::arg("message"))
+      .def("verify", &NativeTransferParamsSeal::verify, py::arg("tag"), py::arg("message"));
 
   py::class_<NativeBootstrapServer>(m, "BootstrapServer")
       .def(py::init<const std::string&, int, const std::map<std::string, std::string>&, bool>(),

@@ -82,7 +82,7 @@ def test_mamba_state_is_not_loaded_across_tp_sizes():
     from pdkv.integrations.vllm.scheduler import SchedulerSide
     from vllm.v1.request import Request
     layout = GroupLayout.from_kv_cache_config(_config(_full(), _mamba()), 4)
-    decode = SchedulerSide(4, "127.0.0.1:1", "d", False, False, True, layout, tp_size=2)
+    decode = SchedulerSide(4, "p:1", "d", False, False, True, groups=layout, tp_size=2)
     params = {"do_remote_prefill": True, "pdkv_room": 3, "pdkv_bootstrap_addr": "p:1",
               "pdkv_num_tokens": 8, "pdkv_tp_size": 1}
     assert decode.get_num_new_matched_tokens(Request("r", list(range(9)), params), 0) == (0, False)

@@ -22,7 +22,9 @@ def _connector(role_name: str, layerwise=False):
     from pdkv.integrations.vllm import PdkvConnector
     ktc = KVTransferConfig(kv_connector="PdkvConnector", kv_role=role_name,
                            kv_connector_extra_config={"bootstrap_addr": "h:1",
-                                                      "layerwise": layerwise})
+                                                      "layerwise": layerwise,
+                                                      # the prefill's, named by requests
+                                                      "trusted_bootstrap_addrs": ["p:1"]})
     return PdkvConnector(VllmConfig(ktc, CacheConfig(4), ModelConfig(4)),
                          KVConnectorRole.SCHEDULER, None)
 

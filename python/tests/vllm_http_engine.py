@@ -5,7 +5,9 @@ server hands them to its engine core), which drives PdkvConnector in vLLM's call
 
 Prefill: answers once the prompt's forward finished (max_tokens 1), with the connector's
 kv_transfer_params; the push goes on in the engine loop. Decode: answers once the KV
-landed, with whether every byte (checked against the pattern the prefill wrote) is right.
+landed, with whether every byte (checked against the pattern the prefill wrote) is right;
+a request without remote KV (none offered, or its parameters refused) is answered at once
+with "remote_kv": false.
 The prompt is a list of token ids; its first id seeds the KV pattern of the request.
 """
 from __future__ import annotations
@@ -68,6 +70,12 @@ class _Engine:
                     count, _ = self.sched.get_num_new_matched_tokens(r, 0)
                     blocks = self.alloc(n_blocks)
                     self.sched.update_state_after_alloc(r, KVCacheBlocks((blocks,)), count)
+                    if count == 0:
+                        # No remote KV (none offered, or the parameters were refused):
+                        # vLLM computes the prompt itself; answered at once here.
+                        fut.set_result({"choices": [{"text": "computed locally"}],
+                                        "remote_kv": False})
+                        continue
                 self.live[req_id] = (r, blocks, prompt[0], fut)
             meta = self.sched.build_connector_meta(scheduler_output(new, None, scheduled))
 

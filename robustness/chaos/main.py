@@ -28,6 +28,7 @@ import hostile  # noqa: E402
 from topo import Topology, netns_available  # noqa: E402
 
 from pdkv._progress import Progress  # noqa: E402
+from pdkv.testing.processes import end_children_when_stopped  # noqa: E402
 
 
 def find_shim():
@@ -126,6 +127,9 @@ def main():
                          "registry case freezes a member (SIGSTOP) instead of cutting its link")
     ap.add_argument("--repeat", type=int, default=1, help="run the whole plan this many times")
     a = ap.parse_args()
+    # Stopped (`timeout`, a closed terminal), the run must not leave ranks or a
+    # bootstrap server holding its port behind: they run in sessions of their own.
+    end_children_when_stopped()
     ok_ns, why = (False, "--no-netns") if a.no_netns else netns_available()
     if not ok_ns:
         print(f"pdkv chaos: network namespaces not available ({why}): netns cases SKIPPED, "

@@ -40,12 +40,14 @@ class TransferSettings:
     layerwise: bool = False
     local_ip: Optional[str] = None
     knobs: tuple = ()
+    trusted_bootstrap_addrs: tuple = ()
 
     @staticmethod
     def from_mapping(values: Mapping[str, Any], default_bootstrap_addr: str = "") -> \
             "TransferSettings":
         """Validates ``values``; an unknown key or a bad value raises ValueError."""
-        known = {"bootstrap_addr", "backend", "layerwise", "local_ip", *_ENV_KNOBS}
+        known = {"bootstrap_addr", "backend", "layerwise", "local_ip", "trusted_bootstrap_addrs",
+                 *_ENV_KNOBS}
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"unknown pdkv setting(s) {unknown}; known: {sorted(known)}")
@@ -69,7 +71,18 @@ class TransferSettings:
                 elif not isinstance(value, (int, float)):
                     raise ValueError(f"{key} must be a number, got {value!r}")
                 knobs.append((env, str(value)))
-        return TransferSettings(addr, backend, layerwise, values.get("local_ip"), tuple(knobs))
+        trusted = values.get("trusted_bootstrap_addrs") or []
+        if not isinstance(trusted, (list, tuple)) or not all(isinstance(a, str) for a in trusted):
+            raise ValueError("trusted_bootstrap_addrs must be a list of 'host:port', got "
+                             f"{trusted!r}")
+        for a in trusted:
+            try:
+                _native.parse_host_port(a)
+            except ValueError as e:
+                raise ValueError(f"trusted_bootstrap_addrs: {a!r} is not 'host:port': {e}") \
+                    from None
+        return TransferSettings(addr, backend, layerwise, values.get("local_ip"), tuple(knobs),
+                                tuple(trusted))
 
 
 def rank_metrics_port(base: int, rank: int) -> int:

@@ -6,12 +6,15 @@ Spawned, never forked: each rank is a fresh interpreter, so no lock or thread of
 driver (a bootstrap server, a KVManager) is copied into it half-held."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import multiprocessing as mp
 import os
 import signal
 import time
+
+from .subprocesses import end_all_sessions
 
 SPAWN = mp.get_context("spawn")
 
@@ -31,6 +34,32 @@ def die_with_parent() -> bool:
     """SIGKILL this process when its parent dies: a driver killed with -9 (or crashing)
     must not leave ranks or CPU hogs running on a machine shared with other work."""
     return prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+
+
+def end_all_children() -> None:
+    """Ends every process this one started and still runs: SessionProcesses (their
+    whole sessions) and multiprocessing children. Never raises."""
+    with contextlib.suppress(Exception):
+        end_all_sessions()
+    for child in mp.active_children():
+        with contextlib.suppress(Exception):
+            child.kill()
+            child.join(5)
+
+
+def end_children_when_stopped() -> None:
+    """For a command that starts processes (a driver such as `pdkv chaos`): SIGTERM and
+    SIGHUP (`timeout`, a closed terminal, a service manager) exit it through SystemExit,
+    so its `finally` blocks tear down what they set up, and at exit every child still
+    running is ended. Python's default for SIGTERM ends the process at once, leaving
+    children in their own sessions (a bootstrap server holding its port) behind. Call it
+    once, from the main thread."""
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
+    atexit.register(end_all_children)
 
 
 @contextlib.contextmanager

@@ -1,7 +1,10 @@
 """Processes started from a command line (subprocess), each in a session of its own so a
 kill reaches everything it started: ending one however it is (quit, hung or dead), and
 those that report JSON lines on stdout (the chaos suite's ranks), read on threads so a
-chatty process never blocks on a full pipe."""
+chatty process never blocks on a full pipe. Every one started is remembered until it is
+collected, so end_all_sessions() can end them all when the driver itself is stopped:
+their own sessions keep them out of the signal a terminal or `timeout` sends the
+driver's process group."""
 from __future__ import annotations
 
 import contextlib
@@ -12,6 +15,20 @@ import signal
 import subprocess
 import threading
 import time
+import weakref
+
+
+_LIVE: "weakref.WeakSet[SessionProcess]" = weakref.WeakSet()
+_LIVE_LOCK = threading.Lock()
+
+
+def end_all_sessions() -> int:
+    """SIGKILLs the session of every SessionProcess still running; returns how many."""
+    with _LIVE_LOCK:
+        live = [proc for proc in _LIVE if proc.alive()]
+    for proc in live:
+        proc.kill()
+    return len(live)
 
 
 class SessionProcess:
@@ -23,6 +40,8 @@ class SessionProcess:
                                   errors="replace", env=env, start_new_session=True)
         self.pid = self.p.pid
         self.killed = False
+        with _LIVE_LOCK:
+            _LIVE.add(self)
 
     def alive(self) -> bool:
         return self.p.poll() is None

@@ -15,16 +15,17 @@ the decode's query is always right (one HTTP request per room and rank-0 of a gr
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import queue
 import threading
-import urllib.error
-import urllib.request
 from typing import Optional
+
+from pdkv.integrations.http_fetch import FetchError, fetch, json_object, positive_int
 
 log = logging.getLogger("pdkv.sglang")
 HTTP_TIMEOUT_S = 2.0
+_MAX_PARALLEL = 1 << 16  # ranks or DP groups of one instance
+_MAX_PAGE_SIZE = 1 << 20  # tokens per page
 
 
 @dataclasses.dataclass
@@ -38,34 +39,31 @@ class PrefillInstanceInfo:
     pp_size: int = 1
 
 
-def _http(method: str, url: str, body: Optional[dict] = None) -> tuple[int, bytes]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as res:
-            return res.status, res.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-
-
 def fetch_prefill_info(bootstrap_addr: str) -> Optional[PrefillInstanceInfo]:
     """One attempt (sglang calls this from its scheduler loop, so it must not block long);
     None while the instance has no rank registered or cannot be reached."""
     try:
-        status, body = _http("GET", f"http://{bootstrap_addr}/route?engine_rank=-1"
-                                    "&target_dp_group=-1")
-    except (OSError, ValueError) as e:
+        answer = fetch("GET", bootstrap_addr, "/route?engine_rank=-1&target_dp_group=-1",
+                       deadline_s=HTTP_TIMEOUT_S)
+    except (FetchError, ValueError) as e:
         log.warning("pdkv: parallel info of prefill %s: %s", bootstrap_addr, e)
         return None
-    if status != 200:
+    if answer.status != 200:
         log.info("pdkv: parallel info of prefill %s not there yet (HTTP %d: %s)",
-                 bootstrap_addr, status, body[:200].decode(errors="replace"))
+                 bootstrap_addr, answer.status, answer.body[:200].decode(errors="replace"))
         return None
-    info = json.loads(body)
-    dp = int(info["prefill_dp_size"])
-    return PrefillInstanceInfo(attn_tp_size=int(info["prefill_tp_size"]) // dp, dp_size=dp,
-                               page_size=int(info["page_size"]),
+    # Whatever the server answered is checked before sglang's scheduler sees it: a
+    # malformed answer is a failed query (None), as upstream treats one, never an
+    # exception in the scheduler loop.
+    info = json_object(answer.body) or {}
+    dp = positive_int(info.get("prefill_dp_size"), _MAX_PARALLEL)
+    tp = positive_int(info.get("prefill_tp_size"), _MAX_PARALLEL)
+    page_size = positive_int(info.get("page_size"), _MAX_PAGE_SIZE)
+    if dp is None or tp is None or page_size is None or tp % dp:
+        log.warning("pdkv: parallel info of prefill %s is malformed: %s", bootstrap_addr,
+                    answer.body[:200].decode(errors="replace"))
+        return None
+    return PrefillInstanceInfo(attn_tp_size=tp // dp, dp_size=dp, page_size=page_size,
                                follow_bootstrap_room=dp == 1)
 
 

@@ -7,7 +7,9 @@ Settings come from ``kv_connector_extra_config`` (see ``TransferSettings``):
 ``bootstrap_addr`` (required), ``backend``, ``layerwise``, ``local_ip``, and the timeouts
 ``bootstrap_timeout_s``, ``waiting_timeout_s``, ``heartbeat_interval_s``,
 ``heartbeat_max_failures``, ``metrics_port`` (a fixed port P is rank r's P + r),
-``verify_checksum``. KV caches may be host-memory or CUDA tensors.
+``verify_checksum``, and ``trusted_bootstrap_addrs`` (a decode without a cluster secret:
+bootstrap servers besides its own that a request's parameters may name; params.py).
+KV caches may be host-memory or CUDA tensors.
 
 Hybrid models: the connector implements vLLM's ``SupportsHMA`` (its hybrid KV cache
 manager stays on): a request's blocks come per KV cache group and every group moves
@@ -89,7 +91,9 @@ class PdkvConnector(KVConnectorBase_V1, SupportsHMA):
             self._scheduler = SchedulerSide(vllm_config.cache_config.block_size,
                                             self._settings.bootstrap_addr, str(ktc.engine_id),
                                             self._settings.layerwise, mode == "prefill",
-                                            mode == "decode", groups, _tp_size(vllm_config))
+                                            mode == "decode",
+                                            self._settings.trusted_bootstrap_addrs,
+                                            groups, _tp_size(vllm_config))
         else:
             self._worker = WorkerSide(self._settings, mode, lambda: _topology(vllm_config),
                                       groups)

@@ -14,15 +14,29 @@ token ended the request) still hands the request on: the decode gets it without 
 computes the prompt itself. The client's ``Authorization`` and ``X-Request-Id`` go to both
 instances (one id is made up when the client sent none) and the id comes back on the
 answer. An instance's error answer reaches the client as sent (status, content type,
-body); an instance that cannot be reached is a 502 naming it. ``--serve-bootstrap PORT``
-also runs pdkv's bootstrap server in this process. Standard library only (http.server,
-urllib); one thread per connection.
+body); an instance that cannot be reached, or that answers with a redirect (never
+followed: it would carry the client's ``Authorization`` to another host), is a 502 naming
+it. ``--serve-bootstrap PORT`` also runs pdkv's bootstrap server in this process (on
+``--bootstrap-host``, every interface by default: instances on other hosts register there).
+
+Clients are not trusted (docs/SECURITY.md): the proxy listens on loopback unless
+``--host`` says otherwise; holds at most ``--max-connections`` connections (the next is
+answered 503 and closed, so descriptors never run out) and closes one idle for
+``--idle-timeout-s``; refuses a request whose body is framed both by Content-Length and
+Transfer-Encoding, or by Transfer-Encoding alone, or whose headers are folded or malformed
+(400, then the connection closes, so no bytes of it are read as another request); refuses
+a body over ``--max-body-bytes`` (413) and a request past ``--max-concurrent`` in flight
+(503); and forwards an ``X-Request-Id`` only when it is 1-128 printable ASCII characters,
+else makes one up. Standard library only (http.server, urllib); one thread per connection.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
+import re
+import resource
 import secrets
 import sys
 import threading
@@ -32,7 +46,17 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 _ROUTES = ("/v1/completions", "/v1/chat/completions")
-_MAX_BODY_BYTES = 64 << 20
+DEFAULT_MAX_BODY_BYTES = 16 << 20  # a long prompt as token ids is a few MiB
+DEFAULT_MAX_CONCURRENT = 256
+DEFAULT_MAX_CONNECTIONS = 512
+DEFAULT_IDLE_TIMEOUT_S = 30.0
+# Descriptors kept free of connections: the listening socket, the bootstrap server's,
+# logs, Python's own files.
+_SPARE_DESCRIPTORS = 64
+# A request id is echoed in headers and written to two instances' logs: printable ASCII
+# without spaces, bounded, so it cannot split a header or a log line.
+_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
+_CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")
 # vLLM validates these against the token limit (min_tokens <= max_tokens) or against
 # streaming (stream_options needs stream=True), so with max_tokens=1 and no stream the
 # prefill would answer 400. The decode still gets them: it produces the real answer.
@@ -76,6 +100,16 @@ def decode_request(body: dict, params: dict | None) -> dict:
     return out
 
 
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """A backend's 3xx is not followed: urllib then raises it as an HTTPError."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_RefuseRedirects)
+
+
 class _Unreachable(Exception):
     """No HTTP answer from an upstream (refused, reset, timed out, not HTTP)."""
 
@@ -84,16 +118,60 @@ def _post(url: str, body: dict, headers: dict[str, str], timeout: float):
     req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json", **headers})
     try:
-        return urllib.request.urlopen(req, timeout=timeout)
+        return _OPENER.open(req, timeout=timeout)
     except urllib.error.HTTPError:
         raise  # an answer: the caller relays it
     except (urllib.error.URLError, OSError, ValueError) as e:
         raise _Unreachable(getattr(e, "reason", e)) from e
 
 
-def make_handler(upstreams: _Upstreams, timeout_s: float):
+@dataclasses.dataclass
+class Limits:
+    """What one client may hold of the proxy (flags of the same names)."""
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+
+
+def request_id_of(values: list[str] | None) -> str:
+    """The client's X-Request-Id when it sent exactly one well-formed id, else a new one."""
+    if values and len(values) == 1 and _REQUEST_ID.fullmatch(values[0]):
+        return values[0]
+    return uuid.uuid4().hex
+
+
+def framing_error(headers) -> tuple[int, str] | None:
+    """(status, why) when the request's headers cannot frame its body unambiguously.
+
+    RFC 9112: a message with both Content-Length and Transfer-Encoding may have been
+    framed otherwise by a server in front of this one (the rest would be a smuggled
+    request), so it is refused, and so is obsolete line folding (6.3, 5.2). A chunked
+    body alone is refused too (411): these endpoints take JSON with a length."""
+    if headers.defects:  # a line that is no header ended the headers early
+        return 400, "malformed header line"
+    for name, value in headers.items():
+        if "\r" in value or "\n" in value:
+            return 400, f"obsolete line folding in {name}"
+    lengths = headers.get_all("Content-Length") or []
+    if headers.get_all("Transfer-Encoding"):
+        if lengths:
+            return 400, "both Content-Length and Transfer-Encoding"
+        return 411, "Transfer-Encoding bodies are not accepted: send Content-Length"
+    if len(lengths) != 1 or not _CONTENT_LENGTH.fullmatch(lengths[0]):
+        return 411, "exactly one decimal Content-Length is needed"
+    return None
+
+
+def make_handler(upstreams: _Upstreams, timeout_s: float, limits: Limits | None = None):
+    limits = limits or Limits()
+    in_flight = threading.BoundedSemaphore(limits.max_concurrent)
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Every read and write on the client's socket: an idle or stalled client frees
+        # its connection (and descriptor) after this long.
+        timeout = limits.idle_timeout_s
 
         def log_message(self, fmt, *args):  # quiet: one line per error only
             pass
@@ -107,11 +185,19 @@ def make_handler(upstreams: _Upstreams, timeout_s: float):
             self.send_header("Content-Length", str(len(data)))
             if request_id:
                 self.send_header("X-Request-Id", request_id)
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(data)
 
         def _reply(self, status: int, payload: dict, request_id: str | None = None) -> None:
             self._send(status, "application/json", json.dumps(payload).encode(), request_id)
+
+        def _refuse(self, status: int, why: str) -> None:
+            """An error before the body was read: the connection closes after it, so no
+            byte of the unread body is taken for the next request."""
+            self.close_connection = True
+            self._reply(status, {"error": why})
 
         def _bad_gateway(self, why: str, request_id: str) -> None:
             """An upstream that could not be used at all: logged, and a 502 saying why."""
@@ -123,33 +209,55 @@ def make_handler(upstreams: _Upstreams, timeout_s: float):
             # key, a 503 when overloaded) tells the client more than a 502 would.
             with e:
                 try:
-                    data = e.read()
+                    data = e.read(limits.max_body_bytes)
                 except OSError:
                     data = b""
+            if 300 <= e.code < 400:
+                return self._bad_gateway(f"{who} answered a redirect ({e.code}), which the "
+                                         "proxy does not follow", request_id)
             self._log(f"{who} answered {e.code}")
             self._send(e.code, e.headers.get("Content-Type", "application/json"), data,
                        request_id)
 
         def do_GET(self):
+            error = framing_error(self.headers)
+            if error is not None and error[1].startswith(("malformed", "obsolete")):
+                return self._refuse(*error)
+            if self.headers.get_all("Transfer-Encoding") or \
+                    self.headers.get("Content-Length", "0") != "0":
+                return self._refuse(400, "a GET carries no body")
             if self.path == "/health":
                 self._reply(200, {"status": "ok"})
             else:
                 self._reply(404, {"error": f"no route {self.path}"})
 
         def do_POST(self):
+            error = framing_error(self.headers)
+            if error is not None:
+                return self._refuse(*error)
+            length = int(self.headers["Content-Length"])
             if self.path not in _ROUTES:
-                return self._reply(404, {"error": f"no route {self.path}"})
+                return self._refuse(404, f"no route {self.path}")
+            if length > limits.max_body_bytes:
+                return self._refuse(413, f"body of {length} bytes; at most "
+                                         f"{limits.max_body_bytes} are taken")
+            if not in_flight.acquire(blocking=False):
+                return self._refuse(503, f"{limits.max_concurrent} requests in flight "
+                                         "already; try again")
             try:
-                length = int(self.headers.get("Content-Length", "0"))
-                if not 0 < length <= _MAX_BODY_BYTES:
-                    raise ValueError(f"body of {length} bytes")
+                self._proxy(length)
+            finally:
+                in_flight.release()
+
+        def _proxy(self, length: int):
+            try:
                 body = json.loads(self.rfile.read(length))
                 if not isinstance(body, dict):
                     raise ValueError("body is not a JSON object")
-            except ValueError as e:
-                return self._reply(400, {"error": f"bad request: {e}"})
+            except (ValueError, RecursionError) as e:
+                return self._reply(400, {"error": f"bad request: {str(e)[:200]}"})
             # Both instances get the same id, so their logs name the request alike.
-            request_id = self.headers.get("X-Request-Id") or uuid.uuid4().hex
+            request_id = request_id_of(self.headers.get_all("X-Request-Id"))
             headers = {h: self.headers[h] for h in _FORWARDED_HEADERS if self.headers.get(h)}
             headers["X-Request-Id"] = request_id
             prefill, decode = upstreams.pick()
@@ -157,7 +265,7 @@ def make_handler(upstreams: _Upstreams, timeout_s: float):
             try:
                 with _post(prefill + self.path, prefill_request(body, room), headers,
                            timeout_s) as r:
-                    answer = json.loads(r.read())
+                    answer = json.loads(r.read(limits.max_body_bytes))
                 params = answer.get("kv_transfer_params") if isinstance(answer, dict) else None
             except urllib.error.HTTPError as e:
                 return self._relay_error(f"prefill {prefill}", e, request_id)
@@ -207,26 +315,106 @@ def make_handler(upstreams: _Upstreams, timeout_s: float):
     return Handler
 
 
+class BoundedServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer holding at most `max_connections` connections: one more is
+    answered 503 at once and closed, so a flood of idle connections can neither take the
+    last descriptor (accept() would then fail on every loop, spinning a core, and no
+    client would get in) nor starve the clients already connected."""
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, address, handler, max_connections: int):
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address):
+        if not self._slots.acquire(blocking=False):
+            try:
+                request.setblocking(False)
+                request.send(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                             b"Connection: close\r\n\r\n")
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+def fit_descriptor_limit(max_connections: int) -> int:
+    """The connections this process can hold: each takes a descriptor for the client and
+    one for the instance it is relayed to. Raises the soft limit toward the hard one when
+    that is what it takes; else fewer connections than asked (said on stderr)."""
+    need = 2 * max_connections + _SPARE_DESCRIPTORS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        want = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (ValueError, OSError):
+            pass
+    if soft != resource.RLIM_INFINITY and soft < need:
+        fitted = max(1, (soft - _SPARE_DESCRIPTORS) // 2)
+        print(f"pdkv proxy: {soft} descriptors allowed: --max-connections {max_connections} "
+              f"lowered to {fitted}", file=sys.stderr, flush=True)
+        return fitted
+    return max_connections
+
+
+def _positive(kind):
+    def parse(text: str):
+        value = kind(text)
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
+        return value
+    return parse
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pdkv.integrations.vllm.proxy",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--host", default="0.0.0.0")
+    ap.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default loopback only; 0.0.0.0 = every "
+                         "interface: put it behind a firewall or an authenticating gateway)")
     ap.add_argument("--port", type=int, default=8000, help="0 = any free port (printed)")
     ap.add_argument("--prefill", action="append", required=True, help="prefill base URL")
     ap.add_argument("--decode", action="append", required=True, help="decode base URL")
     ap.add_argument("--timeout-s", type=float, default=600.0)
+    ap.add_argument("--max-body-bytes", type=_positive(int), default=DEFAULT_MAX_BODY_BYTES,
+                    help="larger request bodies are refused with 413")
+    ap.add_argument("--max-concurrent", type=_positive(int), default=DEFAULT_MAX_CONCURRENT,
+                    help="requests in flight at once; more are refused with 503")
+    ap.add_argument("--max-connections", type=_positive(int), default=DEFAULT_MAX_CONNECTIONS,
+                    help="client connections held at once; more are answered 503 and closed")
+    ap.add_argument("--idle-timeout-s", type=_positive(float), default=DEFAULT_IDLE_TIMEOUT_S,
+                    help="a client connection silent this long is closed")
     ap.add_argument("--serve-bootstrap", type=int, metavar="PORT", default=None,
                     help="also run pdkv's bootstrap server on this port")
+    ap.add_argument("--bootstrap-host", default="0.0.0.0",
+                    help="address the bootstrap server listens on (default every interface: "
+                         "instances on other hosts register there; the cluster secret "
+                         "authenticates them)")
     args = ap.parse_args(argv)
+    limits = Limits(args.max_body_bytes, args.max_concurrent,
+                    fit_descriptor_limit(args.max_connections), args.idle_timeout_s)
     bootstrap = None
     if args.serve_bootstrap is not None:
         import pdkv
-        bootstrap = pdkv.BootstrapServer(args.host, args.serve_bootstrap)
+        bootstrap = pdkv.BootstrapServer(args.bootstrap_host, args.serve_bootstrap)
         print(f"pdkv bootstrap server on port {bootstrap.port}", flush=True)
-    server = ThreadingHTTPServer((args.host, args.port),
-                                 make_handler(_Upstreams(args.prefill, args.decode),
-                                              args.timeout_s))
-    server.daemon_threads = True
+    server = BoundedServer((args.host, args.port),
+                           make_handler(_Upstreams(args.prefill, args.decode), args.timeout_s,
+                                        limits), limits.max_connections)
     print(f"pdkv proxy listening on http://{args.host}:{server.server_address[1]}", flush=True)
     try:
         server.serve_forever()

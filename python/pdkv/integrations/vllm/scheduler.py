@@ -60,12 +60,14 @@ class _Sending:
 class SchedulerSide:
     def __init__(self, block_size: int, bootstrap_addr: str, instance_id: str,
                  layerwise: bool, is_producer: bool, is_consumer: bool,
-                 groups: Optional[GroupLayout] = None, tp_size: Optional[int] = None):
+                 trusted_bootstrap_addrs=(), groups: Optional[GroupLayout] = None,
+                 tp_size: Optional[int] = None):
         self._groups = groups or GroupLayout.single(block_size)
         self._tp_size = tp_size
         block_size = self._groups.groups[self._groups.primary].block_size
         self._block_size = block_size
         self._bootstrap_addr = bootstrap_addr
+        self._trust = P.BootstrapTrust(bootstrap_addr, trusted_bootstrap_addrs)
         self._layerwise = layerwise
         self._is_producer, self._is_consumer = is_producer, is_consumer
         self._rooms = RoomTable(instance_id)
@@ -79,7 +81,7 @@ class SchedulerSide:
 
     # --- both roles -------------------------------------------------------------------
     def get_num_new_matched_tokens(self, request, num_computed_tokens: int):
-        params = request.kv_transfer_params or {}
+        params = P.checked(request, self._trust, self._bootstrap_addr)
         if self._is_consumer and params.get(P.DO_REMOTE_PREFILL) and self._can_load(params):
             count = self._remote_tokens(request, params) - num_computed_tokens
             if count > 0:
@@ -89,8 +91,9 @@ class SchedulerSide:
     def on_new_request(self, request) -> None:
         """Prefill of a model with a Mamba group: the prompt loses its last token (the
         decode recomputes it from the state after N-1 tokens; groups.py)."""
-        params = request.kv_transfer_params or {}
-        if self._is_producer and params.get(P.DO_REMOTE_DECODE) and self._groups.has_mamba:
+        params = request.kv_transfer_params
+        if self._is_producer and isinstance(params, dict) and params.get(P.DO_REMOTE_DECODE) \
+                and self._groups.has_mamba:
             truncate_prompt(request)
 
     def _remote_tokens(self, request, params: dict) -> int:
@@ -114,7 +117,7 @@ class SchedulerSide:
         return True
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens: int) -> None:
-        params = request.kv_transfer_params or {}
+        params = P.checked(request, self._trust, self._bootstrap_addr)
         if self._is_consumer and params.get(P.DO_REMOTE_PREFILL):
             self._start_receiving(request, params, blocks, num_external_tokens)
         elif self._is_producer and params.get(P.DO_REMOTE_DECODE):
@@ -162,7 +165,7 @@ class SchedulerSide:
     def request_finished(self, request, block_ids) -> tuple[bool, Optional[dict]]:
         """Both of vLLM's hooks: request_finished (one group, a flat list) and, with its
         hybrid KV cache manager, request_finished_all_groups (a list per group)."""
-        params = request.kv_transfer_params or {}
+        params = P.checked(request, self._trust, self._bootstrap_addr)
         req_id = request.request_id
         if self._is_consumer and params.get(P.DO_REMOTE_PREFILL):
             # Finished before its blocks were allocated (aborted while waiting): tell the
@@ -213,7 +216,7 @@ class SchedulerSide:
                P.NUM_BLOCKS: state.num_blocks_total, P.NUM_TOKENS: request.num_prompt_tokens}
         if self._tp_size:
             out[P.TP_SIZE] = self._tp_size
-        return True, out
+        return True, self._trust.sign(out)
 
     # --- helpers ----------------------------------------------------------------------
     def _preempt(self, req_id: str) -> None:
