@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from typing import List, Optional
 
@@ -234,11 +235,22 @@ class PdkvKVReceiver(BaseKVReceiver):
 
 class PdkvKVBootstrapServer(BaseKVBootstrapServer):
     """pdkv's HTTP bootstrap server where sglang starts its own (the prefill's HTTP
-    server process, at ``--host`` / ``--disaggregation-bootstrap-port``)."""
+    server process, at ``--host`` / ``--disaggregation-bootstrap-port``).
+
+    ``thread`` is what sglang's service supervises: one sglang version starts the server
+    in a spawned child process, checks ``thread.is_alive()`` while it polls ``/health``
+    and then blocks in ``thread.join()`` for the child's life. pdkv's server serves from
+    native threads, so ``thread`` is a Python thread that lives exactly while the server
+    serves: it ends when ``close()`` stops the server."""
 
     def __init__(self, host: str, port: int, **_newer_upstream_keywords):
         self._server = pdkv.BootstrapServer(host, int(port))
         self.port = self._server.port
+        self._stopped = threading.Event()
+        self.thread = threading.Thread(target=self._stopped.wait, daemon=True,
+                                       name="pdkv-bootstrap-server")
+        self.thread.start()
 
     def close(self):
         self._server.stop()
+        self._stopped.set()
