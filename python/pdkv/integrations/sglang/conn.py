@@ -19,9 +19,10 @@ from sglang.srt.disaggregation.base.conn import (BaseKVBootstrapServer, BaseKVMa
 
 import pdkv
 from pdkv.integrations.settings import TransferSettings, make_kv_manager
-from pdkv.integrations.sglang.kvargs import kv_args_from_sglang
+from pdkv.integrations.sglang.kvargs import kv_args_and_state
 from pdkv.integrations.sglang.prefill_info import (PrefillInstanceInfo, RoomPlacementReporter,
                                                    fetch_prefill_info)
+from pdkv.integrations.sglang.state_layout import check_tp_with_prefill
 
 log = logging.getLogger("pdkv.sglang")
 _TERMINAL = (pdkv.KVPoll.Success, pdkv.KVPoll.Failed)
@@ -58,7 +59,8 @@ class PdkvKVManager(BaseKVManager):
         settings = TransferSettings.from_mapping(
             {"backend": os.environ.get("PDKV_ENGINE_BACKEND") or "tcp"},
             default_bootstrap_addr=own_bootstrap_addr(server_args))
-        self.pdkv_args = kv_args_from_sglang(args, server_args, self.is_mla_backend, self.mode)
+        self.pdkv_args, self.state_layout = kv_args_and_state(args, server_args,
+                                                              self.is_mla_backend, self.mode)
         # One /metrics endpoint per process: a fixed PDKV_METRICS_PORT is offset by the
         # rank's index on the instance (attention TP rank + attention TP size x system
         # DP rank), so the ranks of one host do not clash.
@@ -88,6 +90,8 @@ class PdkvKVManager(BaseKVManager):
             raise RuntimeError(f"page size mismatch: prefill {bootstrap_addr} has page_size "
                                f"{info.page_size}, this decode {self.pdkv_args.page_size}; "
                                "both must use the same --page-size")
+        check_tp_with_prefill(self.state_layout, self.pdkv_args.tp_size, info.attn_tp_size,
+                              bootstrap_addr)
         self.prefill_info_table[bootstrap_addr] = info
         return True
 
@@ -135,7 +139,8 @@ class PdkvKVSender(BaseKVSender):
 
     def send(self, kv_indices, state_indices: Optional[List] = None,
              token_position_offset: int = 0):
-        """One chunk of page indices, in request order.
+        """One chunk of page indices, in request order; on the last chunk, sglang's
+        ``state_indices`` (one list or None per state type), which pdkv sends after the KV.
 
         ``token_position_offset`` (the request position of the chunk's first token) is
         accepted and ignored, which is correct for the pools this adapter carries. In
@@ -147,9 +152,11 @@ class PdkvKVSender(BaseKVSender):
         decode's prefix pages are skipped by pdkv itself). kv_args_from_sglang refuses
         compressed-MLA pools (``mla_compression_ratios``) and context parallelism
         (``dcp_size`` or ``attn_cp_size`` > 1), the cases where the offset would matter."""
-        if state_indices is not None and len(state_indices):
-            raise ValueError("pdkv's sglang adapter does not carry state buffers yet")
-        self._sender.send(kv_indices)
+        groups = self.kv_mgr.state_layout.group_indices(state_indices)
+        if groups is None:
+            self._sender.send(kv_indices)
+        else:
+            self._sender.send(kv_indices, state_indices=groups)
         self._pages_sent += len(kv_indices)
 
     def poll(self) -> int:
@@ -207,12 +214,12 @@ class PdkvKVReceiver(BaseKVReceiver):
     def send_metadata(self, kv_indices, aux_index: Optional[int] = None,
                       state_indices: Optional[List] = None,
                       decode_prefix_len: Optional[int] = None):
-        if state_indices is not None and len(state_indices):
-            raise ValueError("pdkv's sglang adapter does not carry state buffers yet")
+        groups = self.kv_mgr.state_layout.group_indices(state_indices)
         if not self._initialised:  # older sglang resolved the route in the constructor
             self.init()
+        extra = {} if groups is None else {"state_indices": groups}
         self._receiver.send_metadata(kv_indices, aux_index=aux_index,
-                                     decode_prefix_len=decode_prefix_len)
+                                     decode_prefix_len=decode_prefix_len, **extra)
 
     def poll(self) -> int:
         state = self._receiver.poll()
