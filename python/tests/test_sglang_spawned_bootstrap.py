@@ -35,8 +35,9 @@ def _launcher(tmp_path, with_pth: bool) -> dict:
                PYTHONPATH=os.pathsep.join([STANDINS, make_plugin_site(str(tmp_path / "site")),
                                            HERE, os.environ["PYTHONPATH"]]))
     env.pop("PYTHONNOUSERSITE", None)
-    usersite = subprocess.run([sys.executable, "-c", "import site; print(site.getusersitepackages())"],
-                              env=env, capture_output=True, text=True, check=True).stdout.strip()
+    usersite = subprocess.run(
+        [sys.executable, "-c", "import site; print(site.getusersitepackages())"],
+        env=env, capture_output=True, text=True, check=True).stdout.strip()
     os.makedirs(usersite, exist_ok=True)
     if with_pth:
         shutil.copy(SHIPPED_PTH, usersite)
