@@ -115,8 +115,10 @@ def test_parallel_layouts_pdkv_cannot_place_are_refused():
         kv_args_and_state(a, ServerArgs(), True)
 
 
-@needs_groups
-def test_kvargs_carry_groups_for_a_mamba_swa_rank():
+def test_kvargs_carry_groups_for_a_mamba_swa_rank(monkeypatch):
+    # The fields handed to pdkv.KVArgs (recorded, so this runs before the core has them).
+    import types
+    monkeypatch.setattr(pdkv, "KVArgs", lambda **fields: types.SimpleNamespace(**fields))
     from sglang_state_replay import HybridPool
     pool = HybridPool("mamba_swa", 1, 2)
     args, state = kv_args_and_state(pool.kv_args(KVArgs, StateType),
@@ -125,6 +127,16 @@ def test_kvargs_carry_groups_for_a_mamba_swa_rank():
     assert args.layer_buffers == [[0, 2], [1, 3], [4, 5]]
     assert args.state_buffer_groups == [0, 0]
     assert args.state_item_lens == [12, 24]
+    assert args.kv_data_ptrs[4:] == [b.ctypes.data for b in pool.swa]
+    assert (args.kv_head_num, args.total_kv_head_num, args.head_dim) == (2, 4, 8)
+    assert state.group_indices([[3], [9, 10]]) == [[3], [9, 10]]
+    # a model without state hands the core none of the group fields
+    plain = KVArgs()
+    plain.engine_rank, plain.page_size, plain.kv_head_num, plain.total_kv_head_num = 0, 4, 2, 4
+    plain.kv_data_ptrs, plain.kv_data_lens = args.kv_data_ptrs[:4], [b.nbytes for b in pool.kv]
+    plain.kv_item_lens, plain.state_data_ptrs = [64] * 4, []
+    fields = vars(kv_args_and_state(plain, ServerArgs(tp_size=2), False)[0])
+    assert not {"state_buffer_groups", "kv_layer_groups", "state_data_ptrs"} & set(fields)
 
 
 def _run(family, p_tp, d_tp):
