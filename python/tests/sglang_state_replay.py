@@ -4,7 +4,7 @@ lists in KVArgs.state_types, the way its setup_state_kv_args fills them.
 "mamba_swa" (an MHA model): full-attention layers; one sliding-window layer whose K and V
 pools are the SWA component (laid out like the full pool: K buffers, then V buffers); a
 Mamba component of two tensors (conv, temporal) with one slot per request, each rank
-holding its contiguous 1/TP of a slot. "dsa" (an MLA model): latent layers and the DSA
+holding its contiguous 1/TP of a slot. "mamba": the same without the SWA layer. "dsa" (an MLA model): latent layers and the DSA
 indexer component, one page-indexed buffer per layer, the same on every rank.
 
 Prefill: KVSender -> WaitingForInput -> init -> write pools -> send(first chunk) ->
@@ -47,7 +47,8 @@ class HybridPool:
         per_token = (1, LATENT) if self.mla else (self.n, HEAD_BYTES)
         count = LAYERS if self.mla else 2 * LAYERS
         self.kv = [np.zeros((POOL_PAGES * PAGE, *per_token), np.uint8) for _ in range(count)]
-        self.swa = [] if self.mla else [np.zeros_like(self.kv[0]) for _ in range(2)]
+        self.swa = [np.zeros_like(self.kv[0]) for _ in range(2)] \
+            if family == "mamba_swa" else []
         self.slot_bytes = [CONV // tp, TEMPORAL // tp]
         self.mamba = [] if self.mla else [np.zeros((SLOTS, b), np.uint8) for b in self.slot_bytes]
         self.dsa = [np.zeros((POOL_PAGES * PAGE, INDEXER), np.uint8)
@@ -69,7 +70,8 @@ class HybridPool:
             comps.append((StateType.DSA, self.dsa, [b[0].nbytes * PAGE for b in self.dsa]))
         else:
             comps.append((StateType.MAMBA, self.mamba, [b[0].nbytes for b in self.mamba]))
-            comps.append((StateType.SWA, self.swa, [b[0].nbytes * PAGE for b in self.swa]))
+            if self.swa:
+                comps.append((StateType.SWA, self.swa, [b[0].nbytes * PAGE for b in self.swa]))
         a.state_types = [c[0] for c in comps]
         a.state_data_ptrs = [[b.ctypes.data for b in c[1]] for c in comps]
         a.state_data_lens = [[b.nbytes for b in c[1]] for c in comps]
@@ -78,6 +80,12 @@ class HybridPool:
         a.state_conv_shard_groups = [[] for _ in comps]
         a.is_hybrid_mla_backend = False
         return a
+
+    def state_indices(self, pages, swa_pages, slot):
+        """sglang's state_indices: one list per state type, in state_types order."""
+        if self.mla:
+            return [pages]  # the DSA indexer is indexed by KV page
+        return [[slot], swa_pages] if self.swa else [[slot]]
 
     def tokens(self, pages, n_tokens):
         return [pages[t // PAGE] * PAGE + t % PAGE for t in range(n_tokens)]
@@ -161,7 +169,7 @@ def prefill_main(cfg, out_q, in_q):
         s.init(len(pages), k)
         pool.write(pages, n_tokens, swa_pages, window, slot, seed)
         pool.aux[k, 0] = room
-        state = [[slot], swa_pages] if not pool.mla else [pages]
+        state = pool.state_indices(pages, swa_pages, slot)
         s.send(np.array(pages[:1], np.int32))
         s.send(np.array(pages[1:], np.int32), state_indices=state)
         outcome[room] = int(_poll_until(s, (KVPoll.Success, KVPoll.Failed), 30))
@@ -185,7 +193,7 @@ def decode_main(cfg, out_q, in_q):
         assert _poll_until(r, (KVPoll.WaitingForInput, KVPoll.Failed), 30) == \
             KVPoll.WaitingForInput, room
         pages, swa_pages, window, slot = _plan(n_tokens, "d", k)
-        state = [[slot], swa_pages] if not pool.mla else [pages]
+        state = pool.state_indices(pages, swa_pages, slot)
         r.send_metadata(np.array(pages, np.int32), k, state)
         state_end = _poll_until(r, (KVPoll.Success, KVPoll.Failed), 30)
         outcome[room] = dict(pool.check(pages, n_tokens, swa_pages, window, slot, seed),

@@ -55,7 +55,8 @@ def test_dsa_indexer_is_a_group_of_whole_page_slots():
     a = _args([(StateType.DSA, [31, 32], [4 * 132, 4 * 132])])
     s = state_layout(a, is_mla=True, page_size=4, kv_item_len=4 * 576)
     assert s.state_buffer_groups == [0, 0] and not s.layer_buffers
-    assert s.group_indices([[5, 6, 7]]) == [[5, 6, 7]]
+    assert not s.needs_groups  # one group of buffers: the core's plain state, one list
+    assert s.group_indices([[5, 6, 7]]) == [5, 6, 7]
 
 
 @pytest.mark.parametrize("kind,why", [(StateType.SWA_RING, "DeepSeek-V4"),
@@ -165,6 +166,18 @@ def _run(family, p_tp, d_tp):
 @pytest.mark.parametrize("p_tp,d_tp", [(2, 1), (1, 2), (2, 2)])
 def test_mamba_slots_and_swa_window_pages_move_across_tp_sizes(p_tp, d_tp):
     _run("mamba_swa", p_tp, d_tp)
+
+
+@pytest.mark.parametrize("family,tp", [("mamba", 1), ("mamba", 2), ("dsa", 1), ("dsa", 2)])
+def test_one_state_group_moves_at_equal_tp_on_any_core(family, tp):
+    # One group of state buffers is the core's plain state: no group fields needed.
+    _run(family, tp, tp)
+
+
+@needs_groups
+@pytest.mark.parametrize("p_tp,d_tp", [(2, 1), (1, 2)])
+def test_mamba_slots_are_split_across_tp_sizes(p_tp, d_tp):
+    _run("mamba", p_tp, d_tp)
 
 
 @needs_groups

@@ -125,11 +125,14 @@ def kv_args_and_state(args, server_args, is_mla: bool,
 
 
 def _group_fields(state: StateLayout, full_layers: int) -> dict:
-    """pdkv's state-group fields, only for a rank with state (a pdkv without state groups
-    still takes a KVArgs of a model without state)."""
+    """pdkv's state fields, only for a rank with state, and the group fields only where
+    one group of state buffers is not enough (a core without state groups still takes
+    a model without state, or with one group of state buffers)."""
     if not state.groups:
         return {}
-    return dict(state_data_ptrs=state.state_data_ptrs, state_data_lens=state.state_data_lens,
-                state_item_lens=state.state_item_lens,
-                state_buffer_groups=state.state_buffer_groups,
-                kv_layer_groups=[-1] * full_layers + state.layer_groups)
+    fields = dict(state_data_ptrs=state.state_data_ptrs, state_data_lens=state.state_data_lens,
+                  state_item_lens=state.state_item_lens)
+    if state.needs_groups:
+        fields.update(state_buffer_groups=state.state_buffer_groups,
+                      kv_layer_groups=[-1] * full_layers + state.layer_groups)
+    return fields

@@ -66,9 +66,17 @@ class StateLayout:
     def groups(self) -> int:
         return sum(g is not None for g in self.group_of_component)
 
+    @property
+    def needs_groups(self) -> bool:
+        """More than one group, or KV layers in one: what only a core with state groups
+        carries. One group of state buffers is a pdkv core's plain state (one flat index
+        list, every buffer in group 0), so a Mamba-only or DSA model needs no more."""
+        return self.groups > 1 or bool(self.layer_groups)
+
     def group_indices(self, state_indices) -> Optional[list]:
-        """sglang's per-component ``state_indices`` -> pdkv's per-group lists (None when the
-        rank has no state). A component sglang leaves at None moves nothing."""
+        """sglang's per-component ``state_indices`` -> pdkv's per-group lists, or one flat
+        list for one group without KV layers (None when the rank has no state). A
+        component sglang leaves at None moves nothing."""
         if not self.groups:
             if state_indices is not None and any(i is not None and len(i)
                                                  for i in state_indices):
@@ -84,7 +92,7 @@ class StateLayout:
             indices = state_indices[component]
             if group is not None and indices is not None:
                 out[group] = [int(i) for i in indices]
-        return out
+        return out if self.needs_groups else out[0]
 
 
 def _component(args, field: str, i: int) -> list:
