@@ -52,6 +52,63 @@ Status check_memory_list(const char* name, const std::vector<BufferMemory>& memo
   return Status();
 }
 
+// State groups: one group per state buffer / KV layer when given, within the wire's
+// bound; a KV buffer serves layers of one page space only (the grants and the page
+// lists are per space); strides at least the item.
+Status check_state_groups(const KvArgs& a) {
+  const auto max_group = static_cast<int64_t>(proto::kMaxStateGroups);
+  if (!a.state_buffer_groups.empty() && a.state_buffer_groups.size() != a.state_data_ptrs.size()) {
+    return invalid_argument(
+        "state_buffer_groups has " + std::to_string(a.state_buffer_groups.size()) +
+        " entries but there are " + std::to_string(a.state_data_ptrs.size()) + " state buffers");
+  }
+  for (int64_t g : a.state_buffer_groups) {
+    if (g < 0 || g >= max_group) {
+      return invalid_argument("state_buffer_groups holds " + str(g) + "; a state group is in [0, " +
+                              str(max_group) + ")");
+    }
+  }
+  if (!a.kv_layer_groups.empty() && a.kv_layer_groups.size() != a.layer_buffers.size()) {
+    return invalid_argument("kv_layer_groups has " + std::to_string(a.kv_layer_groups.size()) +
+                            " entries but layer_buffers has " +
+                            std::to_string(a.layer_buffers.size()) + " KV layers");
+  }
+  for (int64_t g : a.kv_layer_groups) {
+    if (g < -1 || g >= max_group) {
+      return invalid_argument("kv_layer_groups holds " + str(g) +
+                              "; -1 = chunked pages, else a state group in [0, " + str(max_group) +
+                              ")");
+    }
+  }
+  std::vector<int64_t> space(a.kv_data_ptrs.size(), -2);  // -2 = no layer names it yet
+  for (size_t l = 0; l < a.layer_buffers.size(); ++l) {
+    const int64_t g = a.kv_layer_groups.empty() ? -1 : a.kv_layer_groups[l];
+    for (int64_t b : a.layer_buffers[l]) {
+      auto& s = space[static_cast<size_t>(b)];
+      if (s != -2 && s != g) {
+        return invalid_argument("KV buffer " + str(b) + " serves KV layers of groups " + str(s) +
+                                " and " + str(g) +
+                                " (kv_layer_groups); a buffer holds one page list");
+      }
+      s = g;
+    }
+  }
+  if (!a.kv_page_strides.empty() && a.kv_page_strides.size() != a.kv_data_ptrs.size()) {
+    return invalid_argument("kv_page_strides has " + std::to_string(a.kv_page_strides.size()) +
+                            " entries but there are " + std::to_string(a.kv_data_ptrs.size()) +
+                            " KV buffers");
+  }
+  for (size_t b = 0; b < a.kv_page_strides.size(); ++b) {
+    const uint64_t stride = a.kv_page_strides[b];
+    if (stride != 0 && stride < a.kv_item_lens[b]) {
+      return invalid_argument("kv_page_strides[" + std::to_string(b) +
+                              "] = " + std::to_string(stride) + " is below the item length " +
+                              std::to_string(a.kv_item_lens[b]) + " (0 = packed pages)");
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 std::vector<int64_t> KvArgs::effective_kv_layer_ids() const {
@@ -66,6 +123,19 @@ int64_t KvArgs::layer_num() const {
   for (int64_t id : kv_layer_ids) top = std::max(top, id);
   for (int64_t id : state_layer_ids) top = std::max(top, id);
   return top >= 0 ? top + 1 : static_cast<int64_t>(layer_buffers.size());
+}
+
+int64_t KvArgs::state_group_count() const {
+  int64_t top = -1;
+  for (int64_t g : state_buffer_groups) top = std::max(top, g);
+  for (int64_t g : kv_layer_groups) top = std::max(top, g);
+  if (top < 0 && !state_data_ptrs.empty()) return 1;
+  return top + 1;
+}
+
+bool KvArgs::has_group_kv_layers() const {
+  return std::any_of(kv_layer_groups.begin(), kv_layer_groups.end(),
+                     [](int64_t g) { return g >= 0; });
 }
 
 Status KvArgs::validate() const {
@@ -112,6 +182,7 @@ Status KvArgs::validate() const {
   for (int64_t id : state_layer_ids) {
     if (id < 0) return invalid_argument("state_layer_ids contains negative id " + str(id));
   }
+  PDKV_RETURN_IF_ERROR(check_state_groups(*this));
   if (kv_head_num < 1 || total_kv_head_num < 1) {
     return invalid_argument("kv_head_num and total_kv_head_num must be >= 1");
   }
@@ -167,6 +238,8 @@ proto::KvLayout KvArgs::layout() const {
   out.draft_kv_head_num = static_cast<uint32_t>(draft_kv_head_num);
   out.draft_total_kv_head_num = static_cast<uint32_t>(draft_total_kv_head_num);
   out.draft_head_dim = static_cast<uint32_t>(draft_head_dim);
+  out.state_buffer_groups.assign(state_buffer_groups.begin(), state_buffer_groups.end());
+  out.kv_layer_groups.assign(kv_layer_groups.begin(), kv_layer_groups.end());
   return out;
 }
 
@@ -209,10 +282,39 @@ Status check_geometry(const proto::KvLayout& p, const proto::KvLayout& d) {
   return Status();
 }
 
+std::string list_text(const std::vector<int32_t>& v) {
+  if (v.empty()) return "[] (default)";
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+// Groups compared as given; an empty vector equals its default spelled out, so a side
+// that writes [0, 0] for two state buffers matches one that leaves it empty.
+bool same_groups(std::vector<int32_t> a, std::vector<int32_t> b, size_t n, int32_t fill) {
+  if (a.empty()) a.assign(n, fill);
+  if (b.empty()) b.assign(n, fill);
+  return a == b;
+}
+
+Status check_groups(const KvArgs& p, const proto::KvLayout& pl, const proto::KvLayout& d) {
+  if (!same_groups(pl.state_buffer_groups, d.state_buffer_groups, p.state_data_ptrs.size(), 0)) {
+    return invalid_argument("layout mismatch: state_buffer_groups is " +
+                            list_text(pl.state_buffer_groups) + " on prefill but " +
+                            list_text(d.state_buffer_groups) + " on decode");
+  }
+  if (!same_groups(pl.kv_layer_groups, d.kv_layer_groups, p.layer_buffers.size(), -1)) {
+    return invalid_argument("layout mismatch: kv_layer_groups is " + list_text(pl.kv_layer_groups) +
+                            " on prefill but " + list_text(d.kv_layer_groups) + " on decode");
+  }
+  return Status();
+}
+
 }  // namespace
 
 Status check_layout_compatible(const KvArgs& p, const proto::KvLayout& d) {
-  PDKV_RETURN_IF_ERROR(check_geometry(p.layout(), d));
+  const proto::KvLayout pl = p.layout();
+  PDKV_RETURN_IF_ERROR(check_geometry(pl, d));
   if (p.layer_buffers.size() != d.layer_buffers.size()) {
     return mismatch("KV layer count", static_cast<int64_t>(p.layer_buffers.size()),
                     static_cast<int64_t>(d.layer_buffers.size()));
@@ -231,7 +333,7 @@ Status check_layout_compatible(const KvArgs& p, const proto::KvLayout& d) {
       }
     }
   }
-  return Status();
+  return check_groups(p, pl, d);
 }
 
 Status check_instance_compatible(const KvArgs& d, const proto::KvLayout& p,

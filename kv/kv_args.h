@@ -57,6 +57,15 @@ struct KvArgs {
   std::vector<uint64_t> state_item_lens;
   std::vector<int64_t> state_layer_ids;
 
+  // State groups (docs/API.md): a room carries one index list per group, each paired
+  // prefill -> decode on its own. The group of each state buffer (empty = all group 0).
+  std::vector<int64_t> state_buffer_groups;
+  // Per KV layer: -1 = the room's chunked pages, g >= 0 = state group g's list names
+  // this layer's pages (sliding-window or other per-group page tables). Empty = all -1.
+  std::vector<int64_t> kv_layer_groups;
+  // Per KV buffer: bytes from page i to page i+1 (0 or empty = its kv_item_lens entry).
+  std::vector<uint64_t> kv_page_strides;
+
   // What the buffers are made of: memory_kind / gpu_id for every buffer, unless the
   // buffer's entry in *_data_memory (empty, or one per buffer) says otherwise (a tensor
   // handed over DLPack knows its own kind and device).
@@ -75,6 +84,23 @@ struct KvArgs {
   // have layers with state only, and the layerwise step counter counts every layer.
   int64_t layer_num() const;
 
+  // The number of state groups: 1 + the highest group named in state_buffer_groups or
+  // kv_layer_groups; 1 with state buffers but no groups, 0 with neither.
+  int64_t state_group_count() const;
+  // The group of KV layer l (-1 = chunked pages) and of state buffer s.
+  int64_t kv_layer_group(size_t l) const {
+    return kv_layer_groups.empty() ? -1 : kv_layer_groups[l];
+  }
+  int64_t state_buffer_group(size_t s) const {
+    return state_buffer_groups.empty() ? 0 : state_buffer_groups[s];
+  }
+  bool has_group_kv_layers() const;
+  // Bytes from page i to i+1 of KV buffer b.
+  uint64_t kv_page_stride(size_t b) const {
+    return kv_page_strides.empty() || kv_page_strides[b] == 0 ? kv_item_lens[b]
+                                                              : kv_page_strides[b];
+  }
+
   // InvalidArgument naming the field for anything inconsistent.
   Status validate() const;
 
@@ -84,8 +110,9 @@ struct KvArgs {
 
 // Checks that a decode's registered layout can receive from this prefill:
 // same page size and layout, same number of KV layers and buffers per layer, MLA on both
-// or neither, equal head_dim and dtype, the same model head count. InvalidArgument with
-// both values named on the first mismatch.
+// or neither, equal head_dim and dtype, the same model head count, the same state groups
+// (state_buffer_groups, kv_layer_groups). InvalidArgument with both values named on the
+// first mismatch.
 Status check_layout_compatible(const KvArgs& prefill, const proto::KvLayout& decode);
 
 // The decode-side check against a prefill instance's published layout, which lacks the

@@ -23,9 +23,16 @@ Status KVSender::init(int64_t num_pages, std::optional<int64_t> aux_index) {
 Status KVSender::send(std::span<const int64_t> pages, std::span<const int64_t> state_slots,
                       std::optional<ChunkOwnership> ownership, std::optional<bool> layerwise,
                       engine::SourceReady sources) {
+  return send_groups(pages, StateSlotLists{state_slots, {}}, std::move(ownership), layerwise,
+                     std::move(sources));
+}
+
+Status KVSender::send_groups(std::span<const int64_t> pages, StateSlotLists state,
+                             std::optional<ChunkOwnership> ownership, std::optional<bool> layerwise,
+                             engine::SourceReady sources) {
   if (is_terminal(poll())) return Status();
-  Status sent = manager_.send_chunk(room_, pages, state_slots, std::move(ownership), layerwise,
-                                    std::move(sources));
+  Status sent =
+      manager_.send_chunk(room_, pages, state, std::move(ownership), layerwise, std::move(sources));
   // The room may have ended between poll() and send_chunk(): that is not the caller's error.
   if (sent.code() == StatusCode::kNotFound && is_terminal(poll())) return Status();
   return sent;

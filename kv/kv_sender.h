@@ -27,9 +27,15 @@ class KVSender {
   Status init(int64_t num_pages, std::optional<int64_t> aux_index);
   // One chunk; a chunk after the room ended is ignored (poll() already says why).
   // `layerwise`, `sources`: see PrefillManager::send_chunk.
+  // `state_slots`: the single-list form (at most one state group).
   Status send(std::span<const int64_t> pages, std::span<const int64_t> state_slots = {},
               std::optional<ChunkOwnership> ownership = std::nullopt,
               std::optional<bool> layerwise = std::nullopt, engine::SourceReady sources = {});
+  // The same with one list per state group (kv/state_lists.h; docs/API.md).
+  Status send_groups(std::span<const int64_t> pages, StateSlotLists state,
+                     std::optional<ChunkOwnership> ownership = std::nullopt,
+                     std::optional<bool> layerwise = std::nullopt,
+                     engine::SourceReady sources = {});
   RoomState poll() const { return handle_->status().state; }
   // Blocks until the room ends (Success or Failed) or `deadline`; returns poll() then.
   RoomState wait(TimePoint deadline) const { return handle_->wait_terminal(deadline).state; }

@@ -34,32 +34,38 @@ Status check_extent(uint64_t ptr, uint64_t off, uint64_t len, bool has_cap, uint
 
 }  // namespace
 
-Status check_table(std::span<const uint64_t> src_ptrs, std::span<const uint64_t> dst_ptrs,
-                   std::span<const uint64_t> item_lens, std::span<const uint64_t> src_lens,
-                   std::span<const uint64_t> dst_lens, const char* what) {
-  const size_t n = src_ptrs.size();
+Status check_table(const BufferTable& t, const char* what) {
+  const size_t n = t.src_ptrs.size();
   auto mismatch = [&](const char* name, size_t got) {
     return invalid_argument(std::string(what) + " buffer count mismatch: " + name + " has " +
                             std::to_string(got) + " entries, src_ptrs has " + std::to_string(n));
   };
-  if (dst_ptrs.size() != n) return mismatch("dst_ptrs", dst_ptrs.size());
-  if (item_lens.size() != n) return mismatch("item_lens", item_lens.size());
-  if (!src_lens.empty() && src_lens.size() != n) return mismatch("src_lens", src_lens.size());
-  if (!dst_lens.empty() && dst_lens.size() != n) return mismatch("dst_lens", dst_lens.size());
+  if (t.dst_ptrs.size() != n) return mismatch("dst_ptrs", t.dst_ptrs.size());
+  if (t.item_lens.size() != n) return mismatch("item_lens", t.item_lens.size());
+  if (!t.src_lens.empty() && t.src_lens.size() != n) return mismatch("src_lens", t.src_lens.size());
+  if (!t.dst_lens.empty() && t.dst_lens.size() != n) return mismatch("dst_lens", t.dst_lens.size());
+  if (!t.src_strides.empty() && t.src_strides.size() != n) {
+    return mismatch("src_strides", t.src_strides.size());
+  }
+  if (!t.dst_strides.empty() && t.dst_strides.size() != n) {
+    return mismatch("dst_strides", t.dst_strides.size());
+  }
   return Status();
 }
 
-BufferSides sides_of(std::span<const uint64_t> src_ptrs, std::span<const uint64_t> dst_ptrs,
-                     std::span<const uint64_t> item_lens, std::span<const uint64_t> src_lens,
-                     std::span<const uint64_t> dst_lens, size_t index) {
+BufferSides sides_of(const BufferTable& t, size_t index) {
   BufferSides b;
-  b.src_ptr = src_ptrs[index];
-  b.dst_ptr = dst_ptrs[index];
-  b.item_len = item_lens[index];
-  b.has_src_len = !src_lens.empty();
-  b.has_dst_len = !dst_lens.empty();
-  if (b.has_src_len) b.src_len = src_lens[index];
-  if (b.has_dst_len) b.dst_len = dst_lens[index];
+  b.src_ptr = t.src_ptrs[index];
+  b.dst_ptr = t.dst_ptrs[index];
+  b.item_len = t.item_lens[index];
+  b.src_stride =
+      t.src_strides.empty() || t.src_strides[index] == 0 ? b.item_len : t.src_strides[index];
+  b.dst_stride =
+      t.dst_strides.empty() || t.dst_strides[index] == 0 ? b.item_len : t.dst_strides[index];
+  b.has_src_len = !t.src_lens.empty();
+  b.has_dst_len = !t.dst_lens.empty();
+  if (b.has_src_len) b.src_len = t.src_lens[index];
+  if (b.has_dst_len) b.dst_len = t.dst_lens[index];
   return b;
 }
 
@@ -80,6 +86,35 @@ Result<RunExtent> check_runs(std::span<const PageRun> runs) {
 Status emit_default(const BufferSides& b, std::span<const PageRun> runs, RunExtent extent,
                     BlockWriter& w, const char* what, size_t index) {
   if (runs.empty()) return Status();
+  const uint64_t item = b.item_len;
+  if (b.src_stride < item || b.dst_stride < item) {
+    // Whole items step by the strides: a smaller stride would overlap the next page.
+    return invalid_argument(where(what, index) + ": page stride " +
+                            std::to_string(std::min(b.src_stride, b.dst_stride)) +
+                            " is smaller than its item of " + std::to_string(item) + " bytes");
+  }
+  if (b.src_stride != item || b.dst_stride != item) {
+    // Strided pages: the last page's block is the furthest one on each side.
+    uint64_t src_off, dst_off;
+    if (!mul_add(extent.src_end_page - 1, b.src_stride, 0, src_off) ||
+        !mul_add(extent.dst_end_page - 1, b.dst_stride, 0, dst_off)) {
+      return out_of_range(where(what, index) + ": page offset overflows uint64");
+    }
+    PDKV_RETURN_IF_ERROR(
+        check_extent(b.src_ptr, src_off, item, b.has_src_len, b.src_len, "source", what, index));
+    PDKV_RETURN_IF_ERROR(check_extent(b.dst_ptr, dst_off, item, b.has_dst_len, b.dst_len,
+                                      "destination", what, index));
+    for (const PageRun& r : runs) {
+      uint64_t src = b.src_ptr + static_cast<uint64_t>(r.src_first) * b.src_stride;
+      uint64_t dst = b.dst_ptr + static_cast<uint64_t>(r.dst_first) * b.dst_stride;
+      for (int64_t k = 0; k < r.count; ++k) {
+        w.add(src, dst, item);  // merges only where both sides happen to be packed
+        src += b.src_stride;
+        dst += b.dst_stride;
+      }
+    }
+    return Status();
+  }
   uint64_t src_end, dst_end;
   if (!mul_add(extent.src_end_page, b.item_len, 0, src_end) ||
       !mul_add(extent.dst_end_page, b.item_len, 0, dst_end)) {
@@ -89,7 +124,6 @@ Status emit_default(const BufferSides& b, std::span<const PageRun> runs, RunExte
       check_extent(b.src_ptr, src_end, 0, b.has_src_len, b.src_len, "source", what, index));
   PDKV_RETURN_IF_ERROR(
       check_extent(b.dst_ptr, dst_end, 0, b.has_dst_len, b.dst_len, "destination", what, index));
-  const uint64_t item = b.item_len;
   auto block = [&](const PageRun& r, auto add) {
     add(b.src_ptr + static_cast<uint64_t>(r.src_first) * item,
         b.dst_ptr + static_cast<uint64_t>(r.dst_first) * item,
@@ -108,6 +142,12 @@ Status emit_default(const BufferSides& b, std::span<const PageRun> runs, RunExte
     }
   }
   return Status();
+}
+
+uint64_t default_block_bound(const BufferSides& b, std::span<const PageRun> runs,
+                             uint64_t total_pages) {
+  const bool strided = b.src_stride != b.item_len || b.dst_stride != b.item_len;
+  return strided ? total_pages : runs.size();
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "plan/blocks.h"
 #include "plan/types.h"
 
 namespace pdkv::plan::internal {
@@ -50,31 +51,32 @@ struct RunExtent {
 };
 
 // One buffer's addresses on both sides; len == 0 with has_len false means unchecked.
+// Strides are resolved (never 0): the item length unless the table gives one.
 struct BufferSides {
   uint64_t src_ptr = 0;
   uint64_t dst_ptr = 0;
   uint64_t item_len = 0;
+  uint64_t src_stride = 0;
+  uint64_t dst_stride = 0;
   bool has_src_len = false;
   bool has_dst_len = false;
   uint64_t src_len = 0;
   uint64_t dst_len = 0;
 };
 
-// Checks buffer-count consistency of a table with `count` buffers; `what` names them.
-Status check_table(std::span<const uint64_t> src_ptrs, std::span<const uint64_t> dst_ptrs,
-                   std::span<const uint64_t> item_lens, std::span<const uint64_t> src_lens,
-                   std::span<const uint64_t> dst_lens, const char* what);
+// Checks buffer-count consistency of a table (every list empty-or-one-per-buffer where
+// allowed); `what` names them. Strides are checked where whole items use them
+// (emit_default): with fragments a side's stride may be below the other side's item.
+Status check_table(const BufferTable& table, const char* what);
 
-BufferSides sides_of(std::span<const uint64_t> src_ptrs, std::span<const uint64_t> dst_ptrs,
-                     std::span<const uint64_t> item_lens, std::span<const uint64_t> src_lens,
-                     std::span<const uint64_t> dst_lens, size_t index);
+BufferSides sides_of(const BufferTable& table, size_t index);
 
 // Every run's pages must be non-negative (runs ascend, so the first page is the least);
 // returns the extent of all runs.
 Result<RunExtent> check_runs(std::span<const PageRun> runs);
 
-// Default blocks: one per run, len = count * item_len. The extent is checked once, so
-// the per-run loop is pure arithmetic.
+// Default blocks: one per run, len = count * item_len, or one per page where a side's
+// stride exceeds the item. The extent is checked once, so the loop is pure arithmetic.
 Status emit_default(const BufferSides& b, std::span<const PageRun> runs, RunExtent extent,
                     BlockWriter& w, const char* what, size_t index);
 
@@ -82,6 +84,10 @@ Status emit_default(const BufferSides& b, std::span<const PageRun> runs, RunExte
 // Without a page cap the extent is checked once; with one, each run is checked.
 Status emit_fragment(const BufferSides& b, const Fragment& f, std::span<const PageRun> runs,
                      RunExtent extent, BlockWriter& w, const char* what, size_t index);
+
+// Upper bound of blocks emit_default emits for one buffer over `runs`.
+uint64_t default_block_bound(const BufferSides& b, std::span<const PageRun> runs,
+                             uint64_t total_pages);
 
 // Upper bound of blocks a fragment emits over `runs` (for reserving once).
 uint64_t fragment_block_bound(const Fragment& f, std::span<const PageRun> runs,

@@ -17,8 +17,7 @@ Result<KvBlockPlan> KvBlockPlan::prepare(const BufferTable& buffers,
                                          std::span<const int64_t> src_pages,
                                          std::span<const int64_t> dst_pages, int64_t begin_layer,
                                          int64_t end_layer, std::span<const Fragment> fragments) {
-  PDKV_RETURN_IF_ERROR(internal::check_table(buffers.src_ptrs, buffers.dst_ptrs, buffers.item_lens,
-                                             buffers.src_lens, buffers.dst_lens, "kv"));
+  PDKV_RETURN_IF_ERROR(internal::check_table(buffers, "kv"));
   const size_t nbuf = buffers.src_ptrs.size();
   if (begin_layer < 0 || end_layer < 0) {
     return invalid_argument("negative layer bound [" + std::to_string(begin_layer) + ", " +
@@ -55,7 +54,8 @@ Result<KvBlockPlan> KvBlockPlan::prepare(const BufferTable& buffers,
   for (const auto& bufs : plan.layers_) {
     for (int64_t b : bufs) {
       if (!plan.has_fragment_plan_) {
-        plan.max_blocks_ += plan.runs_.size();
+        plan.max_blocks_ += internal::default_block_bound(
+            internal::sides_of(buffers, static_cast<size_t>(b)), plan.runs_, total_pages);
         continue;
       }
       for (uint32_t k = plan.index_->begin[b]; k < plan.index_->begin[b + 1]; ++k) {
@@ -74,9 +74,7 @@ Result<size_t> KvBlockPlan::write(std::span<Block> out) const {
   for (const auto& bufs : layers_) {
     for (int64_t bi : bufs) {
       const auto b = static_cast<size_t>(bi);
-      const auto sides =
-          internal::sides_of(buffers_.src_ptrs, buffers_.dst_ptrs, buffers_.item_lens,
-                             buffers_.src_lens, buffers_.dst_lens, b);
+      const auto sides = internal::sides_of(buffers_, b);
       if (!has_fragment_plan_) {
         PDKV_RETURN_IF_ERROR(internal::emit_default(sides, runs_, extent, writer, "kv", b));
         continue;

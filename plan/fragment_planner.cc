@@ -143,6 +143,10 @@ Status check_sides(const SideLayout& pre, const SideLayout& dec, int64_t d) {
       return invalid_argument(std::string(side) +
                               ": kv_item_lens and buffer kinds differ in count");
     }
+    if (!s->kv_page_strides.empty() && s->kv_page_strides.size() != s->kv_buffer_kinds.size()) {
+      return invalid_argument(std::string(side) +
+                              ": kv_page_strides and buffer kinds differ in count");
+    }
   }
   for (bool draft : {false, true}) {
     const KvGeometry& a = draft && pre.draft ? *pre.draft : pre.target;
@@ -251,7 +255,7 @@ Result<FragmentPlan> plan_fragments(const SideLayout& pre, const SideLayout& dec
 
   // Item lengths of every KV buffer on both sides (and the check of given ones).
   const size_t nbuf = pre.kv_buffer_kinds.size();
-  std::vector<uint64_t> item_p(nbuf), item_d(nbuf);
+  std::vector<uint64_t> item_p(nbuf), item_d(nbuf), stride_p(nbuf), stride_d(nbuf);
   for (size_t b = 0; b < nbuf; ++b) {
     const KvGeometry& g = geometry_of(pre, pre.kv_buffer_kinds[b]);
     PDKV_ASSIGN_OR_RETURN(HeadRange hp, heads_of_rank(0, P, g.total_kv_heads));
@@ -267,6 +271,16 @@ Result<FragmentPlan> plan_fragments(const SideLayout& pre, const SideLayout& dec
       return invalid_argument("decode kv_item_lens[" + num(b) +
                               "] = " + std::to_string(dec.kv_item_lens[b]) + ", layout gives " +
                               std::to_string(item_d[b]));
+    }
+    const uint64_t sp = pre.kv_page_strides.empty() ? 0 : pre.kv_page_strides[b];
+    const uint64_t sd = dec.kv_page_strides.empty() ? 0 : dec.kv_page_strides[b];
+    stride_p[b] = sp == 0 ? item_p[b] : sp;
+    stride_d[b] = sd == 0 ? item_d[b] : sd;
+    if (stride_p[b] < item_p[b] || stride_d[b] < item_d[b]) {
+      return invalid_argument("kv_page_strides[" + num(static_cast<int64_t>(b)) +
+                              "] is smaller than the page (" + std::to_string(stride_p[b]) + " / " +
+                              std::to_string(stride_d[b]) + " bytes for pages of " +
+                              std::to_string(item_p[b]) + " / " + std::to_string(item_d[b]) + ")");
     }
   }
 
@@ -308,8 +322,8 @@ Result<FragmentPlan> plan_fragments(const SideLayout& pre, const SideLayout& dec
         Fragment f;
         f.kind = kind;
         f.buffer_index = static_cast<int64_t>(b);
-        f.src_page_stride_bytes = item_p[b];
-        f.dst_page_stride_bytes = item_d[b];
+        f.src_page_stride_bytes = stride_p[b];
+        f.dst_page_stride_bytes = stride_d[b];
         f.src_byte_offset = pc.src_off;
         f.dst_byte_offset = pc.dst_off;
         f.bytes_per_page = pc.bytes;
@@ -333,10 +347,12 @@ Result<FragmentPlan> plan_fragments(const SideLayout& pre, const SideLayout& dec
   // Identity: one target, our peer, every KV fragment a whole page on both sides.
   if (P == D && targets.size() == 1 && targets.begin()->first == decode_rank) {
     bool whole = true;
+    // Whole pages (the item, whatever the stride): the default blocks copy those, with
+    // the strides their buffer table gives.
     for (const Fragment& f : targets.begin()->second.fragments) {
-      whole = whole && f.src_byte_offset == 0 && f.dst_byte_offset == 0 &&
-              f.bytes_per_page == f.src_page_stride_bytes &&
-              f.bytes_per_page == f.dst_page_stride_bytes;
+      const auto b = static_cast<size_t>(f.buffer_index);
+      whole = whole && !is_state_kind(f.kind) && f.src_byte_offset == 0 && f.dst_byte_offset == 0 &&
+              f.bytes_per_page == item_p[b] && f.bytes_per_page == item_d[b];
     }
     if (whole) {
       plan.identity = true;

@@ -17,7 +17,9 @@
 // Fragments are the maximal byte ranges that are contiguous on both sides: for NHD with
 // a partial head range and S > 1 that is one fragment per token (the reference's one
 // range per page copied tokens instead of heads); for HND one per head run.
-// MLA latent buffers (is_mla, one head) are copied whole.
+// MLA latent buffers (is_mla, one head) are copied whole. A buffer whose pages are
+// spaced wider than the page (kv_page_strides) gets the same byte ranges, stepping by
+// each side's stride.
 //
 // Prefill ranks from which no decode rank needs anything (GQA replicas, MLA with
 // D < P) are "idle"; decode rank p*D/P names each idle rank p as a dummy target
@@ -59,6 +61,9 @@ struct SideLayout {
   std::vector<BufferKind> kv_buffer_kinds;
   // Optional: when non-empty, checked against the geometry (one per KV buffer).
   std::vector<uint64_t> kv_item_lens;
+  // Optional, one per KV buffer: bytes from one page to the next (0 = the item, packed
+  // pages). Fragments step by these; their byte ranges stay inside the item.
+  std::vector<uint64_t> kv_page_strides;
   // Bytes of one slot of each state buffer of one rank (empty = no state buffers).
   std::vector<uint64_t> state_item_lens;
 };

@@ -5,6 +5,7 @@
 
 #include "plan/block_writer.h"
 #include "plan/coalesce.h"
+#include "plan/slot_pairs.h"
 
 namespace pdkv::plan {
 
@@ -17,19 +18,30 @@ Result<std::vector<Block>> state_blocks(const BufferTable& buffers, const StateS
       !slots.dst_slots) {
     return out;
   }
-  PDKV_RETURN_IF_ERROR(internal::check_table(buffers.src_ptrs, buffers.dst_ptrs, buffers.item_lens,
-                                             buffers.src_lens, buffers.dst_lens, "state"));
+  PDKV_RETURN_IF_ERROR(internal::check_table(buffers, "state"));
   const size_t nbuf = buffers.src_ptrs.size();
   const auto src = *slots.src_slots;
   const auto dst = *slots.dst_slots;
-  const bool broadcast = src.size() == 1 && dst.size() > 1;
-  if (src.size() != dst.size() && !broadcast) {
+  if (src.size() != dst.size() && !(src.size() == 1 && dst.size() > 1)) {
     return invalid_argument("state slot count mismatch: " + std::to_string(src.size()) +
                             " source vs " + std::to_string(dst.size()) + " destination slots");
+  }
+  if (!slots.buffer_groups.empty() && slots.buffer_groups.size() != nbuf) {
+    return invalid_argument("buffer_groups has " + std::to_string(slots.buffer_groups.size()) +
+                            " entries for " + std::to_string(nbuf) + " state buffers");
   }
 
   // Which state buffers take part (all of them without a layer range).
   std::vector<uint8_t> selected(nbuf, 1);
+  size_t in_group = nbuf;
+  if (!slots.buffer_groups.empty()) {
+    in_group = 0;
+    for (size_t s = 0; s < nbuf; ++s) {
+      selected[s] = slots.buffer_groups[s] == slots.group;
+      in_group += selected[s];
+    }
+    if (in_group == 0) return out;
+  }
   if (slots.begin_layer || slots.end_layer) {
     const int64_t begin = slots.begin_layer.value_or(0);
     const int64_t end = slots.end_layer.value_or(std::numeric_limits<int64_t>::max());
@@ -41,22 +53,14 @@ Result<std::vector<Block>> state_blocks(const BufferTable& buffers, const StateS
     size_t kept = 0;
     for (size_t s = 0; s < nbuf; ++s) {
       const int64_t id = (*slots.state_layer_ids)[s];
-      selected[s] = begin <= id && id < end;
+      selected[s] = selected[s] && begin <= id && id < end;
       kept += selected[s];
     }
     if (kept == 0) return out;
   }
 
   std::vector<int64_t> src_valid, dst_valid;
-  src_valid.reserve(dst.size());
-  dst_valid.reserve(dst.size());
-  for (size_t i = 0; i < dst.size(); ++i) {
-    const int64_t s = broadcast ? src[0] : src[i];
-    if (s >= 0 && dst[i] >= 0) {
-      src_valid.push_back(s);
-      dst_valid.push_back(dst[i]);
-    }
-  }
+  PDKV_RETURN_IF_ERROR(pair_slots(src, dst, src_valid, dst_valid));
   if (src_valid.empty()) return out;
   std::vector<PageRun> runs;
   PDKV_RETURN_IF_ERROR(coalesce_into(src_valid, dst_valid, runs));
@@ -68,7 +72,8 @@ Result<std::vector<Block>> state_blocks(const BufferTable& buffers, const StateS
   for (size_t s = 0; s < nbuf; ++s) {
     if (!selected[s]) continue;
     if (!has_state_fragment_plan) {
-      bound += runs.size();
+      bound +=
+          internal::default_block_bound(internal::sides_of(buffers, s), runs, src_valid.size());
       continue;
     }
     for (uint32_t k = idx.begin[s]; k < idx.begin[s + 1]; ++k) {
@@ -79,8 +84,7 @@ Result<std::vector<Block>> state_blocks(const BufferTable& buffers, const StateS
   BlockWriter writer(out.data());
   for (size_t s = 0; s < nbuf; ++s) {
     if (!selected[s]) continue;
-    const auto sides = internal::sides_of(buffers.src_ptrs, buffers.dst_ptrs, buffers.item_lens,
-                                          buffers.src_lens, buffers.dst_lens, s);
+    const auto sides = internal::sides_of(buffers, s);
     if (!has_state_fragment_plan) {
       PDKV_RETURN_IF_ERROR(internal::emit_default(sides, runs, extent, writer, "state", s));
       continue;

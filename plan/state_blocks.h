@@ -5,7 +5,8 @@
 //   2. buffer counts differ -> InvalidArgument;
 //   3. slot lists of different length -> InvalidArgument, except one source slot with
 //      several destination slots, which is broadcast to all of them;
-//   4. with a layer range (either bound given; missing begin = 0, missing end = no upper
+//   4. with buffer_groups (one group per buffer) only the buffers of `group` are kept;
+//      with a layer range (either bound given; missing begin = 0, missing end = no upper
 //      bound) state_layer_ids must have one id per buffer, and only buffers whose id is
 //      in [begin, end) are kept;
 //   5. pairs with a negative slot on either side are dropped; the rest are coalesced;
@@ -32,6 +33,10 @@ struct StateSlots {
   std::optional<std::span<const int64_t>> state_layer_ids;
   std::optional<int64_t> begin_layer;
   std::optional<int64_t> end_layer;
+  // State groups: the group of each buffer (empty = every buffer in every call) and the
+  // group whose buffers these slots are for.
+  std::span<const int64_t> buffer_groups = {};
+  int64_t group = 0;
 };
 
 // `buffers` describes the state buffers (item = slot).

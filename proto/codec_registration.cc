@@ -56,6 +56,8 @@ void put_layout(std::string* b, const KvLayout& l) {
   put_u32(b, l.draft_kv_head_num);
   put_u32(b, l.draft_total_kv_head_num);
   put_u32(b, l.draft_head_dim);
+  put_array<int32_t>(b, l.state_buffer_groups);
+  put_array<int32_t>(b, l.kv_layer_groups);
 }
 
 KvLayout read_layout(WireReader& r) {
@@ -78,7 +80,27 @@ KvLayout read_layout(WireReader& r) {
   l.draft_kv_head_num = r.u32("layout.draft_kv_head_num");
   l.draft_total_kv_head_num = r.u32("layout.draft_total_kv_head_num");
   l.draft_head_dim = r.u32("layout.draft_head_dim");
+  l.state_buffer_groups = r.array<int32_t>("layout.state_buffer_groups", kMaxBuffers);
+  l.kv_layer_groups = r.array<int32_t>("layout.kv_layer_groups", kMaxLayers);
   if (!r.ok()) return l;
+  for (int32_t g : l.state_buffer_groups) {
+    if (g < 0 || static_cast<size_t>(g) >= kMaxStateGroups) {
+      r.fail("layout.state_buffer_groups",
+             fmt::format("group {} outside [0, {})", g, kMaxStateGroups));
+      return l;
+    }
+  }
+  for (int32_t g : l.kv_layer_groups) {
+    if (g < -1 || g >= static_cast<int32_t>(kMaxStateGroups)) {
+      r.fail("layout.kv_layer_groups",
+             fmt::format("group {} outside [-1, {})", g, kMaxStateGroups));
+      return l;
+    }
+  }
+  if (!l.kv_layer_groups.empty() && l.kv_layer_groups.size() != l.layer_buffers.size()) {
+    r.fail("layout.kv_layer_groups", fmt::format("{} groups for {} layers",
+                                                 l.kv_layer_groups.size(), l.layer_buffers.size()));
+  }
   if (l.target_layer_num > l.layer_buffers.size()) {
     r.fail("layout.target_layer_num",
            fmt::format("{} exceeds the {} KV layers", l.target_layer_num, l.layer_buffers.size()));
@@ -113,6 +135,7 @@ Multipart encode(const BufferRegistration& m) {
   put_u64(&b, m.decode_prefix_len);
   put_bytes(&b, m.memory_descriptor);
   put_fragments(&b, m.fragments);
+  put_array<uint64_t>(&b, m.kv_page_strides);
   return frame(MessageType::kBufferRegistration, std::move(b));
 }
 
@@ -130,6 +153,27 @@ Result<BufferRegistration> decode_buffer_registration(FrameViews frames) {
   m.decode_prefix_len = r.u64("decode_prefix_len");
   m.memory_descriptor = r.bytes("memory_descriptor", kMaxDescriptorBytes);
   m.fragments = read_fragments(r);
+  m.kv_page_strides = r.array<uint64_t>("kv_page_strides", kMaxBuffers);
+  if (r.ok() && !m.kv_page_strides.empty()) {
+    if (m.kv_page_strides.size() != m.kv.ptrs.size()) {
+      r.fail("kv_page_strides", fmt::format("{} strides for {} KV buffers",
+                                            m.kv_page_strides.size(), m.kv.ptrs.size()));
+    } else {
+      for (size_t i = 0; i < m.kv_page_strides.size(); ++i) {
+        if (m.kv_page_strides[i] != 0 && m.kv_page_strides[i] < m.kv.item_lens[i]) {
+          r.fail("kv_page_strides", fmt::format("buffer {}: stride {} below its item of {} bytes",
+                                                i, m.kv_page_strides[i], m.kv.item_lens[i]));
+          break;
+        }
+      }
+    }
+  }
+  if (r.ok() && !m.layout.state_buffer_groups.empty() &&
+      m.layout.state_buffer_groups.size() != m.state.ptrs.size()) {
+    r.fail("layout.state_buffer_groups",
+           fmt::format("{} groups for {} state buffers", m.layout.state_buffer_groups.size(),
+                       m.state.ptrs.size()));
+  }
   if (r.ok()) {
     for (const auto& layer : m.layout.layer_buffers) {
       for (uint32_t idx : layer) {

@@ -67,7 +67,7 @@ TEST(CodecTest, TypedDecoderRejectsAnotherType) {
 // Pins the header bytes: a change here is a protocol change (bump kProtocolVersion).
 TEST(CodecTest, HeaderBytesArePinned) {
   Multipart f = encode(Ping{RankIdentity{}, 0});
-  std::string expected("PDKV\x06\x00\x06\x00", 8);
+  std::string expected("PDKV\x07\x00\x06\x00", 8);
   put_u32(&expected, static_cast<uint32_t>(f[1].size()));
   put_u32(&expected, 0);
   EXPECT_EQ(f[0], expected);
@@ -105,12 +105,12 @@ TEST(CodecTest, TransferStatusBodyIsPinned) {
 
 TEST(CodecTest, OtherProtocolVersionNamesBothVersions) {
   Multipart f = encode(Ping{RankIdentity{}, 0});
-  f[0][4] = 5;
+  f[0][4] = 6;
   auto views = views_of(f);
   auto r = decode_message(views);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("version 5"), std::string::npos);
   EXPECT_NE(r.status().message().find("version 6"), std::string::npos);
+  EXPECT_NE(r.status().message().find("version 7"), std::string::npos);
 }
 
 TEST(CodecTest, BadMagicTypeFlagsAndFrameCountAreRejected) {
@@ -214,9 +214,42 @@ TEST(CodecTest, SemanticChecksNameTheField) {
   pre.kind = PreAllocKind::kNothingNeeded;
   pre.dst_kv_pages.clear();
   pre.state_slots.clear();
+  pre.state_slot_group_ends.clear();
+  pre.copy_state_buffers = false;
   EXPECT_NE(reason(pre).find("'kind'"), std::string::npos);
 
+  // State-group ends from the network: monotone, inside the list, the last one its end.
+  pre = std::get<PreAllocation>(base[1]);
+  pre.state_slot_group_ends = {2, 1, 3};
+  EXPECT_NE(reason(pre).find("state_slot_group_ends"), std::string::npos);
+  pre.state_slot_group_ends = {1, 4};
+  EXPECT_NE(reason(pre).find("state_slot_group_ends"), std::string::npos);
+  pre.state_slot_group_ends = {1, 2};
+  EXPECT_NE(reason(pre).find("the last group ends at 2"), std::string::npos);
+  pre.state_slot_group_ends.assign(kMaxStateGroups + 1, 3);
+  EXPECT_NE(reason(pre).find("state_slot_group_ends"), std::string::npos);
+  pre.state_slot_group_ends = {0, 3};
+  EXPECT_EQ(reason(pre), "ok");
+  pre.state_slot_group_ends.clear();  // one list: the older form
+  EXPECT_EQ(reason(pre), "ok");
+
   auto reg = std::get<BufferRegistration>(base[0]);
+  reg.layout.kv_layer_groups = {-1, -2};
+  EXPECT_NE(reason(reg).find("layout.kv_layer_groups"), std::string::npos);
+  reg.layout.kv_layer_groups = {-1};
+  EXPECT_NE(reason(reg).find("1 groups for 2 layers"), std::string::npos);
+  reg = std::get<BufferRegistration>(base[0]);
+  reg.layout.state_buffer_groups = {static_cast<int32_t>(kMaxStateGroups)};
+  EXPECT_NE(reason(reg).find("layout.state_buffer_groups"), std::string::npos);
+  reg.layout.state_buffer_groups = {0, 1};
+  EXPECT_NE(reason(reg).find("2 groups for 1 state buffers"), std::string::npos);
+  reg = std::get<BufferRegistration>(base[0]);
+  reg.kv_page_strides = {512, 0, 0, 0};
+  EXPECT_NE(reason(reg).find("kv_page_strides"), std::string::npos);
+  reg.kv_page_strides = {0};
+  EXPECT_NE(reason(reg).find("1 strides for 4 KV buffers"), std::string::npos);
+
+  reg = std::get<BufferRegistration>(base[0]);
   reg.fragments[0].bytes_per_page = 0;
   EXPECT_NE(reason(reg).find("bytes_per_page"), std::string::npos);
   reg = std::get<BufferRegistration>(base[0]);

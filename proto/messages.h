@@ -31,6 +31,7 @@ inline constexpr size_t kMaxBuffersPerLayer = 4;  // [K, V] or [latent]
 inline constexpr size_t kMaxPages = 1 << 24;      // pages (or slots) per request
 inline constexpr size_t kMaxFragments = 1 << 16;  // heterogeneous-TP fragments
 inline constexpr size_t kMaxSpecCandidates = 1 << 16;
+inline constexpr size_t kMaxStateGroups = 64;           // index lists per room (state groups)
 inline constexpr size_t kMaxDescriptorBytes = 1 << 20;  // opaque engine memory blob
 // [addr, len] words of the regions a checksum covers (2 M regions: page 1, 64 buffers, 32 k
 // tokens).
@@ -78,6 +79,11 @@ struct KvLayout {
   uint32_t draft_kv_head_num = 0;
   uint32_t draft_total_kv_head_num = 0;
   uint32_t draft_head_dim = 0;
+  // State groups (docs/API.md): the group of each state buffer (empty = all 0) and of
+  // each KV layer (-1 = the room's chunked pages, g = state group g's list; empty = all
+  // -1). Both sides must agree.
+  std::vector<int32_t> state_buffer_groups;
+  std::vector<int32_t> kv_layer_groups;
   bool operator==(const KvLayout&) const = default;
 };
 
@@ -132,6 +138,9 @@ struct BufferRegistration {
   // here and each PreAllocation names them (fragments_from_registration) instead of
   // carrying its own copy: tens of KB per room for a head split (protocol 6).
   std::vector<Fragment> fragments;
+  // Bytes from page i to page i+1 of each KV buffer (empty, or 0 for one = its item
+  // length): the prefill addresses the decode's pages with them (protocol 7).
+  std::vector<uint64_t> kv_page_strides;
   bool operator==(const BufferRegistration&) const = default;
 };
 
@@ -157,7 +166,13 @@ struct PreAllocation {
   PreAllocKind kind = PreAllocKind::kTransfer;
   std::vector<int64_t> dst_kv_pages;  // after the decode prefix
   std::optional<int64_t> aux_index;   // request-pool slot, when aux buffers exist
+  // The room's state-group lists, concatenated: group g is state_slots[ends[g-1], ends[g])
+  // (ends[-1] = 0). No ends = one list, the whole of state_slots (protocol < 7's form).
   std::vector<int64_t> state_slots;
+  std::vector<uint32_t> state_slot_group_ends;
+  // Whether this prefill rank copies the state buffers' slots (it is one of the decode
+  // rank's state sources); the lists may travel without it for KV layers of a group.
+  bool copy_state_buffers = false;
   uint32_t required_dst_info_num = 1;  // decode ranks that pre-allocate this room here
   uint64_t decode_prefix_len = 0;      // tokens, page-aligned
   // The decode's write grant for this room (engine/write_grant.h): random, sent only to

@@ -107,6 +107,17 @@ BufferRegistration random_registration(Gen& g) {
       m.layout.layer_buffers.push_back(g.vec<uint32_t>(2, 0, static_cast<uint32_t>(nkv - 1)));
     }
     if (g.coin()) m.layout.kv_layer_ids.assign(layers, static_cast<int32_t>(g.below(100)));
+    if (g.coin()) {
+      for (size_t i = 0; i < layers; ++i) {
+        m.layout.kv_layer_groups.push_back(static_cast<int32_t>(g.below(4)) - 1);
+      }
+    }
+    if (g.coin()) m.kv_page_strides.assign(nkv, 0);
+  }
+  if (g.coin()) {
+    for (size_t i = 0; i < m.state.ptrs.size(); ++i) {
+      m.layout.state_buffer_groups.push_back(static_cast<int32_t>(g.below(3)));
+    }
   }
   if (g.coin()) m.state_layer_ids.assign(m.state.ptrs.size(), static_cast<int32_t>(g.u32()));
   m.enable_mla_l1_5_cache = g.coin();
@@ -139,6 +150,17 @@ PreAllocation random_pre_allocation(Gen& g) {
   if (m.kind == PreAllocKind::kTransfer) {
     m.dst_kv_pages = g.vec<int64_t>(100, 0, INT64_MAX / 2);
     m.state_slots = g.vec<int64_t>(3, -1, 1000);
+    m.copy_state_buffers = g.coin();
+    if (g.coin()) {
+      uint32_t end = 0;
+      const size_t groups = g.below(4);
+      for (size_t i = 0; i + 1 < groups; ++i) {
+        end += g.below(static_cast<uint32_t>(m.state_slots.size()) - end + 1);
+        m.state_slot_group_ends.push_back(end);
+      }
+      if (groups > 0)
+        m.state_slot_group_ends.push_back(static_cast<uint32_t>(m.state_slots.size()));
+    }
     m.fragments_from_registration = g.coin();
     if (!m.fragments_from_registration) m.fragments = random_fragments(g);
   }
@@ -187,7 +209,8 @@ Message random_message(uint64_t seed) {
 std::vector<Message> sample_messages(uint64_t seed) {
   BufferRegistration reg;
   reg.decode = sample_identity(Role::kDecode, 1);
-  reg.layout = KvLayout{16, 2, 8, 128, 2, PageLayout::kNHD, false, {{0, 2}, {1, 3}}, {0, 1}};
+  reg.layout = KvLayout{16, 2, 8, 128, 2,   PageLayout::kNHD, false, {{0, 2}, {1, 3}}, {0, 1},
+                        0,  0, 0, 0,   {0}, {-1, 1}};
   reg.kv = BufferSet{
       {0x1000, 0x2000, 0x3000, 0x4000}, {4096, 4096, 4096, 4096}, {1024, 1024, 1024, 1024}};
   reg.aux = BufferSet{{0x9000}, {640}, {64}};
@@ -197,13 +220,16 @@ std::vector<Message> sample_messages(uint64_t seed) {
   reg.decode_prefix_len = 0;
   reg.memory_descriptor = std::string("rkey\0blob", 9);
   reg.fragments = {Fragment{BufferKind::kTargetV, 1, 0, 1, 1024, 2048, 512, 0, 512, {}}};
+  reg.kv_page_strides = {2048, 0, 0, 1024};
 
   PreAllocation pre;
   pre.room = seed * 1000 + 7;
   pre.decode = reg.decode;
   pre.dst_kv_pages = {5, 6, 7, 100};
   pre.aux_index = 3;
-  pre.state_slots = {2, -1};
+  pre.state_slots = {2, -1, 4};
+  pre.state_slot_group_ends = {1, 1, 3};  // three groups, the second one empty
+  pre.copy_state_buffers = true;
   pre.required_dst_info_num = 2;
   pre.decode_prefix_len = 32;
   pre.dst_l1_5 = PageOwnership{true, {true, false, true, true}, {0, 1, 2}};

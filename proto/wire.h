@@ -24,8 +24,10 @@ inline constexpr char kMagic[4] = {'P', 'D', 'K', 'V'};
 // 2: TransferStatus.checksum_ranges; 3: failure causes in TransferStatus and Abort;
 // 4: PreAllocation.write_grant; 5: room tickets in PreAllocation, TransferStatus, Abort,
 // and the registration challenge (RegistrationResult, echoed in PreAllocation);
-// 6: BufferRegistration.fragments, PreAllocation.fragments_from_registration.
-inline constexpr uint16_t kProtocolVersion = 6;
+// 6: BufferRegistration.fragments, PreAllocation.fragments_from_registration;
+// 7: state groups (KvLayout.state_buffer_groups / kv_layer_groups, PreAllocation's
+// state_slot_group_ends and copy_state_buffers) and BufferRegistration.kv_page_strides.
+inline constexpr uint16_t kProtocolVersion = 7;
 inline constexpr size_t kHeaderBytes = 16;
 // Bodies are bounded so a receiver can cap ZMQ_MAXMSGSIZE; 16 M pages of i64 fit.
 inline constexpr uint64_t kMaxBodyBytes = uint64_t{256} << 20;

@@ -115,9 +115,13 @@ struct RequestOwnership {
 struct PreAllocationRequest {
   std::vector<int64_t> kv_pages;  // destination pages after the decode prefix
   std::optional<int64_t> aux_index;
+  // The state groups' lists, concatenated (state_group_ends below: the end of each).
   std::vector<int64_t> state_slots;
   uint64_t decode_prefix_len = 0;  // tokens
   std::optional<RequestOwnership> ownership;
+  // The end of each state group's list in state_slots (empty = one list, the single-list
+  // form; kv/state_lists.h). Last, so the older positional initialisers still read.
+  std::vector<uint32_t> state_group_ends = {};
 };
 
 // Its room count, metrics and endpoints are RankManager's (rank_manager.h).

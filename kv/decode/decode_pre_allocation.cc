@@ -79,7 +79,13 @@ void DecodeManager::send_pre_allocations(uint64_t room, DecodeRoom& r, Outbox& o
     if (t.route.kind == proto::PreAllocKind::kTransfer) {
       pre.dst_kv_pages = req.kv_pages;
       pre.aux_index = req.aux_index;
-      if (t.route.send_state) pre.state_slots = req.state_slots;
+      // The lists go to the decode rank's state sources, and to every rank it takes KV
+      // from when KV layers take their pages from a group's list.
+      if (t.route.send_state || config_.args.has_group_kv_layers()) {
+        pre.state_slots = req.state_slots;
+        pre.state_slot_group_ends = req.state_group_ends;
+        pre.copy_state_buffers = t.route.send_state;
+      }
       // The prefill holds our registration's list (the challenge names that registration),
       // so the usual pre-allocation names it instead of repeating it.
       const bool registered =

@@ -48,6 +48,8 @@ Status DecodeManager::send_metadata(uint64_t room, PreAllocationRequest request)
   for (int64_t p : request.kv_pages) {
     if (p < 0) return invalid_argument("negative destination page " + std::to_string(p));
   }
+  PDKV_RETURN_IF_ERROR(check_state_lists(
+      config_.args, StateSlotLists{request.state_slots, request.state_group_ends}));
   if (request.ownership && !config_.enable_mla_l1_5_cache) {
     return invalid_argument(
         "page_transfer_mask / page_indices_mapping / page_local_indices are only for a decode "
@@ -82,7 +84,7 @@ Status DecodeManager::send_metadata(uint64_t room, PreAllocationRequest request)
   writes.kv_pages = request.kv_pages;
   if (request.ownership) writes.l1_5_local_pages = request.ownership->page_local_indices;
   writes.aux_index = request.aux_index;
-  writes.state_slots = request.state_slots;
+  writes.state = StateSlotLists{request.state_slots, request.state_group_ends};
   const uint64_t grant = random_grant_id();
   engine::WriteGrant room_grant = grant_for_room(*grant_buffers_, writes);
   std::shared_ptr<const GrantedDestination> granted;

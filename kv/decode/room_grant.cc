@@ -1,37 +1,111 @@
 #include "kv/decode/room_grant.h"
 
+#include <algorithm>
 #include <map>
+#include <numeric>
+#include <tuple>
 
 #include "common/cluster_key.h"
 
 namespace pdkv::kv {
 namespace {
 
-std::vector<RankGrantBuffers::Group> item_groups(const std::vector<uint64_t>& ptrs,
-                                                 const std::vector<uint64_t>& lens,
-                                                 const std::vector<uint64_t>& item_lens) {
-  std::map<uint64_t, std::vector<engine::ItemBuffer>> by_items;
-  for (size_t i = 0; i < ptrs.size() && i < lens.size() && i < item_lens.size(); ++i) {
-    if (lens[i] == 0 || item_lens[i] == 0) continue;
-    by_items[(lens[i] + item_lens[i] - 1) / item_lens[i]].push_back(
-        {ptrs[i], lens[i], item_lens[i]});
+// One buffer as the grant sees it: a page every `stride` bytes, `item` bytes each.
+struct PagedBuffer {
+  uint64_t ptr, len, item, stride;
+};
+
+// Buffers cut into grant units of gcd(item, stride) bytes, grouped by how their pages map
+// to units and how many units they hold; buffers that overlap (FlashInfer's K and V of
+// one block) go to different groups, as a grant's set may not hold overlapping buffers.
+std::vector<RankGrantBuffers::Group> item_groups(const std::vector<PagedBuffer>& paged) {
+  struct Key {
+    uint64_t stride_items, page_items, units;
+    bool operator<(const Key& o) const {
+      return std::tie(stride_items, page_items, units) <
+             std::tie(o.stride_items, o.page_items, o.units);
+    }
+  };
+  std::map<Key, std::vector<engine::ItemBuffer>> by_key;
+  for (const PagedBuffer& b : paged) {
+    if (b.len == 0 || b.item == 0) continue;
+    const uint64_t unit = std::gcd(b.item, b.stride);
+    by_key[Key{b.stride / unit, b.item / unit, (b.len + unit - 1) / unit}].push_back(
+        {b.ptr, b.len, unit});
   }
   std::vector<RankGrantBuffers::Group> out;
-  for (auto& [items, buffers] : by_items) {
-    out.push_back(
-        {std::make_shared<const std::vector<engine::ItemBuffer>>(std::move(buffers)), items});
+  for (auto& [key, buffers] : by_key) {
+    std::sort(
+        buffers.begin(), buffers.end(),
+        [](const engine::ItemBuffer& a, const engine::ItemBuffer& b) { return a.base < b.base; });
+    std::vector<std::vector<engine::ItemBuffer>> sets;
+    for (const engine::ItemBuffer& b : buffers) {
+      auto fits = [&](const std::vector<engine::ItemBuffer>& set) {
+        return set.back().base + set.back().length <= b.base;
+      };
+      auto it = std::find_if(sets.begin(), sets.end(), fits);
+      if (it == sets.end()) {
+        sets.push_back({b});
+      } else {
+        it->push_back(b);
+      }
+    }
+    for (auto& set : sets) {
+      out.push_back({std::make_shared<const std::vector<engine::ItemBuffer>>(std::move(set)),
+                     key.units, key.stride_items, key.page_items});
+    }
   }
   return out;
 }
 
-void add_sets(const std::vector<RankGrantBuffers::Group>& groups, std::span<const int64_t> items,
+std::vector<PagedBuffer> packed(const std::vector<uint64_t>& ptrs,
+                                const std::vector<uint64_t>& lens,
+                                const std::vector<uint64_t>& item_lens) {
+  std::vector<PagedBuffer> out;
+  for (size_t i = 0; i < ptrs.size() && i < lens.size() && i < item_lens.size(); ++i) {
+    out.push_back({ptrs[i], lens[i], item_lens[i], item_lens[i]});
+  }
+  return out;
+}
+
+// The KV buffers of each page space: index 0 = the chunked layers (and buffers no layer
+// names), 1 + g = state group g's layers.
+std::vector<std::vector<PagedBuffer>> kv_spaces(const KvArgs& a) {
+  std::vector<int64_t> space(a.kv_data_ptrs.size(), -1);
+  for (size_t l = 0; l < a.layer_buffers.size(); ++l) {
+    for (int64_t b : a.layer_buffers[l]) space[static_cast<size_t>(b)] = a.kv_layer_group(l);
+  }
+  std::vector<std::vector<PagedBuffer>> out(1 + static_cast<size_t>(a.state_group_count()));
+  for (size_t b = 0; b < a.kv_data_ptrs.size(); ++b) {
+    out[static_cast<size_t>(space[b] + 1)].push_back(
+        {a.kv_data_ptrs[b], a.kv_data_lens[b], a.kv_item_lens[b], a.kv_page_stride(b)});
+  }
+  return out;
+}
+
+std::vector<std::vector<RankGrantBuffers::Group>> state_groups(const KvArgs& a) {
+  std::vector<std::vector<PagedBuffer>> by_group(static_cast<size_t>(a.state_group_count()));
+  for (size_t s = 0; s < a.state_data_ptrs.size(); ++s) {
+    by_group[static_cast<size_t>(a.state_buffer_group(s))].push_back(
+        {a.state_data_ptrs[s], a.state_data_lens[s], a.state_item_lens[s], a.state_item_lens[s]});
+  }
+  std::vector<std::vector<RankGrantBuffers::Group>> out;
+  for (const auto& buffers : by_group) out.push_back(item_groups(buffers));
+  return out;
+}
+
+void add_sets(const std::vector<RankGrantBuffers::Group>& groups, std::span<const int64_t> pages,
               engine::WriteGrant& grant) {
   for (const RankGrantBuffers::Group& g : groups) {
     engine::ItemSet set{g.buffers, {}};
-    set.items.reserve(items.size());
-    for (int64_t item : items) {
-      if (item >= 0 && static_cast<uint64_t>(item) < g.items) {
-        set.items.push_back(static_cast<uint64_t>(item));
+    set.items.reserve(pages.size() * g.page_items);
+    for (int64_t page : pages) {
+      if (page < 0) continue;
+      const auto first = static_cast<uint64_t>(page);
+      if (first > (g.items - 1) / g.stride_items) continue;  // past the end (no overflow)
+      for (uint64_t k = 0; k < g.page_items; ++k) {
+        const uint64_t item = first * g.stride_items + k;
+        if (item < g.items) set.items.push_back(item);
       }
     }
     if (!set.items.empty()) grant.sets.push_back(std::move(set));
@@ -41,9 +115,12 @@ void add_sets(const std::vector<RankGrantBuffers::Group>& groups, std::span<cons
 }  // namespace
 
 RankGrantBuffers::RankGrantBuffers(const KvArgs& args)
-    : kv(item_groups(args.kv_data_ptrs, args.kv_data_lens, args.kv_item_lens)),
-      aux(item_groups(args.aux_data_ptrs, args.aux_data_lens, args.aux_item_lens)),
-      state(item_groups(args.state_data_ptrs, args.state_data_lens, args.state_item_lens)) {}
+    : aux(item_groups(packed(args.aux_data_ptrs, args.aux_data_lens, args.aux_item_lens))),
+      state_of_group(state_groups(args)) {
+  auto spaces = kv_spaces(args);
+  kv = item_groups(spaces[0]);
+  for (size_t g = 1; g < spaces.size(); ++g) kv_of_group.push_back(item_groups(spaces[g]));
+}
 
 engine::WriteGrant grant_for_room(const RankGrantBuffers& buffers, const RoomWrites& writes) {
   engine::WriteGrant grant;
@@ -51,7 +128,11 @@ engine::WriteGrant grant_for_room(const RankGrantBuffers& buffers, const RoomWri
   add_sets(buffers.kv, writes.l1_5_local_pages, grant);
   if (writes.aux_index)
     add_sets(buffers.aux, std::span<const int64_t>(&*writes.aux_index, 1), grant);
-  add_sets(buffers.state, writes.state_slots, grant);
+  for (size_t g = 0; g < state_list_count(writes.state); ++g) {
+    const auto list = state_list(writes.state, g);
+    if (g < buffers.state_of_group.size()) add_sets(buffers.state_of_group[g], list, grant);
+    if (g < buffers.kv_of_group.size()) add_sets(buffers.kv_of_group[g], list, grant);
+  }
   return grant;
 }
 

@@ -1,10 +1,13 @@
 // RoomGrant: the write grant a decode rank opens for one room (engine/write_grant.h).
 //
 // What a room's prefill ranks may write here is exactly what its pre-allocation names:
-// its destination pages of every KV buffer (the pages after the decode prefix, and the
-// local pages of an L1.5 partial cache), its aux row of every aux buffer and its state
-// slots of every state buffer. The grant id is random (libsodium's CSPRNG) and travels
-// only in the room's PreAllocation to its own prefill ranks, so no other room, no
+// its destination pages of every KV buffer of the chunked layers (the pages after the
+// decode prefix, and the local pages of an L1.5 partial cache), its aux row of every aux
+// buffer, and per state group its list's entries: slots of the group's state buffers
+// and pages of the group's KV layers' buffers. A buffer whose pages are strided
+// (kv_page_strides) is granted in units of gcd(item, stride) bytes, so only the page's
+// own bytes are opened, never the bytes between pages. The grant id is random (libsodium's CSPRNG)
+// and travels only in the room's PreAllocation to its own prefill ranks, so no other room, no
 // earlier room on the same pages and no stranger can name it.
 //
 // Thread safety: RankGrantBuffers is immutable after construction; grant_for_room() is a
@@ -19,6 +22,7 @@
 
 #include "engine/write_grant.h"
 #include "kv/kv_args.h"
+#include "kv/state_lists.h"
 
 namespace pdkv::kv {
 
@@ -29,18 +33,23 @@ struct RankGrantBuffers {
   struct Group {
     std::shared_ptr<const std::vector<engine::ItemBuffer>> buffers;
     uint64_t items = 0;  // every buffer of the group holds items [0, items)
+    // Page p is items [p * stride_items, p * stride_items + page_items) (1 and 1 unless
+    // the buffers' pages are strided).
+    uint64_t stride_items = 1;
+    uint64_t page_items = 1;
   };
   explicit RankGrantBuffers(const KvArgs& args);
-  std::vector<Group> kv;
+  std::vector<Group> kv;                        // buffers of the chunked KV layers
+  std::vector<std::vector<Group>> kv_of_group;  // buffers of each state group's KV layers
   std::vector<Group> aux;
-  std::vector<Group> state;
+  std::vector<std::vector<Group>> state_of_group;  // each state group's state buffers
 };
 
 struct RoomWrites {
   std::span<const int64_t> kv_pages;          // negative entries are skipped
   std::span<const int64_t> l1_5_local_pages;  // empty unless the L1.5 cache is on
   std::optional<int64_t> aux_index;
-  std::span<const int64_t> state_slots;
+  StateSlotLists state;  // negative entries are skipped
 };
 
 // The grant of one room. An item past a buffer's end is left out (not an error here):

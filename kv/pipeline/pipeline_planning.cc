@@ -154,8 +154,8 @@ Status TransferPipeline::plan_blocks(RoomTransfer& r, size_t d, const Job& job,
         plan.append_kv_blocks(job.pages[d], spec.begin_layer, spec.end_layer, scratch_));
   }
   if (spec.state) {
-    PDKV_RETURN_IF_ERROR(
-        plan.append_state_blocks(c.state_slots, spec.state_begin, spec.state_end, scratch_));
+    PDKV_RETURN_IF_ERROR(plan.append_state_blocks(StateSlotLists{c.state_slots, c.state_group_ends},
+                                                  spec.state_begin, spec.state_end, scratch_));
   }
   if (spec.aux) PDKV_RETURN_IF_ERROR(plan.append_aux_blocks(*c.aux_index, scratch_));
   if (scratch_.empty()) return Status();

@@ -84,8 +84,9 @@ struct TransferDestination {
 struct TransferChunk {
   int64_t first_page = 0;
   std::vector<int64_t> pages;
-  std::vector<int64_t> state_slots;  // last chunk only
-  std::optional<int64_t> aux_index;  // last chunk only
+  std::vector<int64_t> state_slots;        // last chunk only: the state groups' lists, concatenated
+  std::vector<uint32_t> state_group_ends;  // the end of each group's list (empty = one list)
+  std::optional<int64_t> aux_index;        // last chunk only
   bool is_last = false;
   // Set: stream layer groups as the forward marks them ready (layerwise); unset: the
   // chunk's KV is complete, send it at once.

@@ -5,10 +5,13 @@
 #include <string>
 
 #include "plan/blocks.h"
+#include "plan/slot_pairs.h"
 #include "plan/state_blocks.h"
 
 namespace pdkv::kv {
 namespace {
+
+constexpr int64_t kAllLayerIds = std::numeric_limits<int64_t>::max();
 
 plan::BufferKind to_plan_kind(proto::BufferKind kind) {
   switch (kind) {
@@ -42,7 +45,10 @@ Status check_fragment_sources(const KvArgs& prefill, std::span<const plan::Fragm
                               std::to_string(f.buffer_index) + ", which the prefill does not have");
     }
     const uint64_t item = items[static_cast<size_t>(f.buffer_index)];
-    const bool inside = f.bytes_per_page > 0 && f.src_page_stride_bytes == item &&
+    const uint64_t stride =
+        state ? item : prefill.kv_page_stride(static_cast<size_t>(f.buffer_index));
+    const bool inside = f.bytes_per_page > 0 &&
+                        (f.src_page_stride_bytes == item || f.src_page_stride_bytes == stride) &&
                         f.src_byte_offset <= item && f.bytes_per_page <= item - f.src_byte_offset &&
                         f.dst_byte_offset <= f.dst_page_stride_bytes &&
                         f.bytes_per_page <= f.dst_page_stride_bytes - f.dst_byte_offset;
@@ -59,18 +65,43 @@ Status check_fragment_sources(const KvArgs& prefill, std::span<const plan::Fragm
   return Status();
 }
 
+// KV fragments step by the real page strides: the prefill's own, and the decode's
+// registered ones. A decode fragment's byte range must lie inside the decode's item
+// wherever the decode's pages are strided (the bytes between its pages are not the page's).
+Status apply_page_strides(const KvArgs& prefill, const proto::BufferRegistration& reg,
+                          std::vector<plan::Fragment>& fragments) {
+  for (size_t i = 0; i < fragments.size(); ++i) {
+    plan::Fragment& f = fragments[i];
+    if (plan::is_state_kind(f.kind)) continue;
+    const auto b = static_cast<size_t>(f.buffer_index);  // checked: a prefill buffer
+    f.src_page_stride_bytes = prefill.kv_page_stride(b);
+    const uint64_t dst_stride = reg.kv_page_strides.empty() ? 0 : reg.kv_page_strides[b];
+    if (dst_stride == 0) continue;
+    if (b >= reg.kv.item_lens.size() || f.dst_byte_offset > reg.kv.item_lens[b] ||
+        f.bytes_per_page > reg.kv.item_lens[b] - f.dst_byte_offset) {
+      return invalid_argument("fragment " + std::to_string(i) +
+                              " does not stay inside one destination page of KV buffer " +
+                              std::to_string(b));
+    }
+    f.dst_page_stride_bytes = dst_stride;
+  }
+  return Status();
+}
+
 // `fragments` as a shared list, once check_fragment_sources() passed.
-Result<FragmentList> checked_and_shared(const KvArgs& prefill,
+Result<FragmentList> checked_and_shared(const KvArgs& prefill, const proto::BufferRegistration& reg,
                                         std::vector<plan::Fragment> fragments) {
   PDKV_RETURN_IF_ERROR(check_fragment_sources(prefill, fragments));
+  PDKV_RETURN_IF_ERROR(apply_page_strides(prefill, reg, fragments));
   return FragmentList(std::make_shared<const std::vector<plan::Fragment>>(std::move(fragments)));
 }
 
 }  // namespace
 
 Result<FragmentList> checked_fragment_list(const KvArgs& prefill,
+                                           const proto::BufferRegistration& registration,
                                            std::span<const proto::Fragment> fragments) {
-  return checked_and_shared(prefill, to_plan_fragments(fragments));
+  return checked_and_shared(prefill, registration, to_plan_fragments(fragments));
 }
 
 std::vector<plan::Fragment> to_plan_fragments(std::span<const proto::Fragment> fragments) {
@@ -98,7 +129,8 @@ namespace {
 // The prefill's side of DestinationBuffers is the same for every plan of one `prefill`
 // (PlanSharing's contract), so only the registration is compared.
 bool same_buffers(const DestinationBuffers& b, const proto::BufferRegistration& reg) {
-  return b.kv_ptrs == reg.kv.ptrs && b.kv_lens == reg.kv.lens && b.state_ptrs == reg.state.ptrs &&
+  return b.kv_ptrs == reg.kv.ptrs && b.kv_lens == reg.kv.lens &&
+         b.kv_strides == reg.kv_page_strides && b.state_ptrs == reg.state.ptrs &&
          b.state_lens == reg.state.lens && b.aux_ptrs == reg.aux.ptrs &&
          b.aux_lens == reg.aux.lens && b.aux_item_lens == reg.aux.item_lens;
 }
@@ -108,6 +140,7 @@ std::shared_ptr<const DestinationBuffers> buffers_of(const KvArgs& prefill,
   auto b = std::make_shared<DestinationBuffers>();
   b->kv_ptrs = reg.kv.ptrs;
   b->kv_lens = reg.kv.lens;
+  b->kv_strides = reg.kv_page_strides;
   b->state_ptrs = reg.state.ptrs;
   b->state_lens = reg.state.lens;
   b->aux_ptrs = reg.aux.ptrs;
@@ -115,6 +148,10 @@ std::shared_ptr<const DestinationBuffers> buffers_of(const KvArgs& prefill,
   b->aux_item_lens = reg.aux.item_lens;
   b->layer_buffers = prefill.layer_buffers;
   b->kv_layer_ids = prefill.effective_kv_layer_ids();
+  b->kv_layer_groups.resize(prefill.layer_buffers.size());
+  for (size_t l = 0; l < prefill.layer_buffers.size(); ++l) {
+    b->kv_layer_groups[l] = prefill.kv_layer_group(l);
+  }
   return b;
 }
 
@@ -141,10 +178,12 @@ Result<DestinationPlan> DestinationPlan::create(const KvArgs& prefill,
                                                    ? registration.fragments
                                                    : pre_allocation.fragments;
     std::vector<plan::Fragment> fragments = to_plan_fragments(wire);
+    PDKV_RETURN_IF_ERROR(check_fragment_sources(prefill, fragments));
+    PDKV_RETURN_IF_ERROR(apply_page_strides(prefill, reg, fragments));
     if (share.fragments && *share.fragments == fragments) {
-      plan.fragments_ = share.fragments;  // an earlier plan's, checked then
+      plan.fragments_ = share.fragments;  // an earlier plan's, the same list
     } else {
-      PDKV_ASSIGN_OR_RETURN(plan.fragments_, checked_and_shared(prefill, std::move(fragments)));
+      plan.fragments_ = std::make_shared<const std::vector<plan::Fragment>>(std::move(fragments));
     }
     std::vector<proto::Fragment>().swap(pre_allocation.fragments);  // the wire copy
   }
@@ -166,7 +205,19 @@ Result<DestinationPlan> DestinationPlan::create(const KvArgs& prefill,
         }
       }
     }
+    const int64_t groups = prefill.state_group_count();
+    const size_t lists = pre_allocation.state_slot_group_ends.size();
+    if (lists != 0 && static_cast<int64_t>(lists) != groups) {
+      return invalid_argument("the decode sent " + std::to_string(lists) +
+                              " state lists but the prefill has " + std::to_string(groups) +
+                              " state groups");
+    }
+    if (lists == 0 && !pre_allocation.state_slots.empty() && groups > 1) {
+      return invalid_argument("the decode sent one state list but the prefill has " +
+                              std::to_string(groups) + " state groups");
+    }
     if (!pre_allocation.state_slots.empty() && !prefill.state_data_ptrs.empty() &&
+        pre_allocation.copy_state_buffers &&
         reg.state.ptrs.size() != prefill.state_data_ptrs.size()) {
       return invalid_argument("decode registered " + std::to_string(reg.state.ptrs.size()) +
                               " state buffers but the prefill has " +
@@ -233,62 +284,102 @@ Result<plan::ResolvedIndices> DestinationPlan::resolve(const ChunkSpec& chunk) c
                                dst_l15);
 }
 
-Status DestinationPlan::append_kv_blocks(const plan::ResolvedIndices& pages, int64_t begin_layer_id,
-                                         int64_t end_layer_id,
-                                         std::vector<plan::Block>& out) const {
-  if (pages.src_pages.empty()) return Status();
+plan::BufferTable DestinationPlan::kv_table() const {
   const DestinationBuffers& dst = *buffers_;
-  plan::BufferTable table{prefill_->kv_data_ptrs, dst.kv_ptrs, prefill_->kv_item_lens,
-                          prefill_->kv_data_lens, dst.kv_lens};
-  // KV layers whose global id is in range, as maximal runs of consecutive KV-layer indices
-  // (hybrid models interleave KV and state layers, so the ids may have gaps).
+  return plan::BufferTable{prefill_->kv_data_ptrs, dst.kv_ptrs, prefill_->kv_item_lens,
+                           prefill_->kv_data_lens, dst.kv_lens, prefill_->kv_page_strides,
+                           dst.kv_strides};
+}
+
+Status DestinationPlan::append_layer_blocks(int64_t group, std::span<const int64_t> src_pages,
+                                            std::span<const int64_t> dst_pages,
+                                            int64_t begin_layer_id, int64_t end_layer_id,
+                                            std::vector<plan::Block>& out) const {
+  if (src_pages.empty()) return Status();
+  const DestinationBuffers& dst = *buffers_;
+  const plan::BufferTable table = kv_table();
+  // KV layers of the group whose global id is in range, as maximal runs of consecutive
+  // KV-layer indices (hybrid models interleave KV and state layers, so the ids may have
+  // gaps, and groups interleave too).
   const int64_t layers = static_cast<int64_t>(dst.layer_buffers.size());
+  auto wanted = [&](int64_t l) {
+    return dst.kv_layer_groups[l] == group && dst.kv_layer_ids[l] >= begin_layer_id &&
+           dst.kv_layer_ids[l] < end_layer_id;
+  };
   int64_t l = 0;
   while (l < layers) {
-    if (dst.kv_layer_ids[l] < begin_layer_id || dst.kv_layer_ids[l] >= end_layer_id) {
+    if (!wanted(l)) {
       ++l;
       continue;
     }
     int64_t run_end = l + 1;
-    while (run_end < layers && dst.kv_layer_ids[run_end] >= begin_layer_id &&
-           dst.kv_layer_ids[run_end] < end_layer_id) {
-      ++run_end;
-    }
-    PDKV_ASSIGN_OR_RETURN(auto blocks, plan::kv_blocks(table, dst.layer_buffers, pages.src_pages,
-                                                       pages.dst_pages, l, run_end, *fragments_));
+    while (run_end < layers && wanted(run_end)) ++run_end;
+    PDKV_ASSIGN_OR_RETURN(auto blocks, plan::kv_blocks(table, dst.layer_buffers, src_pages,
+                                                       dst_pages, l, run_end, *fragments_));
     out.insert(out.end(), blocks.begin(), blocks.end());
     l = run_end;
   }
   return Status();
 }
 
-Status DestinationPlan::append_state_blocks(std::span<const int64_t> src_slots,
+Status DestinationPlan::append_kv_blocks(const plan::ResolvedIndices& pages, int64_t begin_layer_id,
+                                         int64_t end_layer_id,
+                                         std::vector<plan::Block>& out) const {
+  return append_layer_blocks(-1, pages.src_pages, pages.dst_pages, begin_layer_id, end_layer_id,
+                             out);
+}
+
+Status DestinationPlan::append_state_blocks(StateSlotLists src,
                                             std::optional<int64_t> begin_layer_id,
                                             std::optional<int64_t> end_layer_id,
                                             std::vector<plan::Block>& out) const {
-  if (prefill_->state_data_ptrs.empty() || pre_allocation_.state_slots.empty() ||
-      src_slots.empty()) {
-    return Status();
+  const StateSlotLists dst{pre_allocation_.state_slots, pre_allocation_.state_slot_group_ends};
+  const size_t groups = std::max(state_list_count(src), state_list_count(dst));
+  const DestinationBuffers& buffers = *buffers_;
+  const bool copy_state = pre_allocation_.copy_state_buffers && !prefill_->state_data_ptrs.empty();
+  std::vector<int64_t> src_pages, dst_pages;  // a group's kept pairs, for its KV layers
+  for (size_t g = 0; g < groups; ++g) {
+    const auto src_list = state_list(src, g);
+    const auto dst_list = state_list(dst, g);
+    if (src_list.empty() || dst_list.empty()) continue;
+    auto in_group = [&](const std::string& why) {
+      return invalid_argument("state group " + std::to_string(g) + ": " + why);
+    };
+    if (copy_state) {
+      if (buffers.state_ptrs.empty()) {
+        // The reference reported success here without sending the state: the decode then
+        // decoded from slots nobody wrote.
+        return failed_precondition(
+            "the room has state slots but the decode registered no state buffers");
+      }
+      plan::BufferTable table{prefill_->state_data_ptrs, buffers.state_ptrs,
+                              prefill_->state_item_lens, prefill_->state_data_lens,
+                              buffers.state_lens};
+      plan::StateSlots slots;
+      slots.src_slots = src_list;
+      slots.dst_slots = dst_list;
+      slots.buffer_groups = prefill_->state_buffer_groups;
+      slots.group = static_cast<int64_t>(g);
+      if (begin_layer_id || end_layer_id) {
+        slots.state_layer_ids = std::span<const int64_t>(prefill_->state_layer_ids);
+        slots.begin_layer = begin_layer_id;
+        slots.end_layer = end_layer_id;
+      }
+      auto blocks = plan::state_blocks(table, slots, *fragments_);
+      if (!blocks.ok()) {
+        return Status(blocks.status().code(),
+                      "state group " + std::to_string(g) + ": " + blocks.status().message());
+      }
+      out.insert(out.end(), blocks->begin(), blocks->end());
+    }
+    if (!prefill_->has_group_kv_layers()) continue;
+    if (Status paired = plan::pair_slots(src_list, dst_list, src_pages, dst_pages); !paired.ok()) {
+      return in_group(paired.message());
+    }
+    PDKV_RETURN_IF_ERROR(append_layer_blocks(static_cast<int64_t>(g), src_pages, dst_pages,
+                                             begin_layer_id.value_or(0),
+                                             end_layer_id.value_or(kAllLayerIds), out));
   }
-  const DestinationBuffers& dst = *buffers_;
-  if (dst.state_ptrs.empty()) {
-    // The reference reported success here without sending the state: the decode then
-    // decoded from slots nobody wrote.
-    return failed_precondition(
-        "the room has state slots but the decode registered no state buffers");
-  }
-  plan::BufferTable table{prefill_->state_data_ptrs, dst.state_ptrs, prefill_->state_item_lens,
-                          prefill_->state_data_lens, dst.state_lens};
-  plan::StateSlots slots;
-  slots.src_slots = src_slots;
-  slots.dst_slots = std::span<const int64_t>(pre_allocation_.state_slots);
-  if (begin_layer_id || end_layer_id) {
-    slots.state_layer_ids = std::span<const int64_t>(prefill_->state_layer_ids);
-    slots.begin_layer = begin_layer_id;
-    slots.end_layer = end_layer_id;
-  }
-  PDKV_ASSIGN_OR_RETURN(auto blocks, plan::state_blocks(table, slots, *fragments_));
-  out.insert(out.end(), blocks.begin(), blocks.end());
   return Status();
 }
 

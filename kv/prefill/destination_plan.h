@@ -35,6 +35,8 @@
 
 #include "common/status.h"
 #include "kv/kv_args.h"
+#include "kv/state_lists.h"
+#include "plan/blocks.h"
 #include "plan/resolve.h"
 #include "plan/types.h"
 #include "proto/messages.h"
@@ -54,10 +56,12 @@ using FragmentList = std::shared_ptr<const std::vector<plan::Fragment>>;
 // decode rank uses them.
 struct DestinationBuffers {
   std::vector<uint64_t> kv_ptrs, kv_lens;
+  std::vector<uint64_t> kv_strides;  // the decode's page strides (empty = packed)
   std::vector<uint64_t> state_ptrs, state_lens;
   std::vector<uint64_t> aux_ptrs, aux_lens, aux_item_lens;
   std::vector<std::vector<int64_t>> layer_buffers;  // the prefill's
   std::vector<int64_t> kv_layer_ids;                // the prefill's
+  std::vector<int64_t> kv_layer_groups;             // the prefill's, one per layer
 };
 
 // Parts an earlier plan of the same prefill and decode rank holds, offered to the next,
@@ -71,8 +75,12 @@ struct PlanSharing {
 };
 
 // The decode's fragments as plans use them, once each stays inside one of the prefill's
-// own pages (so a room's fragments read only the room's pages); else why not.
+// own pages (so a room's fragments read only the room's pages); else why not. A
+// fragment steps by the page strides of both sides' buffers (KvArgs::kv_page_strides,
+// BufferRegistration::kv_page_strides), whatever strides the decode's planner wrote: a
+// byte range inside the item is all it says.
 Result<FragmentList> checked_fragment_list(const KvArgs& prefill,
+                                           const proto::BufferRegistration& registration,
                                            std::span<const proto::Fragment> fragments);
 
 class DestinationPlan {
@@ -95,15 +103,18 @@ class DestinationPlan {
   // L1.5 applied, mismatched lengths truncated as the reference does).
   Result<plan::ResolvedIndices> resolve(const ChunkSpec& chunk) const;
 
-  // Appends the KV blocks of every KV layer whose global layer id is in
-  // [begin_layer_id, end_layer_id) (all layers: 0, INT64_MAX).
+  // Appends the KV blocks of every chunked KV layer (group -1) whose global layer id is
+  // in [begin_layer_id, end_layer_id) (all layers: 0, INT64_MAX).
   Status append_kv_blocks(const plan::ResolvedIndices& pages, int64_t begin_layer_id,
                           int64_t end_layer_id, std::vector<plan::Block>& out) const;
 
-  // Appends the state-slot blocks (src_slots = the prefill's slots of the last chunk);
-  // with a layer range only state buffers whose layer id is inside it.
-  Status append_state_blocks(std::span<const int64_t> src_slots,
-                             std::optional<int64_t> begin_layer_id,
+  // Appends the blocks of every state group (src = the prefill's lists of the last
+  // chunk): per group, its lists paired with the decode's (negative entries dropped, one
+  // source broadcast), its state buffers' slots (when this rank is a state source of the
+  // decode rank) and its KV layers' pages, head-sliced by the same fragments as chunked
+  // pages. With a layer range only state buffers and KV layers whose layer id is inside
+  // it. A group whose list is empty on either side moves nothing.
+  Status append_state_blocks(StateSlotLists src, std::optional<int64_t> begin_layer_id,
                              std::optional<int64_t> end_layer_id,
                              std::vector<plan::Block>& out) const;
 
@@ -114,6 +125,12 @@ class DestinationPlan {
 
  private:
   DestinationPlan() = default;
+
+  // KV blocks of the layers [first, end) of `group` (-1 = chunked) with ids in range.
+  Status append_layer_blocks(int64_t group, std::span<const int64_t> src_pages,
+                             std::span<const int64_t> dst_pages, int64_t begin_layer_id,
+                             int64_t end_layer_id, std::vector<plan::Block>& out) const;
+  plan::BufferTable kv_table() const;
 
   const KvArgs* prefill_ = nullptr;
   proto::PreAllocation pre_allocation_;

@@ -49,6 +49,7 @@ proto::PreAllocation pre_allocation(std::vector<int64_t> pages, uint64_t prefix_
   p.decode_prefix_len = prefix_tokens;
   p.aux_index = 3;
   p.state_slots = {5};
+  p.copy_state_buffers = true;
   return p;
 }
 
@@ -221,12 +222,14 @@ TEST(DestinationPlanTest, AuxAndStateBlocks) {
 
   blocks.clear();
   const std::vector<int64_t> slots = {2};
-  ASSERT_TRUE(plan->append_state_blocks(slots, std::nullopt, std::nullopt, blocks).ok());
+  ASSERT_TRUE(
+      plan->append_state_blocks(StateSlotLists{slots, {}}, std::nullopt, std::nullopt, blocks)
+          .ok());
   ASSERT_EQ(blocks.size(), 1u);
   EXPECT_EQ(blocks[0].src_addr, 0xA00000u + 2 * 1024);
   EXPECT_EQ(blocks[0].dst_addr, 0x30000000u + 5 * 1024);
   blocks.clear();
-  ASSERT_TRUE(plan->append_state_blocks(slots, 0, 1, blocks).ok());
+  ASSERT_TRUE(plan->append_state_blocks(StateSlotLists{slots, {}}, 0, 1, blocks).ok());
   EXPECT_TRUE(blocks.empty());  // the state buffer belongs to layer 1
 }
 

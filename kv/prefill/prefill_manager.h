@@ -63,6 +63,7 @@
 #include "kv/route/route_directory.h"
 #include "kv/runtime/manager_runtime.h"
 #include "kv/runtime/rank_manager.h"
+#include "kv/state_lists.h"
 
 namespace pdkv::kv {
 
@@ -97,8 +98,8 @@ class PrefillManager final : public RankManager {
   // `sources` (optional): the device stream whose work issued so far writes this chunk's
   // KV (the forward pass); the point is recorded now, so the caller goes on at once, and
   // the engine's copies wait for it on the device. Unset: the caller has synchronised.
-  Status send_chunk(uint64_t room, std::span<const int64_t> pages,
-                    std::span<const int64_t> state_slots,
+  // `state`: the state groups' lists (kv/state_lists.h), given with the last chunk.
+  Status send_chunk(uint64_t room, std::span<const int64_t> pages, StateSlotLists state,
                     std::optional<ChunkOwnership> ownership = std::nullopt,
                     std::optional<bool> layerwise = std::nullopt, engine::SourceReady sources = {});
   // Fails the room (reason kept) and tells every decode rank that pre-allocated it.
@@ -193,8 +194,7 @@ class PrefillManager final : public RankManager {
       PDKV_REQUIRES(mu_);
   // send_chunk's checks and hand-over (under mu_), then, with no lock held, a pipeline
   // pass on the caller's thread (TransferPipeline::run_here).
-  Status hand_chunk_over(uint64_t room, std::span<const int64_t> pages,
-                         std::span<const int64_t> state_slots,
+  Status hand_chunk_over(uint64_t room, std::span<const int64_t> pages, StateSlotLists state,
                          std::optional<ChunkOwnership> ownership, std::optional<bool> layerwise,
                          engine::SourceReady sources) PDKV_EXCLUDES(mu_);
   void run_pipeline_here() PDKV_EXCLUDES(mu_);

@@ -49,7 +49,7 @@ void PrefillManager::on_registration(proto::BufferRegistration reg) {
   FragmentList fragments;
   if (layout.ok()) {
     // Checked here, once, not for each room that names them.
-    Result<FragmentList> checked = checked_fragment_list(config_.args, reg.fragments);
+    Result<FragmentList> checked = checked_fragment_list(config_.args, reg, reg.fragments);
     if (checked.ok()) {
       fragments = std::move(checked).value();
     } else {

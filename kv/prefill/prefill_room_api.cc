@@ -56,11 +56,10 @@ Status PrefillManager::init_room(uint64_t room, int64_t num_pages,
 }
 
 Status PrefillManager::send_chunk(uint64_t room, std::span<const int64_t> pages,
-                                  std::span<const int64_t> state_slots,
-                                  std::optional<ChunkOwnership> ownership,
+                                  StateSlotLists state, std::optional<ChunkOwnership> ownership,
                                   std::optional<bool> layerwise, engine::SourceReady sources) {
-  Status handed = hand_chunk_over(room, pages, state_slots, std::move(ownership), layerwise,
-                                  std::move(sources));
+  Status handed =
+      hand_chunk_over(room, pages, state, std::move(ownership), layerwise, std::move(sources));
   if (handed.ok()) run_pipeline_here();
   return handed;
 }
@@ -74,9 +73,10 @@ void PrefillManager::run_pipeline_here() {
 }
 
 Status PrefillManager::hand_chunk_over(uint64_t room, std::span<const int64_t> pages,
-                                       std::span<const int64_t> state_slots,
+                                       StateSlotLists state_lists,
                                        std::optional<ChunkOwnership> ownership,
                                        std::optional<bool> layerwise, engine::SourceReady sources) {
+  PDKV_RETURN_IF_ERROR(check_state_lists(config_.args, state_lists));
   // Ownership is checked here, not when the chunk is planned, so a malformed mask fails
   // the engine's call instead of the room (and its decode ranks) later.
   if (ownership && !config_.enable_mla_l1_5_cache) {
@@ -133,7 +133,8 @@ Status PrefillManager::hand_chunk_over(uint64_t room, std::span<const int64_t> p
   c.is_last = r.next_page + n == r.num_pages;
   if (c.is_last) {
     r.last_chunk_at = now();
-    c.state_slots.assign(state_slots.begin(), state_slots.end());
+    c.state_slots.assign(state_lists.slots.begin(), state_lists.slots.end());
+    c.state_group_ends.assign(state_lists.group_ends.begin(), state_lists.group_ends.end());
     c.aux_index = r.aux_index;
   }
   if (layerwise.value_or(config_.layerwise_interval > 0)) {

@@ -1,5 +1,6 @@
 #include "kv/runtime/manager_common.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <type_traits>
@@ -81,7 +82,29 @@ Status register_rank_buffers(engine::TransferEngine& engine, const KvArgs& args,
     }
     return Status();
   };
-  PDKV_RETURN_IF_ERROR(add("kv", args.kv_data_ptrs, args.kv_data_lens, args.kv_data_memory));
+  // Strided KV buffers interleave (FlashInfer's K and V pages alternate in one block), and
+  // the engine registers a byte once: overlapping strided buffers go in as their union.
+  std::vector<uint64_t> kv_ptrs = args.kv_data_ptrs, kv_lens = args.kv_data_lens;
+  std::vector<BufferMemory> kv_memory = args.kv_data_memory;
+  std::vector<size_t> strided;
+  for (size_t i = 0; i < kv_ptrs.size(); ++i) {
+    if (args.kv_page_stride(i) > args.kv_item_lens[i] && kv_lens[i] > 0) strided.push_back(i);
+  }
+  std::sort(strided.begin(), strided.end(),
+            [&](size_t a, size_t b) { return kv_ptrs[a] < kv_ptrs[b]; });
+  for (size_t k = 1, owner = strided.empty() ? 0 : strided[0]; k < strided.size(); ++k) {
+    const size_t i = strided[k];
+    const uint64_t owner_end = kv_ptrs[owner] + kv_lens[owner];
+    const BufferMemory& a = owner < kv_memory.size() ? kv_memory[owner] : fallback;
+    const BufferMemory& b = i < kv_memory.size() ? kv_memory[i] : fallback;
+    if (kv_ptrs[i] < owner_end && a.kind == b.kind && a.device == b.device) {
+      kv_lens[owner] = std::max(owner_end, kv_ptrs[i] + kv_lens[i]) - kv_ptrs[owner];
+      kv_lens[i] = 0;  // inside the owner's registration
+    } else {
+      owner = i;
+    }
+  }
+  PDKV_RETURN_IF_ERROR(add("kv", kv_ptrs, kv_lens, kv_memory));
   PDKV_RETURN_IF_ERROR(add("aux", args.aux_data_ptrs, args.aux_data_lens, args.aux_data_memory));
   PDKV_RETURN_IF_ERROR(
       add("state", args.state_data_ptrs, args.state_data_lens, args.state_data_memory));

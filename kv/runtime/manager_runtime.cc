@@ -57,6 +57,12 @@ Status check_manager_config(const KvArgs& args, bool enable_mla_l1_5_cache,
   if (enable_mla_l1_5_cache && !args.is_mla) {
     return invalid_argument("enable_mla_l1_5_cache needs an MLA model (is_mla)");
   }
+  if (enable_mla_l1_5_cache && args.has_group_kv_layers()) {
+    // L1.5 ownership masks name the chunked pages only; a group's pages have none.
+    return invalid_argument(
+        "enable_mla_l1_5_cache cannot be combined with KV layers of a state group "
+        "(kv_layer_groups >= 0)");
+  }
   if (directory == nullptr) {
     return invalid_argument("a " + std::string(role) + " manager needs a route directory");
   }

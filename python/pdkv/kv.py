@@ -70,6 +70,14 @@ _KVARGS_DEFAULTS = {
     "state_data_lens": [],
     "state_item_lens": [],
     "state_layer_ids": [],
+    # State groups (docs/API.md): the group of each state buffer (empty = all group 0) and
+    # of each KV layer (-1 = the room's chunked pages, g = state group g's index list;
+    # empty = all -1); a room then carries one state_indices list per group.
+    "state_buffer_groups": [],
+    "kv_layer_groups": [],
+    # Bytes from one page of a KV buffer to the next (empty, or 0 for one = its
+    # kv_item_lens entry): FlashInfer keeps K and V of a block side by side.
+    "kv_page_strides": [],
     "enable_mla_l1_5_cache": False,
     # Speculative decoding: KV layers (layer_buffers entries) from target_layer_num on are
     # the draft model's; its head count / head size when they differ from the target's
@@ -147,6 +155,22 @@ def _indices(values, what: str) -> np.ndarray:
     if not np.issubdtype(array.dtype, np.integer):
         raise ValueError(f"{what} must hold integers, got dtype {array.dtype}")
     return np.ascontiguousarray(array, dtype=np.int64)
+
+
+def _state_lists(values) -> tuple[np.ndarray, Optional[list[int]]]:
+    """state_indices as (the lists concatenated, the end of each list), or (one list,
+    None) for the flat form: None, an int array, or a list of ints. A list whose entries
+    are arrays or lists is one list per state group (each may be empty)."""
+    if isinstance(values, (list, tuple)) and values and all(
+            isinstance(v, (list, tuple, np.ndarray)) for v in values):
+        lists = [_indices(v, f"state_indices[{g}]") for g, v in enumerate(values)]
+        ends = np.cumsum([len(v) for v in lists]).tolist()
+        return (np.concatenate(lists) if lists else np.empty(0, dtype=np.int64)), ends
+    if isinstance(values, (list, tuple)) and any(
+            isinstance(v, (list, tuple, np.ndarray)) for v in values):
+        raise ValueError("state_indices mixes lists and integers: pass one list of ints, or "
+                         "one list per state group")
+    return _indices(values, "state_indices"), None
 
 
 def _mask(values, what: str) -> Optional[np.ndarray]:
@@ -393,8 +417,9 @@ class KVSender(_Room):
         self._refuse_after_success("send")
         handle, device = (None, -1) if stream is None else _streams.stream_and_device(
             stream, self._mgr._stream_device())
-        self._native.send(_indices(kv_indices, "kv_indices"),
-                          _indices(state_indices, "state_indices"),
+        state, state_ends = _state_lists(state_indices)
+        self._native.send(_indices(kv_indices, "kv_indices"), state,
+                          state_group_ends=state_ends,
                           page_transfer_mask=_mask(page_transfer_mask, "page_transfer_mask"),
                           page_local_indices=_optional_indices(page_local_indices,
                                                                "page_local_indices"),
@@ -424,11 +449,13 @@ class KVReceiver(_Room):
         (``cumsum(mask) - 1`` when they are in page order), and the local pages; only owned
         pages are written, into their local pages. RuntimeError after the room succeeded."""
         self._refuse_after_success("send_metadata")
+        state, state_ends = _state_lists(state_indices)
         self._native.send_metadata(
             _indices(kv_indices, "kv_indices"),
             None if aux_index is None else int(aux_index),
-            _indices(state_indices, "state_indices"),
+            state,
             int(decode_prefix_len or 0),
+            state_group_ends=state_ends,
             page_transfer_mask=_mask(page_transfer_mask, "page_transfer_mask"),
             page_indices_mapping=_optional_indices(page_indices_mapping, "page_indices_mapping"),
             page_local_indices=_optional_indices(page_local_indices, "page_local_indices"))

@@ -13,6 +13,8 @@ from pdkv.poll import KVPoll as KVPoll
 
 _Indices = Union[np.ndarray, Sequence[int], None]
 _Mask = Union[np.ndarray, Sequence[bool], None]
+# state_indices: one list (at most one state group), or one list per state group.
+_StateIndices = Union[np.ndarray, Sequence[int], Sequence[Union[np.ndarray, Sequence[int]]], None]
 
 class KVTransferError(RuntimeError):
     """failure_exception() sets all of room, reason, cause and stage; constructed
@@ -61,6 +63,16 @@ class KVArgs:
     state_data_lens: list[int]
     state_item_lens: list[int]
     state_layer_ids: list[int]
+    # State groups (docs/API.md): the group (>= 0) of each state buffer, empty = all 0;
+    # per KV layer -1 (the room's chunked pages, kv_indices) or a state group g whose
+    # index list names that layer's pages, empty = all -1. Both sides must agree. A room
+    # then carries one state_indices list per group (G = 1 + the highest group).
+    state_buffer_groups: list[int]
+    kv_layer_groups: list[int]
+    # Per KV buffer: bytes from page i to page i+1 (empty, or 0 for one = its
+    # kv_item_lens entry; else >= it). FlashInfer's (blocks, 2, ...) cache: K at base and
+    # V at base + half, both with item = half, stride = 2 * half.
+    kv_page_strides: list[int]
     # MLA L1.5 cache (docs/API.md): this instance holds pages partially, so every chunk
     # (prefill) / pre-allocation (decode) carries its page ownership. Needs is_mla.
     enable_mla_l1_5_cache: bool
@@ -200,7 +212,7 @@ class _Room:
 class KVSender(_Room):
     def __init__(self, mgr: KVManager, bootstrap_addr: str, bootstrap_room: int) -> None: ...
     def init(self, num_kv_indices: int, aux_index: Optional[int] = None) -> None: ...
-    def send(self, kv_indices: _Indices, state_indices: _Indices = None,
+    def send(self, kv_indices: _Indices, state_indices: _StateIndices = None,
              page_transfer_mask: _Mask = None, page_local_indices: _Indices = None,
              layerwise: Optional[bool] = None, stream: Any = None) -> None:
         """One chunk. `stream`: the CUDA stream that writes the chunk's KV (torch, CuPy,
@@ -208,13 +220,15 @@ class KVSender(_Room):
         the device. None: the caller synchronised. With enable_mla_l1_5_cache: page_transfer_mask (one bool per chunk
         page) and page_local_indices (the local page of each owned one, in order) are
         required; without it, passing them is a ValueError. Bad lengths or a local page
-        outside the buffers: ValueError."""
+        outside the buffers: ValueError. state_indices (last chunk only): one list, or
+        with state groups one list per group (a count other than the group count:
+        ValueError)."""
 
 class KVReceiver(_Room):
     def __init__(self, mgr: KVManager, bootstrap_addr: str, bootstrap_room: int) -> None: ...
     def init(self, prefill_dp_rank: Optional[int] = None) -> None: ...
     def send_metadata(self, kv_indices: _Indices, aux_index: Optional[int] = None,
-                      state_indices: _Indices = None,
+                      state_indices: _StateIndices = None,
                       decode_prefix_len: Optional[int] = None,
                       page_transfer_mask: _Mask = None,
                       page_indices_mapping: _Indices = None,
@@ -224,5 +238,6 @@ class KVReceiver(_Room):
         position in page_local_indices; local: one page per owned page), and only owned
         pages are written; without it, passing them is a ValueError. Bad lengths,
         mappings outside the local list or used twice, pages outside the buffers:
-        ValueError."""
+        ValueError. state_indices: one list, or with state groups one list per group
+        (a count other than the group count: ValueError)."""
     def prefill_metadata(self) -> tuple[int, Optional[list[int]]]: ...

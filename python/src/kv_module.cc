@@ -144,6 +144,14 @@ kv::KvArgs to_kv_args(const py::dict& d) {
   a.state_data_lens = get_u64_list(d, "state_data_lens");
   a.state_item_lens = get_u64_list(d, "state_item_lens");
   a.state_layer_ids = get<std::vector<int64_t>>(d, "state_layer_ids");
+  // State groups and page strides (added later: dicts built by older code lack them).
+  if (d.contains("state_buffer_groups")) {
+    a.state_buffer_groups = get<std::vector<int64_t>>(d, "state_buffer_groups");
+  }
+  if (d.contains("kv_layer_groups")) {
+    a.kv_layer_groups = get<std::vector<int64_t>>(d, "kv_layer_groups");
+  }
+  if (d.contains("kv_page_strides")) a.kv_page_strides = get_u64_list(d, "kv_page_strides");
   // Draft-model fields (added later: dicts built by older code lack them).
   auto optional_int = [&](const char* key) {
     return d.contains(key) ? get<int64_t>(d, key) : int64_t{0};
@@ -485,8 +493,8 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("metrics_port", &NativeManager::metrics_port)
       .def(
           "report_room_dp_rank",
-          [](NativeManager& self, const std::string& address, uint64_t room,
-             int64_t dp_group, double timeout_s) {
+          [](NativeManager& self, const std::string& address, uint64_t room, int64_t dp_group,
+             double timeout_s) {
             Status s;
             {
               py::gil_scoped_release release;
@@ -516,9 +524,11 @@ PYBIND11_MODULE(_native, m) {
       .def(
           "send",
           [](kv::KVSender& self, const Int64Array& pages, const Int64Array& state,
-             std::optional<MaskArray> mask, std::optional<Int64Array> local,
-             std::optional<bool> layerwise, std::optional<uintptr_t> stream, int device) {
+             std::optional<std::vector<uint32_t>> state_ends, std::optional<MaskArray> mask,
+             std::optional<Int64Array> local, std::optional<bool> layerwise,
+             std::optional<uintptr_t> stream, int device) {
             std::vector<int64_t> p = to_vector(pages), st = to_vector(state);
+            const std::vector<uint32_t> ends = state_ends.value_or(std::vector<uint32_t>{});
             if (mask.has_value() != local.has_value()) {
               throw py::value_error(
                   "page_transfer_mask and page_local_indices go together: pass both or neither");
@@ -531,13 +541,14 @@ PYBIND11_MODULE(_native, m) {
               engine::SourceReady sources;
               if (stream)
                 sources = engine::SourceReady{reinterpret_cast<void*>(*stream), device, {}};
-              s = self.send(p, st, std::move(own), layerwise, std::move(sources));
+              s = self.send_groups(p, kv::StateSlotLists{st, ends}, std::move(own), layerwise,
+                                   std::move(sources));
             }
             raise_if_error(s);
           },
-          py::arg("pages"), py::arg("state"), py::arg("page_transfer_mask") = py::none(),
-          py::arg("page_local_indices") = py::none(), py::arg("layerwise") = py::none(),
-          py::arg("stream") = py::none(), py::arg("device") = -1)
+          py::arg("pages"), py::arg("state"), py::arg("state_group_ends") = py::none(),
+          py::arg("page_transfer_mask") = py::none(), py::arg("page_local_indices") = py::none(),
+          py::arg("layerwise") = py::none(), py::arg("stream") = py::none(), py::arg("device") = -1)
       .def("poll", [](const kv::KVSender& self) { return static_cast<int>(self.poll()); })
       .def("wait", &wait_for_end<kv::KVSender>, py::arg("timeout_s"))
       .def("failure",
@@ -563,13 +574,15 @@ PYBIND11_MODULE(_native, m) {
       .def(
           "send_metadata",
           [](kv::KVReceiver& self, const Int64Array& pages, std::optional<int64_t> aux,
-             const Int64Array& state, int64_t prefix, std::optional<MaskArray> mask,
+             const Int64Array& state, int64_t prefix,
+             std::optional<std::vector<uint32_t>> state_ends, std::optional<MaskArray> mask,
              std::optional<Int64Array> mapping, std::optional<Int64Array> local) {
             if (prefix < 0) throw py::value_error("decode_prefix_len must be >= 0");
             kv::PreAllocationRequest req;
             req.kv_pages = to_vector(pages);
             req.aux_index = aux;
             req.state_slots = to_vector(state);
+            if (state_ends) req.state_group_ends = *state_ends;
             req.decode_prefix_len = static_cast<uint64_t>(prefix);
             const int given =
                 int{mask.has_value()} + int{mapping.has_value()} + int{local.has_value()};
@@ -590,8 +603,8 @@ PYBIND11_MODULE(_native, m) {
             raise_if_error(s);
           },
           py::arg("pages"), py::arg("aux"), py::arg("state"), py::arg("prefix"),
-          py::arg("page_transfer_mask") = py::none(), py::arg("page_indices_mapping") = py::none(),
-          py::arg("page_local_indices") = py::none())
+          py::arg("state_group_ends") = py::none(), py::arg("page_transfer_mask") = py::none(),
+          py::arg("page_indices_mapping") = py::none(), py::arg("page_local_indices") = py::none())
       .def("poll", [](const kv::KVReceiver& self) { return static_cast<int>(self.poll()); })
       .def("wait", &wait_for_end<kv::KVReceiver>, py::arg("timeout_s"))
       .def("failure",
