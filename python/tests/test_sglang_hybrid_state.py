@@ -1,7 +1,7 @@
 """Hybrid-model state through pdkv's sglang adapter: sglang's state components (Mamba slots,
 SWA pages, DSA indexer pages) mapped onto pdkv's state groups, what is refused and why,
-and (with a pdkv core that has state groups) real prefill and decode processes moving KV
-plus state across TP sizes, every byte checked."""
+and real prefill and decode processes moving KV plus state across TP sizes, every byte
+checked."""
 import numpy as np
 import pytest
 
@@ -16,9 +16,6 @@ from pdkv.integrations.sglang.kvargs import kv_args_and_state  # noqa: E402
 from pdkv.integrations.sglang.state_layout import (check_tp_with_prefill,  # noqa: E402
                                                    state_layout)
 
-CORE_HAS_GROUPS = "state_buffer_groups" in pdkv.KVArgs.__slots__
-needs_groups = pytest.mark.skipif(not CORE_HAS_GROUPS,
-                                  reason="pdkv core without state groups (state_buffer_groups)")
 SUCCESS = int(pdkv.KVPoll.Success)
 
 
@@ -117,7 +114,7 @@ def test_parallel_layouts_pdkv_cannot_place_are_refused():
 
 
 def test_kvargs_carry_groups_for_a_mamba_swa_rank(monkeypatch):
-    # The fields handed to pdkv.KVArgs (recorded, so this runs before the core has them).
+    # The fields handed to pdkv.KVArgs, recorded.
     import types
     monkeypatch.setattr(pdkv, "KVArgs", lambda **fields: types.SimpleNamespace(**fields))
     from sglang_state_replay import HybridPool
@@ -162,25 +159,22 @@ def _run(family, p_tp, d_tp):
                 assert all(got.values()), (name, room, got)
 
 
-@needs_groups
 @pytest.mark.parametrize("p_tp,d_tp", [(2, 1), (1, 2), (2, 2)])
 def test_mamba_slots_and_swa_window_pages_move_across_tp_sizes(p_tp, d_tp):
     _run("mamba_swa", p_tp, d_tp)
 
 
 @pytest.mark.parametrize("family,tp", [("mamba", 1), ("mamba", 2), ("dsa", 1), ("dsa", 2)])
-def test_one_state_group_moves_at_equal_tp_on_any_core(family, tp):
+def test_one_state_group_moves_at_equal_tp(family, tp):
     # One group of state buffers is the core's plain state: no group fields needed.
     _run(family, tp, tp)
 
 
-@needs_groups
 @pytest.mark.parametrize("p_tp,d_tp", [(2, 1), (1, 2)])
 def test_mamba_slots_are_split_across_tp_sizes(p_tp, d_tp):
     _run("mamba", p_tp, d_tp)
 
 
-@needs_groups
 @pytest.mark.parametrize("p_tp,d_tp", [(2, 1), (1, 2)])
 def test_dsa_indexer_pages_are_replicated_like_mla(p_tp, d_tp):
     _run("dsa", p_tp, d_tp)

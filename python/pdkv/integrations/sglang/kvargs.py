@@ -126,8 +126,8 @@ def kv_args_and_state(args, server_args, is_mla: bool,
 
 def _group_fields(state: StateLayout, full_layers: int) -> dict:
     """pdkv's state fields, only for a rank with state, and the group fields only where
-    one group of state buffers is not enough (a core without state groups still takes
-    a model without state, or with one group of state buffers)."""
+    one group of state buffers is not enough (one group is the core's plain state: every
+    state buffer in group 0, one flat index list)."""
     if not state.groups:
         return {}
     fields = dict(state_data_ptrs=state.state_data_ptrs, state_data_lens=state.state_data_lens,

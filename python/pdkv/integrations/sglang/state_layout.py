@@ -68,9 +68,9 @@ class StateLayout:
 
     @property
     def needs_groups(self) -> bool:
-        """More than one group, or KV layers in one: what only a core with state groups
-        carries. One group of state buffers is a pdkv core's plain state (one flat index
-        list, every buffer in group 0), so a Mamba-only or DSA model needs no more."""
+        """More than one group, or KV layers in one: what needs pdkv's group fields. One
+        group of state buffers is the core's plain state (one flat index list, every
+        buffer in group 0), so a Mamba-only or DSA model needs no more."""
         return self.groups > 1 or bool(self.layer_groups)
 
     def group_indices(self, state_indices) -> Optional[list]:
