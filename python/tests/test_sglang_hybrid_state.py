@@ -178,3 +178,18 @@ def test_mamba_slots_are_split_across_tp_sizes(p_tp, d_tp):
 @pytest.mark.parametrize("p_tp,d_tp", [(2, 1), (1, 2)])
 def test_dsa_indexer_pages_are_replicated_like_mla(p_tp, d_tp):
     _run("dsa", p_tp, d_tp)
+
+
+def test_hybrid_mla_full_layers_are_latent(monkeypatch):
+    # A Mamba model whose full-attention layers are MLA: sglang passes is_mla_backend False
+    # (it looks at the hybrid pool) and sets is_hybrid_mla_backend.
+    import types
+    monkeypatch.setattr(pdkv, "KVArgs", lambda **fields: types.SimpleNamespace(**fields))
+    bufs = [np.zeros(4 * 64 * 4, np.uint8) for _ in range(3)]
+    a = _args([(StateType.MAMBA, [bufs[2].ctypes.data], [24])])
+    a.state_data_lens = [[bufs[2].nbytes]]
+    a.engine_rank = 0
+    a.kv_data_ptrs, a.kv_data_lens = [b.ctypes.data for b in bufs[:2]], [1024, 1024]
+    a.kv_item_lens, a.is_hybrid_mla_backend = [64, 64], True
+    args = kv_args_and_state(a, ServerArgs(tp_size=2), False)[0]
+    assert args.is_mla and args.layer_buffers == [[0], [1]] and args.head_dim == 16

@@ -80,6 +80,10 @@ def kv_args_and_state(args, server_args, is_mla: bool,
         raise ValueError("kv_data_ptrs, kv_data_lens and kv_item_lens must be non-empty and "
                          "of equal length")
     page_size = int(args.page_size)
+    # A hybrid linear-attention pool whose full-attention layers are MLA: sglang's
+    # is_mla_backend() looks at the hybrid pool and says False, and setup_state_kv_args
+    # records the full pool's kind here; its KV buffers are latent, one per layer.
+    is_mla = bool(is_mla) or bool(getattr(args, "is_hybrid_mla_backend", False))
     state = state_layout(args, is_mla, page_size, int(items[0]))
     writable = mode == "decode"
     mem_kinds = getattr(args, "kv_data_mem_kinds", None)
