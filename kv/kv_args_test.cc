@@ -107,5 +107,52 @@ TEST(KvArgsTest, LayoutMismatchesAreRejectedWithBothValues) {
   EXPECT_FALSE(check_layout_compatible(prefill, decode.layout()).ok());
 }
 
+TEST(KvArgsTest, StateGroupsCountCheckAndCompare) {
+  KvArgs a = two_layer_mha();
+  EXPECT_EQ(a.state_group_count(), 0);
+  a.state_data_ptrs = {0x90000, 0xa0000};
+  a.state_data_lens = {4096, 4096};
+  a.state_item_lens = {1024, 1024};
+  EXPECT_EQ(a.state_group_count(), 1);
+  a.state_buffer_groups = {0, 2};
+  a.kv_layer_groups = {-1, 1};
+  EXPECT_EQ(a.state_group_count(), 3);
+  EXPECT_TRUE(a.validate().ok());
+  KvArgs bad = a;
+  bad.state_buffer_groups = {0};
+  EXPECT_NE(bad.validate().message().find("state_buffer_groups has 1 entries"), std::string::npos);
+  bad = a;
+  bad.kv_layer_groups = {-2, 0};
+  EXPECT_NE(bad.validate().message().find("kv_layer_groups holds -2"), std::string::npos);
+  bad = a;
+  bad.layer_buffers = {{0, 2}, {1, 2}};  // buffer 2 in a chunked and a group layer
+  EXPECT_NE(bad.validate().message().find("KV buffer 2 serves KV layers of groups -1 and 1"),
+            std::string::npos);
+  bad = a;
+  bad.kv_page_strides = {4096, 4095, 0, 0};
+  EXPECT_NE(bad.validate().message().find("kv_page_strides[1]"), std::string::npos);
+
+  // Equal groups pass; an empty vector equals its default spelled out; a difference names
+  // both sides' values.
+  KvArgs decode = a;
+  EXPECT_TRUE(check_layout_compatible(a, decode.layout()).ok());
+  KvArgs plain = two_layer_mha(), spelled = two_layer_mha();
+  spelled.kv_layer_groups = {-1, -1};
+  EXPECT_TRUE(check_layout_compatible(plain, spelled.layout()).ok());
+  decode.kv_layer_groups = {1, -1};
+  const Status s = check_layout_compatible(a, decode.layout());
+  EXPECT_NE(s.message().find("kv_layer_groups is [-1, 1] on prefill but [1, -1] on decode"),
+            std::string::npos)
+      << s.to_string();
+  decode = a;
+  decode.state_buffer_groups = {};
+  EXPECT_NE(check_layout_compatible(a, decode.layout())
+                .message()
+                .find("state_buffer_groups is "
+                      "[0, 2] on prefill but [] "
+                      "(default) on decode"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace pdkv::kv

@@ -345,6 +345,11 @@ Status DestinationPlan::append_state_blocks(StateSlotLists src,
     auto in_group = [&](const std::string& why) {
       return invalid_argument("state group " + std::to_string(g) + ": " + why);
     };
+    // Paired once here: the group's KV layers take these pages, and a pairing error
+    // names the group whatever the group holds.
+    if (Status paired = plan::pair_slots(src_list, dst_list, src_pages, dst_pages); !paired.ok()) {
+      return in_group(paired.message());
+    }
     if (copy_state) {
       if (buffers.state_ptrs.empty()) {
         // The reference reported success here without sending the state: the decode then
@@ -373,9 +378,6 @@ Status DestinationPlan::append_state_blocks(StateSlotLists src,
       out.insert(out.end(), blocks->begin(), blocks->end());
     }
     if (!prefill_->has_group_kv_layers()) continue;
-    if (Status paired = plan::pair_slots(src_list, dst_list, src_pages, dst_pages); !paired.ok()) {
-      return in_group(paired.message());
-    }
     PDKV_RETURN_IF_ERROR(append_layer_blocks(static_cast<int64_t>(g), src_pages, dst_pages,
                                              begin_layer_id.value_or(0),
                                              end_layer_id.value_or(kAllLayerIds), out));

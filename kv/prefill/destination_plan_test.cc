@@ -295,5 +295,58 @@ TEST(DestinationPlanTest, SrcLocalPagesNotMatchingTheMaskFailTheChunk) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(DestinationPlanTest, StateGroupsSplitLayersAndFollowTheLayerRange) {
+  KvArgs args = prefill_args();
+  args.kv_layer_ids = {0, 2};
+  args.kv_layer_groups = {-1, 1};  // KV layer 1 (buffers 1, 3) takes group 1's pages
+  args.state_buffer_groups = {0};
+  ASSERT_EQ(args.state_group_count(), 2);
+  auto pre = pre_allocation({1});
+  pre.state_slots = {5, 7, -1};
+  pre.state_slot_group_ends = {1, 3};
+  auto plan = DestinationPlan::create(args, decode_registration(), pre);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  const std::vector<int64_t> src = {0};
+  auto r = plan->resolve(ChunkSpec{0, src});
+  ASSERT_TRUE(r.ok());
+  std::vector<plan::Block> blocks;
+  ASSERT_TRUE(plan->append_kv_blocks(*r, 0, std::numeric_limits<int64_t>::max(), blocks).ok());
+  ASSERT_EQ(blocks.size(), 2u);  // the chunked layer only: buffers 0 and 2
+  EXPECT_EQ(blocks[0].src_addr, 0x100000u);
+  EXPECT_EQ(blocks[1].src_addr, 0x300000u);
+
+  const std::vector<int64_t> lists = {2, 9, 4};
+  const std::vector<uint32_t> ends = {1, 3};
+  blocks.clear();
+  ASSERT_TRUE(
+      plan->append_state_blocks(StateSlotLists{lists, ends}, std::nullopt, std::nullopt, blocks)
+          .ok());
+  // Group 0: slot 2 -> 5; group 1: page 9 -> 7 of KV layer 1 (4 -> -1 dropped).
+  EXPECT_EQ(blocks,
+            (std::vector<plan::Block>{{0xA00000 + 2 * 1024, 0x30000000 + 5 * 1024, 1024},
+                                      {0x200000 + 9 * kItem, 0x20000000 + 7 * kItem, kItem},
+                                      {0x400000 + 9 * kItem, 0x40000000 + 7 * kItem, kItem}}));
+  blocks.clear();
+  ASSERT_TRUE(plan->append_state_blocks(StateSlotLists{lists, ends}, 2, 3, blocks).ok());
+  EXPECT_EQ(blocks.size(), 2u);  // layer id 2: the group's KV layer, not the state buffer
+  blocks.clear();
+  ASSERT_TRUE(plan->append_state_blocks(StateSlotLists{lists, ends}, 1, 2, blocks).ok());
+  EXPECT_EQ(blocks.size(), 1u);  // layer id 1: the state buffer only
+
+  const std::vector<int64_t> long_lists = {2, 9, 4, 3};
+  const std::vector<uint32_t> long_ends = {1, 4};
+  const Status mismatch =
+      plan->append_state_blocks(StateSlotLists{long_lists, long_ends}, {}, {}, blocks);
+  EXPECT_NE(mismatch.message().find("state group 1: slot count mismatch: 3 source vs 2"),
+            std::string::npos)
+      << mismatch.to_string();
+
+  pre.state_slot_group_ends = {3};
+  const auto one_list = DestinationPlan::create(args, decode_registration(), pre);
+  ASSERT_FALSE(one_list.ok());
+  EXPECT_NE(one_list.status().message().find("1 state lists but the prefill has 2"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace pdkv::kv

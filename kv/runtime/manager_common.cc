@@ -50,6 +50,41 @@ void render_rank_metrics(PrometheusText& out, const TransferMetrics& metrics, pr
   out.sample("pdkv_active_rooms", labels, static_cast<double>(active_rooms));
 }
 
+namespace {
+
+// The length each KV buffer is registered with. Strided KV buffers interleave
+// (FlashInfer's K and V pages alternate in one block) and memory is registered once per
+// byte, so overlapping strided buffers go in as their union, under the lowest one (the
+// others: 0, inside it).
+std::vector<uint64_t> kv_registered_lens(const KvArgs& args) {
+  std::vector<uint64_t> lens = args.kv_data_lens;
+  const BufferMemory fallback{args.memory_kind, args.gpu_id};
+  auto memory = [&](size_t i) {
+    return i < args.kv_data_memory.size() ? args.kv_data_memory[i] : fallback;
+  };
+  std::vector<size_t> strided;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    if (args.kv_page_stride(i) > args.kv_item_lens[i] && lens[i] > 0) strided.push_back(i);
+  }
+  std::sort(strided.begin(), strided.end(),
+            [&](size_t a, size_t b) { return args.kv_data_ptrs[a] < args.kv_data_ptrs[b]; });
+  for (size_t k = 1, owner = strided.empty() ? 0 : strided[0]; k < strided.size(); ++k) {
+    const size_t i = strided[k];
+    const uint64_t owner_end = args.kv_data_ptrs[owner] + lens[owner];
+    const bool same_memory =
+        memory(owner).kind == memory(i).kind && memory(owner).device == memory(i).device;
+    if (args.kv_data_ptrs[i] < owner_end && same_memory) {
+      lens[owner] = std::max(owner_end, args.kv_data_ptrs[i] + lens[i]) - args.kv_data_ptrs[owner];
+      lens[i] = 0;
+    } else {
+      owner = i;
+    }
+  }
+  return lens;
+}
+
+}  // namespace
+
 std::vector<engine::Region> rank_regions(const KvArgs& args) {
   std::vector<engine::Region> regions;
   auto add = [&](const std::vector<uint64_t>& ptrs, const std::vector<uint64_t>& lens) {
@@ -57,7 +92,7 @@ std::vector<engine::Region> rank_regions(const KvArgs& args) {
       if (lens[i] != 0) regions.push_back(engine::Region{ptrs[i], lens[i]});
     }
   };
-  add(args.kv_data_ptrs, args.kv_data_lens);
+  add(args.kv_data_ptrs, kv_registered_lens(args));
   add(args.aux_data_ptrs, args.aux_data_lens);
   add(args.state_data_ptrs, args.state_data_lens);
   return regions;
@@ -82,29 +117,7 @@ Status register_rank_buffers(engine::TransferEngine& engine, const KvArgs& args,
     }
     return Status();
   };
-  // Strided KV buffers interleave (FlashInfer's K and V pages alternate in one block), and
-  // the engine registers a byte once: overlapping strided buffers go in as their union.
-  std::vector<uint64_t> kv_ptrs = args.kv_data_ptrs, kv_lens = args.kv_data_lens;
-  std::vector<BufferMemory> kv_memory = args.kv_data_memory;
-  std::vector<size_t> strided;
-  for (size_t i = 0; i < kv_ptrs.size(); ++i) {
-    if (args.kv_page_stride(i) > args.kv_item_lens[i] && kv_lens[i] > 0) strided.push_back(i);
-  }
-  std::sort(strided.begin(), strided.end(),
-            [&](size_t a, size_t b) { return kv_ptrs[a] < kv_ptrs[b]; });
-  for (size_t k = 1, owner = strided.empty() ? 0 : strided[0]; k < strided.size(); ++k) {
-    const size_t i = strided[k];
-    const uint64_t owner_end = kv_ptrs[owner] + kv_lens[owner];
-    const BufferMemory& a = owner < kv_memory.size() ? kv_memory[owner] : fallback;
-    const BufferMemory& b = i < kv_memory.size() ? kv_memory[i] : fallback;
-    if (kv_ptrs[i] < owner_end && a.kind == b.kind && a.device == b.device) {
-      kv_lens[owner] = std::max(owner_end, kv_ptrs[i] + kv_lens[i]) - kv_ptrs[owner];
-      kv_lens[i] = 0;  // inside the owner's registration
-    } else {
-      owner = i;
-    }
-  }
-  PDKV_RETURN_IF_ERROR(add("kv", kv_ptrs, kv_lens, kv_memory));
+  PDKV_RETURN_IF_ERROR(add("kv", args.kv_data_ptrs, kv_registered_lens(args), args.kv_data_memory));
   PDKV_RETURN_IF_ERROR(add("aux", args.aux_data_ptrs, args.aux_data_lens, args.aux_data_memory));
   PDKV_RETURN_IF_ERROR(
       add("state", args.state_data_ptrs, args.state_data_lens, args.state_data_memory));

@@ -411,6 +411,9 @@ class KVSender(_Room):
         CUstream). pdkv records its point now and its copies wait for it on the device, so
         the caller goes on at once; None: the caller has synchronised that stream. Not for
         a layerwise chunk (its layers are written after send): ValueError.
+        `state_indices` (last chunk): one list, or with state groups (KVArgs
+        state_buffer_groups / kv_layer_groups) one list per group; another count is a
+        ValueError.
         RuntimeError after the room succeeded (every chunk was sent already); after it
         failed the call does nothing (a failure may land at any moment: poll() and
         failure_exception() report it)."""
@@ -447,7 +450,9 @@ class KVReceiver(_Room):
         the request-wide ownership (docs/API.md) is required: a bool mask with one entry per
         page of `kv_indices`, for each owned page its position in `page_local_indices`
         (``cumsum(mask) - 1`` when they are in page order), and the local pages; only owned
-        pages are written, into their local pages. RuntimeError after the room succeeded."""
+        pages are written, into their local pages. `state_indices`: one list, or with state
+        groups one list per group (another count: ValueError). RuntimeError after the room
+        succeeded."""
         self._refuse_after_success("send_metadata")
         state, state_ends = _state_lists(state_indices)
         self._native.send_metadata(
