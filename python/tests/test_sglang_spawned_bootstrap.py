@@ -27,7 +27,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _launcher(tmp_path, with_pth: bool) -> dict:
+def _launcher(tmp_path, with_pth: bool, port: int = 0) -> dict:
     """Runs the launcher in a fresh interpreter whose user site holds (or not) pdkv's .pth,
     as site-packages would after installing pdkv."""
     userbase = tmp_path / ("userbase" if with_pth else "bare")
@@ -42,7 +42,7 @@ def _launcher(tmp_path, with_pth: bool) -> dict:
     if with_pth:
         shutil.copy(SHIPPED_PTH, usersite)
     out = subprocess.run([sys.executable, os.path.join(HERE, "sglang_spawn_driver.py"),
-                          str(_free_port())], env=env, capture_output=True, text=True,
+                          str(port or _free_port())], env=env, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -61,6 +61,16 @@ def test_without_the_pth_the_child_does_not_know_pdkv(tmp_path):
     # What sglang's spawned child does with only the plugin entry point installed.
     got = _launcher(tmp_path, with_pth=False)
     assert "pdkv" in got.get("error", ""), got
+
+
+def test_a_port_in_use_fails_the_start_with_the_childs_reason(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        got = _launcher(tmp_path, with_pth=True, port=busy.getsockname()[1])
+    # the name resolved in the child; pdkv's server refused the port, and the parent says so
+    assert "PD bootstrap server failed to start" in got.get("error", ""), got
+    assert "Address already in use" in got["error"], got
 
 
 def test_bootstrap_server_thread_lives_while_serving():
