@@ -168,5 +168,9 @@ if(PDKV_BUILD_PYTHON AND TARGET pdkv_native_py)
   configure_file(${PROJECT_SOURCE_DIR}/cmake/templates/dist-info/INSTALLER
                  ${distinfo}/INSTALLER COPYONLY)
   install(DIRECTORY ${distinfo} DESTINATION ${PDKV_INSTALL_PYTHONDIR} COMPONENT pdkv)
+  # Run at every interpreter start: the backend name `pdkv` in sglang processes that never
+  # load plugins (a spawned bootstrap-server child); see pdkv/integrations/sglang/install.py.
+  install(FILES ${PROJECT_SOURCE_DIR}/python/packaging/pdkv-sglang.pth
+          DESTINATION ${PDKV_INSTALL_PYTHONDIR} COMPONENT pdkv)
 endif()
 include(${PROJECT_SOURCE_DIR}/cmake/PdkvPackaging.cmake)

@@ -52,6 +52,7 @@ def stage(build_dir: pathlib.Path, stage_dir: pathlib.Path) -> str:
         template.replace("@PROJECT_VERSION@", version)
         .replace("@PYTHON_MINOR@", str(sys.version_info.minor)))
     shutil.copy2(HERE / "setup.py", stage_dir / "setup.py")
+    shutil.copy2(HERE / "pdkv-sglang.pth", stage_dir / "pdkv-sglang.pth")
     shutil.copy2(HERE.parent.parent / "README.md", stage_dir / "README.md")
     return version
 

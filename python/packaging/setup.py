@@ -16,7 +16,14 @@ class BinaryDistribution(Distribution):
 
 
 class BuildPyKeepModes(build_py):
-    """Copies package data like build_py, then restores the source files' permissions."""
+    """Copies package data like build_py, then restores the source files' permissions, and
+    puts pdkv-sglang.pth beside the package (site-packages runs it at interpreter start:
+    the sglang backend name in processes that never load sglang's plugins)."""
+
+    def run(self) -> None:
+        super().run()
+        pth = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pdkv-sglang.pth")
+        self.copy_file(pth, os.path.join(self.build_lib, "pdkv-sglang.pth"))
 
     def build_package_data(self) -> None:
         super().build_package_data()

@@ -18,7 +18,9 @@ send_metadata(int32 pages, aux, state_indices, decode_prefix_len=) and, for a re
 request, kv_manager.submit_prefill_recompute(receiver, payload) -> poll with the metadata
 gate (Success counts once the aux row's room is written) -> clear().
 cfg["placement"] maps each room to the prefill DP group a load balancer chose; a prefill
-rank serves only its own rooms.
+rank serves only its own rooms. cfg["attn_tp"] (default 1) is the prefill's attention TP
+size per DP group (tp_size = dp x attn_tp, engine_rank the global TP rank, as prefill.py
+sets it); a decode of cfg["tp"] ranks (default 1) holds cfg["rank"]'s share of the heads.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import time
 import numpy as np
 
 from engine_replay import wait_stop
+from pdkv.testing import heads_of
 from sglang_replay import AUX_ROWS, Pool, _expected, _poll_until
 
 
@@ -60,28 +63,31 @@ def _fill_common(a, pool: Pool):
 
 
 def prefill_main(cfg, out_q, in_q):
-    """cfg: rank (= tp rank = DP group: attention TP 1), dp, heads, page_size, addr,
-    requests=[(room, tokens, seed)], placement {room: dp group}, hold (rooms never sent)."""
+    """cfg: rank (global TP rank; DP group rank // attn_tp), dp, attn_tp, heads (the model's
+    KV heads), page_size, addr, requests=[(room, tokens, seed)], placement {room: dp group},
+    hold (rooms never sent)."""
     import torch
     backend, kv_class = _selected(cfg)
+    attn_tp = cfg.get("attn_tp", 1)
     from sglang.srt.disaggregation.base.conn import KVPoll
     from sglang.srt.disaggregation.utils import DisaggregationMode, kv_to_page_indices
     from sglang.srt.server_args import ServerArgs
     host, port = cfg["addr"].split(":")
     server_args = ServerArgs(host=host, disaggregation_bootstrap_port=int(port),
-                             disaggregation_mode="prefill", tp_size=cfg["dp"],
+                             disaggregation_mode="prefill", tp_size=cfg["dp"] * attn_tp,
                              dp_size=cfg["dp"], enable_dp_attention=True,
                              disaggregation_transfer_backend=backend.value,
                              load_balance_method="round_robin")
-    pool = Pool(torch, False, cfg["heads"], cfg["page_size"])
+    first_head, n_heads = heads_of(cfg["rank"] % attn_tp, attn_tp, cfg["heads"])
+    pool = Pool(torch, False, n_heads, cfg["page_size"])
     a = kv_class("KVARGS")()
-    a.engine_rank, a.pp_rank, a.system_dp_rank = cfg["rank"], 0, 0
+    a.engine_rank, a.pp_rank, a.system_dp_rank = cfg["rank"], 0, cfg["rank"] // attn_tp
     a.prefill_start_layer, a.prefill_end_layer, a.mla_compression_ratios = 0, None, None
     _fill_common(a, pool)
-    a.kv_head_num, a.total_kv_head_num = cfg["heads"], cfg["heads"]
+    a.kv_head_num, a.total_kv_head_num = n_heads, cfg["heads"]
     mgr = kv_class("MANAGER")(a, DisaggregationMode.PREFILL, server_args, False)
     out_q.put(("ready", cfg["name"]))
-    mine = [r for r in cfg["requests"] if cfg["placement"][r[0]] == cfg["rank"]]
+    mine = [r for r in cfg["requests"] if cfg["placement"][r[0]] == cfg["rank"] // attn_tp]
     senders = {}
     for k, (room, n_tokens, seed) in enumerate(mine):
         s = kv_class("SENDER")(mgr=mgr, bootstrap_addr=cfg["addr"], bootstrap_room=room,
@@ -99,7 +105,7 @@ def prefill_main(cfg, out_q, in_q):
         pages = list(range(1 + 8 * aux, 1 + 8 * aux + n_pages))
         locs = torch.tensor(pool.token_locs(pages, n_tokens))
         for b, buf in enumerate(pool.bufs):
-            buf[locs] = _expected(torch, pool, b, range(n_tokens), 0, cfg["heads"], seed)
+            buf[locs] = _expected(torch, pool, b, range(n_tokens), first_head, n_heads, seed)
         pool.output_ids[aux, 0] = 1000 + room % 1000
         pool.rooms[aux, 0] = room
         s.send(kv_to_page_indices(np.array(pool.token_locs(pages, n_tokens)), pool.page_size))
@@ -118,21 +124,24 @@ class _DecodeRequest:
 
 
 def decode_main(cfg, out_q, in_q):
-    """cfg: heads (model's KV heads, in cfg["model_dir"]/config.json), page_size, addr,
-    requests, rebootstrap (rooms retracted and handed back to the prefill)."""
+    """cfg: heads (model's KV heads, in cfg["model_dir"]/config.json), tp and rank (this
+    decode rank; default 1 and 0), page_size, addr, requests, rebootstrap (rooms retracted
+    and handed back to the prefill)."""
     import torch
     backend, kv_class = _selected(cfg)
     from sglang.srt.disaggregation.base.conn import KVPoll
     from sglang.srt.disaggregation.common.conn import CommonKVReceiver
+    tp, rank = cfg.get("tp", 1), cfg.get("rank", 0)
     from sglang.srt.disaggregation.utils import DisaggregationMode, kv_to_page_indices
     from sglang.srt.server_args import ServerArgs
     server_args = ServerArgs(host="127.0.0.1", disaggregation_bootstrap_port=8998,
-                             disaggregation_mode="decode", tp_size=1,
+                             disaggregation_mode="decode", tp_size=tp,
                              disaggregation_transfer_backend=backend.value,
                              model_path=cfg["model_dir"])
-    pool = Pool(torch, False, cfg["heads"], cfg["page_size"])
+    first_head, n_heads = heads_of(rank, tp, cfg["heads"])
+    pool = Pool(torch, False, n_heads, cfg["page_size"])
     a = kv_class("KVARGS")()
-    a.engine_rank, a.pp_rank, a.system_dp_rank = 0, 0, 0
+    a.engine_rank, a.pp_rank, a.system_dp_rank = rank, 0, 0
     _fill_common(a, pool)  # no kv_head_num / total_kv_head_num, no kv_data_mem_kinds
     mgr = kv_class("MANAGER")(a, DisaggregationMode.DECODE, server_args, False)
     out_q.put(("ready", cfg["name"]))
@@ -209,8 +218,8 @@ def decode_main(cfg, out_q, in_q):
             except Exception as e:  # noqa: BLE001 - sglang catches broadly too
                 reason = str(e)
         locs = torch.tensor(pool.token_locs(dr.pages, dr.n_tokens))
-        bytes_ok = all(torch.equal(buf[locs], _expected(torch, pool, b, range(dr.n_tokens), 0,
-                                                         cfg["heads"], dr.seed))
+        bytes_ok = all(torch.equal(buf[locs], _expected(torch, pool, b, range(dr.n_tokens),
+                                                         first_head, n_heads, dr.seed))
                        for b, buf in enumerate(pool.bufs))
         outcome[dr.room] = {"state": int(state), "reason": reason, "dp_rank": dr.dp_rank,
                             "conclude_state": dr.receiver.conclude_state,

@@ -242,6 +242,16 @@ def _run_sglang_adapter(log):
         mgr = PdkvKVManager(_wrap(a, log), DisaggregationMode.DECODE, _wrap(server_args, log),
                             False)
         mgr.shutdown()
+    # A hybrid rank's state components (Mamba slots, SWA pages), mapped without a manager:
+    # what the adapter reads of them.
+    from sglang.srt.disaggregation.base.conn import StateType
+
+    from pdkv.integrations.sglang.state_layout import state_layout
+    h = KVArgs()
+    h.state_types = [StateType.MAMBA, StateType.SWA]
+    h.state_data_ptrs, h.state_data_lens = [[1, 2], [3, 4]], [[96, 192], [640, 640]]
+    h.state_item_lens, h.state_conv_shard_groups = [[24, 48], [64, 64]], [[[8, 16]], []]
+    state_layout(_wrap(h, log), False, 4, 64)
 
 
 def test_adapters_read_only_the_listed_attributes(monkeypatch):

@@ -64,3 +64,33 @@ def test_launch_server_accepts_pdkv_in_the_launcher_and_its_schedulers(site):
     out = _run_python(["-m", "sglang.launch_server", "--disaggregation-transfer-backend",
                        "pdkv"], {"PYTHONPATH": paths})
     assert out.strip() == "main=PdkvKVManager scheduler=PdkvKVManager", out
+
+
+def test_dp_attention_rooms_land_in_both_groups_with_attention_tp_2(site):
+    # tp 4 = 2 DP groups x attention TP 2 on the prefill, a decode of TP 2: each room's
+    # group is the balancer's (reported by the group's first rank), never room % 2, and
+    # every decode rank receives its half of the heads from the group that served it.
+    plugin_site, model_dir = site
+    placement = {11: 1, 12: 0, 13: 1, 14: 0, 15: 0, 16: 1}
+    requests = [(room, 5 + 3 * k, 40 + k) for k, room in enumerate(placement)]
+    base = dict(heads=HEADS, page_size=4, requests=requests, placement=placement,
+                plugin_site=plugin_site, model_dir=model_dir)
+    with Ranks() as ranks:
+        for r in range(4):
+            ranks.start(f"p{r}", prefill_main, dict(base, rank=r, dp=2, attn_tp=2))
+        for r in range(2):
+            ranks.start(f"d{r}", decode_main, dict(base, tp=2, rank=r))
+        ranks.serve_bootstrap()
+        ranks.expect("ready", 6)
+        done = {m[1]: m[2] for m in ranks.expect("done", 6)}
+    assert {placement[room] for room in placement} == {0, 1}
+    for d in ("d0", "d1"):
+        for room, group in placement.items():
+            o = done[d]["outcome"][room]
+            assert o["state"] == SUCCESS, (d, room, o["reason"])
+            assert o["dp_rank"] == group, (d, room, o["dp_rank"])
+            assert o["bytes_ok"] and o["meta_ok"], (d, room)
+    for r in range(4):
+        served = done[f"p{r}"]["outcome"]
+        assert set(served) == {room for room, g in placement.items() if g == r // 2}
+        assert all(state == SUCCESS for state in served.values()), (r, served)

@@ -41,7 +41,8 @@ for f in /usr/bin/pdkv /usr/bin/pdkv_engine_peer /usr/include/pdkv/version.h /us
          /usr/lib/cmake/pdkv/pdkvConfig.cmake /usr/lib/cmake/pdkv/pdkvConfigVersion.cmake \
          /usr/lib/pkgconfig/pdkv.pc /usr/lib/python3/dist-packages/pdkv/__init__.py \
          /usr/lib/python3/dist-packages/pdkv/_tools/demo/main.py \
-         "/usr/lib/python3/dist-packages/pdkv-$version.dist-info/entry_points.txt"; do
+         "/usr/lib/python3/dist-packages/pdkv-$version.dist-info/entry_points.txt" \
+         /usr/lib/python3/dist-packages/pdkv-sglang.pth; do
   grep -qx "$f" "$tmp/contents" || { echo "FAIL: $f is not in the package"; exit 1; }
 done
 grep -Eq "^/usr/lib/libpdkv\.so\.${version%%.*}(\.|$)" "$tmp/contents" || { echo "FAIL: no libpdkv.so"; exit 1; }
@@ -84,4 +85,13 @@ assert len(eps) == 1, eps
 assert callable(eps[0].load()), eps[0]
 print("sglang plugin entry point:", eps[0].value)'
 PYTHONPATH="$tmp/root/usr/lib/python3/dist-packages" /usr/bin/python3 -c "$EP_CHECK"
+# What site-packages runs at interpreter start: the hook that adds the name `pdkv` in
+# sglang processes that never load plugins.
+PTH_CHECK='import sys
+exec(open(sys.argv[1]).read())
+from pdkv.integrations.sglang.install import _PatchAfterImport
+assert any(isinstance(f, _PatchAfterImport) for f in sys.meta_path), sys.meta_path
+print("sglang .pth hook installed")'
+PYTHONPATH="$tmp/root/usr/lib/python3/dist-packages" /usr/bin/python3 -c "$PTH_CHECK" \
+  "$tmp/root/usr/lib/python3/dist-packages/pdkv-sglang.pth"
 echo "deb $version: Depends satisfied here; unpacked /usr/bin/pdkv ran the demo from its own package"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from typing import List, Optional
 
@@ -18,9 +19,10 @@ from sglang.srt.disaggregation.base.conn import (BaseKVBootstrapServer, BaseKVMa
 
 import pdkv
 from pdkv.integrations.settings import TransferSettings, make_kv_manager
-from pdkv.integrations.sglang.kvargs import kv_args_from_sglang
+from pdkv.integrations.sglang.kvargs import kv_args_and_state
 from pdkv.integrations.sglang.prefill_info import (PrefillInstanceInfo, RoomPlacementReporter,
                                                    fetch_prefill_info)
+from pdkv.integrations.sglang.state_layout import check_tp_with_prefill
 
 log = logging.getLogger("pdkv.sglang")
 _TERMINAL = (pdkv.KVPoll.Success, pdkv.KVPoll.Failed)
@@ -57,7 +59,8 @@ class PdkvKVManager(BaseKVManager):
         settings = TransferSettings.from_mapping(
             {"backend": os.environ.get("PDKV_ENGINE_BACKEND") or "tcp"},
             default_bootstrap_addr=own_bootstrap_addr(server_args))
-        self.pdkv_args = kv_args_from_sglang(args, server_args, self.is_mla_backend, self.mode)
+        self.pdkv_args, self.state_layout = kv_args_and_state(args, server_args,
+                                                              self.is_mla_backend, self.mode)
         # One /metrics endpoint per process: a fixed PDKV_METRICS_PORT is offset by the
         # rank's index on the instance (attention TP rank + attention TP size x system
         # DP rank), so the ranks of one host do not clash.
@@ -87,6 +90,8 @@ class PdkvKVManager(BaseKVManager):
             raise RuntimeError(f"page size mismatch: prefill {bootstrap_addr} has page_size "
                                f"{info.page_size}, this decode {self.pdkv_args.page_size}; "
                                "both must use the same --page-size")
+        check_tp_with_prefill(self.state_layout, self.pdkv_args.tp_size, info.attn_tp_size,
+                              bootstrap_addr)
         self.prefill_info_table[bootstrap_addr] = info
         return True
 
@@ -134,7 +139,8 @@ class PdkvKVSender(BaseKVSender):
 
     def send(self, kv_indices, state_indices: Optional[List] = None,
              token_position_offset: int = 0):
-        """One chunk of page indices, in request order.
+        """One chunk of page indices, in request order; on the last chunk, sglang's
+        ``state_indices`` (one list or None per state type), which pdkv sends after the KV.
 
         ``token_position_offset`` (the request position of the chunk's first token) is
         accepted and ignored, which is correct for the pools this adapter carries. In
@@ -146,9 +152,11 @@ class PdkvKVSender(BaseKVSender):
         decode's prefix pages are skipped by pdkv itself). kv_args_from_sglang refuses
         compressed-MLA pools (``mla_compression_ratios``) and context parallelism
         (``dcp_size`` or ``attn_cp_size`` > 1), the cases where the offset would matter."""
-        if state_indices is not None and len(state_indices):
-            raise ValueError("pdkv's sglang adapter does not carry state buffers yet")
-        self._sender.send(kv_indices)
+        groups = self.kv_mgr.state_layout.group_indices(state_indices)
+        if groups is None:
+            self._sender.send(kv_indices)
+        else:
+            self._sender.send(kv_indices, state_indices=groups)
         self._pages_sent += len(kv_indices)
 
     def poll(self) -> int:
@@ -206,12 +214,12 @@ class PdkvKVReceiver(BaseKVReceiver):
     def send_metadata(self, kv_indices, aux_index: Optional[int] = None,
                       state_indices: Optional[List] = None,
                       decode_prefix_len: Optional[int] = None):
-        if state_indices is not None and len(state_indices):
-            raise ValueError("pdkv's sglang adapter does not carry state buffers yet")
+        groups = self.kv_mgr.state_layout.group_indices(state_indices)
         if not self._initialised:  # older sglang resolved the route in the constructor
             self.init()
+        extra = {} if groups is None else {"state_indices": groups}
         self._receiver.send_metadata(kv_indices, aux_index=aux_index,
-                                     decode_prefix_len=decode_prefix_len)
+                                     decode_prefix_len=decode_prefix_len, **extra)
 
     def poll(self) -> int:
         state = self._receiver.poll()
@@ -234,11 +242,22 @@ class PdkvKVReceiver(BaseKVReceiver):
 
 class PdkvKVBootstrapServer(BaseKVBootstrapServer):
     """pdkv's HTTP bootstrap server where sglang starts its own (the prefill's HTTP
-    server process, at ``--host`` / ``--disaggregation-bootstrap-port``)."""
+    server process, at ``--host`` / ``--disaggregation-bootstrap-port``).
+
+    ``thread`` is what sglang's service supervises: one sglang version starts the server
+    in a spawned child process, checks ``thread.is_alive()`` while it polls ``/health``
+    and then blocks in ``thread.join()`` for the child's life. pdkv's server serves from
+    native threads, so ``thread`` is a Python thread that lives exactly while the server
+    serves: it ends when ``close()`` stops the server."""
 
     def __init__(self, host: str, port: int, **_newer_upstream_keywords):
         self._server = pdkv.BootstrapServer(host, int(port))
         self.port = self._server.port
+        self._stopped = threading.Event()
+        self.thread = threading.Thread(target=self._stopped.wait, daemon=True,
+                                       name="pdkv-bootstrap-server")
+        self.thread.start()
 
     def close(self):
         self._server.stop()
+        self._stopped.set()

@@ -15,12 +15,16 @@ backend name, not by device): neither says where a buffer really lives, so the C
 driver is asked for each pointer (``pdkv.integrations.memory.pointer_memory``) and a label
 that disagrees is logged once. The KVArgs then register every buffer as what it is
 (memory_kind "auto") on the device its CUDA buffers share (gpu_id).
+
+Hybrid models' state (Mamba slots, SWA pages, DSA indexer pages) becomes pdkv's state
+groups as state_layout.py describes.
 """
 from __future__ import annotations
 
 import pdkv
 from pdkv.integrations.memory import pointer_memory
 from pdkv.integrations.sglang.kv_heads import kv_heads
+from pdkv.integrations.sglang.state_layout import StateLayout, state_layout
 
 
 def attention_parallelism(server_args) -> tuple[int, int]:
@@ -34,53 +38,70 @@ def attention_parallelism(server_args) -> tuple[int, int]:
     return tp, 1
 
 
-def _has_state_buffers(args) -> bool:
-    """True when any state component lists a buffer (newer sglang: one list per state
-    type, possibly empty; older: a flat list)."""
-    for entry in getattr(args, "state_data_ptrs", None) or []:
-        if not isinstance(entry, (list, tuple)) or entry:
-            return True
-    return False
-
-
-def kv_args_from_sglang(args, server_args, is_mla: bool, mode: str = "prefill") -> pdkv.KVArgs:
-    """ValueError for buffers pdkv cannot move (managed memory; without a CUDA driver,
-    anything but host memory, which a decode must be able to write), for pools on two
-    GPUs, and for what this adapter does not carry yet (hybrid-model state buffers, DeepSeek-V4
-    compressed pools, pipeline parallelism, context parallelism)."""
-    if _has_state_buffers(args):
-        raise ValueError("pdkv's sglang adapter does not carry hybrid-model state buffers "
-                         "(mamba/SWA/DSA) yet")
+def _refuse_unsupported_parallelism(args, server_args) -> None:
+    """What pdkv cannot place yet, refused at start-up with the reason."""
     if int(getattr(server_args, "pp_size", 1) or 1) != 1:
-        raise ValueError("pdkv's sglang adapter supports pp_size 1 only")
-    if int(getattr(args, "dcp_size", 1) or 1) != 1:
-        raise ValueError("pdkv's sglang adapter supports dcp_size 1 only")
-    if int(getattr(server_args, "attn_cp_size", 1) or 1) != 1:
-        raise ValueError("pdkv's sglang adapter supports attn_cp_size 1 only")
+        # pdkv registers every prefill rank as holding all of a request's KV layers and
+        # counts a decode rank's sources by TP rank; a PP stage holds only the layers
+        # [prefill_start_layer, prefill_end_layer), so the decode would take one stage's
+        # pages for the whole request.
+        raise ValueError("pdkv's sglang adapter supports pp_size 1 only: a pdkv rank holds "
+                         "every KV layer of a request, a pipeline stage only its own")
+    if int(getattr(args, "dcp_size", 1) or 1) != 1 or \
+            int(getattr(server_args, "attn_cp_size", 1) or 1) != 1:
+        # Context parallelism splits one request's tokens over ranks by position; pdkv
+        # places a chunk by the pages sent before it and ignores token_position_offset.
+        raise ValueError("pdkv's sglang adapter supports dcp_size 1 and attn_cp_size 1 only: "
+                         "context-parallel ranks hold token slices that pdkv does not place")
     if getattr(args, "mla_compression_ratios", None):
         # DeepSeek-V4's pools are organised by compression ratio, and their C4/C128 slots
         # are picked by token position (what send()'s token_position_offset is for).
         raise ValueError("pdkv's sglang adapter does not carry compressed-MLA (DeepSeek-V4) "
                          "KV pools yet")
+    if int(getattr(args, "kv_buf_groups", 1) or 1) > 1:
+        raise ValueError("pdkv's sglang adapter does not carry KV pools with several buffers "
+                         "per MLA layer (kv_buf_groups, sglang's NPU MLA pool)")
+
+
+def kv_args_from_sglang(args, server_args, is_mla: bool, mode: str = "prefill") -> pdkv.KVArgs:
+    return kv_args_and_state(args, server_args, is_mla, mode)[0]
+
+
+def kv_args_and_state(args, server_args, is_mla: bool,
+                      mode: str = "prefill") -> tuple[pdkv.KVArgs, StateLayout]:
+    """The rank's pdkv.KVArgs and how its sglang state components map onto pdkv's state
+    groups (state_layout.py). ValueError for buffers pdkv cannot move (managed memory;
+    without a CUDA driver, anything but host memory, which a decode must be able to
+    write), for pools on two GPUs, and for what this adapter does not carry (the state
+    types and parallel layouts refused in state_layout.py and above)."""
+    _refuse_unsupported_parallelism(args, server_args)
     ptrs, lens, items = list(args.kv_data_ptrs), list(args.kv_data_lens), list(args.kv_item_lens)
     if not ptrs or not len(ptrs) == len(lens) == len(items):
         raise ValueError("kv_data_ptrs, kv_data_lens and kv_item_lens must be non-empty and "
                          "of equal length")
+    page_size = int(args.page_size)
+    # A hybrid linear-attention pool whose full-attention layers are MLA: sglang's
+    # is_mla_backend() looks at the hybrid pool and says False, and setup_state_kv_args
+    # records the full pool's kind here; its KV buffers are latent, one per layer.
+    is_mla = bool(is_mla) or bool(getattr(args, "is_hybrid_mla_backend", False))
+    state = state_layout(args, is_mla, page_size, int(items[0]))
+    writable = mode == "decode"
     mem_kinds = getattr(args, "kv_data_mem_kinds", None)
-    memory = pointer_memory("kv_data_ptrs", ptrs, lens, writable=mode == "decode",
+    memory = pointer_memory("kv_data_ptrs", ptrs, lens, writable=writable,
                             labels=list(mem_kinds) if mem_kinds is not None else None)
     memory += pointer_memory("aux_data_ptrs", list(getattr(args, "aux_data_ptrs", []) or []),
-                             list(getattr(args, "aux_data_lens", []) or []),
-                             writable=mode == "decode")
+                             list(getattr(args, "aux_data_lens", []) or []), writable=writable)
+    memory += pointer_memory("state_data_ptrs", state.kv_data_ptrs + state.state_data_ptrs,
+                             state.kv_data_lens + state.state_data_lens, writable=writable)
     gpus = sorted({device for kind, device in memory if kind == "cuda"})
     if len(gpus) > 1:
-        raise ValueError(f"this rank's KV and aux buffers lie on CUDA devices {gpus}; pdkv "
-                         "registers one rank's device buffers on one GPU")
-    page_size = int(args.page_size)
+        raise ValueError(f"this rank's KV, aux and state buffers lie on CUDA devices {gpus}; "
+                         "pdkv registers one rank's device buffers on one GPU")
     tp, dp = attention_parallelism(server_args)
     common = dict(engine_rank=int(args.engine_rank), tp_size=tp, dp_size=dp,
-                  page_size=page_size, kv_data_ptrs=ptrs, kv_data_lens=lens,
-                  kv_item_lens=items, page_layout="NHD", dtype_bytes=1,
+                  page_size=page_size, kv_data_ptrs=ptrs + state.kv_data_ptrs,
+                  kv_data_lens=lens + state.kv_data_lens,
+                  kv_item_lens=items + state.kv_item_lens, page_layout="NHD", dtype_bytes=1,
                   aux_data_ptrs=list(getattr(args, "aux_data_ptrs", []) or []),
                   aux_data_lens=list(getattr(args, "aux_data_lens", []) or []),
                   aux_item_lens=list(getattr(args, "aux_item_lens", []) or []),
@@ -88,15 +109,34 @@ def kv_args_from_sglang(args, server_args, is_mla: bool, mode: str = "prefill") 
     if is_mla:
         if items[0] % page_size:
             raise ValueError(f"kv_item_lens {items[0]} is not a multiple of page_size")
-        return pdkv.KVArgs(layer_buffers=[[i] for i in range(len(ptrs))], kv_head_num=1,
-                           total_kv_head_num=1, head_dim=items[0] // page_size, is_mla=True,
-                           **common)
-    if len(ptrs) % 2:
-        raise ValueError("an MHA pool lists K then V buffers: an even count is needed")
-    heads, total_heads = kv_heads(args, server_args, tp)
-    if items[0] % (page_size * heads):
-        raise ValueError(f"kv_item_lens {items[0]} is not page_size x kv_head_num x head bytes")
-    layers = len(ptrs) // 2
-    return pdkv.KVArgs(layer_buffers=[[i, layers + i] for i in range(layers)],
-                       kv_head_num=heads, total_kv_head_num=total_heads,
-                       head_dim=items[0] // (page_size * heads), **common)
+        layers = [[i] for i in range(len(ptrs))]
+        shape = dict(kv_head_num=1, total_kv_head_num=1, head_dim=items[0] // page_size,
+                     is_mla=True)
+    else:
+        if len(ptrs) % 2:
+            raise ValueError("an MHA pool lists K then V buffers: an even count is needed")
+        heads, total_heads = kv_heads(args, server_args, tp)
+        if items[0] % (page_size * heads):
+            raise ValueError(f"kv_item_lens {items[0]} is not page_size x kv_head_num x "
+                             "head bytes")
+        half = len(ptrs) // 2
+        layers = [[i, half + i] for i in range(half)]
+        shape = dict(kv_head_num=heads, total_kv_head_num=total_heads,
+                     head_dim=items[0] // (page_size * heads))
+    return pdkv.KVArgs(layer_buffers=layers + [[len(ptrs) + b for b in layer]
+                                               for layer in state.layer_buffers],
+                       **shape, **common, **_group_fields(state, len(layers))), state
+
+
+def _group_fields(state: StateLayout, full_layers: int) -> dict:
+    """pdkv's state fields, only for a rank with state, and the group fields only where
+    one group of state buffers is not enough (one group is the core's plain state: every
+    state buffer in group 0, one flat index list)."""
+    if not state.groups:
+        return {}
+    fields = dict(state_data_ptrs=state.state_data_ptrs, state_data_lens=state.state_data_lens,
+                  state_item_lens=state.state_item_lens)
+    if state.needs_groups:
+        fields.update(state_buffer_groups=state.state_buffer_groups,
+                      kv_layer_groups=[-1] * full_layers + state.layer_groups)
+    return fields
