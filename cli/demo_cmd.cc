@@ -6,9 +6,8 @@ namespace pdkv::cli {
 
 void add_demo_command(CLI::App& parent) {
   add_python_tool(
-      parent,
-      {"demo", "Tiny transformer: prefill and decode in separate processes, pdkv between them",
-       "demo/main.py"});
+      parent, {"demo", "Tiny models: prefill and decode in separate processes, pdkv between them",
+               "demo/main.py"});
 }
 
 }  // namespace pdkv::cli

@@ -26,13 +26,14 @@ CTX = mp.get_context("spawn")
 ROOM = 7
 
 
-def kv_args(cache: PagedKVCache, rank: int, tp: int):
-    """The rank's paged K/V buffers (float32, one page per item) as KVArgs."""
+def kv_args(cache: PagedKVCache, rank: int, tp: int, **fields):
+    """The rank's paged K/V buffers (float32, one page per item) as KVArgs; `fields` adds
+    others (the hybrid model's state buffers)."""
     return kv_args_from_buffers(
         cache.buffers, engine_rank=rank, tp_size=tp, page_size=cache.page_size,
         layer_buffers=cache.layer_buffers, kv_head_num=cache.head_end - cache.head_begin,
         total_kv_head_num=cache.cfg.kv_heads, head_dim=cache.cfg.head_dim, dtype_bytes=4,
-        page_layout="NHD", is_mla=False)
+        page_layout="NHD", is_mla=False, **fields)
 
 
 def pool_pages(n_needed: int) -> int:
@@ -45,7 +46,7 @@ def free_pages(seed: int, n: int) -> np.ndarray:
     return shuffled_pages(pool_pages(n), seed)[:n].astype(np.int64)
 
 
-def _raise_if_failed(obj, pdkv, state, side):
+def raise_if_failed(obj, pdkv, state, side):
     if state != pdkv.KVPoll.Success:
         try:
             obj.failure_exception()
@@ -77,7 +78,7 @@ def prefill_main(addr, prompt, page_size, chunk, results):
             sender.send(pages[sent:upto])
             sent, n_chunks = upto, n_chunks + 1
         state = wait_terminal(sender, 30.0)
-        _raise_if_failed(sender, pdkv, state, "prefill")
+        raise_if_failed(sender, pdkv, state, "prefill")
         results.put(("prefill", {"chunks": n_chunks, "pages": n_pages}))
         mgr.shutdown()
     except Exception:
@@ -97,7 +98,7 @@ def decode_main(addr, prompt_len, steps, page_size, rank, tp, results):
         receiver.init()
         receiver.send_metadata(pages[:n_prompt_pages])
         state = wait_terminal(receiver, 30.0)
-        _raise_if_failed(receiver, pdkv, state, f"decode rank {rank}")
+        raise_if_failed(receiver, pdkv, state, f"decode rank {rank}")
         first, _ = receiver.prefill_metadata()
         out = {"rank": rank, "first": int(first), "pages": pages.tolist()}
         if tp == 1:
@@ -111,26 +112,27 @@ def decode_main(addr, prompt_len, steps, page_size, rank, tp, results):
         results.put(("error", f"decode rank {rank}:\n" + traceback.format_exc()))
 
 
-def run_disaggregated(prompt: np.ndarray, steps: int, page_size: int = 4, tp_decode: int = 1,
-                      chunk: int | None = None, timeout: float = 90.0) -> dict:
-    """Returns {"tokens", "prefill", "decode"} of one disaggregated generation."""
+def run_processes(prefill, decodes: list, timeout: float = 90.0) -> tuple[dict, list[dict]]:
+    """Starts the prefill and decode processes around a bootstrap server in this process.
+
+    `prefill` and each of `decodes` are (target, args): the process runs
+    target(bootstrap_addr, *args, results) and puts ("prefill" | "decode", result) or
+    ("error", traceback) on `results`. Returns the prefill's result and the decodes' in
+    rank order; raises on an error or when the time runs out, ending every process."""
     # Short timeouts (a broken run fails in seconds, not minutes); a PDKV_* the user set wins.
     apply_settings(FAST_TIMEOUTS, override=False)
     import pdkv
-    prompt = np.asarray(prompt, np.int64)
     with pdkv.BootstrapServer("127.0.0.1", 0) as server:
         addr = f"127.0.0.1:{server.port}"
         results = CTX.Queue()
-        procs = [CTX.Process(target=prefill_main, args=(addr, prompt, page_size, chunk, results))]
-        procs += [CTX.Process(target=decode_main,
-                              args=(addr, len(prompt), steps, page_size, r, tp_decode, results))
-                  for r in range(tp_decode)]
+        procs = [CTX.Process(target=target, args=(addr, *args, results))
+                 for target, args in [prefill, *decodes]]
         for p in procs:
             p.start()
-        got, decodes = {}, []
+        got, decoded = None, []
         deadline = time.monotonic() + timeout
         try:
-            while len(decodes) < tp_decode or "prefill" not in got:
+            while len(decoded) < len(decodes) or got is None:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError("disaggregated run did not finish in time")
@@ -138,20 +140,30 @@ def run_disaggregated(prompt: np.ndarray, steps: int, page_size: int = 4, tp_dec
                 if kind == "error":
                     raise RuntimeError(payload)
                 if kind == "decode":
-                    decodes.append(payload)
+                    decoded.append(payload)
                 else:
-                    got[kind] = payload
+                    got = payload
         finally:
             for p in procs:
                 p.join(10)
                 if p.is_alive():
                     p.kill()
-    decodes.sort(key=lambda d: d["rank"])
+    return got, sorted(decoded, key=lambda d: d["rank"])
+
+
+def run_disaggregated(prompt: np.ndarray, steps: int, page_size: int = 4, tp_decode: int = 1,
+                      chunk: int | None = None, timeout: float = 90.0) -> dict:
+    """Returns {"tokens", "prefill", "decode"} of one disaggregated generation."""
+    prompt = np.asarray(prompt, np.int64)
+    prefill, decodes = run_processes(
+        (prefill_main, (prompt, page_size, chunk)),
+        [(decode_main, (len(prompt), steps, page_size, r, tp_decode)) for r in range(tp_decode)],
+        timeout)
     if tp_decode == 1:
         tokens = decodes[0]["tokens"]
     else:
         tokens = _generate_from_slices(decodes, len(prompt), steps, page_size, tp_decode)
-    return {"tokens": tokens, "prefill": got["prefill"], "decode": decodes}
+    return {"tokens": tokens, "prefill": prefill, "decode": decodes}
 
 
 def _generate_from_slices(decodes, prompt_len, steps, page_size, tp):

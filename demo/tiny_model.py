@@ -97,8 +97,50 @@ class PagedKVCache:
         return self.k[layer][page, slot], self.v[layer][page, slot]
 
 
-def _rms_norm(x: np.ndarray) -> np.ndarray:
+def rms_norm(x: np.ndarray) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-6)
+
+
+def attend(cfg: ModelConfig, lw: dict, x: np.ndarray, positions: np.ndarray,
+           caches: list[PagedKVCache], pages: list[np.ndarray], layer: int,
+           on_layer_done=None) -> np.ndarray:
+    """One attention block (residual included) of the tokens at `positions` (contiguous).
+
+    Their K/V go into cache layer `layer` of every rank (each keeps its heads); attention
+    reads positions [0, end) back from the caches, concatenating the heads of all ranks in
+    order, so the pages are what the model really attends over. `on_layer_done(layer)` is
+    called once the KV is written (the layerwise-streaming hook)."""
+    n, end = len(positions), int(positions[-1]) + 1
+    h = rms_norm(x)
+    q = (h @ lw["wq"]).reshape(n, cfg.q_heads, cfg.head_dim)
+    k_new = (h @ lw["wk"]).reshape(n, cfg.kv_heads, cfg.head_dim)
+    v_new = (h @ lw["wv"]).reshape(n, cfg.kv_heads, cfg.head_dim)
+    for cache, p in zip(caches, pages):
+        cache.write(layer, p, positions, k_new, v_new)
+    if on_layer_done is not None:
+        on_layer_done(layer)
+    parts = [cache.read(layer, p, end) for cache, p in zip(caches, pages)]
+    group = cfg.q_heads // cfg.kv_heads
+    k_rep = np.repeat(np.concatenate([kp for kp, _ in parts], axis=1), group, axis=1)
+    v_rep = np.repeat(np.concatenate([vp for _, vp in parts], axis=1), group, axis=1)
+    scores = np.einsum("nhd,thd->hnt", q, k_rep) / np.sqrt(cfg.head_dim)
+    causal = np.arange(end)[None, :] > positions[:, None]
+    scores = np.where(causal[None], -np.inf, scores)
+    scores -= scores.max(axis=-1, keepdims=True)
+    probs = np.exp(scores)
+    probs /= probs.sum(axis=-1, keepdims=True)
+    attn = np.einsum("hnt,thd->nhd", probs, v_rep).reshape(n, -1)
+    return x + attn @ lw["wo"]
+
+
+def feed_forward(lw: dict, x: np.ndarray) -> np.ndarray:
+    """The MLP block, residual included."""
+    return x + np.tanh(rms_norm(x) @ lw["w1"]) @ lw["w2"]
+
+
+def unembed(w, x: np.ndarray) -> np.ndarray:
+    """Logits of the last token."""
+    return (rms_norm(x[-1:]) @ w.unembed)[0]
 
 
 class TinyModel:
@@ -119,31 +161,10 @@ class TinyModel:
         n = len(tokens)
         positions = np.arange(start, start + n)
         x = self.w.embed[tokens] + self.w.pos[positions]
-        group = cfg.q_heads // cfg.kv_heads
         for layer, lw in enumerate(self.w.layers):
-            h = _rms_norm(x)
-            q = (h @ lw["wq"]).reshape(n, cfg.q_heads, cfg.head_dim)
-            k_new = (h @ lw["wk"]).reshape(n, cfg.kv_heads, cfg.head_dim)
-            v_new = (h @ lw["wv"]).reshape(n, cfg.kv_heads, cfg.head_dim)
-            for cache, p in zip(caches, pages):
-                cache.write(layer, p, positions, k_new, v_new)
-            if on_layer_done is not None:
-                on_layer_done(layer)
-            parts = [cache.read(layer, p, start + n) for cache, p in zip(caches, pages)]
-            k_all = np.concatenate([kp for kp, _ in parts], axis=1)  # [T, kv_heads, dim]
-            v_all = np.concatenate([vp for _, vp in parts], axis=1)
-            k_rep = np.repeat(k_all, group, axis=1)  # [T, q_heads, dim]
-            v_rep = np.repeat(v_all, group, axis=1)
-            scores = np.einsum("nhd,thd->hnt", q, k_rep) / np.sqrt(cfg.head_dim)
-            causal = np.arange(start + n)[None, :] > positions[:, None]
-            scores = np.where(causal[None], -np.inf, scores)
-            scores -= scores.max(axis=-1, keepdims=True)
-            probs = np.exp(scores)
-            probs /= probs.sum(axis=-1, keepdims=True)
-            attn = np.einsum("hnt,thd->nhd", probs, v_rep).reshape(n, -1)
-            x = x + attn @ lw["wo"]
-            x = x + np.tanh(_rms_norm(x) @ lw["w1"]) @ lw["w2"]
-        return (_rms_norm(x[-1:]) @ self.w.unembed)[0]
+            x = attend(cfg, lw, x, positions, caches, pages, layer, on_layer_done)
+            x = feed_forward(lw, x)
+        return unembed(self.w, x)
 
     def prefill(self, prompt: np.ndarray, caches, pages, chunk: int | None = None,
                 on_layer_done=None) -> int:
