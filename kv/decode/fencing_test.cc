@@ -5,11 +5,16 @@
 // aborted the room and reused its pages for a new room served by a real prefill: every
 // late write is refused, and the new room's pages hold exactly the new room's bytes.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
+#include <atomic>
 #include <deque>
 #include <optional>
+#include <thread>
 
 #include "common/mutex.h"
+#include "engine/backends/tcp/socket_util.h"
+#include "engine/backends/tcp/tcp_frame.h"
 #include "engine/transfer_engine.h"
 #include "kv/kv_sender.h"
 #include "kv/testing/environment_channels.h"
@@ -187,6 +192,80 @@ TEST_F(FencingTest, LateWritesOfAnAbortedRoomAreRefusedAndTheNextRoomKeepsItsByt
   ASSERT_NO_FATAL_FAILURE(pair_.finish_and_check());
   EXPECT_EQ(stale_write(dst, pre.write_grant, 0xE7).code(), StatusCode::kOutOfRange);
   EXPECT_TRUE(dbuf_.holds_request(dst, 0, /*salt=*/2)) << "the new room's pages were overwritten";
+}
+
+// A writer holding a room's grant trickles the payload of one part a byte at a time into
+// a page it may write. The room is aborted meanwhile: its end used to stay hidden (and its
+// pages held) for as long as the writer went on, since the decode waits for the writes
+// admitted under a revoked grant to land. Now the part is cut a second after the room
+// ended: the room is Failed, the writer's connection is closed (it is told), and a resend
+// under the grant is refused.
+TEST_F(FencingTest, ATrickledPartDoesNotKeepAnAbortedRoomAlive) {
+  const std::vector<int64_t> dst{7, 8};
+  KVReceiver first(pair_.decode(), 1, kStaleAddr);
+  ASSERT_TRUE(first.init().ok());
+  ASSERT_TRUE(first.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  const proto::PreAllocation pre = take_room_as_stale_prefill();
+  ASSERT_NE(pre.write_grant, 0u);
+
+  // A raw connection to the decode's TCP engine (no cluster secret here): one part of one
+  // page of buffer 0 under the room's grant, its payload sent a byte at a time.
+  const KvArgs dargs = dbuf_.args(0);
+  std::string endpoint = pair_.decode().engine_endpoint();
+  if (endpoint.rfind("tcp://", 0) == 0) endpoint = endpoint.substr(6);
+  auto fd = engine::tcp::connect_tcp(endpoint, 2000);
+  ASSERT_TRUE(fd.ok()) << fd.status().to_string();
+  const uint64_t page_bytes = dargs.kv_item_lens[0];
+  engine::tcp::WireEntry entry;
+  entry.addr = dargs.kv_data_ptrs[0] + 7 * page_bytes;
+  entry.length = page_bytes;
+  entry.grant = pre.write_grant;
+  engine::tcp::FrameHeader header;
+  header.type = engine::tcp::FrameType::kPart;
+  header.part_id = 1;
+  header.count = 1;
+  header.payload_bytes = page_bytes;
+  std::vector<uint8_t> frame(engine::tcp::kHeaderSize + engine::tcp::kEntrySize);
+  engine::tcp::encode_header(header, frame.data());
+  engine::tcp::encode_entry(entry, frame.data() + engine::tcp::kHeaderSize);
+  ASSERT_TRUE(engine::tcp::write_full(fd->get(), frame.data(), frame.size(), -1, 2000).ok());
+
+  std::atomic<bool> stop{false};
+  std::atomic<bool> writer_told{false};
+  std::atomic<uint64_t> trickled{0};
+  std::thread trickle([&] {
+    const uint8_t byte = 0xEE;
+    // At most page_bytes - 1 bytes: the part never completes on its own.
+    for (uint64_t i = 0; i + 1 < page_bytes && !stop.load(); ++i) {
+      if (::send(fd->get(), &byte, 1, MSG_NOSIGNAL) != 1) {
+        writer_told = true;
+        return;
+      }
+      ++trickled;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return trickled.load() >= 3; }));
+
+  first.abort("the engine preempted the request");
+  const TimePoint aborted = now();
+  // The room ends (its pages free for reuse) though the writer goes on: the grace of a
+  // part under an ended room is 1 s; 5 s leaves room for a loaded CI machine, and is far
+  // less than the writer would keep it alive (a byte per 100 ms of a page).
+  const bool ended = eventually([&] { return first.poll() == RoomState::kFailed; },
+                                std::chrono::milliseconds(5000));
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(now() - aborted);
+  EXPECT_TRUE(ended) << "the aborted room stayed non-terminal while bytes trickled in ("
+                     << trickled.load() << " bytes)";
+  EXPECT_LT(took.count(), 5000);
+  // The writer is told: its connection is closed.
+  EXPECT_TRUE(eventually([&] { return writer_told.load(); }, std::chrono::milliseconds(5000)))
+      << "the writer's connection stayed open";
+  stop = true;
+  trickle.join();
+  // Late writes for the ended room are refused.
+  EXPECT_EQ(stale_write({8}, pre.write_grant, 0xE8).code(), StatusCode::kOutOfRange);
+  EXPECT_FALSE(page_is(8, 0xE8));
 }
 
 TEST_F(FencingTest, APrefillRankAcceptsNoWriteAtAll) {
