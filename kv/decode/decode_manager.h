@@ -38,7 +38,7 @@
 //
 // Files, one job each: decode_manager.cc (create, start-up, shutdown, room count),
 // decode_room_api.cc (the KVReceiver calls), decode_resolution.cc (route resolution and
-// registration, resolver threads), decode_pre_allocation.cc (the pre-allocation
+// registration, resolver lanes), decode_pre_allocation.cc (the pre-allocation
 // protocol), decode_statuses.cc (statuses, batch notes, Aborts), decode_liveness.cc
 // (timer, pings, peers gone or refused, route changes), decode_room_end.cc (fencing and
 // failure of a room). What it shares with the PrefillManager is in kv/runtime/ (metrics

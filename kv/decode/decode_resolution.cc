@@ -2,6 +2,7 @@
 // prefill instance from the route directory, its route and target ranks, and this rank's
 // registration with each.
 #include <algorithm>
+#include <system_error>
 #include <utility>
 
 #include "kv/decode/decode_manager.h"
@@ -20,7 +21,13 @@ std::optional<std::string> DecodeManager::queue_for_resolution(uint64_t room,
     }
     lane = lanes_.emplace(addr, ResolutionLane{}).first;
     lane->second.rooms.push_back(room);
-    lane->second.worker = std::thread([this, addr] { lane_loop(addr); });
+    try {
+      lane->second.worker = std::thread([this, addr] { lane_loop(addr); });
+    } catch (const std::system_error& e) {
+      // Out of threads (a pids limit, memory): this room fails, the decode goes on.
+      lanes_.erase(lane);
+      return "cannot start a resolver thread for prefill instance " + addr + ": " + e.what();
+    }
     return std::nullopt;
   }
   lane->second.rooms.push_back(room);
