@@ -47,7 +47,7 @@ inline constexpr config::SettingSpec kRouteBreakerFailures =
             "`PDKV_ROUTE_BREAKER_BACKOFF_S`; then one lookup probes it again (its success closes "
             "the breaker). Other instances' rooms are never affected: each instance's rooms are "
             "resolved on their own thread. An instance that is not registered yet counts as "
-            "failing too.");
+            "failing too (python/tests/test_kv_resolution.py).");
 
 inline constexpr config::SettingSpec kRouteBreakerBackoffS =
     config::double_setting("PDKV_ROUTE_BREAKER_BACKOFF_S", 5.0, 0.01, 3600.0)
@@ -61,7 +61,8 @@ inline constexpr config::SettingSpec kMaxResolvingInstances =
             "decode: most prefill instances whose rooms are being resolved at once (one thread "
             "each, gone when its rooms are). A room naming yet another instance past it fails at "
             "once (`bootstrap_failed`) with the reason, so requests naming many unreachable "
-            "addresses cannot make a decode hold unbounded threads.");
+            "addresses cannot make a decode hold unbounded threads "
+            "(`test_rooms_naming_more_instances_than_the_bound_fail_at_once`).");
 
 inline constexpr config::SettingSpec kMetadataTimeoutS =
     config::double_setting("PDKV_METADATA_TIMEOUT_S", 10.0, 0.01, 3600.0)

@@ -8,6 +8,10 @@ such addresses on purpose.
   take all four resolver threads until their bootstrap deadline).
 - A dead address's rooms fail with the cause within seconds (per-attempt bounds and a
   circuit breaker per address), and its later rooms fail at once.
+- Once the back-off passed, one room probes a failing address again, and succeeds when a
+  prefill instance serves there by then.
+- At most PDKV_MAX_RESOLVING_INSTANCES instances are resolved at once; a room naming yet
+  another fails at once.
 - shutdown() returns within a second while rooms are still resolving (it used to wait for
   their bootstrap deadline).
 
@@ -165,3 +169,62 @@ def test_shutdown_returns_within_a_second_while_rooms_resolve(env, server, kind)
             pair.prefill.shutdown()
             if kind == "unregistered":
                 other.stop()
+
+
+def test_a_failing_address_is_probed_after_the_back_off_and_recovers(env, monkeypatch, server):
+    """The breaker of an address refuses its rooms only for the back-off: once a prefill
+    instance serves there, the next room probes it and succeeds."""
+    monkeypatch.setenv("PDKV_ROUTE_BREAKER_BACKOFF_S", "1")
+    pair = Pair(server)
+    revived = prefill = None
+    try:
+        addr = closed_port()
+        first = pair.dead_room(addr, 400)
+        assert wait_terminal(first, 15) == pdkv.KVPoll.Failed
+        refused = pair.dead_room(addr, 401)
+        assert wait_terminal(refused, 5) == pdkv.KVPoll.Failed
+        assert "is failing" in str(transfer_error(refused))
+        # A bootstrap server and a prefill instance come up at that address.
+        revived = pdkv.BootstrapServer("127.0.0.1", int(addr.rsplit(":", 1)[1]))
+        pmem = RankMemory(Shape(), 1, 0)
+        prefill = pdkv.KVManager(pmem.kv_args(pdkv, 0, 1, 1), "prefill", addr)
+        time.sleep(1.2)  # the back-off passes
+        src, dst = np.arange(4, dtype=np.int64), np.arange(30, 34, dtype=np.int64)
+        pmem.fill(402, src)
+        sender = pdkv.KVSender(prefill, addr, 402)
+        sender.init(len(src))
+        receiver = pdkv.KVReceiver(pair.decode, addr, 402)
+        receiver.init()
+        receiver.send_metadata(dst)
+        sender.send(src)
+        assert wait_terminal(receiver, 20) == pdkv.KVPoll.Success, transfer_error(receiver)
+        assert pair.dmem.holds(402, dst)
+    finally:
+        if prefill is not None:
+            prefill.shutdown()
+        pair.close()
+        if revived is not None:
+            revived.stop()
+
+
+def test_rooms_naming_more_instances_than_the_bound_fail_at_once(env, monkeypatch, server):
+    """At most PDKV_MAX_RESOLVING_INSTANCES instances are resolved at once (a thread each):
+    a room naming yet another fails at once, naming the setting; the others go on."""
+    monkeypatch.setenv("PDKV_MAX_RESOLVING_INSTANCES", "2")
+    # Attempts long enough that the first two rooms are still resolving when checked.
+    monkeypatch.setenv("PDKV_ROUTE_ATTEMPT_TIMEOUT_S", "10")
+    pair = Pair(server)
+    try:
+        with silent_listener() as a, silent_listener() as b, silent_listener() as c:
+            ra, rb = pair.dead_room(a, 500), pair.dead_room(b, 501)
+            t0 = time.monotonic()
+            rc = pair.dead_room(c, 502)
+            assert wait_terminal(rc, 5) == pdkv.KVPoll.Failed
+            assert time.monotonic() - t0 < 1.5
+            e = transfer_error(rc)
+            assert "PDKV_MAX_RESOLVING_INSTANCES" in str(e), str(e)
+            assert e.cause is pdkv.FailureCause.BootstrapFailed
+            assert ra.poll() == pdkv.KVPoll.Bootstrapping
+            assert rb.poll() == pdkv.KVPoll.Bootstrapping
+    finally:
+        pair.close()
