@@ -37,10 +37,17 @@ void BootstrapClient::learn_server(const ServerId& id) const {
 
 BootstrapClient::Answer BootstrapClient::request(const char* method, const std::string& path,
                                                  const std::string& body,
-                                                 std::chrono::milliseconds read_timeout) const {
+                                                 std::chrono::milliseconds read_timeout,
+                                                 const Interrupt* interrupt) const {
   Answer a;
   try {
     httplib::Client cli(host_, port_);
+    // Shuts the connection down under a request blocked reading its answer.
+    Interrupt::Hook stop(interrupt, [&cli] { cli.stop(); });
+    if (interrupt != nullptr && interrupt->fired()) {
+      a.error = "interrupted";
+      return a;
+    }
     cli.set_connection_timeout(options_.connect_timeout);
     cli.set_read_timeout(read_timeout);
     cli.set_write_timeout(read_timeout);
@@ -110,14 +117,17 @@ std::string server_message(const std::string& body) {
 
 Result<std::string> BootstrapClient::call(const char* method, const std::string& path,
                                           const std::string& body, bool retry_not_found,
-                                          TimePoint deadline) const {
+                                          TimePoint deadline, const Interrupt* interrupt) const {
   auto backoff = std::chrono::milliseconds(50);
   std::string last;
   for (int attempt = 1;; ++attempt) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now());
     auto timeout = std::clamp(left, std::chrono::milliseconds(1), options_.read_timeout);
-    Answer a = request(method, path, body, timeout);
+    Answer a = request(method, path, body, timeout, interrupt);
     std::string where = fmt::format("bootstrap {}:{} {} {}", host_, port_, method, path);
+    if (interrupt != nullptr && interrupt->fired()) {
+      return aborted(fmt::format("{}: interrupted (shutting down)", where));
+    }
     if (a.status == 200) return a.body;
     if (a.status == 400) {
       return invalid_argument(fmt::format("{}: {}", where, server_message(a.body)));
@@ -146,7 +156,12 @@ Result<std::string> BootstrapClient::call(const char* method, const std::string&
     // The last wait is cut to the deadline and followed by one more attempt, so the
     // caller's timeout is honoured to the end instead of giving up up to a backoff early
     // (found by the chaos suite: a 2 s bootstrap timeout fired at 1.55 s).
-    std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(backoff, deadline - t));
+    const std::chrono::nanoseconds pause =
+        std::min<std::chrono::nanoseconds>(backoff, deadline - t);
+    if (interrupt != nullptr ? interrupt->sleep_for(pause)
+                             : (std::this_thread::sleep_for(pause), false)) {
+      return aborted(fmt::format("{}: interrupted (shutting down)", where));
+    }
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
 }
@@ -156,9 +171,10 @@ Status BootstrapClient::register_rank(const PrefillRegistration& reg, TimePoint 
   return r.ok() ? Status() : r.status();
 }
 
-Result<InstanceLayout> BootstrapClient::parallel_info(TimePoint deadline) const {
+Result<InstanceLayout> BootstrapClient::parallel_info(TimePoint deadline,
+                                                      const Interrupt* interrupt) const {
   PDKV_ASSIGN_OR_RETURN(std::string body, call("GET", "/route?engine_rank=-1&target_dp_group=-1",
-                                               "", true, deadline));
+                                               "", true, deadline, interrupt));
   auto l = parse_parallel_info(body);
   if (!l.ok()) return data_loss(l.status().message());
   return l;
@@ -186,12 +202,12 @@ Result<RankEndpoint> endpoint_from(const json& j, int64_t tp_rank) {
 }
 }  // namespace
 
-Result<RankEndpoint> BootstrapClient::rank(int64_t dp_group, int64_t tp_rank,
-                                           TimePoint deadline) const {
+Result<RankEndpoint> BootstrapClient::rank(int64_t dp_group, int64_t tp_rank, TimePoint deadline,
+                                           const Interrupt* interrupt) const {
   PDKV_ASSIGN_OR_RETURN(
       std::string body,
       call("GET", fmt::format("/route?engine_rank={}&target_dp_group={}", tp_rank, dp_group), "",
-           true, deadline));
+           true, deadline, interrupt));
   return endpoint_from(json::parse(body, nullptr, false), tp_rank);
 }
 

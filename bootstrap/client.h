@@ -13,6 +13,10 @@
 // client learns the server's id from GET /health before its first signed request, and
 // again when a 401 names another id (the server restarted), retrying that request once.
 //
+// Interrupt (common/interrupt.h): a lookup given one returns kAborted soon after it fires:
+// its backoff sleeps end, and a request waiting for its answer has its connection shut
+// down. A connect in progress is not interrupted; it is bounded by connect_timeout.
+//
 // Thread safety: const methods, each call opens its own connection, so one client may be
 // used from many threads; the learned server id is shared under a mutex (and by copies).
 #pragma once
@@ -28,6 +32,7 @@
 #include "bootstrap/route_table.h"
 #include "common/clock.h"
 #include "common/cluster_key.h"
+#include "common/interrupt.h"
 #include "common/mutex.h"
 #include "common/status.h"
 
@@ -47,9 +52,11 @@ class BootstrapClient {
   static Result<BootstrapClient> from_address(std::string_view address, ClientOptions options = {});
 
   Status register_rank(const PrefillRegistration& reg, TimePoint deadline) const;
-  Result<InstanceLayout> parallel_info(TimePoint deadline) const;
+  Result<InstanceLayout> parallel_info(TimePoint deadline,
+                                       const Interrupt* interrupt = nullptr) const;
   // tp_rank inside dp_group.
-  Result<RankEndpoint> rank(int64_t dp_group, int64_t tp_rank, TimePoint deadline) const;
+  Result<RankEndpoint> rank(int64_t dp_group, int64_t tp_rank, TimePoint deadline,
+                            const Interrupt* interrupt = nullptr) const;
   // All ranks of the group, in tp_rank order.
   Result<std::vector<RankEndpoint>> group(int64_t dp_group, TimePoint deadline) const;
   Status deregister(int64_t dp_group, int64_t tp_rank) const;
@@ -69,10 +76,12 @@ class BootstrapClient {
     std::string error;  // transport error text when status == 0
   };
   Answer request(const char* method, const std::string& path, const std::string& body,
-                 std::chrono::milliseconds read_timeout) const;
-  // Retries until an answer that is final for this call, or the deadline.
+                 std::chrono::milliseconds read_timeout,
+                 const Interrupt* interrupt = nullptr) const;
+  // Retries until an answer that is final for this call, the deadline, or `interrupt`.
   Result<std::string> call(const char* method, const std::string& path, const std::string& body,
-                           bool retry_not_found, TimePoint deadline) const;
+                           bool retry_not_found, TimePoint deadline,
+                           const Interrupt* interrupt = nullptr) const;
 
   // The id of the server instance this client signs for, once learned.
   struct LearnedServer {

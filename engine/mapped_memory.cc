@@ -16,8 +16,9 @@ namespace pdkv::engine {
 namespace {
 
 // Every mapping overlapping [addr, end) must be readable: a PROT_NONE reservation (how
-// CUDA holds its unified address range) passes mincore but faults on the first read.
-Status check_readable(uint64_t addr, uint64_t end) {
+// CUDA holds its unified address range) passes mincore but faults on the first read. For
+// kReadWrite also writable: a PROT_READ mapping faults on the first byte landed in it.
+Status check_permissions(uint64_t addr, uint64_t end, HostAccess access) {
   std::ifstream maps("/proc/self/maps");
   if (!maps) return Status();  // no procfs: mincore's answer stands
   std::string line;
@@ -32,13 +33,20 @@ Status check_readable(uint64_t addr, uint64_t end) {
           "has permissions {} (a GPU pointer? pdkv registers host memory only)",
           addr, end - addr, lo, hi, perms));
     }
+    if (access == HostAccess::kReadWrite && perms[1] != 'w') {
+      return out_of_range(fmt::format(
+          "memory [{:#x}, +{}) is not writable: the mapping {:#x}-{:#x} has permissions {}, "
+          "and pdkv writes received KV into this buffer (a read-only mmap or a frozen "
+          "array?)",
+          addr, end - addr, lo, hi, perms));
+    }
   }
   return Status();
 }
 
 }  // namespace
 
-Status check_mapped(uint64_t addr, uint64_t length) {
+Status check_mapped(uint64_t addr, uint64_t length, HostAccess access) {
   if (length == 0) return Status();
   if (addr + length < addr) {
     return out_of_range(
@@ -65,7 +73,7 @@ Status check_mapped(uint64_t addr, uint64_t length) {
     }
     at += pages * page;
   }
-  return check_readable(addr, end);
+  return check_permissions(addr, end, access);
 }
 
 }  // namespace pdkv::engine

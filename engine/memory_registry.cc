@@ -1,5 +1,7 @@
 #include "engine/memory_registry.h"
 
+#include <algorithm>
+#include <atomic>
 #include <limits>
 #include <string>
 
@@ -116,8 +118,21 @@ struct MemoryRegistry::Admission::GrantState {
   WriteGrant grant;
   uint64_t pins = 0;  // admitted writes still landing (guarded by the registry's mu_)
   bool revoked = false;
+  // When it was revoked (steady clock, ns; 0 = live): read without the lock by a receiver
+  // landing a part under it (Admission::revoked_for).
+  std::atomic<int64_t> revoked_at_ns{0};
   std::function<void()> on_drained;
 };
+
+std::optional<uint64_t> MemoryRegistry::Admission::revoked_for(std::chrono::nanoseconds grace,
+                                                               TimePoint at) const {
+  const int64_t limit = (at - grace).time_since_epoch().count();
+  for (const auto& g : grants_) {
+    const int64_t revoked = g->revoked_at_ns.load(std::memory_order_relaxed);
+    if (revoked != 0 && revoked <= limit) return g->id;
+  }
+  return std::nullopt;
+}
 
 void MemoryRegistry::set_require_grants(bool on) {
   MutexLock lock(mu_);
@@ -171,6 +186,8 @@ Status MemoryRegistry::revoke_grant(uint64_t id, std::function<void()> on_draine
       }
     }
     state->revoked = true;
+    state->revoked_at_ns.store(std::max<int64_t>(1, now().time_since_epoch().count()),
+                               std::memory_order_relaxed);
     if (state->pins > 0) {
       state->on_drained = std::move(on_drained);
       return Status();

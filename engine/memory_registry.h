@@ -28,16 +28,19 @@
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "engine/write_grant.h"
@@ -124,6 +127,11 @@ class MemoryRegistry {
     Admission& operator=(const Admission&) = delete;
     ~Admission() { release(); }
     void release();
+    // The id of a pinned grant revoked at least `grace` before `at`, if any: its room ended
+    // while this part was still landing. A receiver stops landing such a part, since until
+    // it does the room's end stays hidden and its pages held (a writer trickling a byte at
+    // a time would otherwise keep an aborted room alive as long as it liked).
+    std::optional<uint64_t> revoked_for(std::chrono::nanoseconds grace, TimePoint at) const;
 
    private:
     friend class MemoryRegistry;

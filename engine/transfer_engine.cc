@@ -86,7 +86,12 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
 
   Status register_memory(uint64_t addr, uint64_t length, MemoryAccess access, MemoryKind kind,
                          int device) {
-    PDKV_ASSIGN_OR_RETURN(PointerInfo info, check_registration(addr, length, kind, device));
+    // A range peers write into must be writable: a read-only mapping would be accepted and
+    // the first byte landed in it would kill this process.
+    const HostAccess host_access =
+        access == MemoryAccess::kPeerWritable ? HostAccess::kReadWrite : HostAccess::kRead;
+    PDKV_ASSIGN_OR_RETURN(PointerInfo info,
+                          check_registration(addr, length, kind, device, host_access));
     if (info.kind == MemoryKind::kCuda) {
       PDKV_RETURN_IF_ERROR(check_device_support(access, info.device));
       PDKV_RETURN_IF_ERROR(device_regions_.add(addr, length, info.device));
@@ -229,9 +234,10 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
     if (stream == nullptr) return invalid_argument("marking sources ready needs a device stream");
     DeviceDriver* driver = device_driver();
     if (driver == nullptr) {
-      return failed_precondition("sources are marked on a device stream, but this process has "
-                                 "no CUDA driver: " +
-                                 device_driver_absent_reason());
+      return failed_precondition(
+          "sources are marked on a device stream, but this process has "
+          "no CUDA driver: " +
+          device_driver_absent_reason());
     }
     return ready_pool(driver)->record_on(stream, device);
   }
@@ -468,7 +474,7 @@ Status TransferEngine::submit_async(SessionId session, std::span<const WriteBloc
   return impl_->submit_async(session, blocks, std::move(on_done), note, ready);
 }
 Result<std::shared_ptr<const ReadyEvent>> TransferEngine::mark_sources_ready(void* stream,
-                                                                            int device) {
+                                                                             int device) {
   return impl_->mark_sources_ready(stream, device);
 }
 

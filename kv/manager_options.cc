@@ -20,6 +20,10 @@ Result<KvManagerOptions> KvManagerOptions::from(const config::Settings& settings
   PDKV_ASSIGN_OR_RETURN(double bootstrap_s, config::read<kBootstrapTimeoutS>(settings));
   PDKV_ASSIGN_OR_RETURN(double waiting_s, config::read<kWaitingTimeoutS>(settings));
   PDKV_ASSIGN_OR_RETURN(double metadata_s, config::read<kMetadataTimeoutS>(settings));
+  PDKV_ASSIGN_OR_RETURN(double attempt_s, config::read<kRouteAttemptTimeoutS>(settings));
+  PDKV_ASSIGN_OR_RETURN(int64_t breaker_failures, config::read<kRouteBreakerFailures>(settings));
+  PDKV_ASSIGN_OR_RETURN(double breaker_backoff_s, config::read<kRouteBreakerBackoffS>(settings));
+  PDKV_ASSIGN_OR_RETURN(int64_t max_resolving, config::read<kMaxResolvingInstances>(settings));
   PDKV_ASSIGN_OR_RETURN(double heartbeat_s, config::read<kHeartbeatIntervalS>(settings));
   PDKV_ASSIGN_OR_RETURN(int64_t max_failures, config::read<kHeartbeatMaxFailures>(settings));
   PDKV_ASSIGN_OR_RETURN(double ttl_s, config::read<kFailedPeerTtlS>(settings));
@@ -44,6 +48,10 @@ Result<KvManagerOptions> KvManagerOptions::from(const config::Settings& settings
   o.bootstrap_timeout = seconds_to_ms(bootstrap_s);
   o.waiting_timeout = seconds_to_ms(waiting_s);
   o.metadata_timeout = seconds_to_ms(metadata_s);
+  o.route_attempt_timeout = seconds_to_ms(attempt_s);
+  o.route_breaker_failures = static_cast<int>(breaker_failures);
+  o.route_breaker_backoff = seconds_to_ms(breaker_backoff_s);
+  o.max_resolving_instances = static_cast<int>(max_resolving);
   o.heartbeat_interval = seconds_to_ms(heartbeat_s);
   o.heartbeat_max_failures = static_cast<int>(max_failures);
   o.failed_peer_ttl = seconds_to_ms(ttl_s);

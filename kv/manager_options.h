@@ -18,6 +18,13 @@ struct KvManagerOptions {
   std::chrono::milliseconds bootstrap_timeout{120'000};
   // Pre-allocation sent (decode) / bootstrapped (prefill) -> room ended.
   std::chrono::milliseconds waiting_timeout{300'000};
+  // Decode route resolution (instance_breaker.h): one lookup attempt's bound; attempts in
+  // a row that fail for one instance before its rooms fail at once, and for how long; most
+  // instances resolved at once (a thread each).
+  std::chrono::milliseconds route_attempt_timeout{2'000};
+  int route_breaker_failures = 3;
+  std::chrono::milliseconds route_breaker_backoff{5'000};
+  int max_resolving_instances = 64;
   // Longest wait of a finished transfer for the room's first token (wait mode only).
   std::chrono::milliseconds metadata_timeout{10'000};
   // Per-rank liveness probes and how many may go unanswered before the peer is dead.

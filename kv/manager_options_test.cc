@@ -52,6 +52,30 @@ TEST_F(ManagerOptionsTest, ExplicitBeatsEnvironmentBeatsDefault) {
   EXPECT_TRUE(saw_explicit);
 }
 
+TEST_F(ManagerOptionsTest, RouteResolutionSettingsReachTheOptions) {
+  config::Settings none;
+  none.use_environment(false);
+  auto d = KvManagerOptions::from(none);
+  ASSERT_TRUE(d.ok());
+  const KvManagerOptions defaults;  // the struct's defaults are the settings' defaults
+  EXPECT_EQ(d->route_attempt_timeout, defaults.route_attempt_timeout);
+  EXPECT_EQ(d->route_breaker_failures, defaults.route_breaker_failures);
+  EXPECT_EQ(d->route_breaker_backoff, defaults.route_breaker_backoff);
+  EXPECT_EQ(d->max_resolving_instances, defaults.max_resolving_instances);
+  config::Settings s;
+  s.use_environment(false);
+  s.set("PDKV_ROUTE_ATTEMPT_TIMEOUT_S", 0.5);
+  s.set("PDKV_ROUTE_BREAKER_FAILURES", int64_t{7});
+  s.set("PDKV_ROUTE_BREAKER_BACKOFF_S", 1.25);
+  s.set("PDKV_MAX_RESOLVING_INSTANCES", int64_t{9});
+  auto o = KvManagerOptions::from(s);
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  EXPECT_EQ(o->route_attempt_timeout, milliseconds(500));
+  EXPECT_EQ(o->route_breaker_failures, 7);
+  EXPECT_EQ(o->route_breaker_backoff, milliseconds(1250));
+  EXPECT_EQ(o->max_resolving_instances, 9);
+}
+
 TEST_F(ManagerOptionsTest, BadExplicitValueNamesTheSetting) {
   config::Settings s;
   s.set("PDKV_TRANSFER_ATTEMPTS", int64_t{0});

@@ -24,7 +24,45 @@ inline constexpr config::SettingSpec kWaitingTimeoutS =
         .described(
             "from bootstrapped until the room ends (Success or Failed). Covers a prefill queueing "
             "the request behind others; 300 s as in the reference, but here it actually fires (the "
-            "reference's never did, so a room whose peer vanished hung forever).");
+            "reference's never did, so a room whose peer vanished hung forever), whatever a writer "
+            "still sends: a part still landing a second after its room ended is cut and its "
+            "connection closed, so bytes trickled into it cannot keep the room alive "
+            "(kv/decode/fencing_test.cc).");
+
+inline constexpr config::SettingSpec kRouteAttemptTimeoutS =
+    config::double_setting("PDKV_ROUTE_ATTEMPT_TIMEOUT_S", 2.0, 0.05, 600.0)
+        .described(
+            "decode: longest single route lookup attempt (the bootstrap server's or etcd's answer "
+            "for a room's prefill instance); a failed attempt is retried until the room's "
+            "bootstrap timeout, and counts towards `PDKV_ROUTE_BREAKER_FAILURES`. The address a "
+            "room names comes from the request: short attempts let a dead host, a closed port or "
+            "a server that never answers be noticed in seconds instead of a bootstrap timeout.");
+
+inline constexpr config::SettingSpec kRouteBreakerFailures =
+    config::int_setting("PDKV_ROUTE_BREAKER_FAILURES", 3, 1, 1000)
+        .described(
+            "decode: after this many route lookup attempts in a row failed for one prefill "
+            "instance address (each up to `PDKV_ROUTE_ATTEMPT_TIMEOUT_S`), the rooms naming it "
+            "fail at once with the last cause (`bootstrap_failed`) for "
+            "`PDKV_ROUTE_BREAKER_BACKOFF_S`; then one lookup probes it again (its success closes "
+            "the breaker). Other instances' rooms are never affected: each instance's rooms are "
+            "resolved on their own thread. An instance that is not registered yet counts as "
+            "failing too (python/tests/test_kv_resolution.py).");
+
+inline constexpr config::SettingSpec kRouteBreakerBackoffS =
+    config::double_setting("PDKV_ROUTE_BREAKER_BACKOFF_S", 5.0, 0.01, 3600.0)
+        .described(
+            "decode: how long rooms naming a prefill instance whose lookups keep failing fail at "
+            "once (see `PDKV_ROUTE_BREAKER_FAILURES`) before one lookup probes it again.");
+
+inline constexpr config::SettingSpec kMaxResolvingInstances =
+    config::int_setting("PDKV_MAX_RESOLVING_INSTANCES", 64, 1, 4096)
+        .described(
+            "decode: most prefill instances whose rooms are being resolved at once (one thread "
+            "each, gone when its rooms are). A room naming yet another instance past it fails at "
+            "once (`bootstrap_failed`) with the reason, so requests naming many unreachable "
+            "addresses cannot make a decode hold unbounded threads "
+            "(`test_rooms_naming_more_instances_than_the_bound_fail_at_once`).");
 
 inline constexpr config::SettingSpec kMetadataTimeoutS =
     config::double_setting("PDKV_METADATA_TIMEOUT_S", 10.0, 0.01, 3600.0)

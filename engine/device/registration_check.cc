@@ -40,7 +40,7 @@ Result<PointerInfo> check_device_range(DeviceDriver& driver, uint64_t addr, uint
 }  // namespace
 
 Result<PointerInfo> check_registration(uint64_t addr, uint64_t length, MemoryKind requested,
-                                       int device) {
+                                       int device, HostAccess host_access) {
   if (length == 0) return invalid_argument("register_memory: length 0");
   if (addr > UINT64_MAX - length) {
     return out_of_range(
@@ -64,7 +64,7 @@ Result<PointerInfo> check_registration(uint64_t addr, uint64_t length, MemoryKin
   if (device >= 0 && requested == MemoryKind::kHost) {
     return invalid_argument("register_memory: a device ordinal names device memory, not host");
   }
-  Status mapped = check_mapped(addr, length);
+  Status mapped = check_mapped(addr, length, host_access);
   if (!mapped.ok()) {
     if (driver == nullptr || requested != MemoryKind::kHost) return mapped;
     // Host was asked for: say so if the driver knows the range as device memory.

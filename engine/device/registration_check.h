@@ -13,12 +13,15 @@
 
 #include "common/status.h"
 #include "engine/device/device_driver.h"
+#include "engine/mapped_memory.h"
 
 namespace pdkv::engine {
 
 // `device` (-1 = any) must match a kCuda range's device. The result's kind is kHost or
-// kCuda, with its device ordinal.
+// kCuda, with its device ordinal. `host_access`: what a host range must permit (kReadWrite
+// for a range peers write into); device memory has no such check (the driver allocates it
+// read-write).
 Result<PointerInfo> check_registration(uint64_t addr, uint64_t length, MemoryKind requested,
-                                       int device);
+                                       int device, HostAccess host_access = HostAccess::kRead);
 
 }  // namespace pdkv::engine

@@ -14,7 +14,9 @@ namespace pdkv::kv {
 DecodeManager::DecodeManager(DecodeManagerConfig config, std::shared_ptr<RouteDirectory> directory)
     : RankManager(proto::Role::kDecode, config.args.engine_rank),
       config_(std::move(config)),
-      directory_(std::move(directory)) {}
+      directory_(std::move(directory)),
+      breakers_(BreakerPolicy{config_.options.route_breaker_failures,
+                              config_.options.route_breaker_backoff}) {}
 
 Result<std::unique_ptr<DecodeManager>> DecodeManager::create(
     DecodeManagerConfig config, const ControlChannelFactory& channels,
@@ -42,7 +44,6 @@ Status DecodeManager::start(const ControlChannelFactory& channels) {
   engine_->set_note_handler([this](std::span<const uint8_t> note) { on_note(note); });
   route_subscription_ =
       directory_->subscribe([this](const RouteChange& change) { on_route_change(change); });
-  for (int i = 0; i < kResolverThreads; ++i) resolvers_.emplace_back([this] { resolver_loop(); });
   timer_ = std::thread([this] { timer_loop(); });
   PDKV_LOG_INFO("decode rank {} ready: control {} engine {}", a.engine_rank, channel_->endpoint(),
                 engine_->endpoint());
@@ -55,12 +56,20 @@ void DecodeManager::shutdown() {
   if (!runtime_.begin_stop()) return;  // wakes the timer too
   route_subscription_.reset();         // waits for a route change being handled
   metrics_registration_.reset();       // waits for a scrape that is reading this manager
+  // Lookups in flight return at once (a lane would otherwise sleep towards its room's
+  // bootstrap deadline); each lane then sees the stop and returns. No lane starts after
+  // begin_stop().
+  stop_lookups_.fire();
+  std::vector<std::thread> lanes;
   {
+    // Under one lock with the lanes' own hand-over (lane_loop), so none is missed.
     MutexLock lock(mu_);
-    resolve_wake_.notify_all();
+    lanes.swap(finished_lanes_);
+    for (auto& [addr, lane] : lanes_) {
+      if (lane.worker.joinable()) lanes.push_back(std::move(lane.worker));
+    }
   }
-  for (std::thread& t : resolvers_) t.join();
-  resolvers_.clear();
+  for (std::thread& t : lanes) t.join();
   if (timer_.joinable()) timer_.join();
   // As on the prefill: tell the prefill ranks while the channel still runs. No note
   // handler runs after the channel stopped (it may send through the channel).

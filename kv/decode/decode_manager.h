@@ -22,7 +22,15 @@
 // pre-allocation not handed to it yet) fail at once with the registry's reason
 // (kBootstrapFailed). Rooms already handed to it are left to it and to liveness.
 //
-// Threads it owns: the control channel's receive thread (handlers), resolver threads
+// Resolution: the address a room names comes from the request, so one that never answers
+// must hold up only the rooms naming it. Each prefill instance's rooms are resolved in
+// order on a thread of their own (a lane, gone once its rooms are; at most
+// max_resolving_instances at once, past which a room naming another instance fails at
+// once); each lookup attempt is bounded by route_attempt_timeout and retried until the
+// room's bootstrap deadline; an instance whose attempts keep failing has its rooms failed
+// at once for a while (instance_breaker.h). shutdown() interrupts lookups in flight.
+//
+// Threads it owns: the control channel's receive thread (handlers), resolver lanes
 // (bootstrap lookups: the only place that blocks on HTTP), and a timer thread (deadlines,
 // pings). Public methods are thread-safe and never block on the network. No thread sends
 // while holding mu_: messages decided under it go into an Outbox flushed after it is
@@ -30,7 +38,7 @@
 //
 // Files, one job each: decode_manager.cc (create, start-up, shutdown, room count),
 // decode_room_api.cc (the KVReceiver calls), decode_resolution.cc (route resolution and
-// registration, resolver threads), decode_pre_allocation.cc (the pre-allocation
+// registration, resolver lanes), decode_pre_allocation.cc (the pre-allocation
 // protocol), decode_statuses.cc (statuses, batch notes, Aborts), decode_liveness.cc
 // (timer, pings, peers gone or refused, route changes), decode_room_end.cc (fencing and
 // failure of a room). What it shares with the PrefillManager is in kv/runtime/ (metrics
@@ -51,6 +59,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/interrupt.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "engine/transfer_engine.h"
@@ -65,6 +74,7 @@
 #include "kv/pipeline/transfer_checksum.h"
 #include "kv/room/failure_cause.h"
 #include "kv/room/room_status_board.h"
+#include "kv/route/instance_breaker.h"
 #include "kv/route/route_directory.h"
 #include "kv/route/route_plan.h"
 #include "kv/runtime/manager_runtime.h"
@@ -246,8 +256,17 @@ class DecodeManager final : public RankManager {
   PrefillPeer& register_once(const Target& target, const std::string& bootstrap_addr, Outbox& out)
       PDKV_REQUIRES(mu_);
 
-  void resolver_loop();
+  // One instance's lane: resolves its rooms in order until none is left.
+  void lane_loop(const std::string& addr) PDKV_EXCLUDES(mu_);
+  // Queues `room` on its instance's lane (starting the lane); a reason if it must fail at
+  // once instead (too many instances resolving).
+  std::optional<std::string> queue_for_resolution(uint64_t room, const std::string& addr)
+      PDKV_REQUIRES(mu_);
+  // The lane threads that returned, joined outside mu_.
+  std::vector<std::thread> take_finished_lanes() PDKV_EXCLUDES(mu_);
   Status resolve(uint64_t room) PDKV_EXCLUDES(mu_);
+  // Fails a room whose resolution failed, naming the cause.
+  void fail_resolution(uint64_t room, const Status& resolved) PDKV_EXCLUDES(mu_);
   // The instance's route (cached unless routes_epoch_ moved past `epoch` meanwhile).
   Result<Instance> instance_for(const std::string& addr, TimePoint deadline, uint64_t epoch)
       PDKV_EXCLUDES(mu_);
@@ -305,18 +324,22 @@ class DecodeManager final : public RankManager {
   // next run (not at once: the Aborts just sent them would be dropped with the socket).
   std::set<std::string> forget_later_ PDKV_GUARDED_BY(mu_);
   std::unordered_map<std::string, Instance> instances_ PDKV_GUARDED_BY(mu_);
-  std::deque<uint64_t> resolve_queue_ PDKV_GUARDED_BY(mu_);
+  // Rooms waiting for their instance's lane, by instance address.
+  struct ResolutionLane {
+    std::deque<uint64_t> rooms;
+    std::thread worker;
+  };
+  std::map<std::string, ResolutionLane> lanes_ PDKV_GUARDED_BY(mu_);
+  std::vector<std::thread> finished_lanes_ PDKV_GUARDED_BY(mu_);
+  InstanceBreakers breakers_ PDKV_GUARDED_BY(mu_);
+  // Fired by shutdown(): route lookups in flight return at once.
+  Interrupt stop_lookups_;
   std::set<uint64_t> unsent_pre_allocations_ PDKV_GUARDED_BY(mu_);  // rooms
   // Counts the routes that vanished: a resolver that finds it moved while it looked
   // routes up resolves again, since what it found may be a vanished route.
   uint64_t routes_epoch_ PDKV_GUARDED_BY(mu_) = 0;
-  CondVar resolve_wake_;
 
-  // Several, so one unreachable bootstrap address (each lookup blocks until its
-  // deadline) does not hold up the rooms of healthy ones (found by the chaos suite).
-  static constexpr int kResolverThreads = 4;
   static constexpr std::chrono::milliseconds kRegistrationRetry{200};
-  std::vector<std::thread> resolvers_;
   std::thread timer_;
 };
 

@@ -1,6 +1,8 @@
-// DecodeManager's route resolution (resolver threads): a room's prefill instance from
-// the route directory, its route and target ranks, and this rank's registration with each.
+// DecodeManager's route resolution (a resolver lane per prefill instance): a room's
+// prefill instance from the route directory, its route and target ranks, and this rank's
+// registration with each.
 #include <algorithm>
+#include <system_error>
 #include <utility>
 
 #include "kv/decode/decode_manager.h"
@@ -8,34 +10,85 @@
 
 namespace pdkv::kv {
 
-void DecodeManager::resolver_loop() {
+std::optional<std::string> DecodeManager::queue_for_resolution(uint64_t room,
+                                                               const std::string& addr) {
+  auto lane = lanes_.find(addr);
+  if (lane == lanes_.end()) {
+    if (lanes_.size() >= static_cast<size_t>(config_.options.max_resolving_instances)) {
+      return "too many prefill instances are being resolved at once (" +
+             std::to_string(lanes_.size()) + ", PDKV_MAX_RESOLVING_INSTANCES): room " +
+             std::to_string(room) + " names yet another one, " + addr;
+    }
+    lane = lanes_.emplace(addr, ResolutionLane{}).first;
+    lane->second.rooms.push_back(room);
+    try {
+      lane->second.worker = std::thread([this, addr] { lane_loop(addr); });
+    } catch (const std::system_error& e) {
+      // Out of threads (a pids limit, memory): this room fails, the decode goes on.
+      lanes_.erase(lane);
+      return "cannot start a resolver thread for prefill instance " + addr + ": " + e.what();
+    }
+    return std::nullopt;
+  }
+  lane->second.rooms.push_back(room);
+  return std::nullopt;
+}
+
+std::vector<std::thread> DecodeManager::take_finished_lanes() {
+  std::vector<std::thread> finished;
+  MutexLock lock(mu_);
+  finished.swap(finished_lanes_);
+  return finished;
+}
+
+void DecodeManager::lane_loop(const std::string& addr) {
   while (true) {
     uint64_t room;
     {
       MutexLock lock(mu_);
-      resolve_wake_.wait_until(mu_, TimePoint::max(), [&]() PDKV_REQUIRES(mu_) {
-        return runtime_.stopping() || !resolve_queue_.empty();
-      });
+      // shutdown() took (or takes) this thread's handle: leave the lane as it is.
       if (runtime_.stopping()) return;
-      room = resolve_queue_.front();
-      resolve_queue_.pop_front();
+      auto lane = lanes_.find(addr);
+      if (lane->second.rooms.empty()) {
+        // Done: hand this thread's handle over to be joined (init_room or shutdown), and
+        // let the next room naming this instance start a new lane.
+        finished_lanes_.push_back(std::move(lane->second.worker));
+        lanes_.erase(lane);
+        return;
+      }
+      room = lane->second.rooms.front();
+      lane->second.rooms.pop_front();
     }
     Status resolved = resolve(room);
-    if (resolved.ok()) continue;
-    std::string reason = resolved.message();
-    if (resolved.code() == StatusCode::kDeadlineExceeded) {
-      reason = "bootstrap timeout: the prefill ranks of room " + std::to_string(room) +
-               " could not be resolved within " +
-               format_seconds(config_.options.bootstrap_timeout) + " (" + reason + ")";
-    }
-    // instance_for() reports an instance this decode cannot receive from as
-    // FailedPrecondition; anything else is the lookup itself.
-    FailureCause cause = FailureCause::kBootstrapFailed;
-    if (resolved.code() == StatusCode::kDeadlineExceeded) cause = FailureCause::kBootstrapTimeout;
-    if (resolved.code() == StatusCode::kFailedPrecondition) cause = FailureCause::kLayoutMismatch;
-    fail_room(room, cause, reason, true);
+    if (!resolved.ok() && !runtime_.stopping()) fail_resolution(room, resolved);
   }
 }
+
+void DecodeManager::fail_resolution(uint64_t room, const Status& resolved) {
+  std::string reason = resolved.message();
+  if (resolved.code() == StatusCode::kDeadlineExceeded) {
+    reason = "bootstrap timeout: the prefill ranks of room " + std::to_string(room) +
+             " could not be resolved within " + format_seconds(config_.options.bootstrap_timeout) +
+             " (" + reason + ")";
+  }
+  // instance_for() reports an instance this decode cannot receive from as
+  // FailedPrecondition; anything else is the lookup itself (or the instance's breaker).
+  FailureCause cause = FailureCause::kBootstrapFailed;
+  if (resolved.code() == StatusCode::kDeadlineExceeded) cause = FailureCause::kBootstrapTimeout;
+  if (resolved.code() == StatusCode::kFailedPrecondition) cause = FailureCause::kLayoutMismatch;
+  fail_room(room, cause, reason, true);
+}
+
+namespace {
+
+// An answer no retry changes: the room fails with it at once, and it says nothing about
+// whether the instance is reachable (the breaker does not count it).
+bool final_lookup_answer(StatusCode code) {
+  return code == StatusCode::kFailedPrecondition || code == StatusCode::kInvalidArgument ||
+         code == StatusCode::kOutOfRange || code == StatusCode::kUnauthenticated;
+}
+
+}  // namespace
 
 Result<DecodeManager::Instance> DecodeManager::instance_for(const std::string& addr,
                                                             TimePoint deadline, uint64_t epoch) {
@@ -44,7 +97,8 @@ Result<DecodeManager::Instance> DecodeManager::instance_for(const std::string& a
     auto it = instances_.find(addr);
     if (it != instances_.end()) return it->second;
   }
-  PDKV_ASSIGN_OR_RETURN(PrefillRankInfo info, directory_->lookup_instance(addr, deadline));
+  PDKV_ASSIGN_OR_RETURN(PrefillRankInfo info,
+                        directory_->lookup_instance(addr, deadline, &stop_lookups_));
   // FailedPrecondition whatever the check said: the resolver names the cause after it,
   // and no retry helps until one side is restarted with another layout.
   Status compatible =
@@ -104,8 +158,9 @@ Result<DecodeManager::Resolution> DecodeManager::find_targets(uint64_t room,
       }
     }
     if (endpoint.empty()) {
-      PDKV_ASSIGN_OR_RETURN(PrefillRankInfo rank, directory_->lookup_prefill_rank(
-                                                      addr, group, rt.prefill_tp_rank, deadline));
+      PDKV_ASSIGN_OR_RETURN(PrefillRankInfo rank,
+                            directory_->lookup_prefill_rank(addr, group, rt.prefill_tp_rank,
+                                                            deadline, &stop_lookups_));
       endpoint = rank.control_endpoint;
       MutexLock lock(mu_);
       auto cached = instances_.find(addr);
@@ -140,8 +195,31 @@ Status DecodeManager::resolve(uint64_t room) {
   std::string refused;
   Outbox out;
   while (true) {
-    PDKV_ASSIGN_OR_RETURN(Resolution found, find_targets(room, addr, dp_rank, deadline, epoch));
+    {
+      MutexLock lock(mu_);
+      if (std::optional<std::string> refused = breakers_.refusal(addr, now())) {
+        return unavailable(*refused);
+      }
+    }
+    // One attempt, bounded on its own: a peer that does not answer is noticed (and
+    // counted) in seconds, not at the room's deadline.
+    const TimePoint attempt_deadline =
+        std::min(deadline, now() + config_.options.route_attempt_timeout);
+    Result<Resolution> attempt = find_targets(room, addr, dp_rank, attempt_deadline, epoch);
+    if (!attempt.ok()) {
+      const Status& failed = attempt.status();
+      if (stop_lookups_.fired() || final_lookup_answer(failed.code())) return failed;
+      {
+        MutexLock lock(mu_);
+        breakers_.failed(addr, failed.message(), now());
+        if (rooms_.find(room) == rooms_.end()) return Status();  // ended meanwhile
+      }
+      if (now() >= deadline) return failed;
+      continue;  // the next attempt, or the breaker's refusal
+    }
+    Resolution found = std::move(attempt).value();
     MutexLock lock(mu_);
+    breakers_.succeeded(addr);
     auto it = rooms_.find(room);
     if (it == rooms_.end()) return Status();
     if (routes_epoch_ != epoch) {

@@ -28,14 +28,22 @@ DecodeManager::Handles DecodeManager::open_room(uint64_t room, const std::string
 }
 
 Status DecodeManager::init_room(uint64_t room, std::optional<int64_t> prefill_dp_rank) {
-  MutexLock lock(mu_);
-  auto it = rooms_.find(room);
-  if (it == rooms_.end()) return not_found("room " + std::to_string(room) + " is not open here");
-  if (it->second.init_requested) return Status();
-  it->second.init_requested = true;
-  it->second.prefill_dp_rank = prefill_dp_rank;
-  resolve_queue_.push_back(room);
-  resolve_wake_.notify_one();
+  std::optional<std::string> refused;
+  // Lane threads that finished, joined here rather than by themselves.
+  std::vector<std::thread> finished = take_finished_lanes();
+  for (std::thread& t : finished) t.join();
+  {
+    MutexLock lock(mu_);
+    auto it = rooms_.find(room);
+    if (it == rooms_.end()) return not_found("room " + std::to_string(room) + " is not open here");
+    if (it->second.init_requested) return Status();
+    it->second.init_requested = true;
+    it->second.prefill_dp_rank = prefill_dp_rank;
+    // Stopping: no lane starts; shutdown fails the room.
+    if (runtime_.stopping()) return Status();
+    refused = queue_for_resolution(room, it->second.bootstrap_addr);
+  }
+  if (refused) fail_room(room, FailureCause::kBootstrapFailed, *refused, false);
   return Status();
 }
 

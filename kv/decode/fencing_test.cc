@@ -5,11 +5,17 @@
 // aborted the room and reused its pages for a new room served by a real prefill: every
 // late write is refused, and the new room's pages hold exactly the new room's bytes.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
+#include <atomic>
 #include <deque>
 #include <optional>
+#include <thread>
 
 #include "common/mutex.h"
+#include "common/unique_fd.h"
+#include "engine/backends/tcp/socket_util.h"
+#include "engine/backends/tcp/tcp_frame.h"
 #include "engine/transfer_engine.h"
 #include "kv/kv_sender.h"
 #include "kv/testing/environment_channels.h"
@@ -55,6 +61,9 @@ class Inbox {
 
 class FencingTest : public ::testing::Test {
  protected:
+  FencingTest() = default;
+  explicit FencingTest(const testing::RoomPairOptions& options) : pair_(options) {}
+
   void SetUp() override {
     ASSERT_TRUE(pair_.ok());
     auto stale = testing::zmq_channels_from_environment()(
@@ -187,6 +196,130 @@ TEST_F(FencingTest, LateWritesOfAnAbortedRoomAreRefusedAndTheNextRoomKeepsItsByt
   ASSERT_NO_FATAL_FAILURE(pair_.finish_and_check());
   EXPECT_EQ(stale_write(dst, pre.write_grant, 0xE7).code(), StatusCode::kOutOfRange);
   EXPECT_TRUE(dbuf_.holds_request(dst, 0, /*salt=*/2)) << "the new room's pages were overwritten";
+}
+
+// A writer holding a room's grant that trickles the payload of one part a byte at a time
+// (every 100 ms) into a page it may write, over a raw connection to the decode's TCP
+// engine (no cluster secret here); `told` turns true once a send fails (the decode closed
+// the connection). The part never completes on its own.
+class Trickle {
+ public:
+  Trickle(const std::string& engine_endpoint, uint64_t page_addr, uint64_t page_bytes,
+          uint64_t grant) {
+    std::string endpoint = engine_endpoint;
+    if (endpoint.rfind("tcp://", 0) == 0) endpoint = endpoint.substr(6);
+    auto fd = engine::tcp::connect_tcp(endpoint, 2000);
+    EXPECT_TRUE(fd.ok()) << fd.status().to_string();
+    if (!fd.ok()) return;
+    fd_ = std::move(fd).value();
+    engine::tcp::WireEntry entry;
+    entry.addr = page_addr;
+    entry.length = page_bytes;
+    entry.grant = grant;
+    engine::tcp::FrameHeader header;
+    header.type = engine::tcp::FrameType::kPart;
+    header.part_id = 1;
+    header.count = 1;
+    header.payload_bytes = page_bytes;
+    std::vector<uint8_t> frame(engine::tcp::kHeaderSize + engine::tcp::kEntrySize);
+    engine::tcp::encode_header(header, frame.data());
+    engine::tcp::encode_entry(entry, frame.data() + engine::tcp::kHeaderSize);
+    EXPECT_TRUE(engine::tcp::write_full(fd_.get(), frame.data(), frame.size(), -1, 2000).ok());
+    thread_ = std::thread([this, page_bytes] {
+      const uint8_t byte = 0xEE;
+      for (uint64_t i = 0; i + 1 < page_bytes && !stop_.load(); ++i) {
+        if (::send(fd_.get(), &byte, 1, MSG_NOSIGNAL) != 1) {
+          told_ = true;
+          return;
+        }
+        ++sent_;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+  }
+  ~Trickle() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  uint64_t sent() const { return sent_.load(); }
+  bool told() const { return told_.load(); }
+
+ private:
+  UniqueFd fd_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> told_{false};
+  std::atomic<uint64_t> sent_{0};
+  std::thread thread_;
+};
+
+// A room ends at its deadline (or its abort) whatever a writer trickles into it: its end
+// used to stay hidden (and its pages held) for as long as the writer went on, since the
+// decode waits for the writes admitted under a revoked grant to land. Now the part is cut
+// a second after the room ended: the room is Failed, the writer's connection is closed
+// (it is told), and a resend under the grant is refused.
+void expect_trickle_does_not_keep_the_room(KVReceiver& room, Trickle& trickle,
+                                           std::chrono::milliseconds bound) {
+  const TimePoint t0 = now();
+  const bool ended = eventually([&] { return room.poll() == RoomState::kFailed; }, bound);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(now() - t0);
+  EXPECT_TRUE(ended) << "the room stayed non-terminal while bytes trickled in (" << trickle.sent()
+                     << " bytes)";
+  EXPECT_LT(took.count(), bound.count());
+  EXPECT_TRUE(eventually([&] { return trickle.told(); }, std::chrono::milliseconds(5000)))
+      << "the writer's connection stayed open";
+}
+
+TEST_F(FencingTest, ATrickledPartDoesNotKeepAnAbortedRoomAlive) {
+  const std::vector<int64_t> dst{7, 8};
+  KVReceiver first(pair_.decode(), 1, kStaleAddr);
+  ASSERT_TRUE(first.init().ok());
+  ASSERT_TRUE(first.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  const proto::PreAllocation pre = take_room_as_stale_prefill();
+  ASSERT_NE(pre.write_grant, 0u);
+  const KvArgs dargs = dbuf_.args(0);
+  Trickle trickle(pair_.decode().engine_endpoint(),
+                  dargs.kv_data_ptrs[0] + 7 * dargs.kv_item_lens[0], dargs.kv_item_lens[0],
+                  pre.write_grant);
+  ASSERT_TRUE(eventually([&] { return trickle.sent() >= 3; }));
+  first.abort("the engine preempted the request");
+  // The grace of a part under an ended room is 1 s; 5 s leaves room for a loaded CI
+  // machine, and is far less than the writer would keep it alive (a byte per 100 ms).
+  expect_trickle_does_not_keep_the_room(first, trickle, std::chrono::milliseconds(5000));
+  EXPECT_EQ(stale_write({8}, pre.write_grant, 0xE8).code(), StatusCode::kOutOfRange);
+  EXPECT_FALSE(page_is(8, 0xE8));
+}
+
+// The waiting timeout fires whatever a writer trickles (docs/CONFIG.md says it actually
+// fires).
+class FencingWaitingTimeoutTest : public FencingTest {
+ protected:
+  FencingWaitingTimeoutTest() : FencingTest(short_waiting()) {}
+  static testing::RoomPairOptions short_waiting() {
+    testing::RoomPairOptions o = pair_options();
+    o.decode_options.waiting_timeout = std::chrono::milliseconds(1500);
+    // The stale prefill answers no ping: liveness (10 s here) must not end the room first.
+    o.decode_options.heartbeat_interval = std::chrono::milliseconds(2000);
+    o.decode_options.heartbeat_max_failures = 5;
+    return o;
+  }
+};
+
+TEST_F(FencingWaitingTimeoutTest, ATrickledPartDoesNotKeepATimedOutRoomAlive) {
+  const std::vector<int64_t> dst{7, 8};
+  KVReceiver first(pair_.decode(), 1, kStaleAddr);
+  ASSERT_TRUE(first.init().ok());
+  ASSERT_TRUE(first.send_metadata({dst, 0, {}, 0, std::nullopt}).ok());
+  const proto::PreAllocation pre = take_room_as_stale_prefill();
+  ASSERT_NE(pre.write_grant, 0u);
+  const KvArgs dargs = dbuf_.args(0);
+  Trickle trickle(pair_.decode().engine_endpoint(),
+                  dargs.kv_data_ptrs[0] + 7 * dargs.kv_item_lens[0], dargs.kv_item_lens[0],
+                  pre.write_grant);
+  // The waiting timeout (1.5 s from bootstrapped) + the 1 s grace, with room for a loaded
+  // machine; the writer would go on for 25 s.
+  expect_trickle_does_not_keep_the_room(first, trickle, std::chrono::milliseconds(7000));
+  EXPECT_EQ(first.status().failure_cause, FailureCause::kWaitingTimeout)
+      << first.status().failure_reason;
 }
 
 TEST_F(FencingTest, APrefillRankAcceptsNoWriteAtAll) {

@@ -6,6 +6,8 @@
 // registry takes only tcp:// control endpoints).
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "kv/kv_sender.h"
 #include "kv/registry/etcd_client.h"
 #include "kv/registry/etcd_route_directory.h"
@@ -130,6 +132,31 @@ TEST_F(EtcdDecodeTest, RevokedLeaseFailsTheBootstrappingRoomAtOnceAndNewRoomsRes
   testing::RoomMove later({*prefill, pbuf, *decode, dbuf});
   ASSERT_NO_FATAL_FAILURE(later.open(3, src, dst, testing::RoomMove::Wait::kNo, /*salt=*/3));
   ASSERT_NO_FATAL_FAILURE(later.finish_and_check());
+}
+
+// shutdown() interrupts route lookups in flight: rooms naming an instance nobody
+// registered (etcd answers, the key never appears), and rooms resolved while etcd is down
+// (no member answers), used to keep it waiting until their bootstrap deadline (30 s here).
+TEST_F(EtcdDecodeTest, ShutdownReturnsWithinASecondWhileRoomsAreStillResolving) {
+  for (const bool etcd_down : {false, true}) {
+    SCOPED_TRACE(etcd_down ? "etcd down" : "instance not registered");
+    RankBuffers dbuf(shape_, 1, 0, 16);
+    auto decode = make_decode(dbuf);
+    ASSERT_TRUE(decode);
+    if (etcd_down) cluster_->kill(0);
+    std::vector<std::unique_ptr<KVReceiver>> rooms;
+    for (uint64_t room = 1; room <= 3; ++room) {
+      rooms.push_back(std::make_unique<KVReceiver>(*decode, room, "never-registered:0"));
+      ASSERT_TRUE(rooms.back()->init().ok());
+    }
+    std::this_thread::sleep_for(500ms);  // the lookups are waiting
+    const TimePoint t0 = now();
+    decode->shutdown();
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(now() - t0);
+    EXPECT_LT(took.count(), 1500) << "shutdown waited for the rooms' bootstrap deadline";
+    for (auto& r : rooms) EXPECT_EQ(r->poll(), RoomState::kFailed);
+    rooms.clear();
+  }
 }
 
 }  // namespace

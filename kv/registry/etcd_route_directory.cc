@@ -57,10 +57,11 @@ Status EtcdRouteDirectory::unregister_prefill_rank(const std::string& instance,
 }
 
 Result<PrefillRankInfo> EtcdRouteDirectory::lookup_instance(const std::string& instance,
-                                                            TimePoint deadline) {
+                                                            TimePoint deadline,
+                                                            const Interrupt* interrupt) {
   PDKV_RETURN_IF_ERROR(check_instance(instance));
   PDKV_ASSIGN_OR_RETURN(bootstrap::InstanceLayout layout,
-                        watcher().wait_for_instance(instance, deadline));
+                        watcher().wait_for_instance(instance, deadline, interrupt));
   return rank_info_from_layout(layout);
 }
 
@@ -70,10 +71,11 @@ std::unique_ptr<RouteSubscription> EtcdRouteDirectory::subscribe(RouteListener l
 
 Result<PrefillRankInfo> EtcdRouteDirectory::lookup_prefill_rank(const std::string& instance,
                                                                 int64_t dp_group, int64_t tp_rank,
-                                                                TimePoint deadline) {
+                                                                TimePoint deadline,
+                                                                const Interrupt* interrupt) {
   PDKV_RETURN_IF_ERROR(check_instance(instance));
   PDKV_ASSIGN_OR_RETURN(bootstrap::PrefillRegistration reg,
-                        watcher().wait_for_rank(instance, dp_group, tp_rank, deadline));
+                        watcher().wait_for_rank(instance, dp_group, tp_rank, deadline, interrupt));
   PrefillRankInfo info = rank_info_from_layout(reg.layout);
   info.engine_rank = reg.engine_rank;
   info.control_endpoint = make_tcp_endpoint(reg.rank_ip, reg.rank_port);

@@ -34,9 +34,11 @@ class EtcdRouteDirectory : public RouteDirectory {
                                TimePoint deadline) override;
   Status unregister_prefill_rank(const std::string& instance, const PrefillRankInfo& info,
                                  TimePoint deadline) override;
-  Result<PrefillRankInfo> lookup_instance(const std::string& instance, TimePoint deadline) override;
+  Result<PrefillRankInfo> lookup_instance(const std::string& instance, TimePoint deadline,
+                                          const Interrupt* interrupt = nullptr) override;
   Result<PrefillRankInfo> lookup_prefill_rank(const std::string& instance, int64_t dp_group,
-                                              int64_t tp_rank, TimePoint deadline) override;
+                                              int64_t tp_rank, TimePoint deadline,
+                                              const Interrupt* interrupt = nullptr) override;
   // The watcher's route changes (started if needed): a decode hears of a vanished rank.
   std::unique_ptr<RouteSubscription> subscribe(RouteListener listener) override;
 

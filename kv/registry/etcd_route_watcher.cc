@@ -256,12 +256,17 @@ std::string EtcdRouteWatcher::unsynced_reason() const {
 }
 
 Result<bootstrap::InstanceLayout> EtcdRouteWatcher::wait_for_instance(const std::string& instance,
-                                                                      TimePoint deadline) {
+                                                                      TimePoint deadline,
+                                                                      const Interrupt* interrupt) {
+  // Declared before the lock: it takes the interrupt's lock, then ours (wake()).
+  Interrupt::Hook wake(interrupt, [this] { wake_waiters(); });
   MutexLock lock(mu_);
   changed_.wait_until(mu_, deadline, [&]() PDKV_REQUIRES(mu_) {
-    return stopping_.load() || (synced_ && layout_of(instance) != nullptr);
+    return stopping_.load() || interrupted(interrupt) ||
+           (synced_ && layout_of(instance) != nullptr);
   });
   if (synced_ && layout_of(instance) != nullptr) return *layout_of(instance);
+  if (interrupted(interrupt)) return aborted("lookup of instance " + instance + " interrupted");
   if (!synced_) return deadline_exceeded(unsynced_reason());
   const std::string keys = etcd_instance_prefix(prefix_, instance);
   return deadline_exceeded(
@@ -273,7 +278,9 @@ Result<bootstrap::InstanceLayout> EtcdRouteWatcher::wait_for_instance(const std:
 Result<bootstrap::PrefillRegistration> EtcdRouteWatcher::wait_for_rank(const std::string& instance,
                                                                        int64_t dp_group,
                                                                        int64_t tp_rank,
-                                                                       TimePoint deadline) {
+                                                                       TimePoint deadline,
+                                                                       const Interrupt* interrupt) {
+  Interrupt::Hook wake(interrupt, [this] { wake_waiters(); });
   MutexLock lock(mu_);
   std::string key;
   Status out_of_layout;
@@ -293,10 +300,11 @@ Result<bootstrap::PrefillRegistration> EtcdRouteWatcher::wait_for_rank(const std
     return it == entries_.end() ? nullptr : &it->second;
   };
   changed_.wait_until(mu_, deadline, [&]() PDKV_REQUIRES(mu_) {
-    return stopping_.load() || found() != nullptr || !out_of_layout.ok();
+    return stopping_.load() || interrupted(interrupt) || found() != nullptr || !out_of_layout.ok();
   });
   if (const Entry* e = found()) return e->reg;
   if (!out_of_layout.ok()) return out_of_layout;
+  if (interrupted(interrupt)) return aborted("lookup of instance " + instance + " interrupted");
   if (!synced_) return deadline_exceeded(unsynced_reason());
   // The rank's own key when the layout is known (exactly: ranks/1 is no prefix of ours
   // for ranks/10), else any key of the instance.

@@ -43,6 +43,7 @@
 #include "bootstrap/registration.h"
 #include "common/clock.h"
 #include "common/cluster_key.h"
+#include "common/interrupt.h"
 #include "common/mutex.h"
 #include "kv/registry/etcd_client.h"
 #include "kv/route/route_directory.h"
@@ -61,14 +62,19 @@ class EtcdRouteWatcher {
   EtcdRouteWatcher(const EtcdRouteWatcher&) = delete;
   EtcdRouteWatcher& operator=(const EtcdRouteWatcher&) = delete;
 
-  // The layout of `instance` (from any of its ranks); kDeadlineExceeded naming etcd.
+  // The layout of `instance` (from any of its ranks); kDeadlineExceeded naming etcd;
+  // kAborted once `interrupt` (may be null) fires.
   Result<bootstrap::InstanceLayout> wait_for_instance(const std::string& instance,
-                                                      TimePoint deadline) PDKV_EXCLUDES(mu_);
+                                                      TimePoint deadline,
+                                                      const Interrupt* interrupt = nullptr)
+      PDKV_EXCLUDES(mu_);
   // The entry of rank (dp_group, tp_rank) of `instance`; kOutOfRange outside its layout,
   // kDeadlineExceeded naming etcd and the key when it is not registered by `deadline`.
   Result<bootstrap::PrefillRegistration> wait_for_rank(const std::string& instance,
                                                        int64_t dp_group, int64_t tp_rank,
-                                                       TimePoint deadline) PDKV_EXCLUDES(mu_);
+                                                       TimePoint deadline,
+                                                       const Interrupt* interrupt = nullptr)
+      PDKV_EXCLUDES(mu_);
 
   // Every instance's entries, by engine rank (for `pdkv bootstrap --registry etcd`).
   using Snapshot = std::map<std::string, std::map<int64_t, bootstrap::PrefillRegistration>>;
@@ -80,6 +86,14 @@ class EtcdRouteWatcher {
   std::unique_ptr<RouteSubscription> subscribe(RouteListener listener);
 
  private:
+  // An interrupt's hook: wakes the lookups waiting on changed_ (they see it fired).
+  void wake_waiters() PDKV_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    changed_.notify_all();
+  }
+  static bool interrupted(const Interrupt* interrupt) {
+    return interrupt != nullptr && interrupt->fired();
+  }
   struct Entry {
     std::string instance;
     int64_t engine_rank = 0;

@@ -56,6 +56,10 @@ Result<bootstrap::BootstrapClient> BootstrapRouteDirectory::client(
   if (auto it = clients_.find(bootstrap_addr); it != clients_.end()) return it->second;
   bootstrap::ClientOptions options;
   options.cluster_key = cluster_key_;
+  // Nothing interrupts a connect in progress (a decode's shutdown waits for it), and a
+  // peer that does not accept within this is retried by the next attempt anyway: a
+  // connect takes well under a millisecond inside a data centre.
+  options.connect_timeout = std::chrono::milliseconds(500);
   PDKV_ASSIGN_OR_RETURN(auto made,
                         bootstrap::BootstrapClient::from_address(bootstrap_addr, options));
   // A handful of servers per deployment; the bound only keeps a caller that names many
@@ -101,19 +105,21 @@ Status BootstrapRouteDirectory::register_prefill_rank(const std::string& addr,
 }
 
 Result<PrefillRankInfo> BootstrapRouteDirectory::lookup_instance(const std::string& addr,
-                                                                 TimePoint deadline) {
+                                                                 TimePoint deadline,
+                                                                 const Interrupt* interrupt) {
   PDKV_ASSIGN_OR_RETURN(auto client, this->client(addr));
-  PDKV_ASSIGN_OR_RETURN(auto layout, client.parallel_info(deadline));
+  PDKV_ASSIGN_OR_RETURN(auto layout, client.parallel_info(deadline, interrupt));
   return rank_info_from_layout(layout);
 }
 
 Result<PrefillRankInfo> BootstrapRouteDirectory::lookup_prefill_rank(const std::string& addr,
                                                                      int64_t dp_group,
                                                                      int64_t tp_rank,
-                                                                     TimePoint deadline) {
+                                                                     TimePoint deadline,
+                                                                     const Interrupt* interrupt) {
   PDKV_ASSIGN_OR_RETURN(auto client, this->client(addr));
-  PDKV_ASSIGN_OR_RETURN(auto layout, client.parallel_info(deadline));
-  PDKV_ASSIGN_OR_RETURN(auto rank, client.rank(dp_group, tp_rank, deadline));
+  PDKV_ASSIGN_OR_RETURN(auto layout, client.parallel_info(deadline, interrupt));
+  PDKV_ASSIGN_OR_RETURN(auto rank, client.rank(dp_group, tp_rank, deadline, interrupt));
   PrefillRankInfo info = rank_info_from_layout(layout);
   info.engine_rank = rank.engine_rank;
   info.control_endpoint = make_tcp_endpoint(rank.rank_ip, rank.rank_port);

@@ -27,10 +27,11 @@ class BootstrapRouteDirectory : public RouteDirectory {
 
   Status register_prefill_rank(const std::string& bootstrap_addr, const PrefillRankInfo& info,
                                TimePoint deadline) override;
-  Result<PrefillRankInfo> lookup_instance(const std::string& bootstrap_addr,
-                                          TimePoint deadline) override;
+  Result<PrefillRankInfo> lookup_instance(const std::string& bootstrap_addr, TimePoint deadline,
+                                          const Interrupt* interrupt = nullptr) override;
   Result<PrefillRankInfo> lookup_prefill_rank(const std::string& bootstrap_addr, int64_t dp_group,
-                                              int64_t tp_rank, TimePoint deadline) override;
+                                              int64_t tp_rank, TimePoint deadline,
+                                              const Interrupt* interrupt = nullptr) override;
 
  private:
   Result<bootstrap::BootstrapClient> client(const std::string& bootstrap_addr) const;

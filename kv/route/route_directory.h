@@ -6,7 +6,9 @@
 //
 // Calls may block up to their deadline (lookups retry with backoff while the asked
 // ranks are not registered yet); managers call them from their own resolver threads,
-// never from an engine's scheduler thread. Thread-safe.
+// never from an engine's scheduler thread. A lookup given an Interrupt returns kAborted
+// soon after it fires (a manager shutting down does not wait out the deadline).
+// Thread-safe.
 //
 // A directory that watches its routes (etcd) also reports their changes to subscribers
 // (subscribe()), so a decode hears of a vanished prefill rank without polling; the HTTP
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/interrupt.h"
 #include "common/status.h"
 #include "proto/messages.h"
 
@@ -82,12 +85,14 @@ class RouteDirectory {
   // The instance-wide part of the entries (sizes, layout), from any registered rank:
   // what a decode needs before it can choose ranks. Retried until `deadline`.
   virtual Result<PrefillRankInfo> lookup_instance(const std::string& bootstrap_addr,
-                                                  TimePoint deadline) = 0;
+                                                  TimePoint deadline,
+                                                  const Interrupt* interrupt = nullptr) = 0;
   // The entry of prefill rank (dp_group, tp_rank) of the instance at `bootstrap_addr`;
   // retried (NotFound while unregistered) until `deadline`.
   virtual Result<PrefillRankInfo> lookup_prefill_rank(const std::string& bootstrap_addr,
                                                       int64_t dp_group, int64_t tp_rank,
-                                                      TimePoint deadline) = 0;
+                                                      TimePoint deadline,
+                                                      const Interrupt* interrupt = nullptr) = 0;
   // Reports every later change of the routes this directory holds to `listener`, until
   // the subscription is dropped. nullptr: this directory does not watch its routes (HTTP).
   virtual std::unique_ptr<RouteSubscription> subscribe(RouteListener listener) {

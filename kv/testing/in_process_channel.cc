@@ -188,10 +188,16 @@ void MemoryDirectory::remove_rank(const std::string& addr, int64_t engine_rank) 
 }
 
 Result<PrefillRankInfo> MemoryDirectory::wait_for(const std::string& addr, int64_t engine_rank,
-                                                  bool any, TimePoint deadline) {
+                                                  bool any, TimePoint deadline,
+                                                  const Interrupt* interrupt) {
+  Interrupt::Hook wake(interrupt, [this] {
+    MutexLock lock(mu_);
+    changed_.notify_all();
+  });
   MutexLock lock(mu_);
   const PrefillRankInfo* found = nullptr;
   changed_.wait_until(mu_, deadline, [&]() PDKV_REQUIRES(mu_) {
+    if (interrupt != nullptr && interrupt->fired()) return true;
     auto inst = ranks_.find(addr);
     if (inst == ranks_.end() || inst->second.empty()) return false;
     if (any) {
@@ -203,6 +209,9 @@ Result<PrefillRankInfo> MemoryDirectory::wait_for(const std::string& addr, int64
     found = &rank->second;
     return true;
   });
+  if (found == nullptr && interrupt != nullptr && interrupt->fired()) {
+    return aborted("lookup at " + addr + " interrupted");
+  }
   if (found == nullptr) {
     return deadline_exceeded("no prefill rank " + std::to_string(engine_rank) + " registered at " +
                              addr);
@@ -211,15 +220,17 @@ Result<PrefillRankInfo> MemoryDirectory::wait_for(const std::string& addr, int64
 }
 
 Result<PrefillRankInfo> MemoryDirectory::lookup_instance(const std::string& addr,
-                                                         TimePoint deadline) {
-  return wait_for(addr, -1, true, deadline);
+                                                         TimePoint deadline,
+                                                         const Interrupt* interrupt) {
+  return wait_for(addr, -1, true, deadline, interrupt);
 }
 
 Result<PrefillRankInfo> MemoryDirectory::lookup_prefill_rank(const std::string& addr,
                                                              int64_t dp_group, int64_t tp_rank,
-                                                             TimePoint deadline) {
-  PDKV_ASSIGN_OR_RETURN(PrefillRankInfo any, wait_for(addr, -1, true, deadline));
-  return wait_for(addr, dp_group * any.tp_size + tp_rank, false, deadline);
+                                                             TimePoint deadline,
+                                                             const Interrupt* interrupt) {
+  PDKV_ASSIGN_OR_RETURN(PrefillRankInfo any, wait_for(addr, -1, true, deadline, interrupt));
+  return wait_for(addr, dp_group * any.tp_size + tp_rank, false, deadline, interrupt);
 }
 
 }  // namespace pdkv::kv::testing

@@ -48,10 +48,11 @@ class MemoryDirectory : public RouteDirectory {
  public:
   Status register_prefill_rank(const std::string& bootstrap_addr, const PrefillRankInfo& info,
                                TimePoint deadline) override;
-  Result<PrefillRankInfo> lookup_instance(const std::string& bootstrap_addr,
-                                          TimePoint deadline) override;
+  Result<PrefillRankInfo> lookup_instance(const std::string& bootstrap_addr, TimePoint deadline,
+                                          const Interrupt* interrupt = nullptr) override;
   Result<PrefillRankInfo> lookup_prefill_rank(const std::string& bootstrap_addr, int64_t dp_group,
-                                              int64_t tp_rank, TimePoint deadline) override;
+                                              int64_t tp_rank, TimePoint deadline,
+                                              const Interrupt* interrupt = nullptr) override;
   // Forgets every rank registered at the address: a bootstrap server that restarted
   // (which tells nobody, as the HTTP directory).
   void forget(const std::string& bootstrap_addr);
@@ -63,7 +64,7 @@ class MemoryDirectory : public RouteDirectory {
 
  private:
   Result<PrefillRankInfo> wait_for(const std::string& addr, int64_t engine_rank, bool any,
-                                   TimePoint deadline);
+                                   TimePoint deadline, const Interrupt* interrupt);
   Mutex mu_;
   CondVar changed_;
   std::map<std::string, std::map<int64_t, PrefillRankInfo>> ranks_ PDKV_GUARDED_BY(mu_);

@@ -136,6 +136,10 @@ class Config:
     bootstrap_timeout_s: Optional[float]  # PDKV_BOOTSTRAP_TIMEOUT_S, default 120.0
     waiting_timeout_s: Optional[float]  # PDKV_WAITING_TIMEOUT_S, default 300.0
     metadata_timeout_s: Optional[float]  # PDKV_METADATA_TIMEOUT_S, default 10.0
+    route_attempt_timeout_s: Optional[float]  # PDKV_ROUTE_ATTEMPT_TIMEOUT_S, default 2.0
+    route_breaker_failures: Optional[int]  # PDKV_ROUTE_BREAKER_FAILURES, default 3
+    route_breaker_backoff_s: Optional[float]  # PDKV_ROUTE_BREAKER_BACKOFF_S, default 5.0
+    max_resolving_instances: Optional[int]  # PDKV_MAX_RESOLVING_INSTANCES, default 64
     heartbeat_interval_s: Optional[float]  # PDKV_HEARTBEAT_INTERVAL_S, default 0.5
     heartbeat_max_failures: Optional[int]  # PDKV_HEARTBEAT_MAX_FAILURES, default 3
     bootstrap_refresh_s: Optional[float]  # PDKV_BOOTSTRAP_REFRESH_S, default 2.0

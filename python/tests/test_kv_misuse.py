@@ -42,6 +42,28 @@ def test_an_unmapped_buffer_pointer_is_refused_at_construction(fast_env, server,
         pdkv.KVManager(args, "prefill", f"127.0.0.1:{server.port}")
 
 
+def test_a_read_only_mapping_is_refused_as_a_decode_kv_buffer(fast_env, server):
+    # pdkv writes received KV into a decode's buffers: a PROT_READ mapping used to be
+    # accepted, and the first staged write into it killed the decode with SIGSEGV.
+    import mmap
+
+    mem = RankMemory(Shape(), 1, 0)
+    args = mem.kv_args(pdkv, 0, 1, 1)
+    length = args.kv_data_lens[1]
+    ro = mmap.mmap(-1, length, prot=mmap.PROT_READ)
+    try:
+        addr = np.frombuffer(ro, dtype=np.uint8).ctypes.data
+        args.kv_data_ptrs = [args.kv_data_ptrs[0], addr] + args.kv_data_ptrs[2:]
+        with pytest.raises(ValueError, match=r"kv buffer 1: .*not writable"):
+            pdkv.KVManager(args, "decode", f"127.0.0.1:{server.port}")
+        # A source is only read: the same mapping is accepted on a prefill.
+        prefill = pdkv.KVManager(args, "prefill", f"127.0.0.1:{server.port}")
+        prefill.shutdown()
+    finally:
+        del addr
+        ro.close()
+
+
 def test_calls_after_shutdown_and_layer_counts_out_of_range_raise(fast_env, server):
     mem = RankMemory(Shape(), 1, 0)
     mgr = pdkv.KVManager(mem.kv_args(pdkv, 0, 1, 1), "prefill", f"127.0.0.1:{server.port}",

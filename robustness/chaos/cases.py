@@ -489,15 +489,30 @@ def case_timeouts(topo, decode_unreachable=True):
         c.crashes = c.close()
 
 
+def silent_listener(ip):
+    """A socket on `ip` that accepts connections (the kernel's backlog) and never answers:
+    a bootstrap server that hangs."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((ip, 0))
+    s.listen(128)
+    return s
+
+
 def case_resolve_hol(topo):
-    """A decode room whose bootstrap address nobody serves must not hold back the
+    """Decode rooms whose bootstrap address nobody serves must not hold back the
     bootstrapping of the decode's other rooms (measured: time to WaitingForInput of a room
-    with a live prefill, created right after two rooms with a dead bootstrap address)."""
+    with a live prefill, created right after eight rooms with dead bootstrap addresses:
+    four naming a closed port, four a server that never answers; twice as many as the
+    decode once had resolver threads)."""
     c = Cluster(topo, 1, 1, env={"PDKV_BOOTSTRAP_TIMEOUT_S": "5"})
+    silent = silent_listener(topo.ip(0))
     try:
-        bad = [c.next_room, c.next_room + 1]
-        c.next_room += 2
-        c.decode[0][0].send(op="rooms", rooms=bad, pages=c.pages, addr=f"{topo.ip(0)}:1")
+        bad = [c.next_room + i for i in range(8)]
+        c.next_room += 8
+        c.decode[0][0].send(op="rooms", rooms=bad[:4], pages=c.pages, metadata=False,
+                            addr=f"{topo.ip(0)}:1")
+        c.decode[0][0].send(op="rooms", rooms=bad[4:], pages=c.pages, metadata=False,
+                            addr=f"{topo.ip(0)}:{silent.getsockname()[1]}")
         rooms = c.submit(1)
         c.wait_rooms(c.ranks(), rooms, 15)
         r = list(rooms)[0]
@@ -515,6 +530,34 @@ def case_resolve_hol(topo):
                    note="detect_s = delay until the healthy room is bootstrapped")
     finally:
         c.crashes = c.close()
+        silent.close()
+
+
+def case_resolve_shutdown(topo):
+    """A decode's shutdown while its rooms are still resolving (a bootstrap server that
+    never answers, with the shipping 120 s bootstrap timeout) returns within a second
+    (measured: the rank's mgr.shutdown())."""
+    c = Cluster(topo, 1, 1, env={"PDKV_BOOTSTRAP_TIMEOUT_S": ""})
+    silent = silent_listener(topo.ip(0))
+    took = None
+    try:
+        dec = c.decode[0][0]
+        bad = [c.next_room + i for i in range(4)]
+        c.next_room += 4
+        dec.send(op="rooms", rooms=bad, pages=c.pages, metadata=False,
+                 addr=f"{topo.ip(0)}:{silent.getsockname()[1]}")
+        time.sleep(1.0)  # the lookups wait for an answer
+        rc = dec.quit(timeout=20)
+        bye = [e for e in dec.events if e["ev"] == "bye"]
+        took = bye[0]["shutdown_s"] if bye else None
+        bound = 1.0
+        return row("decode shutdown while resolving", "1P1D", rooms_affected=len(bad),
+                   detect_s=took, bound_s=bound,
+                   ok=took is not None and took <= bound and rc == 0,
+                   note="detect_s = the decode's KVManager.shutdown()")
+    finally:
+        c.crashes = c.close()
+        silent.close()
 
 
 def case_shim(topo, shim, mode, every, calls, n_p=1, n_d=1, p_tp=1, d_tp=1, rounds=3,

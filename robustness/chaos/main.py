@@ -59,6 +59,7 @@ def unswept_cases():
     return [(True, "garbage", cases.case_garbage),
             (False, "R4", cases.case_timeouts),
             (False, "hol", cases.case_resolve_hol),
+            (False, "resolve-shutdown", cases.case_resolve_shutdown),
             (PREFERS_NETNS, "registry", cases.case_registry_etcd)]
 
 

@@ -204,8 +204,9 @@ def main():
         if a != last_active:
             last_active = a
             emit(ev="active", n=a)
+    t_quit = time.monotonic()
     mgr.shutdown()
-    emit(ev="bye")
+    emit(ev="bye", shutdown_s=time.monotonic() - t_quit)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -155,6 +156,30 @@ Status wait_fd(int fd, short events, int stop_fd, int timeout_ms) {
   }
 }
 
+namespace {
+
+// wait_fd for POLLIN, asking `check` first and between slices of the wait; timeout_ms
+// still bounds the whole wait (-1 = none).
+Status wait_readable(int fd, int stop_fd, int timeout_ms, const ReadCheck& check) {
+  if (!check) return wait_fd(fd, POLLIN, stop_fd, timeout_ms);
+  PDKV_RETURN_IF_ERROR(check());
+  int left = timeout_ms;
+  while (true) {
+    const int slice = left < 0 ? kReadCheckSliceMs : std::min(left, kReadCheckSliceMs);
+    Status ready = wait_fd(fd, POLLIN, stop_fd, slice);
+    if (ready.code() != StatusCode::kDeadlineExceeded) return ready;
+    PDKV_RETURN_IF_ERROR(check());
+    if (left >= 0) {
+      left -= slice;
+      if (left <= 0) {
+        return deadline_exceeded("no progress for " + std::to_string(timeout_ms) + " ms");
+      }
+    }
+  }
+}
+
+}  // namespace
+
 Status write_full(int fd, const void* data, size_t len, int stop_fd, int timeout_ms) {
   return send_all(
       fd, data, len, [&] { return wait_fd(fd, POLLOUT, stop_fd, timeout_ms); },
@@ -165,7 +190,7 @@ Status write_full(int fd, const void* data, size_t len, int stop_fd, int timeout
 }
 
 Status read_full(int fd, void* data, size_t len, int stop_fd, int first_byte_timeout_ms,
-                 int timeout_ms) {
+                 int timeout_ms, ReadCheck check) {
   auto* p = static_cast<uint8_t*>(data);
   const size_t total = len;
   while (len > 0) {
@@ -182,7 +207,7 @@ Status read_full(int fd, void* data, size_t len, int stop_fd, int first_byte_tim
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       PDKV_RETURN_IF_ERROR(
-          wait_fd(fd, POLLIN, stop_fd, len == total ? first_byte_timeout_ms : timeout_ms));
+          wait_readable(fd, stop_fd, len == total ? first_byte_timeout_ms : timeout_ms, check));
       continue;
     }
     return unavailable("recv: " + errno_text(errno));
@@ -190,14 +215,15 @@ Status read_full(int fd, void* data, size_t len, int stop_fd, int first_byte_tim
   return Status();
 }
 
-Status readv_full(int fd, struct iovec* iov, int iov_count, int stop_fd, int timeout_ms) {
+Status readv_full(int fd, struct iovec* iov, int iov_count, int stop_fd, int timeout_ms,
+                  ReadCheck check) {
   while (iov_count > 0) {
     ssize_t n = ::readv(fd, iov, iov_count);
     if (n == 0) return unavailable("peer closed the connection mid-frame");
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        PDKV_RETURN_IF_ERROR(wait_fd(fd, POLLIN, stop_fd, timeout_ms));
+        PDKV_RETURN_IF_ERROR(wait_readable(fd, stop_fd, timeout_ms, check));
         continue;
       }
       return unavailable("readv: " + errno_text(errno));

@@ -45,6 +45,17 @@ void tune_socket(int fd, const TcpOptions& options);
 // fired, DeadlineExceeded after timeout_ms (-1 = forever).
 Status wait_fd(int fd, short events, int stop_fd, int timeout_ms);
 
+// What a read asks before each wait for more bytes (and every kReadCheckSliceMs while it
+// waits): a non-OK answer ends the read with it. A plain function and its context, so a
+// read on the hot path allocates nothing; empty (fn null) = no check.
+struct ReadCheck {
+  Status (*fn)(const void* context) = nullptr;
+  const void* context = nullptr;
+  explicit operator bool() const { return fn != nullptr; }
+  Status operator()() const { return fn(context); }
+};
+inline constexpr int kReadCheckSliceMs = 100;
+
 // Writes all `len` bytes. Fails with DeadlineExceeded if no byte moves for timeout_ms,
 // Unavailable if the peer closed or reset, Aborted if stop fired.
 Status write_full(int fd, const void* data, size_t len, int stop_fd, int timeout_ms);
@@ -52,8 +63,9 @@ Status write_full(int fd, const void* data, size_t len, int stop_fd, int timeout
 // first byte arrives (an idle connection is fine), `timeout_ms` to every later stall.
 // Unavailable on EOF (message says whether it was mid-frame).
 Status read_full(int fd, void* data, size_t len, int stop_fd, int first_byte_timeout_ms,
-                 int timeout_ms);
+                 int timeout_ms, ReadCheck check = {});
 // Fills the iovecs exactly (they are consumed in place: partial reads advance them).
-Status readv_full(int fd, struct iovec* iov, int iov_count, int stop_fd, int timeout_ms);
+Status readv_full(int fd, struct iovec* iov, int iov_count, int stop_fd, int timeout_ms,
+                  ReadCheck check = {});
 
 }  // namespace pdkv::engine::tcp

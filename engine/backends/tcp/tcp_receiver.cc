@@ -12,6 +12,7 @@
 #include <system_error>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/logging.h"
 #include "engine/backend.h"
 #include "engine/backends/tcp/device_copies.h"
@@ -55,6 +56,32 @@ bool is_staged(const WireEntry& e, uint64_t stage_max) {
   return e.pieces == 1 && e.length <= stage_max;
 }
 
+// How long a part may go on landing under a grant whose room ended. A sender's part
+// lands in milliseconds; one still landing a second after its room ended is a writer
+// trickling bytes, and until its part is done the room's end stays hidden and its pages
+// held (memory_registry.h).
+constexpr std::chrono::milliseconds kRevokedGrantGrace{1000};
+
+// The ReadCheck of a part's payload reads: stop when a grant it lands under was revoked
+// longer than kRevokedGrantGrace ago. The connection is then closed (the writer sees its
+// part fail; a resend is refused, naming the revoked grant), which releases the part's
+// admission, and with it the room's end.
+Status part_still_wanted(const void* context) {
+  const auto* admission = static_cast<const MemoryRegistry::Admission*>(context);
+  if (std::optional<uint64_t> grant = admission->revoked_for(kRevokedGrantGrace, now())) {
+    return failed_precondition(
+        fmt::format("the room of write grant {:#x} ended more than {} ms ago while this part "
+                    "was still landing under it (a writer trickling bytes?): part cut, "
+                    "connection closed",
+                    *grant, kRevokedGrantGrace.count()));
+  }
+  return Status();
+}
+
+ReadCheck part_check(const ReceiveBuffers& buf) {
+  return ReadCheck{&part_still_wanted, &buf.admission};
+}
+
 }  // namespace
 
 // Index of the first entry the registry refuses (outside registered memory, or outside
@@ -87,7 +114,7 @@ Status TcpReceiver::scatter(int fd, ReceiveBuffers& buf, int stop) const {
         ++end;
       }
       uint8_t* stage = buf.stage.reserve(bytes);
-      PDKV_RETURN_IF_ERROR(read_full(fd, stage, bytes, stop, io, io));
+      PDKV_RETURN_IF_ERROR(read_full(fd, stage, bytes, stop, io, io, part_check(buf)));
       const uint8_t* src = stage;
       for (; i < end; ++i) {
         std::memcpy(reinterpret_cast<void*>(entries[i].addr), src, entries[i].length);
@@ -111,7 +138,7 @@ Status TcpReceiver::scatter(int fd, ReceiveBuffers& buf, int stop) const {
         ++i;
       }
     }
-    PDKV_RETURN_IF_ERROR(readv_full(fd, buf.iov, n_iov, stop, io));
+    PDKV_RETURN_IF_ERROR(readv_full(fd, buf.iov, n_iov, stop, io, part_check(buf)));
   }
   return Status();
 }
@@ -206,7 +233,7 @@ Status TcpReceiver::scatter_device(int fd, ReceiveBuffers& buf, int device, int 
       }
     }
     const uint64_t n = std::min<uint64_t>(ring->slab_bytes(), total - off);
-    PDKV_RETURN_IF_ERROR(read_full(fd, ring->slab(s), n, stop, io, io));
+    PDKV_RETURN_IF_ERROR(read_full(fd, ring->slab(s), n, stop, io, io, part_check(buf)));
     Status issued = copy_payload(driver, ring->stream(), buf.device_runs, off, off + n,
                                  ring->slab(s), SlabDirection::kFromSlab, &cursor);
     if (issued.ok()) issued = driver->record(ring->event(s), ring->stream());

@@ -28,6 +28,9 @@
 //
 // A malformed header or entry table, or a peer that stalls mid-part for io_timeout_ms,
 // closes that connection only (logged); the acceptor and other connections keep serving.
+// So does a part still landing a second after a write grant it lands under was revoked
+// (its room ended): bytes trickled into it must not keep the room's end hidden and its
+// pages held (memory_registry.h), so the part is cut wherever it is.
 // Limits (entry count per part) are checked before anything is allocated.
 //
 // Thread safety: start() once, then the destructor (stops and joins every thread).
