@@ -149,6 +149,7 @@ Status run_engine_hybrid_bench(const EngineBenchArgs& args) {
     j["P12"] = figure_json(figure, {{"ratio_to_plain", ratio},
                                     {"verified", verified},
                                     {"pair_ratios", pair_ratios},
+                                    {"pair_ratio_median", median(pair_ratios)},
                                     {"rounds", hybrid.gbps},
                                     {"plain_rounds", plain.gbps},
                                     {"groups", groups_json(hw)},
