@@ -4,6 +4,8 @@
 #include "bench/engine/engine_auth_ab.h"
 #include "bench/engine/engine_bench.h"
 #include "bench/engine/engine_device_bench.h"
+#include "bench/engine/engine_hybrid_bench.h"
+#include "bench/engine/engine_hybrid_workload.h"
 #include "cli/commands.h"
 
 namespace pdkv::cli {
@@ -19,7 +21,9 @@ void add_engine_bench_command(CLI::App& bench) {
                   "(against ucx_perftest; P3)")
       ->capture_default_str();
   cmd->add_option("--ucx-tls", args->ucx_tls, "UCX transports for --backend ucx (e.g. tcp, posix)");
-  cmd->add_option("--model", args->model, "llama3-8b, deepseek-v3, qwen3-next or tiny")
+  cmd->add_option("--model", args->model,
+                  "llama3-8b, deepseek-v3 or tiny; qwen3-next, gpt-oss or deepseek-v32: the hybrid "
+                  "and sparse layouts against the same bytes as one plain KV group (P12)")
       ->capture_default_str();
   cmd->add_option("--tokens", args->tokens, "prompt length in tokens")->capture_default_str();
   cmd->add_option("--page", args->page,
@@ -78,8 +82,10 @@ void add_engine_bench_command(CLI::App& bench) {
       ->option_text("DRIVER [cuda]");
   cmd->callback([args] {
     const bool device = args->src_memory == "device" || args->dst_memory == "device";
+    const bool hybrid = pdkv::bench::is_hybrid_preset(args->model);
     pdkv::Status st = args->auth_ab ? pdkv::bench::run_engine_auth_ab(*args)
                       : device      ? pdkv::bench::run_engine_device_bench(*args)
+                      : hybrid      ? pdkv::bench::run_engine_hybrid_bench(*args)
                                     : pdkv::bench::run_engine_bench(*args);
     if (!st.ok()) {
       std::fprintf(stderr, "pdkv bench engine: %s\n", st.to_string().c_str());
