@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "plan/blocks.h"
+#include "plan/buffer_table.h"
 #include "plan/types.h"
 
 namespace pdkv::plan::internal {
