@@ -1,6 +1,8 @@
 #include "bootstrap/room_dp_ranks.h"
 
+#include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -81,27 +83,58 @@ Result<std::vector<uint64_t>> parse_room_query(std::string_view body, std::strin
   return rooms;
 }
 
-void RoomDpRanks::expire(TimePoint at) {
-  while (!order_.empty() && (at - order_.front().second >= ttl_ || rooms_.size() > capacity_)) {
-    auto [room, when] = order_.front();
-    order_.pop_front();
-    auto it = rooms_.find(room);
-    if (it != rooms_.end() && it->second.at == when) rooms_.erase(it);
+RoomDpRanks::RoomDpRanks(SteadyClock::duration ttl, size_t capacity, size_t per_source_capacity)
+    : ttl_(ttl),
+      capacity_(std::max<size_t>(1, capacity)),
+      per_source_capacity_(std::max<size_t>(1, per_source_capacity)) {}
+
+void RoomDpRanks::remove(uint64_t room) {
+  auto it = rooms_.find(room);
+  if (it == rooms_.end()) return;
+  Source* source = it->second.source;
+  const size_t held = source->rooms.size();
+  by_holding_.erase({held, source});
+  source->rooms.erase(it->second.in_source);
+  order_.erase(it->second.in_order);
+  rooms_.erase(it);
+  if (held > 1) {
+    by_holding_.insert({held - 1, source});
+  } else {
+    // Holds nothing: forgotten, so the sources stay bounded. (The key is copied: erasing
+    // by a reference into the element being erased is not safe.)
+    const std::string address = source->address;
+    sources_.erase(address);
   }
 }
 
-void RoomDpRanks::put(const RoomDpRank& entry, TimePoint at) {
+void RoomDpRanks::expire(TimePoint at) {
+  while (!order_.empty() && at - rooms_.at(order_.front()).at >= ttl_) remove(order_.front());
+}
+
+void RoomDpRanks::put(const RoomDpRank& entry, std::string_view source, TimePoint at) {
   MutexLock lock(mu_);
-  rooms_[entry.room] = Entry{entry.dp_rank, at};
-  order_.emplace_back(entry.room, at);
   expire(at);
-  // Replaced entries leave stale records in order_; bound those too.
-  while (order_.size() > 2 * capacity_ + 1) {
-    auto [room, when] = order_.front();
-    order_.pop_front();
-    auto it = rooms_.find(room);
-    if (it != rooms_.end() && it->second.at == when) rooms_.erase(it);
+  remove(entry.room);  // a re-registration takes a fresh place, leaving nothing behind
+  const std::string address(source);
+  if (auto it = sources_.find(address);
+      it != sources_.end() && it->second.rooms.size() >= per_source_capacity_) {
+    remove(it->second.rooms.front());  // past its share: its own oldest room goes
   }
+  if (rooms_.size() >= capacity_) {
+    // Full: the source holding the most gives up its oldest room.
+    remove(by_holding_.rbegin()->second->rooms.front());
+  }
+  Source& owner = sources_[address];
+  if (owner.rooms.empty()) {
+    owner.address = address;
+  } else {
+    by_holding_.erase({owner.rooms.size(), &owner});
+  }
+  owner.rooms.push_back(entry.room);
+  order_.push_back(entry.room);
+  rooms_.emplace(entry.room, Entry{entry.dp_rank, at, &owner, std::prev(order_.end()),
+                                   std::prev(owner.rooms.end())});
+  by_holding_.insert({owner.rooms.size(), &owner});
 }
 
 std::vector<RoomDpRank> RoomDpRanks::find(const std::vector<uint64_t>& rooms, TimePoint at) const {
@@ -117,6 +150,12 @@ std::vector<RoomDpRank> RoomDpRanks::find(const std::vector<uint64_t>& rooms, Ti
 size_t RoomDpRanks::size() const {
   MutexLock lock(mu_);
   return rooms_.size();
+}
+
+size_t RoomDpRanks::held_by(std::string_view source) const {
+  MutexLock lock(mu_);
+  auto it = sources_.find(std::string(source));
+  return it == sources_.end() ? 0 : it->second.rooms.size();
 }
 
 }  // namespace pdkv::bootstrap

@@ -7,16 +7,26 @@
 //   POST /register_dp_rank  {"bootstrap_room": u64, "dp_rank": int}
 //   POST /query_dp_ranks    {"bootstrap_rooms": [u64, ...]} -> {"<room>": dp_rank, ...}
 // Entries are only useful while the room is being bootstrapped, so each is dropped after
-// `ttl`, and the table holds at most `capacity` rooms (the oldest go first): a client that
-// registers endlessly costs bounded memory.
+// `ttl`, and the table holds at most `capacity` rooms: a client that registers endlessly
+// costs bounded memory.
+//
+// Without a cluster secret anyone may register, so the table is shared out by source (the
+// client's address): a source holds at most `per_source_capacity` rooms, and past that
+// its own oldest room makes way for its new one. When the whole table is full, the oldest
+// room of the source holding the most makes way. A flooder on one address therefore
+// replaces only its own rooms, and re-registering one room moves that room alone; a
+// placement is lost to strangers only if they hold more rooms than its source on every
+// one of their addresses (capacity / that source's rooms addresses at least).
 //
 // Thread safety: every method may be called concurrently (one internal mutex).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <optional>
+#include <set>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -46,30 +56,49 @@ Result<std::vector<uint64_t>> parse_room_query(std::string_view body,
 
 class RoomDpRanks {
  public:
-  RoomDpRanks(SteadyClock::duration ttl, size_t capacity) : ttl_(ttl), capacity_(capacity) {}
+  // capacity and per_source_capacity are at least 1 (smaller values count as 1).
+  RoomDpRanks(SteadyClock::duration ttl, size_t capacity, size_t per_source_capacity);
 
-  // A later registration of the same room replaces the earlier one.
-  void put(const RoomDpRank& entry, TimePoint at = now()) PDKV_EXCLUDES(mu_);
+  // A later registration of the same room replaces the earlier one, whichever source made
+  // it, and counts against `source` from then on.
+  void put(const RoomDpRank& entry, std::string_view source, TimePoint at = now())
+      PDKV_EXCLUDES(mu_);
   // The rooms registered within ttl before `at`, with their DP ranks; unknown rooms are
   // left out.
   std::vector<RoomDpRank> find(const std::vector<uint64_t>& rooms, TimePoint at = now()) const
       PDKV_EXCLUDES(mu_);
   size_t size() const PDKV_EXCLUDES(mu_);
+  // The rooms `source` holds now.
+  size_t held_by(std::string_view source) const PDKV_EXCLUDES(mu_);
 
  private:
+  struct Source {
+    std::string address;
+    std::list<uint64_t> rooms;  // its rooms, oldest first
+  };
   struct Entry {
     int64_t dp_rank;
     TimePoint at;
+    Source* source;
+    std::list<uint64_t>::iterator in_order;   // in order_
+    std::list<uint64_t>::iterator in_source;  // in source->rooms
   };
+  void remove(uint64_t room) PDKV_REQUIRES(mu_);
   void expire(TimePoint at) PDKV_REQUIRES(mu_);
 
   const SteadyClock::duration ttl_;
   const size_t capacity_;
+  const size_t per_source_capacity_;
   mutable Mutex mu_;
   std::unordered_map<uint64_t, Entry> rooms_ PDKV_GUARDED_BY(mu_);
-  // Registration order (room, time): expiry and the capacity bound pop from the front;
-  // an entry whose time no longer matches the map was replaced and is skipped.
-  std::deque<std::pair<uint64_t, TimePoint>> order_ PDKV_GUARDED_BY(mu_);
+  // Every room, oldest registration first: expiry pops from the front. Lists, not
+  // deques, so a re-registered room leaves no stale record behind that could later push
+  // out someone else's room.
+  std::list<uint64_t> order_ PDKV_GUARDED_BY(mu_);
+  // Sources holding at least one room (element addresses are stable: Entry points here).
+  std::unordered_map<std::string, Source> sources_ PDKV_GUARDED_BY(mu_);
+  // (rooms held, source), so the source holding the most is found in O(log sources).
+  std::set<std::pair<size_t, Source*>> by_holding_ PDKV_GUARDED_BY(mu_);
 };
 
 }  // namespace pdkv::bootstrap

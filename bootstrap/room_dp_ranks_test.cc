@@ -62,11 +62,11 @@ TEST(RoomQueryParse, ListsAndLimits) {
 }
 
 TEST(RoomDpRanksTable, ReplacesExpiresAndStaysBounded) {
-  RoomDpRanks t(seconds(10), 3);
+  RoomDpRanks t(seconds(10), 3, 3);
   TimePoint t0 = now();
-  t.put({1, 0}, t0);
-  t.put({1, 2}, t0 + seconds(1));  // the same room placed again: the later one counts
-  t.put({2, 1}, t0 + seconds(2));
+  t.put({1, 0}, "a", t0);
+  t.put({1, 2}, "a", t0 + seconds(1));  // the same room placed again: the later one counts
+  t.put({2, 1}, "a", t0 + seconds(2));
   auto found = t.find({1, 2, 9}, t0 + seconds(3));
   ASSERT_EQ(found.size(), 2u);
   EXPECT_EQ(found[0].room, 1u);
@@ -74,13 +74,62 @@ TEST(RoomDpRanksTable, ReplacesExpiresAndStaysBounded) {
   EXPECT_EQ(found[1].dp_rank, 1);
   // Past the ttl an entry is no longer answered, and a later put drops it.
   EXPECT_TRUE(t.find({1}, t0 + seconds(12)).empty());
-  t.put({3, 0}, t0 + seconds(12));
+  t.put({3, 0}, "a", t0 + seconds(12));
   EXPECT_EQ(t.size(), 1u);
   // Capacity: the oldest rooms go first.
-  for (uint64_t room = 10; room < 20; ++room) t.put({room, 0}, t0 + seconds(13));
+  for (uint64_t room = 10; room < 20; ++room) t.put({room, 0}, "a", t0 + seconds(13));
   EXPECT_LE(t.size(), 3u);
   EXPECT_EQ(t.find({19}, t0 + seconds(13)).size(), 1u);
   EXPECT_TRUE(t.find({10}, t0 + seconds(13)).empty());
+}
+
+TEST(RoomDpRanksTable, ASourcePastItsShareReplacesItsOwnOldestRoom) {
+  RoomDpRanks t(seconds(10), 100, 4);
+  TimePoint t0 = now();
+  t.put({1000, 1}, "legit", t0);
+  for (uint64_t room = 1; room <= 50; ++room) t.put({room, 0}, "flood", t0);
+  EXPECT_EQ(t.held_by("flood"), 4u);
+  EXPECT_EQ(t.size(), 5u);
+  EXPECT_EQ(t.find({47, 48, 49, 50}, t0).size(), 4u);  // its newest four
+  EXPECT_TRUE(t.find({46}, t0).empty());
+  ASSERT_EQ(t.find({1000}, t0).size(), 1u);
+}
+
+TEST(RoomDpRanksTable, ReRegisteringOneRoomMovesThatRoomAlone) {
+  RoomDpRanks t(seconds(10), 4, 4);
+  TimePoint t0 = now();
+  t.put({1000, 1}, "legit", t0);
+  for (int i = 0; i < 1000; ++i) t.put({7, i % 2}, "flood", t0);
+  EXPECT_EQ(t.size(), 2u);
+  EXPECT_EQ(t.held_by("flood"), 1u);
+  EXPECT_EQ(t.find({1000}, t0).size(), 1u);
+}
+
+TEST(RoomDpRanksTable, AFullTableTakesFromTheSourceHoldingTheMost) {
+  // Three sources of a capacity-6 table: the ones holding most give way first.
+  RoomDpRanks t(seconds(10), 6, 6);
+  TimePoint t0 = now();
+  t.put({1000, 1}, "legit", t0);
+  for (uint64_t room = 1; room <= 5; ++room) t.put({room, 0}, "a", t0);
+  for (uint64_t room = 11; room <= 30; ++room) t.put({room, 0}, "b", t0);
+  EXPECT_EQ(t.size(), 6u);
+  EXPECT_EQ(t.find({1000}, t0).size(), 1u);
+  EXPECT_EQ(t.held_by("a") + t.held_by("b"), 5u);
+  EXPECT_LE(t.held_by("a"), 3u);  // a and b end even (to within one room)
+  EXPECT_LE(t.held_by("b"), 3u);
+  // A room moved to another source counts against that one.
+  t.put({30, 1}, "legit", t0);
+  EXPECT_EQ(t.held_by("legit"), 2u);
+  EXPECT_EQ(t.size(), 6u);
+}
+
+TEST(RoomDpRanksTable, ExpiredRoomsAndTheirSourcesAreForgotten) {
+  RoomDpRanks t(seconds(10), 8, 8);
+  TimePoint t0 = now();
+  for (uint64_t room = 1; room <= 5; ++room) t.put({room, 0}, "old", t0);
+  t.put({9, 0}, "new", t0 + seconds(11));
+  EXPECT_EQ(t.size(), 1u);
+  EXPECT_EQ(t.held_by("old"), 0u);
 }
 
 class DpRankRoutesTest : public testing::LoopbackServerTest {};

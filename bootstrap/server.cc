@@ -69,6 +69,10 @@ Result<std::unique_ptr<BootstrapServer>> BootstrapServer::start(const ServerOpti
   std::unique_ptr<BootstrapServer> s(new BootstrapServer());
   s->options_ = options;
   s->host_ = options.host;
+  // One client address may hold an eighth of the table, as an eighth of the connection
+  // slots: enough for a busy prefill node, and a flooder replaces only its own rooms.
+  s->room_dp_ranks_ = std::make_unique<RoomDpRanks>(
+      std::chrono::minutes(10), options.dp_placement_capacity, options.dp_placement_capacity / 8);
   HttpListenerOptions listen{"bootstrap", options.host, options.port, options.max_body_bytes};
   HttpRouter router("bootstrap");
   s->install_routes(router);
@@ -188,7 +192,8 @@ void BootstrapServer::install_routes(HttpRouter& h) {
                          fmt::format("dp_rank {} outside the instance's dp_size {}", entry->dp_rank,
                                      layout->dp_size));
     }
-    room_dp_ranks_.put(*entry);
+    // Charged to the client's address: a flooder's rooms push out its own only.
+    room_dp_ranks_->put(*entry, req.remote_addr);
     res.set_content("OK", "text/plain");
   });
   h.on(HttpMethod::kPost, "/query_dp_ranks", [this](const HttpRequest& req, HttpResponse& res) {
@@ -196,7 +201,8 @@ void BootstrapServer::install_routes(HttpRouter& h) {
     auto rooms = parsed_body(req, res, parse_room_query);
     if (!rooms.ok()) return;
     json out = json::object();
-    for (const RoomDpRank& e : room_dp_ranks_.find(*rooms)) out[std::to_string(e.room)] = e.dp_rank;
+    for (const RoomDpRank& e : room_dp_ranks_->find(*rooms))
+      out[std::to_string(e.room)] = e.dp_rank;
     res.set_content(out.dump(), "application/json");
   });
   // Other methods on /route get the router's 405.

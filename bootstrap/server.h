@@ -46,6 +46,9 @@ struct ServerOptions {
   std::shared_ptr<const ClusterKey> cluster_key;
   // With a key: GETs must be signed too (route lookups tell where ranks listen).
   bool authenticate_reads = false;
+  // Rooms the DP placement table (room_dp_ranks.h) holds at most, all sources together;
+  // one client address may hold an eighth of them.
+  size_t dp_placement_capacity = size_t{1} << 18;
 
   // The cluster key from PDKV_SECRET_FILE (`settings` first, then the environment: the
   // same rule as a manager's); the other fields keep their defaults.
@@ -110,8 +113,8 @@ class BootstrapServer {
   ServerOptions options_;
   RouteTable table_;
   // A room's DP placement matters only until its decode resolved it (seconds); ten
-  // minutes covers any bootstrap timeout, and 2^18 rooms bound the memory (a few MiB).
-  RoomDpRanks room_dp_ranks_{std::chrono::minutes(10), size_t{1} << 18};
+  // minutes covers any bootstrap timeout. Sized by options.dp_placement_capacity in start().
+  std::unique_ptr<RoomDpRanks> room_dp_ranks_;
   std::unique_ptr<http::HttpListener> listener_;
   std::atomic<uint64_t> requests_[kNumRequestKinds] = {};
   std::atomic<uint64_t> errors_[kNumErrors] = {};
