@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/logging.h"
+#include "engine/grant_tag.h"
 
 namespace pdkv::engine {
 namespace {
@@ -166,7 +167,7 @@ Status MemoryRegistry::add_grant(uint64_t id, WriteGrant grant) {
     }
   }
   if (!grants_.emplace(id, std::move(state)).second) {
-    return failed_precondition(fmt::format("write grant {:#x} is already live", id));
+    return failed_precondition("write grant " + grant_tag(id) + " is already live");
   }
   return Status();
 }
@@ -175,7 +176,7 @@ Status MemoryRegistry::revoke_grant(uint64_t id, std::function<void()> on_draine
   {
     MutexLock lock(mu_);
     auto it = grants_.find(id);
-    if (it == grants_.end()) return not_found(fmt::format("write grant {:#x} is not live", id));
+    if (it == grants_.end()) return not_found("write grant " + grant_tag(id) + " is not live");
     std::shared_ptr<Admission::GrantState> state = std::move(it->second);
     grants_.erase(it);
     if (end == GrantEnd::kCompleted && completed_.insert(id).second) {

@@ -10,6 +10,7 @@
 #include "common/host_port.h"
 #include "common/logging.h"
 #include "engine/connection_slots.h"
+#include "engine/grant_tag.h"
 #include "engine/lease/lease_auth.h"
 #include "engine/lease/messages.h"
 #include "engine/memory_registry.h"
@@ -211,9 +212,9 @@ Status LeaseServer::handle_lease(Socket& sock, std::span<const uint8_t> payload,
   grant.regions_epoch = hooks_->regions_epoch();
   std::vector<uint8_t> out;
   if (!grant.ok) {
+    // The grant by its tag, never its id (a capability; the sender logs this message).
     grant.message = "destination [" + std::to_string(ranges[bad].addr) + ", +" +
-                    std::to_string(ranges[bad].length) + ") under write grant " +
-                    std::to_string(ranges[bad].grant) +
+                    std::to_string(ranges[bad].length) + ") under " + grant_tag(ranges[bad].grant) +
                     " is not inside registered (and granted) memory (first refused address " +
                     std::to_string(first_bad) + ")";
     encode_grant(grant, &out);

@@ -22,6 +22,7 @@
 #include "engine/backends/tcp/tcp_frame.h"
 #include "engine/connection_slots.h"
 #include "engine/device/device_regions.h"
+#include "engine/grant_tag.h"
 #include "engine/memory_registry.h"
 
 namespace pdkv::engine::tcp {
@@ -70,10 +71,10 @@ Status part_still_wanted(const void* context) {
   const auto* admission = static_cast<const MemoryRegistry::Admission*>(context);
   if (std::optional<uint64_t> grant = admission->revoked_for(kRevokedGrantGrace, now())) {
     return failed_precondition(
-        fmt::format("the room of write grant {:#x} ended more than {} ms ago while this part "
+        fmt::format("the room of write {} ended more than {} ms ago while this part "
                     "was still landing under it (a writer trickling bytes?): part cut, "
                     "connection closed",
-                    *grant, kRevokedGrantGrace.count()));
+                    grant_tag(*grant), kRevokedGrantGrace.count()));
   }
   return Status();
 }
@@ -429,15 +430,16 @@ void TcpReceiver::serve(int raw_fd, Connection* conn) {
       if (why == Refusal::kGrantCompleted) {
         // A retry whose first attempt's acknowledgement was lost: the room already
         // succeeded here, so the sender may count it done. Nothing is written.
+        // The grant is named by its tag, never its id: the id is a capability, and this
+        // message is logged here and by the sender (grant_tag.h).
         verdict = already_completed(
-            fmt::format("entry {} names grant {:#x}, whose room already succeeded; part not "
-                        "written",
-                        bad, e.grant));
+            fmt::format("entry {} names {}, whose room already succeeded; part not written", bad,
+                        grant_tag(e.grant)));
       } else {
         verdict = out_of_range(fmt::format(
-            "entry {} (dst {:#x}, {} x {} bytes, stride {}, grant {:#x}) is not inside "
+            "entry {} (dst {:#x}, {} x {} bytes, stride {}, {}) is not inside "
             "registered memory{}; part rejected",
-            bad, e.addr, e.pieces, e.length, e.stride, e.grant,
+            bad, e.addr, e.pieces, e.length, e.stride, grant_tag(e.grant),
             e.grant != 0 || registry_->requires_grants() ? " granted under that grant" : ""));
       }
       PDKV_LOG_WARN_LIMITED("tcp receiver: {}", verdict.message());
