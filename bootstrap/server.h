@@ -5,7 +5,8 @@
 //   GET    /route?engine_rank=-1&target_dp_group=g   -> all ranks of group g (404 until all)
 //   GET    /route?engine_rank=t&target_dp_group=g    -> {"rank_ip","rank_port"} (404 until)
 //   DELETE /route?engine_rank=t&target_dp_group=g    -> deregister (200 | 404)
-//   POST   /register_dp_rank {"bootstrap_room","dp_rank"} -> 200 | 400 field
+//   POST   /register_dp_rank {"bootstrap_room","dp_rank"} -> 200 | 400 field (charged to
+//          the client's address: one address holds at most an eighth of the table)
 //   POST   /query_dp_ranks {"bootstrap_rooms":[...]} -> {"<room>": dp_rank} for known rooms
 //          (room_dp_ranks.h: where a prefill DP balancer placed a room, for sglang decodes)
 //   GET    /health -> 200 "OK";  GET /metrics -> Prometheus text format
@@ -46,8 +47,9 @@ struct ServerOptions {
   std::shared_ptr<const ClusterKey> cluster_key;
   // With a key: GETs must be signed too (route lookups tell where ranks listen).
   bool authenticate_reads = false;
-  // Rooms the DP placement table (room_dp_ranks.h) holds at most, all sources together;
-  // one client address may hold an eighth of them.
+  // Rooms the DP placement table (room_dp_ranks.h) holds at most, all sources together
+  // (about 150 bytes each: 2^18 rooms stay under 40 MiB); one client address may hold
+  // an eighth of them.
   size_t dp_placement_capacity = size_t{1} << 18;
 
   // The cluster key from PDKV_SECRET_FILE (`settings` first, then the environment: the
