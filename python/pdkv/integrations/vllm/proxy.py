@@ -36,23 +36,21 @@ import dataclasses
 import itertools
 import json
 import re
-import resource
 import secrets
 import sys
 import threading
 import urllib.error
 import urllib.request
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from pdkv.integrations.vllm.bounded_server import BoundedServer, fit_descriptor_limit
 
 _ROUTES = ("/v1/completions", "/v1/chat/completions")
 DEFAULT_MAX_BODY_BYTES = 16 << 20  # a long prompt as token ids is a few MiB
 DEFAULT_MAX_CONCURRENT = 256
 DEFAULT_MAX_CONNECTIONS = 512
 DEFAULT_IDLE_TIMEOUT_S = 30.0
-# Descriptors kept free of connections: the listening socket, the bootstrap server's,
-# logs, Python's own files.
-_SPARE_DESCRIPTORS = 64
 # A request id is echoed in headers and written to two instances' logs: printable ASCII
 # without spaces, bounded, so it cannot split a header or a log line.
 _REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
@@ -313,62 +311,6 @@ def make_handler(upstreams: _Upstreams, timeout_s: float, limits: Limits | None 
                     self.close_connection = True
 
     return Handler
-
-
-class BoundedServer(ThreadingHTTPServer):
-    """ThreadingHTTPServer holding at most `max_connections` connections: one more is
-    answered 503 at once and closed, so a flood of idle connections can neither take the
-    last descriptor (accept() would then fail on every loop, spinning a core, and no
-    client would get in) nor starve the clients already connected."""
-    daemon_threads = True
-    request_queue_size = 128
-
-    def __init__(self, address, handler, max_connections: int):
-        self._slots = threading.BoundedSemaphore(max_connections)
-        super().__init__(address, handler)
-
-    def process_request(self, request, client_address):
-        if not self._slots.acquire(blocking=False):
-            try:
-                request.setblocking(False)
-                request.send(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
-                             b"Connection: close\r\n\r\n")
-            except OSError:
-                pass
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request, client_address):
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-
-def fit_descriptor_limit(max_connections: int) -> int:
-    """The connections this process can hold: each takes a descriptor for the client and
-    one for the instance it is relayed to. Raises the soft limit toward the hard one when
-    that is what it takes; else fewer connections than asked (said on stderr)."""
-    need = 2 * max_connections + _SPARE_DESCRIPTORS
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < need:
-        want = need if hard == resource.RLIM_INFINITY else min(need, hard)
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-            soft = want
-        except (ValueError, OSError):
-            pass
-    if soft != resource.RLIM_INFINITY and soft < need:
-        fitted = max(1, (soft - _SPARE_DESCRIPTORS) // 2)
-        print(f"pdkv proxy: {soft} descriptors allowed: --max-connections {max_connections} "
-              f"lowered to {fitted}", file=sys.stderr, flush=True)
-        return fitted
-    return max_connections
 
 
 def _positive(kind):
