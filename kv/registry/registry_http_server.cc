@@ -224,7 +224,10 @@ int run_registry_http_server(const std::string& host, int port, const std::strin
     return 2;
   }
   if (!*key) warn_unauthenticated("bootstrap-etcd (routes in etcd are not verified)");
-  Result<std::shared_ptr<EtcdClient>> client = EtcdClient::create(options->etcd_endpoints);
+  Result<EtcdAccess> access = etcd_access_from(*options);
+  if (!access.ok()) return fail(access.status());
+  Result<std::shared_ptr<EtcdClient>> client =
+      EtcdClient::create(options->etcd_endpoints, std::move(*access));
   if (!client.ok()) return fail(client.status());
   EtcdRouteWatcher watcher(*client, options->etcd_prefix, *key);
   auto server = RegistryHttpServer::start(watcher, instance, http_options);
