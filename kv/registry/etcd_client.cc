@@ -157,7 +157,11 @@ Result<std::string> EtcdClient::call(const std::string& path, const std::string&
       };
       httplib::Response res;
       httplib::Error error = httplib::Error::Success;
-      bool answered = cli.send(req, res, error);
+      bool answered = false;
+      {
+        SigpipeBlockedHere no_sigpipe;
+        answered = cli.send(req, res, error);
+      }
       // etcd's gateway ends every error answer with an HTTP trailer, which this
       // cpp-httplib (0.11) cannot read past: the call then reports a read error although
       // the status and the whole JSON error body arrived. Take those as the answer.
@@ -309,6 +313,7 @@ Status EtcdClient::probe(size_t endpoint, std::chrono::milliseconds timeout) {
     cli.set_write_timeout(timeout);
     httplib::Headers headers = request_headers();
     if (!access_.user.empty()) headers.emplace("Authorization", token());
+    SigpipeBlockedHere no_sigpipe;
     httplib::Result r = cli.Post("/v3/kv/range", headers, body, "application/json");
     if (!r)
       return unavailable(fmt::format("{}:{}: {}", ep.host, ep.port, httplib::to_string(r.error())));

@@ -142,6 +142,8 @@ Status EtcdClient::WatchStream::run(const std::function<void()>& on_created,
     httplib::Response res;
     httplib::Error error = httplib::Error::Success;
     try {
+      // For the stream's life (its events' callbacks included): TLS writes raise SIGPIPE.
+      SigpipeBlockedHere no_sigpipe;
       cli.send(req, res, error);
     } catch (const std::exception& e) {
       stream_error = unavailable(e.what());
