@@ -157,6 +157,15 @@ TEST_F(EtcdRegistryTest, EtcdViewAuthenticatesReadsAndServesTheDpRankRoutes) {
   ASSERT_TRUE(first && replayed);
   EXPECT_EQ(first->status, 200);
   EXPECT_EQ(replayed->status, 401);
+  // Metrics, open as the bootstrap server's: the instance's rank and the refusals.
+  auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_NE(metrics->body.find("pdkv_bootstrap_registered_ranks 1\n"), std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("pdkv_bootstrap_errors_total{kind=\"unauthorized\"} 6\n"),
+            std::string::npos)
+      << metrics->body;
   unlink(secret_file.c_str());
 }
 

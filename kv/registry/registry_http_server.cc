@@ -85,11 +85,14 @@ void RegistryHttpServer::stop() {
   if (listener_) listener_->stop();
 }
 
-bool RegistryHttpServer::admitted(bool write, const HttpRequest& req, HttpResponse& res) {
+bool RegistryHttpServer::admitted(Endpoint endpoint, bool write, const HttpRequest& req,
+                                  HttpResponse& res) {
+  requests_[endpoint].fetch_add(1, std::memory_order_relaxed);
   if (!options_.cluster_key || (!write && !options_.authenticate_reads)) return true;
   Status st = verifier_.verify(*options_.cluster_key, req.headers.get(bootstrap::kAuthHeader),
                                req.method_name, req.target, req.body, bootstrap::unix_now_ms());
   if (st.ok()) return true;
+  refused_.fetch_add(1, std::memory_order_relaxed);
   PDKV_LOG_WARN_LIMITED("bootstrap-etcd: refused {} {} from {}: {}", req.method_name, req.path,
                         req.remote_addr, st.message());
   reply_error(res, 401, "", st.message());
@@ -100,7 +103,7 @@ bool RegistryHttpServer::admitted(bool write, const HttpRequest& req, HttpRespon
 void RegistryHttpServer::install_routes(http::HttpRouter& h) {
   // The router turns an exception into a 500 (http_router.h).
   h.on(HttpMethod::kGet, "/route", [this](const HttpRequest& req, HttpResponse& res) {
-    if (!admitted(false, req, res)) return;
+    if (!admitted(kRouteGet, false, req, res)) return;
     int64_t rank = 0, group = 0;
     if (!query_int(req, res, "engine_rank", &rank) ||
         !query_int(req, res, "target_dp_group", &group))
@@ -143,7 +146,7 @@ void RegistryHttpServer::install_routes(http::HttpRouter& h) {
                     "application/json");
   });
   h.on(HttpMethod::kGet, "/instances", [this](const HttpRequest& req, HttpResponse& res) {
-    if (!admitted(false, req, res)) return;
+    if (!admitted(kInstances, false, req, res)) return;
     std::string why;
     auto snapshot = watcher_.snapshot(&why);
     if (!snapshot) return reply_error(res, 503, "", why);
@@ -158,7 +161,7 @@ void RegistryHttpServer::install_routes(http::HttpRouter& h) {
     res.set_content(out.dump(), "application/json");
   });
   h.on(HttpMethod::kPost, "/register_dp_rank", [this](const HttpRequest& req, HttpResponse& res) {
-    if (!admitted(true, req, res)) return;
+    if (!admitted(kRegisterDpRank, true, req, res)) return;
     auto entry = parsed_body(req, res, bootstrap::parse_room_dp_rank);
     if (!entry.ok()) return;
     // Checked against the instance when a rank of it is in etcd, as the bootstrap server
@@ -177,7 +180,7 @@ void RegistryHttpServer::install_routes(http::HttpRouter& h) {
     res.set_content("OK", "text/plain");
   });
   h.on(HttpMethod::kPost, "/query_dp_ranks", [this](const HttpRequest& req, HttpResponse& res) {
-    if (!admitted(false, req, res)) return;
+    if (!admitted(kQueryDpRanks, false, req, res)) return;
     auto rooms = parsed_body(req, res, bootstrap::parse_room_query);
     if (!rooms.ok()) return;
     json out = json::object();
@@ -185,7 +188,12 @@ void RegistryHttpServer::install_routes(http::HttpRouter& h) {
       out[std::to_string(e.room)] = e.dp_rank;
     res.set_content(out.dump(), "application/json");
   });
+  h.on(HttpMethod::kGet, "/metrics", [this](const HttpRequest&, HttpResponse& res) {
+    requests_[kMetrics].fetch_add(1, std::memory_order_relaxed);
+    res.set_content(metrics_text(), "text/plain; version=0.0.4");
+  });
   h.on(HttpMethod::kGet, "/health", [this](const HttpRequest&, HttpResponse& res) {
+    requests_[kHealth].fetch_add(1, std::memory_order_relaxed);
     // The id members sign their requests for; public, like the bootstrap server's.
     res.headers.add(bootstrap::kServerIdHeader, bootstrap::server_id_text(id_));
     std::string why;
@@ -201,6 +209,33 @@ void RegistryHttpServer::install_routes(http::HttpRouter& h) {
   h.on(HttpMethod::kPut, "/route", read_only);
   h.on(HttpMethod::kDelete, "/route", read_only);
   h.on(HttpMethod::kPost, "/route", read_only);
+}
+
+std::string RegistryHttpServer::metrics_text() const {
+  static const char* kNames[] = {"route_get",      "instances", "register_dp_rank",
+                                 "query_dp_ranks", "health",    "metrics"};
+  static_assert(std::size(kNames) == kNumEndpoints);
+  size_t ranks = 0;
+  if (auto snapshot = watcher_.snapshot(); snapshot) {
+    auto it = snapshot->find(instance_);
+    if (it != snapshot->end()) ranks = it->second.size();
+  }
+  // The bootstrap server's metric names, so one dashboard reads either server.
+  std::string out;
+  out += "# HELP pdkv_bootstrap_registered_ranks Prefill ranks of the instance in etcd.\n";
+  out += "# TYPE pdkv_bootstrap_registered_ranks gauge\n";
+  out += fmt::format("pdkv_bootstrap_registered_ranks {}\n", ranks);
+  out += "# HELP pdkv_bootstrap_requests_total Requests served, by endpoint.\n";
+  out += "# TYPE pdkv_bootstrap_requests_total counter\n";
+  for (int i = 0; i < kNumEndpoints; ++i) {
+    out += fmt::format("pdkv_bootstrap_requests_total{{endpoint=\"{}\"}} {}\n", kNames[i],
+                       requests_[i].load(std::memory_order_relaxed));
+  }
+  out += "# HELP pdkv_bootstrap_errors_total Error responses, by kind.\n";
+  out += "# TYPE pdkv_bootstrap_errors_total counter\n";
+  out += fmt::format("pdkv_bootstrap_errors_total{{kind=\"unauthorized\"}} {}\n",
+                     refused_.load(std::memory_order_relaxed));
+  return out;
 }
 
 int run_registry_http_server(const std::string& host, int port, const std::string& instance,

@@ -8,6 +8,8 @@
 //   GET /instances   every instance and rank under the prefix (operators' inspection)
 //   POST /register_dp_rank, POST /query_dp_ranks  as bootstrap/server.h (room_dp_ranks.h):
 //                    where a prefill DP balancer placed a room, kept in this process
+//   GET /metrics     Prometheus text: the instance's ranks in etcd, requests by endpoint,
+//                    refused requests (the bootstrap server's metric names)
 //   GET /health      200 "OK" while the mirror is in sync with etcd, else 503 naming etcd;
 //                    names this server's id (X-Pdkv-Server) as the bootstrap server does
 //   PUT, DELETE /route  405: ranks register in etcd themselves (PDKV_REGISTRY=etcd)
@@ -21,6 +23,7 @@
 // (thread-safe). stop() from any thread, idempotent; also run by the destructor.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -63,9 +66,21 @@ class RegistryHttpServer {
   RegistryHttpServer(EtcdRouteWatcher& watcher, std::string instance, RegistryHttpOptions options)
       : watcher_(watcher), instance_(std::move(instance)), options_(std::move(options)) {}
   void install_routes(http::HttpRouter& h);
-  // True if the request may proceed: a write always needs a valid signature with a key,
-  // a read only with authenticate_reads. Else answers 401 naming this server's id.
-  bool admitted(bool write, const http::HttpRequest& req, http::HttpResponse& res);
+  enum Endpoint {
+    kRouteGet,
+    kInstances,
+    kRegisterDpRank,
+    kQueryDpRanks,
+    kHealth,
+    kMetrics,
+    kNumEndpoints
+  };
+  // Counts the request; true if it may proceed: a write always needs a valid signature
+  // with a key, a read only with authenticate_reads. Else answers 401 naming this
+  // server's id.
+  bool admitted(Endpoint endpoint, bool write, const http::HttpRequest& req,
+                http::HttpResponse& res);
+  std::string metrics_text() const;
 
   EtcdRouteWatcher& watcher_;
   const std::string instance_;
@@ -75,6 +90,8 @@ class RegistryHttpServer {
   // Drawn per process start, as the bootstrap server's (request_auth.h).
   const bootstrap::ServerId id_ = bootstrap::random_server_id();
   bootstrap::RequestVerifier verifier_{id_};
+  std::atomic<uint64_t> requests_[kNumEndpoints] = {};
+  std::atomic<uint64_t> refused_{0};
   std::unique_ptr<http::HttpListener> listener_;
 };
 
