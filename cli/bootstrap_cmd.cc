@@ -1,6 +1,6 @@
 // `pdkv bootstrap --host H --port P [--secret-file F]`: a standalone bootstrap server until
 // SIGTERM/SIGINT. With `--registry etcd --instance NAME` it serves NAME's routes from etcd
-// instead (read-only).
+// instead (routes read-only; DP-rank routes and read authentication as the HTTP server).
 //
 // The signals are taken by the main thread (common/stop_signals.h). Prints "pdkv bootstrap
 // listening on H:P" once bound (with --port 0 this tells a test or script the port).
@@ -80,8 +80,8 @@ void add_bootstrap_command(CLI::App& parent) {
         std::fprintf(stderr, "pdkv bootstrap: --registry etcd needs --instance\n");
         return set_exit_code(2);
       }
-      return set_exit_code(
-          kv::run_registry_http_server(options->host, options->port, *instance, *secret_file));
+      return set_exit_code(kv::run_registry_http_server(options->host, options->port, *instance,
+                                                        *secret_file, options->authenticate_reads));
     }
     set_exit_code(run(*options, *secret_file));
   });

@@ -15,6 +15,11 @@
 // Unavailable). Requests carry `Grpc-Metadata-hasleader: true` so that a member cut off
 // from its cluster refuses (and a watch on it ends) instead of serving stale data.
 //
+// Access control (etcd_access.h): with a CA every endpoint is reached over TLS (its
+// certificate verified, a client certificate shown if given); with a user, the client
+// authenticates first (/v3/auth/authenticate) and sends etcd's token with every request,
+// authenticating again, once per call, when etcd says the token is invalid (expired).
+//
 // Errors: kUnavailable (no endpoint answered before the deadline; the message names etcd,
 // the endpoints and the last error), kDataLoss (an answer that does not parse),
 // kInvalidArgument (bad endpoints list), kFailedPrecondition (etcd refused the request).
@@ -34,7 +39,12 @@
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "common/status.h"
+#include "kv/registry/etcd_access.h"
 #include "kv/registry/etcd_types.h"
+
+namespace httplib {
+class Client;
+}
 
 namespace pdkv::kv {
 
@@ -50,6 +60,10 @@ class EtcdClient {
   // `endpoints`: "host:port,host:port" (IPv6 as "[addr]:port"); at least one.
   static Result<std::shared_ptr<EtcdClient>> create(
       const std::string& endpoints,
+      std::chrono::milliseconds request_timeout = std::chrono::milliseconds(2000));
+  // The same, reaching etcd with `access` (an "https://" endpoint needs access.ca_file).
+  static Result<std::shared_ptr<EtcdClient>> create(
+      const std::string& endpoints, EtcdAccess access,
       std::chrono::milliseconds request_timeout = std::chrono::milliseconds(2000));
 
   // A new lease of `ttl_s` seconds; its id.
@@ -90,11 +104,23 @@ class EtcdClient {
     std::string host;
     int port = 0;
   };
-  EtcdClient(std::vector<Endpoint> endpoints, std::chrono::milliseconds request_timeout);
-  // POSTs `body` to `path`, failing over between endpoints until the deadline.
-  Result<std::string> call(const std::string& path, const std::string& body, TimePoint deadline);
+  EtcdClient(std::vector<Endpoint> endpoints, EtcdAccess access,
+             std::chrono::milliseconds request_timeout);
+  // POSTs `body` to `path`, failing over between endpoints until the deadline. With a
+  // user and `with_token`, carries the token (fetched first if there is none).
+  Result<std::string> call(const std::string& path, const std::string& body, TimePoint deadline,
+                           bool with_token = true);
+  // A client for one request to `ep`: plain, or TLS with the access's files.
+  std::unique_ptr<httplib::Client> connect(const Endpoint& ep) const;
+  // Fetches a new token for the user.
+  Status authenticate(TimePoint deadline) PDKV_EXCLUDES(token_mu_);
+  // The current token ("" without a user or before the first authentication).
+  std::string token() const PDKV_EXCLUDES(token_mu_);
 
   const std::vector<Endpoint> endpoints_;
+  const EtcdAccess access_;
+  mutable Mutex token_mu_;
+  std::string token_ PDKV_GUARDED_BY(token_mu_);
   const std::chrono::milliseconds request_timeout_;
   const std::string description_;
   std::atomic<size_t> preferred_{0};  // index of the endpoint that answered last

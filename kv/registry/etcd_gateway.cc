@@ -75,4 +75,29 @@ const httplib::Headers& request_headers() {
   return headers;
 }
 
+SigpipeBlockedHere::SigpipeBlockedHere() {
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, &old_);
+  sigset_t pending;
+  sigpending(&pending);
+  was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+}
+
+SigpipeBlockedHere::~SigpipeBlockedHere() {
+  if (!was_pending_) {
+    sigset_t pending;
+    sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE) == 1) {
+      sigset_t pipe;
+      sigemptyset(&pipe);
+      sigaddset(&pipe, SIGPIPE);
+      const timespec zero{0, 0};
+      sigtimedwait(&pipe, nullptr, &zero);  // consumes the one raised by our write
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+}
+
 }  // namespace pdkv::kv::etcd_gateway

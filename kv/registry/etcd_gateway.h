@@ -5,6 +5,7 @@
 #pragma once
 
 #include <httplib.h>
+#include <signal.h>
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -31,5 +32,22 @@ Result<nlohmann::json> parse_answer(const std::string& body);
 Result<int64_t> header_revision(const nlohmann::json& j);
 // Refuse (rather than answer from a possibly stale store) on a member without a leader.
 const httplib::Headers& request_headers();
+
+// Blocks SIGPIPE in the calling thread for its lifetime, and discards one raised here
+// meanwhile. OpenSSL writes to its socket without MSG_NOSIGNAL, so a TLS request to a
+// member that closed the connection would otherwise kill the process (the plain-HTTP
+// path and the rest of pdkv use MSG_NOSIGNAL). A write's SIGPIPE goes to the thread
+// that wrote, so the rest of the process is untouched.
+class SigpipeBlockedHere {
+ public:
+  SigpipeBlockedHere();
+  ~SigpipeBlockedHere();
+  SigpipeBlockedHere(const SigpipeBlockedHere&) = delete;
+  SigpipeBlockedHere& operator=(const SigpipeBlockedHere&) = delete;
+
+ private:
+  sigset_t old_{};
+  bool was_pending_ = false;  // raised before: left for its owner
+};
 
 }  // namespace pdkv::kv::etcd_gateway

@@ -1,6 +1,7 @@
 #include "kv/registry/etcd_rank_publisher.h"
 
 #include <fmt/format.h>
+#include <sodium.h>
 
 #include <algorithm>
 
@@ -16,6 +17,9 @@ EtcdRankPublisher::EtcdRankPublisher(std::shared_ptr<EtcdClient> client, std::st
       prefix_(std::move(prefix)),
       lease_ttl_s_(lease_ttl_s),
       key_(std::move(key)) {
+  // A new id at every start: readers tell this run's entries from a crashed run's.
+  randombytes_buf(&stamp_.incarnation, sizeof stamp_.incarnation);
+  stamp_.started_ms = unix_now_ms();
   keeper_ = std::thread([this] { keep_alive_loop(); });
 }
 
@@ -41,14 +45,39 @@ int64_t EtcdRankPublisher::lease() const {
   return lease_;
 }
 
+namespace {
+int64_t seal_expiry_ms(int64_t lease_ttl_s) {
+  return unix_now_ms() + kSealLifetimeTtls * lease_ttl_s * 1000;
+}
+}  // namespace
+
 Status EtcdRankPublisher::ensure_lease(TimePoint deadline) {
   if (lease_ != 0) return Status();
   PDKV_ASSIGN_OR_RETURN(lease_, client_->grant_lease(lease_ttl_s_, deadline));
+  stamp_.expires_ms = seal_expiry_ms(lease_ttl_s_);
   return Status();
 }
 
 std::string EtcdRankPublisher::value_of(const std::string& key, const Entry& entry) const {
-  return seal_route_entry(key_.get(), key, lease_, bootstrap::registration_to_json(entry.reg));
+  return seal_route_entry(key_.get(), key, lease_, bootstrap::registration_to_json(entry.reg),
+                          stamp_);
+}
+
+bool EtcdRankPublisher::reseal_if_due(TimePoint deadline) {
+  if (!key_) return false;  // unsealed entries carry no expiry
+  if (!reseal_pending_ && stamp_.expires_ms - unix_now_ms() >= 2 * lease_ttl_s_ * 1000)
+    return false;
+  stamp_.expires_ms = seal_expiry_ms(lease_ttl_s_);
+  reseal_pending_ = false;
+  for (const auto& [key, entry] : entries_) {
+    Status put = put_checked(entry, deadline);
+    if (!put.ok()) {
+      // The entries not put keep their old expiry: all are sealed again next renewal.
+      PDKV_LOG_WARN_LIMITED("etcd registry: sealing {} again failed: {}", key, put.to_string());
+      reseal_pending_ = true;
+    }
+  }
+  return true;
 }
 
 Status EtcdRankPublisher::put_checked(const Entry& entry, TimePoint deadline) {
@@ -125,7 +154,9 @@ bool EtcdRankPublisher::renew_once(bool quiet) {
     if (*ttl > 0) {
       // A quarter of the period at most: a member that went silent must not delay the
       // next renewal past the lease's TTL (the read-back is tried again next renewal).
-      reassert(std::min(deadline, now() + period / 4));
+      const TimePoint bounded = std::min(deadline, now() + period / 4);
+      // A re-seal puts every entry, which is also this renewal's re-assert.
+      if (!reseal_if_due(bounded)) reassert(bounded);
       return true;
     }
     PDKV_LOG_WARN(

@@ -21,6 +21,12 @@
 // owner's leased one again, which vanishes with the owner. Without a secret entries are
 // re-asserted the same way, but readers cannot tell a rewrite from the owner's entry.
 //
+// Sealed entries also carry this publisher's incarnation (a random id and its start
+// time) and an expiry kSealLifetimeTtls TTLs ahead (etcd_route_seal.h). The renewal that
+// finds less than two TTLs left seals every entry again with a fresh expiry and puts it,
+// so readers refuse a dead owner's entry soon after its last re-seal, even if someone
+// keeps its lease alive.
+//
 // Threads: owns the keep-alive thread (waits on etcd, bounded by the TTL); publish() and
 // withdraw() may be called from any thread and block on etcd until their deadline.
 #pragma once
@@ -36,6 +42,7 @@
 #include "common/cluster_key.h"
 #include "common/mutex.h"
 #include "kv/registry/etcd_client.h"
+#include "kv/registry/etcd_route_seal.h"
 
 namespace pdkv::kv {
 
@@ -71,6 +78,9 @@ class EtcdRankPublisher {
   std::string value_of(const std::string& key, const Entry& entry) const PDKV_REQUIRES(mu_);
   // Reads every published key back and puts again what is missing or differs.
   void reassert(TimePoint deadline) PDKV_REQUIRES(mu_);
+  // Seals every entry again with a fresh expiry and puts it, when less than two TTLs are
+  // left or the last re-seal failed; false when none was due (or entries are unsealed).
+  bool reseal_if_due(TimePoint deadline) PDKV_REQUIRES(mu_);
   void keep_alive_loop();
   // One renewal (or re-registration after a lost lease); false if etcd did not answer.
   bool renew_once(bool quiet) PDKV_EXCLUDES(mu_);
@@ -84,6 +94,8 @@ class EtcdRankPublisher {
   // at most: the manager's start/refresh/shutdown and the keep-alive).
   mutable Mutex mu_;
   int64_t lease_ PDKV_GUARDED_BY(mu_) = 0;
+  SealStamp stamp_ PDKV_GUARDED_BY(mu_);  // expires_ms 0 until the first lease
+  bool reseal_pending_ PDKV_GUARDED_BY(mu_) = false;
   std::map<std::string, Entry> entries_ PDKV_GUARDED_BY(mu_);  // by etcd key
 
   Mutex stop_mu_;

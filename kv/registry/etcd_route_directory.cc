@@ -6,7 +6,8 @@ namespace pdkv::kv {
 
 Result<std::shared_ptr<EtcdRouteDirectory>> EtcdRouteDirectory::create(
     const RegistryOptions& options, std::shared_ptr<const ClusterKey> key) {
-  PDKV_ASSIGN_OR_RETURN(auto client, EtcdClient::create(options.etcd_endpoints));
+  PDKV_ASSIGN_OR_RETURN(EtcdAccess access, etcd_access_from(options));
+  PDKV_ASSIGN_OR_RETURN(auto client, EtcdClient::create(options.etcd_endpoints, std::move(access)));
   return std::shared_ptr<EtcdRouteDirectory>(
       new EtcdRouteDirectory(std::move(client), options, std::move(key)));
 }

@@ -34,7 +34,10 @@ void EtcdRouteWatcher::probe_loop() {
       changed_.wait_for(mu_, kWatchProbeInterval, [this] { return stopping_.load(); });
       if (stopping_) return;
     }
-    if (key_) check_contested();
+    if (key_) {
+      check_contested();
+      drop_expired();
+    }
     int endpoint = -1;
     EtcdClient::WatchStream* probed = nullptr;
     {
@@ -81,6 +84,31 @@ void EtcdRouteWatcher::check_contested() {
   listeners_.notify(changes);
 }
 
+void EtcdRouteWatcher::drop_expired() {
+  std::vector<RouteChange> changes;
+  {
+    MutexLock lock(mu_);
+    if (!synced_) return;  // re-read (and checked) once etcd answers again
+    const int64_t now_ms = unix_now_ms();
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->second.stamp.expires_ms + kSealClockSkew.count() >= now_ms) {
+        ++it;
+        continue;
+      }
+      changes.push_back(change_of(
+          it->first, &it->second, nullptr,
+          fmt::format("its entry at {} in {} was not sealed again by its owner before its "
+                      "expiry (the rank is gone; its lease may be kept alive by another client)",
+                      it->first, client_->description())));
+      if (rejected_.size() < kMaxEtcdRouteEntries)
+        rejected_[it->first] = "the entry's sealed expiry passed";
+      it = entries_.erase(it);
+      changed_.notify_all();
+    }
+  }
+  listeners_.notify(changes);
+}
+
 std::unique_ptr<RouteSubscription> EtcdRouteWatcher::subscribe(RouteListener listener) {
   return listeners_.add(std::move(listener));
 }
@@ -115,9 +143,32 @@ EtcdRouteWatcher::Applied EtcdRouteWatcher::apply(const EtcdKeyValue& kv, bool d
   }
   std::optional<EtcdRankKey> key = parse_etcd_rank_key(prefix_, kv.key);
   if (!key) return Applied::kIgnored;
-  Result<bootstrap::PrefillRegistration> reg = open_route_entry(key_.get(), kv);
+  Result<OpenedRouteEntry> opened = open_sealed_route_entry(key_.get(), kv, unix_now_ms());
+  SealStamp stamp;
+  Result<bootstrap::PrefillRegistration> reg = opened.status();
+  if (opened.ok()) {
+    stamp = opened->stamp;
+    reg = std::move(opened->reg);
+  }
   if (reg.ok() && reg->engine_rank != key->engine_rank)
     reg = invalid_argument("engine_rank differs from the key's");
+  if (reg.ok() && key_) {
+    // A run older than one already seen here is a crashed run's entry put back (its
+    // lease kept alive by someone): never followed.
+    auto newest = newest_run_.find(kv.key);
+    if (newest != newest_run_.end() && (stamp.started_ms < newest->second.started_ms ||
+                                        (stamp.started_ms == newest->second.started_ms &&
+                                         stamp.incarnation != newest->second.incarnation))) {
+      reg = unauthenticated(fmt::format(
+          "the entry is from an earlier run of its owner (incarnation {:016x}) than one "
+          "already seen (incarnation {:016x}): a dead rank's entry put back",
+          stamp.incarnation, newest->second.incarnation));
+    } else if (newest != newest_run_.end()) {
+      newest->second = stamp;
+    } else if (newest_run_.size() < kMaxEtcdRouteEntries) {
+      newest_run_[kv.key] = stamp;
+    }
+  }
   if (!reg.ok()) {
     // Whoever can write to etcd can write here: every line is rate-limited.
     if (key_) {
@@ -145,7 +196,7 @@ EtcdRouteWatcher::Applied EtcdRouteWatcher::apply(const EtcdKeyValue& kv, bool d
                           kMaxEtcdRouteEntries, prefix_, kv.key);
     return Applied::kIgnored;
   }
-  Entry after{std::move(key->instance), key->engine_rank, std::move(*reg), kv.lease, false};
+  Entry after{std::move(key->instance), key->engine_rank, std::move(*reg), kv.lease, false, stamp};
   RouteChange c =
       change_of(kv.key, before == entries_.end() ? nullptr : &before->second, &after, "");
   if (c.old_endpoint != c.new_endpoint) changes.push_back(std::move(c));

@@ -28,6 +28,11 @@
 // owner be gone (its lease, which the rewrite detached the key from, ends), the probe
 // thread sees that lease end and the entry vanishes as it would have with its key.
 //
+// Sealed entries also carry their owner's run and an expiry (etcd_route_seal.h): the
+// mirror remembers the newest run seen per key and refuses an entry of an older one (a
+// crashed run's entry put back under its kept-alive lease), and the probe thread drops
+// an entry whose sealed expiry passed (its owner stopped re-sealing: the rank is gone).
+//
 // Threads: owns one watch thread and one probe thread (both block on etcd); every other
 // method may be called from any thread.
 #pragma once
@@ -46,6 +51,7 @@
 #include "common/interrupt.h"
 #include "common/mutex.h"
 #include "kv/registry/etcd_client.h"
+#include "kv/registry/etcd_route_seal.h"
 #include "kv/route/route_directory.h"
 #include "kv/route/route_listeners.h"
 
@@ -102,6 +108,7 @@ class EtcdRouteWatcher {
     // Its key now holds an entry that does not verify: kept until the owner puts its
     // entry back or the owner's lease ends (checked by the probe thread).
     bool contested = false;
+    SealStamp stamp;  // with a secret: the owner's run and the entry's expiry
   };
   enum class Applied {
     kTaken,     // the mirror follows the event
@@ -114,6 +121,8 @@ class EtcdRouteWatcher {
       PDKV_REQUIRES(mu_);
   // Drops contested entries whose owner's lease has ended (probe thread).
   void check_contested() PDKV_EXCLUDES(mu_);
+  // Drops entries whose sealed expiry passed (probe thread).
+  void drop_expired() PDKV_EXCLUDES(mu_);
   // Replaces the mirror with a fresh read, adding the differences to `changes`.
   void reload(const std::vector<EtcdKeyValue>& kvs, std::vector<RouteChange>& changes)
       PDKV_REQUIRES(mu_);
@@ -137,6 +146,10 @@ class EtcdRouteWatcher {
   // Keys whose entry did not verify (with a secret), with the reason: at most
   // kMaxEtcdRouteEntries, for failure messages only.
   std::map<std::string, std::string> rejected_ PDKV_GUARDED_BY(mu_);
+  // The newest owner run seen per key (with a secret), kept across deletes and re-reads
+  // so an older run's entry is refused for as long as this process lives: at most
+  // kMaxEtcdRouteEntries keys.
+  std::map<std::string, SealStamp> newest_run_ PDKV_GUARDED_BY(mu_);
   std::unique_ptr<EtcdClient::WatchStream> stream_ PDKV_GUARDED_BY(mu_);
   RouteListeners listeners_;  // called by the watch (or probe) thread, without mu_
 

@@ -50,7 +50,8 @@ Status EtcdClient::WatchStream::run(const std::function<void()>& on_created,
   for (size_t i = 0; i < n && !cancelled_; ++i) {
     const size_t index = (client_.preferred_.load() + i) % n;
     const Endpoint& ep = client_.endpoints_[index];
-    httplib::Client cli(ep.host, ep.port);
+    std::unique_ptr<httplib::Client> connection = client_.connect(ep);
+    httplib::Client& cli = *connection;
     cli.set_connection_timeout(client_.request_timeout_);
     // A quiet watch sends nothing for as long as nothing changes: no read timeout beyond
     // a day; a member's death closes the connection, a lost leader ends the stream.
@@ -75,6 +76,8 @@ Status EtcdClient::WatchStream::run(const std::function<void()>& on_created,
     req.method = "POST";
     req.path = "/v3/watch";
     req.headers = request_headers();
+    // The token the last call fetched: a watch follows a range read, which fetched one.
+    if (!client_.access_.user.empty()) req.set_header("Authorization", client_.token());
     req.body = body;
     req.set_header("Content-Type", "application/json");
     req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
@@ -139,6 +142,8 @@ Status EtcdClient::WatchStream::run(const std::function<void()>& on_created,
     httplib::Response res;
     httplib::Error error = httplib::Error::Success;
     try {
+      // For the stream's life (its events' callbacks included): TLS writes raise SIGPIPE.
+      SigpipeBlockedHere no_sigpipe;
       cli.send(req, res, error);
     } catch (const std::exception& e) {
       stream_error = unavailable(e.what());

@@ -2,8 +2,8 @@
 
 #include "common/config.h"
 #include "kv/registry/etcd_route_directory.h"
-#include "kv/route/bootstrap_route_directory.h"
 #include "kv/registry/registry_settings.h"
+#include "kv/route/bootstrap_route_directory.h"
 
 namespace pdkv::kv {
 
@@ -13,6 +13,11 @@ Result<RegistryOptions> RegistryOptions::from(const config::Settings& settings) 
   PDKV_ASSIGN_OR_RETURN(o.etcd_endpoints, config::read<kEtcdEndpoints>(settings));
   PDKV_ASSIGN_OR_RETURN(o.etcd_prefix, config::read<kEtcdPrefix>(settings));
   PDKV_ASSIGN_OR_RETURN(o.etcd_lease_ttl_s, config::read<kEtcdLeaseTtlS>(settings));
+  PDKV_ASSIGN_OR_RETURN(o.etcd_ca_file, config::read<kEtcdCaFile>(settings));
+  PDKV_ASSIGN_OR_RETURN(o.etcd_cert_file, config::read<kEtcdCertFile>(settings));
+  PDKV_ASSIGN_OR_RETURN(o.etcd_key_file, config::read<kEtcdKeyFile>(settings));
+  PDKV_ASSIGN_OR_RETURN(o.etcd_user, config::read<kEtcdUser>(settings));
+  PDKV_ASSIGN_OR_RETURN(o.etcd_password_file, config::read<kEtcdPasswordFile>(settings));
   o.kind = kind == "etcd" ? RegistryKind::kEtcd : RegistryKind::kHttp;
   if (o.etcd_prefix.empty() || o.etcd_prefix.front() != '/' || o.etcd_prefix.back() == '/' ||
       o.etcd_prefix.size() > 256) {

@@ -21,8 +21,16 @@ struct RegistryOptions {
   std::string etcd_endpoints = "127.0.0.1:2379";  // host:port,...
   std::string etcd_prefix = "/pdkv";              // starts with '/', no trailing '/'
   int64_t etcd_lease_ttl_s = 10;
+  // etcd's own access control (etcd_access.h): TLS files, and a user with its password
+  // in a file. Empty: none.
+  std::string etcd_ca_file;
+  std::string etcd_cert_file;
+  std::string etcd_key_file;
+  std::string etcd_user;
+  std::string etcd_password_file;
 
-  // PDKV_REGISTRY, PDKV_ETCD_ENDPOINTS, PDKV_ETCD_PREFIX, PDKV_ETCD_LEASE_TTL_S: each from
+  // PDKV_REGISTRY, PDKV_ETCD_ENDPOINTS, PDKV_ETCD_PREFIX, PDKV_ETCD_LEASE_TTL_S and the
+  // access settings (PDKV_ETCD_CA_FILE, _CERT_FILE, _KEY_FILE, _USER, _PASSWORD_FILE): each from
   // `settings` if set there (pdkv.Config), else the environment, else the default.
   static Result<RegistryOptions> from(const config::Settings& settings);
   static Result<RegistryOptions> from_env() { return from(config::Settings()); }

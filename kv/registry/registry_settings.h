@@ -49,6 +49,48 @@ inline constexpr config::SettingSpec kEtcdLeaseTtlS =
             "someone else rewrote or deleted, so a rewritten route is restored within a third of "
             "the TTL (docs/SECURITY.md)");
 
+// etcd's own access control, as etcd is run in production: client TLS (the members'
+// CA, and a client certificate where etcd asks for one) and a user whose password is
+// read from a file (docs/SECURITY.md).
+inline constexpr config::SettingSpec kEtcdCaFile =
+    config::string_setting("PDKV_ETCD_CA_FILE", "")
+        .shown_default("none (plain HTTP)")
+        .shown_range("path of a PEM file")
+        .described(
+            "the CA that signed the etcd members' certificates: set, every endpoint is reached "
+            "over TLS and its certificate must verify against it (and name the endpoint's host)");
+
+inline constexpr config::SettingSpec kEtcdCertFile =
+    config::string_setting("PDKV_ETCD_CERT_FILE", "")
+        .shown_default("none")
+        .shown_range("path of a PEM file")
+        .described(
+            "client certificate shown to etcd (`--client-cert-auth`); needs `PDKV_ETCD_KEY_FILE`"
+            " and `PDKV_ETCD_CA_FILE`");
+
+inline constexpr config::SettingSpec kEtcdKeyFile =
+    config::string_setting("PDKV_ETCD_KEY_FILE", "")
+        .shown_default("none")
+        .shown_range("path of a PEM file")
+        .described("private key of `PDKV_ETCD_CERT_FILE`");
+
+inline constexpr config::SettingSpec kEtcdUser =
+    config::string_setting("PDKV_ETCD_USER", "")
+        .shown_default("none (no etcd authentication)")
+        .shown_range("an etcd user name, at most 256 bytes")
+        .described(
+            "etcd user pdkv authenticates as (etcd `auth enable`); needs "
+            "`PDKV_ETCD_PASSWORD_FILE`. The token etcd hands out is sent with every request and "
+            "fetched again when etcd says it expired");
+
+inline constexpr config::SettingSpec kEtcdPasswordFile =
+    config::string_setting("PDKV_ETCD_PASSWORD_FILE", "")
+        .shown_default("none")
+        .shown_range("path of a regular file, mode 600, at most 4096 bytes")
+        .described(
+            "the password of `PDKV_ETCD_USER`: the file's bytes without a trailing line end "
+            "(never an environment variable, which other processes of the user may read)");
+
 inline constexpr config::SettingSpec kEtcdBin =
     config::string_setting("PDKV_ETCD_BIN", "/usr/bin/etcd")
         .process_wide()

@@ -161,6 +161,11 @@ class Config:
     etcd_endpoints: Optional[str]  # PDKV_ETCD_ENDPOINTS, default '127.0.0.1:2379'
     etcd_prefix: Optional[str]  # PDKV_ETCD_PREFIX, default '/pdkv'
     etcd_lease_ttl_s: Optional[int]  # PDKV_ETCD_LEASE_TTL_S, default 10
+    etcd_ca_file: Optional[str]  # PDKV_ETCD_CA_FILE, default ''
+    etcd_cert_file: Optional[str]  # PDKV_ETCD_CERT_FILE, default ''
+    etcd_key_file: Optional[str]  # PDKV_ETCD_KEY_FILE, default ''
+    etcd_user: Optional[str]  # PDKV_ETCD_USER, default ''
+    etcd_password_file: Optional[str]  # PDKV_ETCD_PASSWORD_FILE, default ''
     # END settings fields
     def __init__(self, **fields: object) -> None: ...
     def replace(self, **fields: object) -> "Config": ...

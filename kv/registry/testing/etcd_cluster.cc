@@ -42,9 +42,11 @@ std::string EtcdCluster::binary() {
   return ::access(bin.c_str(), X_OK) == 0 ? bin : "";
 }
 
-Result<std::unique_ptr<EtcdCluster>> EtcdCluster::start(int members) {
+Result<std::unique_ptr<EtcdCluster>> EtcdCluster::start(int members,
+                                                        std::vector<std::string> extra_args) {
   if (binary().empty()) return failed_precondition("no etcd binary (/usr/bin/etcd)");
   std::unique_ptr<EtcdCluster> c(new EtcdCluster());
+  c->extra_args_ = std::move(extra_args);
   char tmpl[] = "/tmp/pdkv-etcd-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) return internal_error("mkdtemp failed");
   c->dir_ = tmpl;
@@ -92,6 +94,7 @@ Status EtcdCluster::launch(int i, bool initial) {
                                    "100",
                                    "--election-timeout",
                                    "1000"};
+  args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   pid_t pid = ::fork();
   if (pid < 0) return internal_error("fork failed");
   if (pid == 0) {

@@ -20,7 +20,9 @@ class EtcdCluster {
   static std::string binary();
   // Starts `members` members and waits until the cluster answers (kUnavailable if not
   // within 20 s).
-  static Result<std::unique_ptr<EtcdCluster>> start(int members);
+  // `extra_args` go to every member (e.g. "--auth-token=simple", TLS flags).
+  static Result<std::unique_ptr<EtcdCluster>> start(int members,
+                                                    std::vector<std::string> extra_args = {});
   ~EtcdCluster();
   EtcdCluster(const EtcdCluster&) = delete;
   EtcdCluster& operator=(const EtcdCluster&) = delete;
@@ -50,6 +52,7 @@ class EtcdCluster {
 
   std::string dir_;
   std::string initial_cluster_;
+  std::vector<std::string> extra_args_;
   std::vector<Member> members_;
 };
 
