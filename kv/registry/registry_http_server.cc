@@ -176,7 +176,7 @@ void RegistryHttpServer::install_routes(http::HttpRouter& h) {
               fmt::format("dp_rank {} outside the instance's dp_size {}", entry->dp_rank, dp_size));
       }
     }
-    room_dp_ranks_.put(*entry);
+    room_dp_ranks_.put(*entry, req.remote_addr);
     res.set_content("OK", "text/plain");
   });
   h.on(HttpMethod::kPost, "/query_dp_ranks", [this](const HttpRequest& req, HttpResponse& res) {

@@ -85,8 +85,11 @@ class RegistryHttpServer {
   EtcdRouteWatcher& watcher_;
   const std::string instance_;
   const RegistryHttpOptions options_;
-  // As the bootstrap server's: a room's placement matters for seconds; bounded memory.
-  bootstrap::RoomDpRanks room_dp_ranks_{std::chrono::minutes(10), size_t{1} << 18};
+  // As the bootstrap server's: a room's placement matters for seconds; bounded memory;
+  // one client address holds at most an eighth of the table, so a flooder replaces only
+  // its own placements (bootstrap/room_dp_ranks.h).
+  bootstrap::RoomDpRanks room_dp_ranks_{std::chrono::minutes(10), size_t{1} << 18,
+                                        (size_t{1} << 18) / 8};
   // Drawn per process start, as the bootstrap server's (request_auth.h).
   const bootstrap::ServerId id_ = bootstrap::random_server_id();
   bootstrap::RequestVerifier verifier_{id_};
