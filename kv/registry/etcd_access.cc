@@ -8,8 +8,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "kv/registry/registry_options.h"
-
 namespace pdkv::kv {
 namespace {
 
@@ -56,12 +54,12 @@ Result<std::string> read_password_file(const std::string& path) {
 
 }  // namespace
 
-Result<EtcdAccess> etcd_access_from(const RegistryOptions& o) {
+Result<EtcdAccess> etcd_access_from(const EtcdAccessSettings& o) {
   EtcdAccess access;
-  access.ca_file = o.etcd_ca_file;
-  access.cert_file = o.etcd_cert_file;
-  access.key_file = o.etcd_key_file;
-  access.user = o.etcd_user;
+  access.ca_file = o.ca_file;
+  access.cert_file = o.cert_file;
+  access.key_file = o.key_file;
+  access.user = o.user;
   if (access.cert_file.empty() != access.key_file.empty())
     return invalid_argument(
         "PDKV_ETCD_CERT_FILE and PDKV_ETCD_KEY_FILE: a client certificate needs its key");
@@ -69,12 +67,12 @@ Result<EtcdAccess> etcd_access_from(const RegistryOptions& o) {
     return invalid_argument(
         "PDKV_ETCD_CERT_FILE: a client certificate is shown over TLS only; set "
         "PDKV_ETCD_CA_FILE to the members' CA");
-  if (access.user.empty() != o.etcd_password_file.empty())
+  if (access.user.empty() != o.password_file.empty())
     return invalid_argument(
         "PDKV_ETCD_USER and PDKV_ETCD_PASSWORD_FILE: a user needs its password file");
   if (access.user.size() > 256) return invalid_argument("PDKV_ETCD_USER: at most 256 bytes");
-  if (!o.etcd_password_file.empty()) {
-    PDKV_ASSIGN_OR_RETURN(access.password, read_password_file(o.etcd_password_file));
+  if (!o.password_file.empty()) {
+    PDKV_ASSIGN_OR_RETURN(access.password, read_password_file(o.password_file));
   }
   return access;
 }

@@ -12,8 +12,6 @@
 
 namespace pdkv::kv {
 
-struct RegistryOptions;
-
 inline constexpr size_t kMaxEtcdPasswordBytes = 4096;
 
 struct EtcdAccess {
@@ -26,11 +24,17 @@ struct EtcdAccess {
   bool tls() const { return !ca_file.empty(); }
 };
 
-// The access `options` asks for, the password read from its file: a regular file, not
+// The access settings as given (PDKV_ETCD_CA_FILE, _CERT_FILE, _KEY_FILE, _USER,
+// _PASSWORD_FILE; registry_options.h reads them).
+struct EtcdAccessSettings {
+  std::string ca_file, cert_file, key_file, user, password_file;
+};
+
+// The access `settings` ask for, the password read from its file: a regular file, not
 // accessible by group or others, at most kMaxEtcdPasswordBytes, without its trailing line
 // end. kInvalidArgument naming the setting for an incomplete combination (a certificate
 // without its key or without a CA, a user without a password file or the reverse) or a
 // file that cannot be used.
-Result<EtcdAccess> etcd_access_from(const RegistryOptions& options);
+Result<EtcdAccess> etcd_access_from(const EtcdAccessSettings& settings);
 
 }  // namespace pdkv::kv

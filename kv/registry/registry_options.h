@@ -10,6 +10,7 @@
 #include "common/cluster_key.h"
 #include "common/config.h"
 #include "common/status.h"
+#include "kv/registry/etcd_access.h"
 #include "kv/route/route_directory.h"
 
 namespace pdkv::kv {
@@ -35,6 +36,12 @@ struct RegistryOptions {
   static Result<RegistryOptions> from(const config::Settings& settings);
   static Result<RegistryOptions> from_env() { return from(config::Settings()); }
 };
+
+// The etcd access these options ask for (etcd_access.h), its password read.
+inline Result<EtcdAccess> etcd_access_from(const RegistryOptions& o) {
+  return etcd_access_from(EtcdAccessSettings{o.etcd_ca_file, o.etcd_cert_file, o.etcd_key_file,
+                                             o.etcd_user, o.etcd_password_file});
+}
 
 // The RouteDirectory the options select: the HTTP bootstrap client, or etcd
 // (kv/registry/etcd_route_directory.h). kInvalidArgument for bad endpoints or prefix.
