@@ -88,3 +88,24 @@ def test_mamba_state_is_not_loaded_across_tp_sizes():
     assert decode.get_num_new_matched_tokens(Request("r", list(range(9)), params), 0) == (0, False)
     params["pdkv_tp_size"] = 2
     assert decode.get_num_new_matched_tokens(Request("r", list(range(9)), params), 0) == (8, True)
+
+
+def test_a_proposed_room_in_use_gets_a_fresh_one():
+    # A client reaching a prefill directly can name any room, also one a live request
+    # holds: the scheduler must neither raise (that would end vLLM's engine core) nor
+    # take the room from its holder.
+    from pdkv.integrations.vllm.scheduler import SchedulerSide
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm.v1.request import Request
+    prefill = SchedulerSide(4, "127.0.0.1:1", "p", False, True, False)
+    first = Request("a", list(range(8)), {"do_remote_decode": True, "pdkv_room": 77})
+    prefill.update_state_after_alloc(first, KVCacheBlocks(([1, 2],)), 0)
+    second = Request("b", list(range(8)), {"do_remote_decode": True, "pdkv_room": 77})
+    prefill.update_state_after_alloc(second, KVCacheBlocks(([3, 4],)), 0)
+    rooms = {c.req_id: c.room for c in prefill.build_connector_meta(_empty_output()).sends}
+    assert rooms["a"] == 77 and rooms["b"] not in (77, None)
+
+
+def _empty_output():
+    from vllm_objects import scheduler_output
+    return scheduler_output()

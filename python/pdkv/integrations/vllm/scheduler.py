@@ -126,7 +126,7 @@ class SchedulerSide:
             if state is not None:
                 self._resume(state, primary, per_group)
                 return
-            room = self._rooms.assign(request.request_id, params.get(P.ROOM))
+            room = self._assign_room(request.request_id, params.get(P.ROOM))
             state = _Sending(request, room, primary,
                              _cdiv(request.num_prompt_tokens, self._block_size), per_group)
             self._sending[request.request_id] = state
@@ -245,6 +245,16 @@ class SchedulerSide:
             state.room = self._fresh_room(req_id, state.restarts)
             self._meta.sends.append(SendChunk(req_id, state.room, [], state.num_blocks_total,
                                               open=True))
+
+    def _assign_room(self, req_id: str, proposed) -> int:
+        """The room a client proposed, or a fresh one when another live request holds it
+        (a client can name any room: it must not fail the scheduler). The decode learns
+        the room from request_finished's parameters, so a replaced one is still found."""
+        try:
+            return self._rooms.assign(req_id, proposed)
+        except ValueError as e:
+            log.warning("pdkv: request %s: %s; a fresh room is used", req_id, e)
+            return self._rooms.assign(req_id)
 
     def _fresh_room(self, req_id: str, restarts: int) -> int:
         """A room no earlier attempt of this request used (the failed ones are
