@@ -59,6 +59,18 @@ Result<RoomDpRank> parse_room_dp_rank(std::string_view body, std::string* bad_fi
   return RoomDpRank{*room, r.get<int64_t>()};
 }
 
+std::string room_query_answer(const std::vector<RoomDpRank>& found) {
+  json out = json::object();
+  for (const RoomDpRank& e : found) out[std::to_string(e.room)] = e.dp_rank;
+  return out.dump();
+}
+
+std::optional<std::string> dp_rank_outside(int64_t dp_rank, int64_t dp_size) {
+  if (dp_rank < dp_size) return std::nullopt;
+  return "dp_rank " + std::to_string(dp_rank) + " outside the instance's dp_size " +
+         std::to_string(dp_size);
+}
+
 Result<std::vector<uint64_t>> parse_room_query(std::string_view body, std::string* bad_field) {
   PDKV_ASSIGN_OR_RETURN(json j, parse_body(body, bad_field));
   if (!j.contains("bootstrap_rooms") || !j["bootstrap_rooms"].is_array()) {

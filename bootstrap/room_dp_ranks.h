@@ -51,6 +51,14 @@ Result<RoomDpRank> parse_room_dp_rank(std::string_view body, std::string* bad_fi
 // kInvalidArgument naming the field for anything but {"bootstrap_rooms": [non-negative
 // integers], at most kMaxRoomsPerQuery}. Rooms may also be decimal strings, as JSON
 // clients that cannot write 64-bit integers send them.
+// The body answering a room query: {"<room>": dp_rank, ...} for the rooms found (a room
+// as a decimal string key, as sglang's decode reads it).
+std::string room_query_answer(const std::vector<RoomDpRank>& found);
+
+// Why `dp_rank` names no DP group of an instance with `dp_size` of them (a placement there
+// would send the decode to a group that does not exist); nullopt when it is inside.
+std::optional<std::string> dp_rank_outside(int64_t dp_rank, int64_t dp_size);
+
 Result<std::vector<uint64_t>> parse_room_query(std::string_view body,
                                                std::string* bad_field = nullptr);
 

@@ -187,10 +187,9 @@ void BootstrapServer::install_routes(HttpRouter& h) {
     if (!entry.ok()) return;
     // Checked against the instance when one registered: a rank outside it would send the
     // decode to a group that does not exist.
-    if (auto layout = table_.layout(); layout && entry->dp_rank >= layout->dp_size) {
-      return reply_error(res, 400, "dp_rank",
-                         fmt::format("dp_rank {} outside the instance's dp_size {}", entry->dp_rank,
-                                     layout->dp_size));
+    if (auto layout = table_.layout(); layout) {
+      if (auto why = dp_rank_outside(entry->dp_rank, layout->dp_size))
+        return reply_error(res, 400, "dp_rank", *why);
     }
     // Charged to the client's address: a flooder's rooms push out its own only.
     room_dp_ranks_->put(*entry, req.remote_addr);
@@ -200,10 +199,7 @@ void BootstrapServer::install_routes(HttpRouter& h) {
     if (!admitted(kQueryDpRanks, Access::kRead, req, res)) return;
     auto rooms = parsed_body(req, res, parse_room_query);
     if (!rooms.ok()) return;
-    json out = json::object();
-    for (const RoomDpRank& e : room_dp_ranks_->find(*rooms))
-      out[std::to_string(e.room)] = e.dp_rank;
-    res.set_content(out.dump(), "application/json");
+    res.set_content(room_query_answer(room_dp_ranks_->find(*rooms)), "application/json");
   });
   // Other methods on /route get the router's 405.
   h.on(HttpMethod::kGet, "/health", [this](const HttpRequest&, HttpResponse& res) {

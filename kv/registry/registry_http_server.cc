@@ -170,10 +170,8 @@ void RegistryHttpServer::install_routes(http::HttpRouter& h) {
       auto ranks = snapshot->find(instance_);
       if (ranks != snapshot->end() && !ranks->second.empty()) {
         const int64_t dp_size = ranks->second.begin()->second.layout.dp_size;
-        if (entry->dp_rank >= dp_size)
-          return reply_error(
-              res, 400, "dp_rank",
-              fmt::format("dp_rank {} outside the instance's dp_size {}", entry->dp_rank, dp_size));
+        if (auto why = bootstrap::dp_rank_outside(entry->dp_rank, dp_size))
+          return reply_error(res, 400, "dp_rank", *why);
       }
     }
     room_dp_ranks_.put(*entry, req.remote_addr);
@@ -183,10 +181,7 @@ void RegistryHttpServer::install_routes(http::HttpRouter& h) {
     if (!admitted(kQueryDpRanks, false, req, res)) return;
     auto rooms = parsed_body(req, res, bootstrap::parse_room_query);
     if (!rooms.ok()) return;
-    json out = json::object();
-    for (const bootstrap::RoomDpRank& e : room_dp_ranks_.find(*rooms))
-      out[std::to_string(e.room)] = e.dp_rank;
-    res.set_content(out.dump(), "application/json");
+    res.set_content(bootstrap::room_query_answer(room_dp_ranks_.find(*rooms)), "application/json");
   });
   h.on(HttpMethod::kGet, "/metrics", [this](const HttpRequest&, HttpResponse& res) {
     requests_[kMetrics].fetch_add(1, std::memory_order_relaxed);
