@@ -61,11 +61,17 @@ class Buffer:
     stride: int
 
 
+def _block_elements(t) -> int:
+    """Elements of one block of a tensor whose dim 0 is the block index."""
+    n = 1
+    for size in t.shape[1:]:
+        n *= size
+    return n
+
+
 def _buffer(t, what: str) -> Buffer:
     """A tensor whose dim 0 is the block index, each block contiguous."""
-    block_elems = 1
-    for size in t.shape[1:]:
-        block_elems *= size
+    block_elems = _block_elements(t)
     es = t.element_size()
     if t.stride(0) < block_elems:
         raise ValueError(f"{what}: blocks overlap (stride {t.stride(0)} elements, block of "
@@ -137,13 +143,6 @@ def attention_layer(t, name: str, topo: RankTopology) -> AttentionLayer:
     raise ValueError(f"{name}: unsupported KV cache shape {tuple(t.shape)}")
 
 
-def _block_bytes(t) -> int:
-    n = 1
-    for size in t.shape[1:]:
-        n *= size
-    return n * t.element_size()
-
-
 def _block_contiguous(t) -> bool:
     """One block of `t` is dense and row-major (read from shape and strides, so a
     tensor-like cache such as a device array's view works too)."""
@@ -169,7 +168,8 @@ def state_page(tensors, name: str) -> Buffer:
     page, count = strides.pop(), blocks.pop()
     base = min(t.data_ptr() for t in tensors)
     for t in tensors:
-        if not _block_contiguous(t) or t.data_ptr() - base + _block_bytes(t) > page:
+        end = t.data_ptr() - base + _block_elements(t) * t.element_size()
+        if not _block_contiguous(t) or end > page:
             raise ValueError(f"{name}: state tensor of shape {tuple(t.shape)} is not "
                              f"inside its {page}-byte block page")
     return Buffer(base, count * page, page, page)
