@@ -30,7 +30,8 @@ def rank_name(key) -> str:
 
 
 class Cluster:
-    def __init__(self, pdkv, base_cfg: dict, prefill_tp: int, decode_tp: int, log):
+    def __init__(self, pdkv, base_cfg: dict, prefill_tp: int, decode_tp: int, log,
+                 rank_main=ranks.rank_main):
         self.log, self.healthy = log, True
         self.server = LoopbackBootstrap(pdkv)
         self.addr = self.server.addr
@@ -41,7 +42,7 @@ class Cluster:
                 cfg = dict(base_cfg, role=role, rank=r, tp=tp, addr=self.addr)
                 q = SPAWN.Queue()
                 self.cmds[(role, r)] = q
-                self.procs[(role, r)] = SPAWN.Process(target=ranks.rank_main,
+                self.procs[(role, r)] = SPAWN.Process(target=rank_main,
                                                       args=(cfg, q, self.results), daemon=True)
         for p in self.procs.values():
             p.start()

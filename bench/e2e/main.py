@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import auth_ab  # noqa: E402
 import baselines  # noqa: E402
 import failures  # noqa: E402
+import hybrid_presets  # noqa: E402
 from pdkv.testing.hogs import Hogs  # noqa: E402
 import latency  # noqa: E402
 import plot  # noqa: E402
@@ -77,7 +78,9 @@ def parse():
     ap.add_argument("--case", choices=sorted(CASE_DEFAULTS), default="scale",
                     help="what is measured (see above): latency (P5), scale (P6), layerwise "
                     "(P7) or soak (P8); sets the defaults of the geometry options below")
-    ap.add_argument("--model", choices=sorted(PRESETS), help="KV geometry preset (presets.py)")
+    ap.add_argument("--model", choices=sorted(set(PRESETS) | set(hybrid_presets.HYBRID)),
+                    help="KV geometry preset (presets.py); with --case scale, qwen3-next, "
+                    "gpt-oss and deepseek-v32 move hybrid rooms (P12, hybrid_presets.py)")
     ap.add_argument("--tokens", type=int, help="prompt length (tokens) of each request")
     ap.add_argument("--page", type=int, help="page size (tokens)")
     ap.add_argument("--prefill-tp", type=int, help="prefill ranks (tensor parallel size)")
@@ -139,6 +142,7 @@ def parse():
                    help="latency assumed when sizing the page pool (Little's law)")
     s.add_argument("--pool-limit-gib", type=float, default=2.0, help="largest pool per rank")
     a = ap.parse_args()
+    hybrid_presets.apply_defaults(a)
     d = CASE_DEFAULTS[a.case]
     for name, v in zip(("model", "tokens", "page", "prefill_tp", "decode_tp", "concurrency",
                         "rounds"), d):
@@ -166,6 +170,9 @@ def parse():
     if a.auth_ab and (a.repeat != 1 or a.hogs or a.kill_rank or len(a.concurrency) != 1):
         ap.error("--auth-ab is one interleaved run at one concurrency, without --repeat, "
                  "--hogs or --kill-rank (bench/auth_overhead.py --runs N repeats it)")
+    why = hybrid_presets.check(a)
+    if why:
+        ap.error(why)
     if a.plot and os.path.splitext(a.plot)[1].lower() not in plot.FORMATS:
         ap.error(f"--plot: the file name must end in one of {', '.join(plot.FORMATS)}")
     if a.plot and (a.auth_ab or a.case == "soak"):
@@ -282,6 +289,9 @@ def main():
     import pdkv
     bin_dir = os.environ.get("PDKV_BIN_DIR", os.path.join(os.getcwd(), "build", "bin"))
     print(describe(a))
+    if hybrid_presets.is_hybrid(a):
+        import hybrid_main
+        return hybrid_main.run(pdkv, a, bin_dir)
     if a.auth_ab:
         return run_auth_ab(pdkv, a)
     base, runs, hog_info, interrupted, drawn = {}, [], {"hogs": 0}, None, None
