@@ -4,7 +4,9 @@ decode ranks on loopback), one case at a time (BENCHMARKS.md's targets in parent
   on the decode, p50 and p99, against a ZeroMQ round trip measured in the same run;
 - scale (P6): throughput (GB/s) and latency of 1024 concurrent requests from 4 prefill
   ranks to 2 decode ranks, every byte checked, against the engine alone (P1) measured in
-  the same run;
+  the same run; with --model qwen3-next, gpt-oss or deepseek-v32, hybrid rooms (state
+  slots, sliding-window layers, indexer pages) against plain rooms of the same bytes (P12,
+  hybrid_main.py);
 - layerwise (P7): how long after a simulated forward ends (--layer-ms per layer) the last
   of its KV lands, each layer sent as soon as it is computed;
 - soak (P8): minutes of Poisson arrivals of mixed sizes; failures, throughput, memory.

@@ -33,7 +33,8 @@ class Preset:
 
 
 # qwen3-next: only its 12 attention layers (24 KV buffers) are moved here; the 2 MiB
-# linear-attention state slots are left out (documented in BENCHMARKS.md).
+# linear-attention state slots are left out. The scale case moves the whole hybrid model
+# instead (hybrid_presets.py, P12).
 PRESETS = {
     "llama3-8b": Preset("llama3-8b", 32, 8, 128),
     "deepseek-v3": Preset("deepseek-v3", 61, 1, 576, mla=True),
