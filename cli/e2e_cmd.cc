@@ -6,13 +6,12 @@ namespace pdkv::cli {
 
 void add_e2e_bench_command(CLI::App& bench) {
   add_python_tool(
-      bench,
-      {"e2e",
-       "End to end over real bootstrap, prefill and decode processes: a request's latency, "
-       "throughput of 1024 concurrent requests (plain, or hybrid rooms with --model "
-       "qwen3-next|gpt-oss|deepseek-v32), layer-by-layer streaming, a soak of mixed "
-       "arrivals (P5-P8, P12 in BENCHMARKS.md)",
-       "bench/e2e/main.py"});
+      bench, {"e2e",
+              "End to end over real bootstrap, prefill and decode processes: a request's latency, "
+              "throughput of 1024 concurrent requests (plain, or hybrid rooms with --model "
+              "qwen3-next|gpt-oss|deepseek-v32), layer-by-layer streaming, a soak of mixed "
+              "arrivals (P5-P8, P12 in BENCHMARKS.md)",
+              "bench/e2e/main.py"});
 }
 
 }  // namespace pdkv::cli
