@@ -84,8 +84,10 @@ def finish(a, base, runs, hog_info, interrupted, what) -> int:
     agg.update(what, model=a.model, tokens=a.tokens, page=a.page,
                requests_per_round=a.concurrency[-1], target_ratio=TARGET,
                ratio_to_p1=agg["value"] / p1 if agg.get("value") is not None and p1 else None,
-               baseline_kind="the same bytes per room as plain KV rooms (llama-style pages, "
-                             "8 KV heads x 128 x bf16, K and V per layer) through the same "
+               plain_heads=a.plain_heads,
+               baseline_kind="the same bytes per room as plain KV rooms (--plain-heads llama: "
+                             "8 KV heads x 128 x bf16; model: the preset's first KV group's "
+                             "heads; K and V per layer) through the same "
                              "rank processes (a second manager per rank), rounds alternated "
                              "ABBA in the same run; ratio = ratio_to_plain = median hybrid "
                              "round GB/s / median plain round GB/s")

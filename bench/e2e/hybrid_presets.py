@@ -138,13 +138,20 @@ def apply_defaults(a) -> None:
         a.tokens = DEFAULT_TOKENS[a.model]
 
 
-def plain_preset(hybrid: HybridPreset, tokens: int, page: int, decode_tp: int) -> HybridPreset:
+def plain_preset(hybrid: HybridPreset, tokens: int, page: int, decode_tp: int,
+                 own_heads: bool = False) -> HybridPreset:
     """The plain arm's model: one chunked group of llama-style layers (K and V), as many as
-    bring its room (same pages) closest to the hybrid room's bytes."""
-    per_layer = 2 * tokens * PLAIN_HEADS * PLAIN_HEAD_BYTES
-    layers = max(1, round(hybrid.decode_room_bytes(tokens, page, decode_tp) / per_layer))
-    return HybridPreset(f"plain-{hybrid.name}", (
-        Group("kv", Kind.CHUNKED, 2 * layers, PLAIN_HEADS, PLAIN_HEAD_BYTES),))
+    bring its room (same pages) closest to the hybrid room's bytes. `own_heads`: layers of
+    the preset's first KV group instead (its heads, head size and slicing), so the arms
+    differ only in the groups beyond plain KV, not in the size of the pieces."""
+    kv = dataclasses.replace(hybrid.groups[0], name="kv") if own_heads else \
+        Group("kv", Kind.CHUNKED, 2, PLAIN_HEADS, PLAIN_HEAD_BYTES)
+    per_layer = 1 if kv.mla else 2
+    layer = dataclasses.replace(kv, buffers=per_layer)
+    layer_bytes = layer.room_bytes(tokens, page) * (1 if kv.sliced else decode_tp)
+    layers = max(1, round(hybrid.decode_room_bytes(tokens, page, decode_tp) / layer_bytes))
+    return HybridPreset(f"plain-{hybrid.name}",
+                        (dataclasses.replace(layer, buffers=per_layer * layers),))
 
 
 def check(a):

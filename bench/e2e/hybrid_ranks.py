@@ -150,7 +150,8 @@ class HybridRank:
         self.cfg, self.pdkv, self.results = cfg, pdkv, results
         self.role, self.rank = cfg["role"], cfg["rank"]
         hybrid = HYBRID[cfg["model"]].scaled(cfg["tokens"])
-        plain = plain_preset(hybrid, cfg["tokens"], cfg["page"], cfg["decode_tp"])
+        plain = plain_preset(hybrid, cfg["tokens"], cfg["page"], cfg["decode_tp"],
+                             cfg.get("plain_heads") == "model")
         self.arms = {"hybrid": Arm(pdkv, hybrid, cfg, cfg["addr"], "hybrid"),
                      "plain": Arm(pdkv, plain, cfg, cfg["plain_addr"], "plain")}
 

@@ -24,7 +24,8 @@ from hybrid_presets import HYBRID, plain_preset
 def presets(a):
     """(hybrid preset at this request size, its plain arm)."""
     hybrid = HYBRID[a.model].scaled(a.tokens)
-    return hybrid, plain_preset(hybrid, a.tokens, a.page, a.decode_tp)
+    return hybrid, plain_preset(hybrid, a.tokens, a.page, a.decode_tp,
+                                a.plain_heads == "model")
 
 
 def run_round(cl, rooms, arm: str, timeout: float) -> dict:
@@ -46,7 +47,8 @@ def one_run(pdkv, a) -> dict:
     try:
         plain_server = LoopbackBootstrap(pdkv)
         cfg = dict(rounds.rank_cfg(a, ppr, conc * ppr), tokens=a.tokens, concurrency=conc,
-                   decode_tp=a.decode_tp, plain_addr=plain_server.addr)
+                   decode_tp=a.decode_tp, plain_addr=plain_server.addr,
+                   plain_heads=a.plain_heads)
         cl = cluster.Cluster(pdkv, cfg, a.prefill_tp, a.decode_tp, log,
                              rank_main=hybrid_ranks.rank_main)
         room = 1

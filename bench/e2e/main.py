@@ -126,6 +126,9 @@ def parse():
                    help="latency: idle before each ping of the cold mode's ZeroMQ baseline")
     g.add_argument("--poll-sleep-us", type=float, default=50.0,
                    help="sleep between poll passes with --decode-poll sleep")
+    g.add_argument("--plain-heads", choices=["llama", "model"], default="llama",
+                   help="scale with a hybrid --model (P12): the plain arm's KV heads, llama-style "
+                   "(8 x 128 x bf16) or the model's first KV group's (hybrid_presets.py)")
     g.add_argument("--auth-ab", action="store_true",
                    help="scale only: what the cluster secret costs, a cluster with "
                    "PDKV_SECRET_FILE and one without, rounds interleaved in one run (JSON key "
