@@ -79,6 +79,13 @@ def test_geometry_is_the_engine_bench_at_its_size_and_scaled_at_the_scale_case()
     assert state16.heads * state16.head_bytes == 8 << 10
     g32 = presets.HYBRID["gpt-oss"].scaled(32)
     assert [x.pages_moved(32, 16) for x in g32.groups] == [2, 1]
+    # The plain arm: llama-style heads, or the model's own (--plain-heads model), about the
+    # hybrid room's bytes; gpt-oss's own heads match it exactly (27 layers x 2 pages).
+    plain = presets.plain_preset(g32, 32, 16, 2)
+    assert (plain.groups[0].heads, plain.groups[0].head_bytes) == (8, 256)
+    own = presets.plain_preset(g32, 32, 16, 2, own_heads=True)
+    assert (own.groups[0].buffers, own.groups[0].head_bytes) == (54, 128)
+    assert own.decode_room_bytes(32, 16, 2) == g32.decode_room_bytes(32, 16, 2)
     # Unsliced groups (MLA latent, indexer) land whole on every decode rank.
     d16 = presets.HYBRID["deepseek-v32"].scaled(16)
     assert d16.decode_room_bytes(16, 16, 2) == 2 * d16.decode_room_bytes(16, 16, 1)
