@@ -247,7 +247,12 @@ TEST(CodecTest, SemanticChecksNameTheField) {
   reg.kv_page_strides = {512, 0, 0, 0};
   EXPECT_NE(reason(reg).find("kv_page_strides"), std::string::npos);
   reg.kv_page_strides = {0};
-  EXPECT_NE(reason(reg).find("1 strides for 4 KV buffers"), std::string::npos);
+  EXPECT_NE(reason(reg).find("1 strides for 4 buffers"), std::string::npos);
+  reg = std::get<BufferRegistration>(base[0]);
+  reg.state_page_strides = {1024};  // below the slot of 1 << 16 bytes
+  EXPECT_NE(reason(reg).find("state_page_strides"), std::string::npos);
+  reg.state_page_strides = {0, 0};
+  EXPECT_NE(reason(reg).find("2 strides for 1 buffers"), std::string::npos);
 
   reg = std::get<BufferRegistration>(base[0]);
   reg.fragments[0].bytes_per_page = 0;

@@ -45,8 +45,8 @@ Status check_fragment_sources(const KvArgs& prefill, std::span<const plan::Fragm
                               std::to_string(f.buffer_index) + ", which the prefill does not have");
     }
     const uint64_t item = items[static_cast<size_t>(f.buffer_index)];
-    const uint64_t stride =
-        state ? item : prefill.kv_page_stride(static_cast<size_t>(f.buffer_index));
+    const auto b = static_cast<size_t>(f.buffer_index);
+    const uint64_t stride = state ? prefill.state_page_stride(b) : prefill.kv_page_stride(b);
     const bool inside = f.bytes_per_page > 0 &&
                         (f.src_page_stride_bytes == item || f.src_page_stride_bytes == stride) &&
                         f.src_byte_offset <= item && f.bytes_per_page <= item - f.src_byte_offset &&
@@ -65,23 +65,26 @@ Status check_fragment_sources(const KvArgs& prefill, std::span<const plan::Fragm
   return Status();
 }
 
-// KV fragments step by the real page strides: the prefill's own, and the decode's
-// registered ones. A decode fragment's byte range must lie inside the decode's item
-// wherever the decode's pages are strided (the bytes between its pages are not the page's).
+// Fragments step by the real page strides: the prefill's own, and the decode's registered
+// ones (KV pages and state slots alike). A decode fragment's byte range must lie inside
+// the decode's item wherever the decode's pages are strided (the bytes between its pages
+// are not the page's).
 Status apply_page_strides(const KvArgs& prefill, const proto::BufferRegistration& reg,
                           std::vector<plan::Fragment>& fragments) {
   for (size_t i = 0; i < fragments.size(); ++i) {
     plan::Fragment& f = fragments[i];
-    if (plan::is_state_kind(f.kind)) continue;
+    const bool state = plan::is_state_kind(f.kind);
     const auto b = static_cast<size_t>(f.buffer_index);  // checked: a prefill buffer
-    f.src_page_stride_bytes = prefill.kv_page_stride(b);
-    const uint64_t dst_stride = reg.kv_page_strides.empty() ? 0 : reg.kv_page_strides[b];
+    f.src_page_stride_bytes = state ? prefill.state_page_stride(b) : prefill.kv_page_stride(b);
+    const std::vector<uint64_t>& strides = state ? reg.state_page_strides : reg.kv_page_strides;
+    const std::vector<uint64_t>& items = state ? reg.state.item_lens : reg.kv.item_lens;
+    const uint64_t dst_stride = strides.empty() ? 0 : strides[b];
     if (dst_stride == 0) continue;
-    if (b >= reg.kv.item_lens.size() || f.dst_byte_offset > reg.kv.item_lens[b] ||
-        f.bytes_per_page > reg.kv.item_lens[b] - f.dst_byte_offset) {
+    if (b >= items.size() || f.dst_byte_offset > items[b] ||
+        f.bytes_per_page > items[b] - f.dst_byte_offset) {
       return invalid_argument("fragment " + std::to_string(i) +
-                              " does not stay inside one destination page of KV buffer " +
-                              std::to_string(b));
+                              " does not stay inside one destination page of " +
+                              (state ? "state" : "KV") + " buffer " + std::to_string(b));
     }
     f.dst_page_stride_bytes = dst_stride;
   }
@@ -131,6 +134,7 @@ namespace {
 bool same_buffers(const DestinationBuffers& b, const proto::BufferRegistration& reg) {
   return b.kv_ptrs == reg.kv.ptrs && b.kv_lens == reg.kv.lens &&
          b.kv_strides == reg.kv_page_strides && b.state_ptrs == reg.state.ptrs &&
+         b.state_strides == reg.state_page_strides &&
          b.state_lens == reg.state.lens && b.aux_ptrs == reg.aux.ptrs &&
          b.aux_lens == reg.aux.lens && b.aux_item_lens == reg.aux.item_lens;
 }
@@ -143,6 +147,7 @@ std::shared_ptr<const DestinationBuffers> buffers_of(const KvArgs& prefill,
   b->kv_strides = reg.kv_page_strides;
   b->state_ptrs = reg.state.ptrs;
   b->state_lens = reg.state.lens;
+  b->state_strides = reg.state_page_strides;
   b->aux_ptrs = reg.aux.ptrs;
   b->aux_lens = reg.aux.lens;
   b->aux_item_lens = reg.aux.item_lens;
@@ -359,7 +364,8 @@ Status DestinationPlan::append_state_blocks(StateSlotLists src,
       }
       plan::BufferTable table{prefill_->state_data_ptrs, buffers.state_ptrs,
                               prefill_->state_item_lens, prefill_->state_data_lens,
-                              buffers.state_lens};
+                              buffers.state_lens,     prefill_->state_page_strides,
+                              buffers.state_strides};
       plan::StateSlots slots;
       slots.src_slots = src_list;
       slots.dst_slots = dst_list;
