@@ -131,6 +131,7 @@ def test_gdn_pieces_are_q_k_v_and_other_types_move_whole_pages():
     base = raw.data_ptr()
     pieces = state_pieces(ds, "l", "gdn_attention", dim_first=True)
     assert [(p.ptr - base, p.item) for p in pieces] == [(0, 12), (12, 12), (24, 48), (72, 64)]
+    assert state_pieces(ds, "l", "gdn", dim_first=True) == pieces  # GroupInfo.state_split
     whole = state_pieces(ds, "l", "short_conv", dim_first=True)
     assert [(p.ptr - base, p.item, p.stride) for p in whole] == [(0, 512, 512)]
     with pytest.raises(ValueError, match="is not x"):

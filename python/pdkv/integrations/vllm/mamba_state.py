@@ -35,7 +35,9 @@ from pdkv.integrations.vllm.layout import Buffer, state_page
 
 # Model types whose state TP splits piece by piece (vLLM's MambaSpec.mamba_type, as the
 # model's string or the MambaAttentionBackendEnum member's name).
-_TYPES = {"mamba1": "mamba1", "mamba2": "mamba2", "gdn_attention": "gdn", "gdn_attn": "gdn"}
+# split_kind() of its own answer is that answer.
+_TYPES = {"mamba1": "mamba1", "mamba2": "mamba2", "gdn_attention": "gdn", "gdn_attn": "gdn",
+          "gdn": "gdn"}
 
 
 def split_kind(mamba_type) -> Optional[str]:
