@@ -87,9 +87,9 @@ Status check_state_groups(const KvArgs& a) {
                             " KV buffers");
   }
   if (!a.state_page_strides.empty() && a.state_page_strides.size() != a.state_data_ptrs.size()) {
-    return invalid_argument("state_page_strides has " +
-                            std::to_string(a.state_page_strides.size()) + " entries but there are " +
-                            std::to_string(a.state_data_ptrs.size()) + " state buffers");
+    return invalid_argument(
+        "state_page_strides has " + std::to_string(a.state_page_strides.size()) +
+        " entries but there are " + std::to_string(a.state_data_ptrs.size()) + " state buffers");
   }
   for (size_t s = 0; s < a.state_page_strides.size(); ++s) {
     const uint64_t stride = a.state_page_strides[s];

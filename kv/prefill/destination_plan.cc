@@ -134,9 +134,9 @@ namespace {
 bool same_buffers(const DestinationBuffers& b, const proto::BufferRegistration& reg) {
   return b.kv_ptrs == reg.kv.ptrs && b.kv_lens == reg.kv.lens &&
          b.kv_strides == reg.kv_page_strides && b.state_ptrs == reg.state.ptrs &&
-         b.state_strides == reg.state_page_strides &&
-         b.state_lens == reg.state.lens && b.aux_ptrs == reg.aux.ptrs &&
-         b.aux_lens == reg.aux.lens && b.aux_item_lens == reg.aux.item_lens;
+         b.state_strides == reg.state_page_strides && b.state_lens == reg.state.lens &&
+         b.aux_ptrs == reg.aux.ptrs && b.aux_lens == reg.aux.lens &&
+         b.aux_item_lens == reg.aux.item_lens;
 }
 
 std::shared_ptr<const DestinationBuffers> buffers_of(const KvArgs& prefill,
@@ -364,7 +364,7 @@ Status DestinationPlan::append_state_blocks(StateSlotLists src,
       }
       plan::BufferTable table{prefill_->state_data_ptrs, buffers.state_ptrs,
                               prefill_->state_item_lens, prefill_->state_data_lens,
-                              buffers.state_lens,     prefill_->state_page_strides,
+                              buffers.state_lens,        prefill_->state_page_strides,
                               buffers.state_strides};
       plan::StateSlots slots;
       slots.src_slots = src_list;
