@@ -67,7 +67,7 @@ TEST(CodecTest, TypedDecoderRejectsAnotherType) {
 // Pins the header bytes: a change here is a protocol change (bump kProtocolVersion).
 TEST(CodecTest, HeaderBytesArePinned) {
   Multipart f = encode(Ping{RankIdentity{}, 0});
-  std::string expected("PDKV\x07\x00\x06\x00", 8);
+  std::string expected("PDKV\x08\x00\x06\x00", 8);
   put_u32(&expected, static_cast<uint32_t>(f[1].size()));
   put_u32(&expected, 0);
   EXPECT_EQ(f[0], expected);
@@ -105,12 +105,12 @@ TEST(CodecTest, TransferStatusBodyIsPinned) {
 
 TEST(CodecTest, OtherProtocolVersionNamesBothVersions) {
   Multipart f = encode(Ping{RankIdentity{}, 0});
-  f[0][4] = 6;
+  f[0][4] = 7;
   auto views = views_of(f);
   auto r = decode_message(views);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("version 6"), std::string::npos);
   EXPECT_NE(r.status().message().find("version 7"), std::string::npos);
+  EXPECT_NE(r.status().message().find("version 8"), std::string::npos);
 }
 
 TEST(CodecTest, BadMagicTypeFlagsAndFrameCountAreRejected) {
