@@ -86,6 +86,19 @@ Status check_state_groups(const KvArgs& a) {
                             " entries but there are " + std::to_string(a.kv_data_ptrs.size()) +
                             " KV buffers");
   }
+  if (!a.state_page_strides.empty() && a.state_page_strides.size() != a.state_data_ptrs.size()) {
+    return invalid_argument(
+        "state_page_strides has " + std::to_string(a.state_page_strides.size()) +
+        " entries but there are " + std::to_string(a.state_data_ptrs.size()) + " state buffers");
+  }
+  for (size_t s = 0; s < a.state_page_strides.size(); ++s) {
+    const uint64_t stride = a.state_page_strides[s];
+    if (stride != 0 && stride < a.state_item_lens[s]) {
+      return invalid_argument("state_page_strides[" + std::to_string(s) +
+                              "] = " + std::to_string(stride) + " is below the item length " +
+                              std::to_string(a.state_item_lens[s]) + " (0 = packed slots)");
+    }
+  }
   for (size_t b = 0; b < a.kv_page_strides.size(); ++b) {
     const uint64_t stride = a.kv_page_strides[b];
     if (stride != 0 && stride < a.kv_item_lens[b]) {

@@ -65,6 +65,10 @@ struct KvArgs {
   std::vector<int64_t> kv_layer_groups;
   // Per KV buffer: bytes from page i to page i+1 (0 or empty = its kv_item_lens entry).
   std::vector<uint64_t> kv_page_strides;
+  // Per state buffer: bytes from slot i to slot i+1 (0 or empty = its state_item_lens
+  // entry). A strided state buffer is one piece of a larger per-slot page (a Mamba layer's
+  // conv sub-projections and SSM state, each sharded between TP sizes on its own).
+  std::vector<uint64_t> state_page_strides;
 
   // What the buffers are made of: memory_kind / gpu_id for every buffer, unless the
   // buffer's entry in *_data_memory (empty, or one per buffer) says otherwise (a tensor
@@ -99,6 +103,11 @@ struct KvArgs {
   uint64_t kv_page_stride(size_t b) const {
     return kv_page_strides.empty() || kv_page_strides[b] == 0 ? kv_item_lens[b]
                                                               : kv_page_strides[b];
+  }
+  // Bytes from slot i to i+1 of state buffer s.
+  uint64_t state_page_stride(size_t s) const {
+    return state_page_strides.empty() || state_page_strides[s] == 0 ? state_item_lens[s]
+                                                                    : state_page_strides[s];
   }
 
   // InvalidArgument naming the field for anything inconsistent.

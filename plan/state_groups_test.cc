@@ -154,6 +154,25 @@ void run_group_layer(int64_t D, PageLayout pl, bool strided) {
   }
 }
 
+TEST(StridedStateSlots, PiecesOfOnePageMergeIntoOneCopy) {
+  // Two state buffers are pieces of one 16-byte slot page (8 bytes at 0, 4 at 8): equal
+  // TP sizes copy a slot's pieces as one block (the writer merges a block into the one
+  // before it), and nothing of the page's last 4 bytes.
+  const U src_ptrs{1000, 1008}, dst_ptrs{5000, 5008}, items{8, 4}, lens{72, 68}, strides{16, 16};
+  const BufferTable table{src_ptrs, dst_ptrs, items, lens, lens, strides, strides};
+  const V src{2}, dst{3};  // a Mamba request's one running state
+  StateSlots slots;
+  slots.src_slots = std::span<const int64_t>(src);
+  slots.dst_slots = std::span<const int64_t>(dst);
+  auto blocks = state_blocks(table, slots, {});
+  ASSERT_TRUE(blocks.ok()) << blocks.status().to_string();
+  EXPECT_EQ(*blocks, (std::vector<Block>{{1032, 5048, 12}}));
+  const V past{5};  // slot 5 would end past the buffers
+  slots.src_slots = std::span<const int64_t>(past);
+  slots.dst_slots = std::span<const int64_t>(past);
+  EXPECT_FALSE(state_blocks(table, slots, {}).ok());
+}
+
 TEST(GroupKvPages, EqualTp) {
   for (bool strided : {false, true}) run_group_layer(1, PageLayout::kNHD, strided);
 }

@@ -121,6 +121,24 @@ KvLayout read_layout(WireReader& r) {
   return l;
 }
 
+// Page strides of a buffer set: none, or one per buffer, each 0 (packed) or at least the
+// item (a smaller stride would make pages overlap).
+void check_strides(WireReader& r, const char* field, const std::vector<uint64_t>& strides,
+                   const BufferSet& set) {
+  if (!r.ok() || strides.empty()) return;
+  if (strides.size() != set.ptrs.size()) {
+    r.fail(field, fmt::format("{} strides for {} buffers", strides.size(), set.ptrs.size()));
+    return;
+  }
+  for (size_t i = 0; i < strides.size(); ++i) {
+    if (strides[i] != 0 && strides[i] < set.item_lens[i]) {
+      r.fail(field, fmt::format("buffer {}: stride {} below its item of {} bytes", i, strides[i],
+                                set.item_lens[i]));
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 Multipart encode(const BufferRegistration& m) {
@@ -136,6 +154,7 @@ Multipart encode(const BufferRegistration& m) {
   put_bytes(&b, m.memory_descriptor);
   put_fragments(&b, m.fragments);
   put_array<uint64_t>(&b, m.kv_page_strides);
+  put_array<uint64_t>(&b, m.state_page_strides);
   return frame(MessageType::kBufferRegistration, std::move(b));
 }
 
@@ -154,20 +173,9 @@ Result<BufferRegistration> decode_buffer_registration(FrameViews frames) {
   m.memory_descriptor = r.bytes("memory_descriptor", kMaxDescriptorBytes);
   m.fragments = read_fragments(r);
   m.kv_page_strides = r.array<uint64_t>("kv_page_strides", kMaxBuffers);
-  if (r.ok() && !m.kv_page_strides.empty()) {
-    if (m.kv_page_strides.size() != m.kv.ptrs.size()) {
-      r.fail("kv_page_strides", fmt::format("{} strides for {} KV buffers",
-                                            m.kv_page_strides.size(), m.kv.ptrs.size()));
-    } else {
-      for (size_t i = 0; i < m.kv_page_strides.size(); ++i) {
-        if (m.kv_page_strides[i] != 0 && m.kv_page_strides[i] < m.kv.item_lens[i]) {
-          r.fail("kv_page_strides", fmt::format("buffer {}: stride {} below its item of {} bytes",
-                                                i, m.kv_page_strides[i], m.kv.item_lens[i]));
-          break;
-        }
-      }
-    }
-  }
+  check_strides(r, "kv_page_strides", m.kv_page_strides, m.kv);
+  m.state_page_strides = r.array<uint64_t>("state_page_strides", kMaxBuffers);
+  check_strides(r, "state_page_strides", m.state_page_strides, m.state);
   if (r.ok() && !m.layout.state_buffer_groups.empty() &&
       m.layout.state_buffer_groups.size() != m.state.ptrs.size()) {
     r.fail("layout.state_buffer_groups",

@@ -67,7 +67,7 @@ TEST(CodecTest, TypedDecoderRejectsAnotherType) {
 // Pins the header bytes: a change here is a protocol change (bump kProtocolVersion).
 TEST(CodecTest, HeaderBytesArePinned) {
   Multipart f = encode(Ping{RankIdentity{}, 0});
-  std::string expected("PDKV\x07\x00\x06\x00", 8);
+  std::string expected("PDKV\x08\x00\x06\x00", 8);
   put_u32(&expected, static_cast<uint32_t>(f[1].size()));
   put_u32(&expected, 0);
   EXPECT_EQ(f[0], expected);
@@ -105,12 +105,12 @@ TEST(CodecTest, TransferStatusBodyIsPinned) {
 
 TEST(CodecTest, OtherProtocolVersionNamesBothVersions) {
   Multipart f = encode(Ping{RankIdentity{}, 0});
-  f[0][4] = 6;
+  f[0][4] = 7;
   auto views = views_of(f);
   auto r = decode_message(views);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("version 6"), std::string::npos);
   EXPECT_NE(r.status().message().find("version 7"), std::string::npos);
+  EXPECT_NE(r.status().message().find("version 8"), std::string::npos);
 }
 
 TEST(CodecTest, BadMagicTypeFlagsAndFrameCountAreRejected) {
@@ -247,7 +247,12 @@ TEST(CodecTest, SemanticChecksNameTheField) {
   reg.kv_page_strides = {512, 0, 0, 0};
   EXPECT_NE(reason(reg).find("kv_page_strides"), std::string::npos);
   reg.kv_page_strides = {0};
-  EXPECT_NE(reason(reg).find("1 strides for 4 KV buffers"), std::string::npos);
+  EXPECT_NE(reason(reg).find("1 strides for 4 buffers"), std::string::npos);
+  reg = std::get<BufferRegistration>(base[0]);
+  reg.state_page_strides = {1024};  // below the slot of 1 << 16 bytes
+  EXPECT_NE(reason(reg).find("state_page_strides"), std::string::npos);
+  reg.state_page_strides = {0, 0};
+  EXPECT_NE(reason(reg).find("2 strides for 1 buffers"), std::string::npos);
 
   reg = std::get<BufferRegistration>(base[0]);
   reg.fragments[0].bytes_per_page = 0;

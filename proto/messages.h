@@ -141,6 +141,8 @@ struct BufferRegistration {
   // Bytes from page i to page i+1 of each KV buffer (empty, or 0 for one = its item
   // length): the prefill addresses the decode's pages with them (protocol 7).
   std::vector<uint64_t> kv_page_strides;
+  // The same for each state buffer's slots (protocol 8).
+  std::vector<uint64_t> state_page_strides;
   bool operator==(const BufferRegistration&) const = default;
 };
 

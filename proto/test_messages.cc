@@ -120,6 +120,7 @@ BufferRegistration random_registration(Gen& g) {
     }
   }
   if (g.coin()) m.state_layer_ids.assign(m.state.ptrs.size(), static_cast<int32_t>(g.u32()));
+  if (g.coin()) m.state_page_strides.assign(m.state.ptrs.size(), 0);
   m.enable_mla_l1_5_cache = g.coin();
   m.decode_prefix_len = g.u64();
   m.memory_descriptor = g.text(64);
@@ -221,6 +222,7 @@ std::vector<Message> sample_messages(uint64_t seed) {
   reg.memory_descriptor = std::string("rkey\0blob", 9);
   reg.fragments = {Fragment{BufferKind::kTargetV, 1, 0, 1, 1024, 2048, 512, 0, 512, {}}};
   reg.kv_page_strides = {2048, 0, 0, 1024};
+  reg.state_page_strides = {1 << 17};
 
   PreAllocation pre;
   pre.room = seed * 1000 + 7;

@@ -26,8 +26,9 @@ inline constexpr char kMagic[4] = {'P', 'D', 'K', 'V'};
 // and the registration challenge (RegistrationResult, echoed in PreAllocation);
 // 6: BufferRegistration.fragments, PreAllocation.fragments_from_registration;
 // 7: state groups (KvLayout.state_buffer_groups / kv_layer_groups, PreAllocation's
-// state_slot_group_ends and copy_state_buffers) and BufferRegistration.kv_page_strides.
-inline constexpr uint16_t kProtocolVersion = 7;
+// state_slot_group_ends and copy_state_buffers) and BufferRegistration.kv_page_strides;
+// 8: BufferRegistration.state_page_strides.
+inline constexpr uint16_t kProtocolVersion = 8;
 inline constexpr size_t kHeaderBytes = 16;
 // Bodies are bounded so a receiver can cap ZMQ_MAXMSGSIZE; 16 M pages of i64 fit.
 inline constexpr uint64_t kMaxBodyBytes = uint64_t{256} << 20;

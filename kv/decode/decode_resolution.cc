@@ -291,6 +291,7 @@ proto::BufferRegistration DecodeManager::registration(const WireFragments& fragm
   reg.layout = a.layout();
   reg.kv = {a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens};
   reg.kv_page_strides = a.kv_page_strides;
+  reg.state_page_strides = a.state_page_strides;
   reg.aux = {a.aux_data_ptrs, a.aux_data_lens, a.aux_item_lens};
   reg.state = {a.state_data_ptrs, a.state_data_lens, a.state_item_lens};
   reg.state_layer_ids.assign(a.state_layer_ids.begin(), a.state_layer_ids.end());

@@ -98,7 +98,7 @@ std::vector<std::vector<RankGrantBuffers::Group>> state_groups(const KvArgs& a) 
   std::vector<std::vector<PagedBuffer>> by_group(static_cast<size_t>(a.state_group_count()));
   for (size_t s = 0; s < a.state_data_ptrs.size(); ++s) {
     by_group[static_cast<size_t>(a.state_buffer_group(s))].push_back(
-        {a.state_data_ptrs[s], a.state_data_lens[s], a.state_item_lens[s], a.state_item_lens[s]});
+        {a.state_data_ptrs[s], a.state_data_lens[s], a.state_item_lens[s], a.state_page_stride(s)});
   }
   std::vector<std::vector<RankGrantBuffers::Group>> out;
   for (const auto& buffers : by_group) out.push_back(item_groups(buffers));

@@ -5,7 +5,8 @@
 // decode prefix, and the local pages of an L1.5 partial cache), its aux row of every aux
 // buffer, and per state group its list's entries: slots of the group's state buffers
 // and pages of the group's KV layers' buffers. A buffer whose pages are strided
-// (kv_page_strides) is granted in units of gcd(item, stride) bytes, so only the page's
+// (kv_page_strides, state_page_strides) is granted in units of gcd(item, stride) bytes,
+// so only the page's
 // own bytes are opened, never the bytes between pages. The grant id is random (libsodium's CSPRNG)
 // and travels only in the room's PreAllocation to its own prefill ranks, so no other room, no
 // earlier room on the same pages and no stranger can name it.

@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "kv/prefill/fragment_checks.h"
 #include "plan/blocks.h"
 #include "plan/slot_pairs.h"
 #include "plan/state_blocks.h"
@@ -27,65 +28,6 @@ plan::BufferKind to_plan_kind(proto::BufferKind kind) {
 bool has_kv_fragment(const std::vector<plan::Fragment>& fragments) {
   return std::any_of(fragments.begin(), fragments.end(),
                      [](const plan::Fragment& f) { return !plan::is_state_kind(f.kind); });
-}
-
-// A fragment copies bytes_per_page bytes at src_byte_offset of each source page: it must
-// stay inside the page, with the prefill's own page stride. Without this a decode could
-// name src_page_stride 0 and bytes_per_page = the whole pool and be pushed every other
-// request's KV (a theft a hostile decode showed); with it, a room's fragments read only
-// the room's own pages.
-Status check_fragment_sources(const KvArgs& prefill, std::span<const plan::Fragment> fragments) {
-  for (size_t i = 0; i < fragments.size(); ++i) {
-    const plan::Fragment& f = fragments[i];
-    const bool state = plan::is_state_kind(f.kind);
-    const std::vector<uint64_t>& items = state ? prefill.state_item_lens : prefill.kv_item_lens;
-    if (f.buffer_index < 0 || static_cast<size_t>(f.buffer_index) >= items.size()) {
-      return invalid_argument("fragment " + std::to_string(i) + " names " +
-                              (state ? "state" : "KV") + " buffer " +
-                              std::to_string(f.buffer_index) + ", which the prefill does not have");
-    }
-    const uint64_t item = items[static_cast<size_t>(f.buffer_index)];
-    const uint64_t stride =
-        state ? item : prefill.kv_page_stride(static_cast<size_t>(f.buffer_index));
-    const bool inside = f.bytes_per_page > 0 &&
-                        (f.src_page_stride_bytes == item || f.src_page_stride_bytes == stride) &&
-                        f.src_byte_offset <= item && f.bytes_per_page <= item - f.src_byte_offset &&
-                        f.dst_byte_offset <= f.dst_page_stride_bytes &&
-                        f.bytes_per_page <= f.dst_page_stride_bytes - f.dst_byte_offset;
-    if (!inside) {
-      return invalid_argument(
-          "fragment " + std::to_string(i) + " (" + std::to_string(f.bytes_per_page) +
-          " bytes at source offset " + std::to_string(f.src_byte_offset) + ", source stride " +
-          std::to_string(f.src_page_stride_bytes) + ", destination offset " +
-          std::to_string(f.dst_byte_offset) + " of stride " +
-          std::to_string(f.dst_page_stride_bytes) + ") does not stay inside one page of " +
-          std::to_string(item) + " bytes");
-    }
-  }
-  return Status();
-}
-
-// KV fragments step by the real page strides: the prefill's own, and the decode's
-// registered ones. A decode fragment's byte range must lie inside the decode's item
-// wherever the decode's pages are strided (the bytes between its pages are not the page's).
-Status apply_page_strides(const KvArgs& prefill, const proto::BufferRegistration& reg,
-                          std::vector<plan::Fragment>& fragments) {
-  for (size_t i = 0; i < fragments.size(); ++i) {
-    plan::Fragment& f = fragments[i];
-    if (plan::is_state_kind(f.kind)) continue;
-    const auto b = static_cast<size_t>(f.buffer_index);  // checked: a prefill buffer
-    f.src_page_stride_bytes = prefill.kv_page_stride(b);
-    const uint64_t dst_stride = reg.kv_page_strides.empty() ? 0 : reg.kv_page_strides[b];
-    if (dst_stride == 0) continue;
-    if (b >= reg.kv.item_lens.size() || f.dst_byte_offset > reg.kv.item_lens[b] ||
-        f.bytes_per_page > reg.kv.item_lens[b] - f.dst_byte_offset) {
-      return invalid_argument("fragment " + std::to_string(i) +
-                              " does not stay inside one destination page of KV buffer " +
-                              std::to_string(b));
-    }
-    f.dst_page_stride_bytes = dst_stride;
-  }
-  return Status();
 }
 
 // `fragments` as a shared list, once check_fragment_sources() passed.
@@ -131,8 +73,9 @@ namespace {
 bool same_buffers(const DestinationBuffers& b, const proto::BufferRegistration& reg) {
   return b.kv_ptrs == reg.kv.ptrs && b.kv_lens == reg.kv.lens &&
          b.kv_strides == reg.kv_page_strides && b.state_ptrs == reg.state.ptrs &&
-         b.state_lens == reg.state.lens && b.aux_ptrs == reg.aux.ptrs &&
-         b.aux_lens == reg.aux.lens && b.aux_item_lens == reg.aux.item_lens;
+         b.state_strides == reg.state_page_strides && b.state_lens == reg.state.lens &&
+         b.aux_ptrs == reg.aux.ptrs && b.aux_lens == reg.aux.lens &&
+         b.aux_item_lens == reg.aux.item_lens;
 }
 
 std::shared_ptr<const DestinationBuffers> buffers_of(const KvArgs& prefill,
@@ -143,6 +86,7 @@ std::shared_ptr<const DestinationBuffers> buffers_of(const KvArgs& prefill,
   b->kv_strides = reg.kv_page_strides;
   b->state_ptrs = reg.state.ptrs;
   b->state_lens = reg.state.lens;
+  b->state_strides = reg.state_page_strides;
   b->aux_ptrs = reg.aux.ptrs;
   b->aux_lens = reg.aux.lens;
   b->aux_item_lens = reg.aux.item_lens;
@@ -359,7 +303,8 @@ Status DestinationPlan::append_state_blocks(StateSlotLists src,
       }
       plan::BufferTable table{prefill_->state_data_ptrs, buffers.state_ptrs,
                               prefill_->state_item_lens, prefill_->state_data_lens,
-                              buffers.state_lens};
+                              buffers.state_lens,        prefill_->state_page_strides,
+                              buffers.state_strides};
       plan::StateSlots slots;
       slots.src_slots = src_list;
       slots.dst_slots = dst_list;

@@ -58,6 +58,7 @@ struct DestinationBuffers {
   std::vector<uint64_t> kv_ptrs, kv_lens;
   std::vector<uint64_t> kv_strides;  // the decode's page strides (empty = packed)
   std::vector<uint64_t> state_ptrs, state_lens;
+  std::vector<uint64_t> state_strides;  // the decode's slot strides (empty = packed)
   std::vector<uint64_t> aux_ptrs, aux_lens, aux_item_lens;
   std::vector<std::vector<int64_t>> layer_buffers;  // the prefill's
   std::vector<int64_t> kv_layer_ids;                // the prefill's
@@ -76,8 +77,8 @@ struct PlanSharing {
 
 // The decode's fragments as plans use them, once each stays inside one of the prefill's
 // own pages (so a room's fragments read only the room's pages); else why not. A
-// fragment steps by the page strides of both sides' buffers (KvArgs::kv_page_strides,
-// BufferRegistration::kv_page_strides), whatever strides the decode's planner wrote: a
+// fragment steps by the page strides of both sides' buffers (KvArgs::kv_page_strides and
+// state_page_strides, the registration's likewise), whatever strides the decode's planner wrote: a
 // byte range inside the item is all it says.
 Result<FragmentList> checked_fragment_list(const KvArgs& prefill,
                                            const proto::BufferRegistration& registration,

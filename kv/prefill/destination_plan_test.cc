@@ -233,6 +233,53 @@ TEST(DestinationPlanTest, AuxAndStateBlocks) {
   EXPECT_TRUE(blocks.empty());  // the state buffer belongs to layer 1
 }
 
+// A state buffer that is one piece of a wider slot page (state_page_strides) on both
+// sides: its fragments step by the prefill's and the decode's own strides, and a decode's
+// fragment must stay inside its strided destination item.
+TEST(DestinationPlanTest, StateFragmentsStepByBothSidesSlotStrides) {
+  KvArgs args = prefill_args();
+  args.state_page_strides = {2048};
+  auto reg = decode_registration();
+  reg.state = {{0x30000000}, {1024 * 8}, {512}};  // this decode rank's half of the slot
+  reg.state_page_strides = {1536};
+  auto with = [&](uint64_t dst_offset) {
+    proto::PreAllocation p = pre_allocation({1});
+    proto::Fragment f;  // as the decode's planner writes it: strides = the items
+    f.buffer_kind = proto::BufferKind::kMambaState;
+    f.src_page_stride_bytes = 1024;
+    f.dst_page_stride_bytes = 512;
+    f.src_byte_offset = 512;
+    f.dst_byte_offset = dst_offset;
+    f.bytes_per_page = 512 - dst_offset;
+    p.fragments = {f};
+    return DestinationPlan::create(args, reg, p);
+  };
+  auto plan = with(0);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  std::vector<plan::Block> blocks;
+  const std::vector<int64_t> slots = {2};
+  ASSERT_TRUE(
+      plan->append_state_blocks(StateSlotLists{slots, {}}, std::nullopt, std::nullopt, blocks)
+          .ok());
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_EQ(blocks[0], (plan::Block{0xA00000u + 2 * 2048 + 512, 0x30000000u + 5 * 1536, 512}));
+  // bytes 256..767 of a 512-byte destination item: refused, whatever stride it names
+  auto bad = with(256);
+  ASSERT_TRUE(bad.ok());  // 256 bytes at 256: inside
+  proto::PreAllocation p = pre_allocation({1});
+  proto::Fragment f;
+  f.buffer_kind = proto::BufferKind::kMambaState;
+  f.src_page_stride_bytes = 1024;
+  f.dst_page_stride_bytes = 1536;  // claims the gap between the decode's items
+  f.dst_byte_offset = 256;
+  f.bytes_per_page = 512;
+  p.fragments = {f};
+  const Status refused = DestinationPlan::create(args, reg, p).status();
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("destination page of state buffer 0"), std::string::npos)
+      << refused.message();
+}
+
 TEST(DestinationPlanTest, StateSlotsWithoutDecodeStateBuffersFailInsteadOfSkipping) {
   KvArgs args = prefill_args();
   auto reg = decode_registration();

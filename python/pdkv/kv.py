@@ -78,6 +78,9 @@ _KVARGS_DEFAULTS = {
     # Bytes from one page of a KV buffer to the next (empty, or 0 for one = its
     # kv_item_lens entry): FlashInfer keeps K and V of a block side by side.
     "kv_page_strides": [],
+    # The same for the slots of each state buffer: several state buffers may be pieces of
+    # one per-slot page (a vLLM Mamba layer's conv sub-projections and temporal state).
+    "state_page_strides": [],
     "enable_mla_l1_5_cache": False,
     # Speculative decoding: KV layers (layer_buffers entries) from target_layer_num on are
     # the draft model's; its head count / head size when they differ from the target's

@@ -73,6 +73,7 @@ class KVArgs:
     # kv_item_lens entry; else >= it). FlashInfer's (blocks, 2, ...) cache: K at base and
     # V at base + half, both with item = half, stride = 2 * half.
     kv_page_strides: list[int]
+    state_page_strides: list[int]
     # MLA L1.5 cache (docs/API.md): this instance holds pages partially, so every chunk
     # (prefill) / pre-allocation (decode) carries its page ownership. Needs is_mla.
     enable_mla_l1_5_cache: bool

@@ -153,6 +153,9 @@ kv::KvArgs to_kv_args(const py::dict& d) {
     a.kv_layer_groups = get<std::vector<int64_t>>(d, "kv_layer_groups");
   }
   if (d.contains("kv_page_strides")) a.kv_page_strides = get_u64_list(d, "kv_page_strides");
+  if (d.contains("state_page_strides")) {
+    a.state_page_strides = get_u64_list(d, "state_page_strides");
+  }
   // Draft-model fields (added later: dicts built by older code lack them).
   auto optional_int = [&](const char* key) {
     return d.contains(key) ? get<int64_t>(d, key) : int64_t{0};

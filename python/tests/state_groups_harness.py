@@ -5,7 +5,8 @@ Each rank holds four KV layers (K and V of each in one region: side by side per 
 `strided`, FlashInfer's layout, else K pages then V pages): layers 0 and 1 take the room's
 chunked pages, layers 2 and 3 take state group 1's list (sliding-window pages); and two
 state buffers in group 0 (mamba-like slots: one sharded between TP sizes, one
-replicated). The prefill's bytes come from a seed, so a decode rank computes exactly what
+replicated; with `strided` both are pieces of one slot page, striding by it). The
+prefill's bytes come from a seed, so a decode rank computes exactly what
 each of its bytes must be, written or not.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pdkv.testing import FAST_TIMEOUTS, apply_settings, wait_flag, wait_terminal
 HEADS, HEAD_DIM, DTYPE_BYTES, TOKENS, PAGES, SLOTS = 4, 8, 2, 2, 12, 6
 HEAD_BYTES = HEAD_DIM * DTYPE_BYTES
 SHARDED_SLOT, REPLICATED_SLOT = 48, 32  # state slot bytes on TP 1
+STATE_GAP = 8  # strided: bytes after a slot page's two pieces, which nothing may write
 UNWRITTEN = 0xEE
 
 # The room: chunked pages, then each group's lists (group 0 broadcasts one slot; group 1
@@ -35,8 +37,30 @@ class HybridRank:
         self.heads = HEADS // tp
         self.item = self.heads * TOKENS * HEAD_BYTES
         self.regions = [np.full(2 * self.item * PAGES, fill, np.uint8) for _ in range(4)]
-        self.state = [np.full(SHARDED_SLOT // tp * SLOTS, fill, np.uint8),
-                      np.full(REPLICATED_SLOT * SLOTS, fill, np.uint8)]
+        self.state_items = (SHARDED_SLOT // tp, REPLICATED_SLOT)
+        if strided:  # both state buffers are pieces of one slot page, with a gap after
+            self.state_page = sum(self.state_items) + STATE_GAP
+            self.state = [np.full(self.state_page * SLOTS, fill, np.uint8)]
+        else:
+            self.state = [np.full(item * SLOTS, fill, np.uint8) for item in self.state_items]
+
+    def slot(self, buf: int, q: int) -> np.ndarray:
+        """Slot q of state buffer `buf`."""
+        item = self.state_items[buf]
+        if self.strided:
+            at = q * self.state_page + sum(self.state_items[:buf])
+            return self.state[0][at:at + item]
+        return self.state[buf][q * item:(q + 1) * item]
+
+    def state_fields(self) -> dict:
+        if not self.strided:
+            return dict(state_data_ptrs=[s.ctypes.data for s in self.state],
+                        state_data_lens=[s.size for s in self.state],
+                        state_item_lens=list(self.state_items))
+        base, page = self.state[0].ctypes.data, self.state_page
+        return dict(state_data_ptrs=[base, base + self.state_items[0]],
+                    state_data_lens=[(SLOTS - 1) * page + i for i in self.state_items],
+                    state_item_lens=list(self.state_items), state_page_strides=[page, page])
 
     def page_offset(self, kv: int, page: int) -> int:
         if self.strided:
@@ -62,11 +86,8 @@ class HybridRank:
             kv_data_ptrs=ptrs, kv_data_lens=lens, kv_item_lens=items, layer_buffers=layers,
             kv_head_num=self.heads, total_kv_head_num=HEADS, head_dim=HEAD_DIM,
             dtype_bytes=DTYPE_BYTES, page_layout="NHD", memory_kind="host",
-            state_data_ptrs=[s.ctypes.data for s in self.state],
-            state_data_lens=[s.size for s in self.state],
-            state_item_lens=[s.size // SLOTS for s in self.state],
             state_buffer_groups=[0, 0], kv_layer_groups=[-1, -1, 1, 1],
-            kv_page_strides=strides)
+            kv_page_strides=strides, **self.state_fields())
         fields.update(overrides)
         return pdkv.KVArgs(**fields)
 
@@ -99,10 +120,8 @@ def expected(tp: int, rank: int, strided: bool, seed: int) -> HybridRank:
                     dst[:] = src[:, first:first + want.heads, :]
     shard = SHARDED_SLOT // tp
     for s, q in pairs(GROUP_SRC[0], GROUP_DST[0]):
-        want.state[0][q * shard:(q + 1) * shard] = \
-            pre.state[0][s * SHARDED_SLOT + rank * shard:s * SHARDED_SLOT + (rank + 1) * shard]
-        want.state[1][q * REPLICATED_SLOT:(q + 1) * REPLICATED_SLOT] = \
-            pre.state[1][s * REPLICATED_SLOT:(s + 1) * REPLICATED_SLOT]
+        want.slot(0, q)[:] = pre.slot(0, s)[rank * shard:(rank + 1) * shard]
+        want.slot(1, q)[:] = pre.slot(1, s)
     return want
 
 

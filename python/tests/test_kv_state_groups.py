@@ -47,7 +47,7 @@ def run_room(d_tp: int, strided: bool, room: int) -> dict:
     return done
 
 
-@pytest.mark.parametrize("d_tp,strided", [(1, False), (2, False), (2, True)])
+@pytest.mark.parametrize("d_tp,strided", [(1, False), (2, False), (1, True), (2, True)])
 def test_hybrid_room_moves_every_group_across_processes(d_tp, strided):
     done = run_room(d_tp, strided, room=70 + d_tp + 10 * strided)
     for (role, rank), report in done.items():

@@ -26,10 +26,11 @@ def _window(bs=4, window=8):
                              dtype=torch.float16, sliding_window=window)
 
 
-def _mamba(spec_blocks=0, mode="none"):
+def _mamba(spec_blocks=0, mode="none", mamba_type="mamba2"):
     from vllm.v1.kv_cache_interface import MambaSpec
     return MambaSpec(block_size=4, shapes=((2,),), dtypes=(torch.float16,),
-                     num_speculative_blocks=spec_blocks, mamba_cache_mode=mode)
+                     num_speculative_blocks=spec_blocks, mamba_cache_mode=mode,
+                     mamba_type=mamba_type)
 
 
 def test_primary_is_the_first_full_group_and_the_rest_are_state_groups():
@@ -78,16 +79,63 @@ def test_truncate_prompt_once():
     assert not truncate_prompt(r) and r.num_prompt_tokens == 2  # a resumed request
 
 
-def test_mamba_state_is_not_loaded_across_tp_sizes():
+@pytest.mark.parametrize("mamba_type,splits", [
+    ("mamba2", True), ("mamba1", True), ("gdn_attention", True), ("short_conv", False),
+    ("linear_attention", False)])
+def test_mamba_state_across_tp_sizes_only_where_it_splits_by_rank(mamba_type, splits):
     from pdkv.integrations.vllm.scheduler import SchedulerSide
     from vllm.v1.request import Request
-    layout = GroupLayout.from_kv_cache_config(_config(_full(), _mamba()), 4)
+    layout = GroupLayout.from_kv_cache_config(_config(_full(), _mamba(mamba_type=mamba_type)),
+                                              4)
+    assert layout.mamba_splits_by_tp is splits
     decode = SchedulerSide(4, "p:1", "d", False, False, True, groups=layout, tp_size=2)
     params = {"do_remote_prefill": True, "pdkv_room": 3, "pdkv_bootstrap_addr": "p:1",
               "pdkv_num_tokens": 8, "pdkv_tp_size": 1}
-    assert decode.get_num_new_matched_tokens(Request("r", list(range(9)), params), 0) == (0, False)
+    want = (8, True) if splits else (0, False)
+    assert decode.get_num_new_matched_tokens(Request("r", list(range(9)), params), 0) == want
     params["pdkv_tp_size"] = 2
     assert decode.get_num_new_matched_tokens(Request("r", list(range(9)), params), 0) == (8, True)
+
+
+def _state_tensors(conv_shape, temporal_shape, page=512, blocks=6):
+    raw = torch.zeros(blocks * page, dtype=torch.uint8)
+    conv_elems = conv_shape[0] * conv_shape[1]
+    conv = torch.as_strided(raw.view(torch.float16), (blocks, *conv_shape),
+                            (page // 2, conv_shape[1], 1), 0)
+    a, b, c = temporal_shape
+    temporal = torch.as_strided(raw.view(torch.float32), (blocks, a, b, c),
+                                (page // 4, b * c, c, 1), conv_elems * 2 // 4)
+    return raw, [conv, temporal]
+
+
+def test_mamba2_pieces_in_both_conv_layouts():
+    from pdkv.integrations.vllm.mamba_state import state_pieces
+    # 2 local heads * head_dim 2 = x of 4 channels, B = C = 3 channels; 3 conv rows
+    raw, ds = _state_tensors((10, 3), (2, 2, 4))
+    base = raw.data_ptr()
+    pieces = state_pieces(ds, "l", "mamba2", dim_first=True)
+    assert [(p.ptr - base, p.item, p.stride) for p in pieces] == [
+        (0, 4 * 3 * 2, 512), (24, 3 * 3 * 2, 512), (42, 18, 512), (60, 2 * 2 * 4 * 4, 512)]
+    assert all(p.length == 5 * 512 + p.item for p in pieces)
+    raw, sd = _state_tensors((3, 10), (2, 2, 4))
+    base = raw.data_ptr()
+    pieces = state_pieces(sd, "l", "mamba2", dim_first=False)
+    assert [(p.ptr - base, p.item) for p in pieces] == [
+        (0, 8), (8, 6), (14, 6), (20, 8), (28, 6), (34, 6), (40, 8), (48, 6), (54, 6),
+        (60, 64)]
+
+
+def test_gdn_pieces_are_q_k_v_and_other_types_move_whole_pages():
+    from pdkv.integrations.vllm.mamba_state import state_pieces
+    raw, ds = _state_tensors((12, 3), (2, 4, 2))  # Q = K = 2 channels, V = 2 heads * 4
+    base = raw.data_ptr()
+    pieces = state_pieces(ds, "l", "gdn_attention", dim_first=True)
+    assert [(p.ptr - base, p.item) for p in pieces] == [(0, 12), (12, 12), (24, 48), (72, 64)]
+    assert state_pieces(ds, "l", "gdn", dim_first=True) == pieces  # GroupInfo.state_split
+    whole = state_pieces(ds, "l", "short_conv", dim_first=True)
+    assert [(p.ptr - base, p.item, p.stride) for p in whole] == [(0, 512, 512)]
+    with pytest.raises(ValueError, match="is not x"):
+        state_pieces(_state_tensors((4, 3), (2, 2, 4))[1], "l", "mamba2", dim_first=True)
 
 
 def test_a_proposed_room_in_use_gets_a_fresh_one():

@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")  # imported once here; the forked ranks inherit it
 from engine_replay import Ranks  # noqa: E402
 from fake_cuda_array import fake_cuda_env  # noqa: E402
+from vllm_hybrid_model import mamba_env  # noqa: E402
 from vllm_hybrid_replay import decode_main, prefill_main  # noqa: E402
 
 REQUESTS = [("req-a", 23, 1), ("req-b", 9, 2)]
@@ -17,8 +18,11 @@ REQUESTS = [("req-a", 23, 1), ("req-b", 9, 2)]
 def _run(family: str, p_tp: int, d_tp: int, heads: int = 4, block_size: int = 4,
          device: bool = False):
     with Ranks() as ranks:
+        env = dict(mamba_env(family))
+        if device:
+            env.update(fake_cuda_env(), PDKV_VERIFY_CHECKSUM="1")
         base = dict(family=family, heads=heads, block_size=block_size, device=device,
-                    env=dict(fake_cuda_env(), PDKV_VERIFY_CHECKSUM="1") if device else None)
+                    env=env or None)
         for r in range(p_tp):
             ranks.start(f"p{r}", prefill_main, dict(base, rank=r, tp=p_tp,
                                                    requests=REQUESTS))
@@ -62,6 +66,18 @@ def test_mamba_hybrid_moves_the_state_after_all_but_the_last_token():
     assert done["d0"]["loaded_tokens"] == {"req-a": 22, "req-b": 8}
 
 
+@pytest.mark.parametrize("family,p_tp,d_tp", [
+    ("mamba", 1, 2), ("mamba", 2, 1), ("mamba_ds", 1, 2), ("mamba_ds", 2, 1),
+    ("gdn", 1, 2), ("gdn", 2, 1), ("mamba_ds", 1, 4), ("gdn", 4, 2)])
+def test_mamba_state_split_between_tp_sizes(family, p_tp, d_tp):
+    # every decode rank holds its shard of every conv sub-projection and of the temporal
+    # state (checked against the sharding rule, per rank), the attention heads sliced
+    done, params = _run(family, p_tp, d_tp)
+    assert params["req-a"]["pdkv_num_tokens"] == 22
+    assert all(done[f"d{r}"]["loaded_tokens"] == {"req-a": 22, "req-b": 8}
+               for r in range(d_tp))
+
+
 def test_flashinfer_layout_tp1_to_tp2_head_sliced():
     _run("flashinfer", 1, 2)
 
@@ -70,6 +86,8 @@ def test_mla_with_indexer_cache_tp1_to_tp2():
     _run("mla_indexer", 1, 2, heads=1)
 
 
-@pytest.mark.parametrize("family,d_tp", [("swa", 2), ("mamba", 1), ("flashinfer", 2)])
-def test_device_caches(family, d_tp):
-    _run(family, 1, d_tp, device=True)
+@pytest.mark.parametrize("family,p_tp,d_tp", [
+    ("swa", 1, 2), ("mamba", 1, 1), ("flashinfer", 1, 2), ("mamba", 1, 2),
+    ("mamba_ds", 2, 1), ("gdn", 1, 2)])
+def test_device_caches(family, p_tp, d_tp):
+    _run(family, p_tp, d_tp, device=True)

@@ -37,7 +37,7 @@ def _connectors(torch, cfg, role: str, engine_id: str, heads: int):
         model_config=ModelConfig(total_num_kv_heads=cfg["heads"],
                                  use_mla=cfg["family"] == "mla_indexer"),
         parallel_config=ParallelConfig(tensor_parallel_size=cfg["tp"]))
-    kcc = kv_cache_config(torch, cfg["family"], heads, cfg["block_size"])
+    kcc = kv_cache_config(torch, cfg["family"], heads, cfg["block_size"], cfg["tp"])
     ktc = config.kv_transfer_config
     cls = getattr(importlib.import_module(ktc.kv_connector_module_path), ktc.kv_connector)
     return (cls(config, KVConnectorRole.SCHEDULER, kcc),
@@ -74,7 +74,7 @@ def _rank(torch, cfg, role, engine_id):
     if cfg["family"] == "mla_indexer":
         first, n = 0, 1
     sched, worker = _connectors(torch, cfg, role, engine_id, n)
-    caches = make_caches(torch, cfg["family"], n, cfg["block_size"])
+    caches = make_caches(torch, cfg["family"], n, cfg["block_size"], cfg["tp"])
     registered, mirrors = _on_device(cfg, caches)
     worker.register_kv_caches(registered)
     return sched, worker, caches, first, n, mirrors
@@ -116,7 +116,8 @@ def prefill_main(cfg, out_q, in_q):
         sched.update_state_after_alloc(r, KVCacheBlocks(tuple(per_group)), 0)
         meta = sched.build_connector_meta(scheduler_output(
             [new_request(req_id, tuple(per_group))], None, {req_id: tokens}))
-        write(torch, caches, family, per_group, bs, tokens, first, n, seed)
+        write(torch, caches, family, per_group, bs, tokens, first, n, seed, cfg["rank"],
+              cfg["tp"])
         for m in mirrors:  # the forward's writes are on the device before the push
             m.upload()
         model_runner_step(worker, meta, finished=finished)
@@ -168,7 +169,8 @@ def decode_main(cfg, out_q, in_q):
                       time.monotonic() + cfg.get("timeout", 30))
     for m in mirrors:  # what pdkv landed on the device, for the checks
         m.download()
-    ok = {req_id: check(torch, caches, family, per_group, bs, count, first, n, seed)
+    ok = {req_id: check(torch, caches, family, per_group, bs, count, first, n, seed,
+                        cfg["rank"], cfg["tp"])
           for req_id, (seed, per_group, count) in reqs.items()}
     out_q.put(("done", cfg["name"], {"finished_recving": sorted(recvd), "bytes_ok": ok,
                                      "loaded_tokens": {k: v[2] for k, v in reqs.items()},

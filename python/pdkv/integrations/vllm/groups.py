@@ -10,7 +10,8 @@ A pdkv room carries them so:
 - every other group g becomes one pdkv *state group*: an index list given with the
   room's last chunk, paired position by position between prefill and decode. Its
   attention layers take those indices as pages (head-sliced between TP sizes like the
-  primary pages); its Mamba layers take them as state slots (whole).
+  primary pages); its Mamba layers take them as state slots (split between TP sizes
+  piece by piece, mamba_state.py).
 
 Which positions move, per group, over the request's prompt pages [0, P):
 - full attention (a second full group): every position;
@@ -36,6 +37,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 from typing import Optional, Sequence
+
+from pdkv.integrations.vllm.mamba_state import split_kind
 
 NULL_BLOCK = 0  # vLLM's null block: a placeholder for a freed position
 
@@ -63,6 +66,9 @@ class GroupInfo:
     spec_blocks: int = 0  # MAMBA: trailing speculative scratch blocks
     positional: bool = False  # MAMBA: a state per block position ("all" mode)
     is_mla: bool = False
+    # MAMBA: "mamba1", "mamba2" or "gdn" when its state splits between TP sizes
+    # (mamba_state.py), None when it moves between equal TP sizes only
+    state_split: Optional[str] = None
 
 
 def _spec_kind(spec) -> tuple[GroupKind, int, bool]:
@@ -95,6 +101,11 @@ class GroupLayout:
     @property
     def has_mamba(self) -> bool:
         return any(g.kind == GroupKind.MAMBA for g in self.groups)
+
+    @property
+    def mamba_splits_by_tp(self) -> bool:
+        """Every Mamba group's state splits between TP sizes (vacuously true without)."""
+        return all(g.state_split for g in self.groups if g.kind == GroupKind.MAMBA)
 
     @property
     def state_groups(self) -> list[GroupInfo]:
@@ -137,7 +148,9 @@ class GroupLayout:
                 window_blocks=_cdiv(window, bs) + 1 if kind == GroupKind.SLIDING else 0,
                 spec_blocks=int(getattr(spec, "num_speculative_blocks", 0) or 0)
                 if kind == GroupKind.MAMBA else 0,
-                positional=kind == GroupKind.MAMBA and mode == "all", is_mla=mla))
+                positional=kind == GroupKind.MAMBA and mode == "all", is_mla=mla,
+                state_split=split_kind(getattr(spec, "mamba_type", None))
+                if kind == GroupKind.MAMBA else None))
         return cls(tuple(out), primary)
 
     # --- block lists -------------------------------------------------------------------

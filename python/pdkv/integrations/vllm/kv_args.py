@@ -7,7 +7,8 @@ the same blocks) are one pdkv layer; layers of different groups that share a ten
 block ids being distinct) are separate pdkv layers over the same buffers, each taking
 its own group's indices (groups.py: the primary group's pages are the room's chunked
 pages, every other group's are its state group's list). Mamba layers become state
-buffers of their group, one slot per block page.
+buffers of their group, one slot per block page: the page's pieces that TP shards one by
+one (mamba_state.py), each striding by the page.
 
 Every attention layer must share one geometry (block size, heads, head size, dtype,
 layout): pdkv slices heads by one rule per rank.
@@ -19,7 +20,8 @@ from typing import Mapping, Optional
 import pdkv
 from pdkv.integrations.memory import caches_memory
 from pdkv.integrations.vllm.groups import GroupKind, GroupLayout
-from pdkv.integrations.vllm.layout import Buffer, RankTopology, attention_layer, state_page
+from pdkv.integrations.vllm.layout import Buffer, RankTopology, attention_layer
+from pdkv.integrations.vllm.mamba_state import state_pieces
 
 
 def flat_caches(kv_caches: Mapping[str, object]):
@@ -74,8 +76,9 @@ def kv_args_from_caches(kv_caches: Mapping[str, object], topo: RankTopology,
             if group is None:
                 raise ValueError(f"{name}: a state (Mamba) layer needs vLLM's hybrid KV "
                                  "cache groups (kv_cache_config) to say where it belongs")
-            states.append(state_page(value, name))
-            state_groups.append(state_group)
+            pieces = state_pieces(value, name, group.state_split)
+            states.extend(pieces)
+            state_groups.extend([state_group] * len(pieces))
             continue
         if group is not None and group.kind == GroupKind.MAMBA:
             raise ValueError(f"{name}: one tensor for a layer of a Mamba group")
@@ -121,6 +124,8 @@ def kv_args_from_caches(kv_caches: Mapping[str, object], topo: RankTopology,
                       state_data_lens=[b.length for b in states],
                       state_item_lens=[b.item for b in states],
                       state_buffer_groups=state_groups)
+        if any(b.stride != b.item for b in states):
+            common["state_page_strides"] = [b.stride for b in states]
     if geometry[0] == "mla":
         _, _, latent, es = geometry
         return pdkv.KVArgs(kv_head_num=1, total_kv_head_num=1, head_dim=latent,

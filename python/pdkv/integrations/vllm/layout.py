@@ -21,7 +21,8 @@ backend (block = vLLM's page). The layouts understood here:
 - ``(num_blocks, block_size, latent_dim)``: MLA, one latent buffer per layer.
 - a list of tensors ``(num_blocks, *state_shape)``: a Mamba / linear-attention layer's
   states (conv, temporal), views of one raw per-layer allocation whose block i is at
-  ``base + i * page``; the whole page is one pdkv state slot.
+  ``base + i * page``; the whole page is one pdkv state slot (``state_page``), or its
+  pieces that TP shards one by one (mamba_state.py).
 
 Every tensor must be in host memory (``device.type == "cpu"``) or on one CUDA device
 (``"cuda"``), all of a worker's in the same place (``pdkv.integrations.memory``).

@@ -106,13 +106,14 @@ class SchedulerSide:
 
     def _can_load(self, params: dict) -> bool:
         """False (the decode computes the prompt itself) where the prefill's state could
-        not land right: Mamba state between different TP sizes (its slots are not cut
-        by heads)."""
+        not land right: between different TP sizes, a Mamba state type whose page pdkv
+        cannot split by TP rank (mamba_state.py; vLLM's NIXL connector refuses the same)."""
         peer_tp = params.get(P.TP_SIZE)
-        if self._groups.has_mamba and self._tp_size and isinstance(peer_tp, int) and \
-                peer_tp != self._tp_size:
-            log.warning("pdkv: prefill TP %d != decode TP %d with Mamba state: computing "
-                        "the prompt locally", peer_tp, self._tp_size)
+        if not self._groups.mamba_splits_by_tp and self._tp_size and \
+                isinstance(peer_tp, int) and peer_tp != self._tp_size:
+            log.warning("pdkv: prefill TP %d != decode TP %d with a Mamba state type that "
+                        "does not split by TP rank: computing the prompt locally", peer_tp,
+                        self._tp_size)
             return False
         return True
 
