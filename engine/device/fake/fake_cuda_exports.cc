@@ -576,5 +576,5 @@ PDKV_FAKE_EXPORT CUresult pdkvFakeStickyError(int device) {
 // For the fake's own tests, which share one process: a real driver has no way back from
 // a sticky error but a new process.
 PDKV_FAKE_EXPORT void pdkvFakeClearStickyError(int device) {
-  if (CUctx_st* primary = fc::primary_context(device)) primary->sticky_error.store(CUDA_SUCCESS);
+  if (CUctx_st* primary = fc::primary_context(device)) fc::clear_context_error(primary);
 }

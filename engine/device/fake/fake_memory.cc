@@ -194,9 +194,20 @@ CUresult reserve_address(size_t size, CUdeviceptr* out) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   const size_t page = page_size();
+  const size_t granule = vmm_granularity();
   const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
-  void* device = mmap(nullptr, size + page, PROT_NONE, flags, -1, 0);
-  if (device == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  // Aligned to the granularity, as the driver's reservations are: over-reserve, then give
+  // back what lies before the aligned start and after the guard page.
+  void* raw = mmap(nullptr, size + page + granule, PROT_NONE, flags, -1, 0);
+  if (raw == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  const auto raw_start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t start = (raw_start + granule - 1) / granule * granule;
+  if (start > raw_start) munmap(raw, start - raw_start);
+  const uintptr_t tail = start + size + page;
+  if (raw_start + size + page + granule > tail) {
+    munmap(reinterpret_cast<void*>(tail), raw_start + size + page + granule - tail);
+  }
+  void* device = reinterpret_cast<void*>(start);
   void* shadow = mmap(nullptr, size, PROT_NONE, flags, -1, 0);
   if (shadow == MAP_FAILED) {
     munmap(device, size + page);

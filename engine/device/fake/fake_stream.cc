@@ -243,6 +243,14 @@ CUresult synchronize_context(CUcontext ctx) {
   return ctx->sticky_error.load();
 }
 
+void clear_context_error(CUcontext ctx) {
+  ctx->sticky_error.store(CUDA_SUCCESS);
+  if (CUstream_st* legacy = ctx->legacy_stream.load()) {
+    MutexLock lock(legacy->mu);
+    legacy->error = CUDA_SUCCESS;
+  }
+}
+
 CUresult copy_sync(CUcontext ctx, const CopyDesc& c, bool pageable_upload) {
   CUstream_st* legacy = legacy_stream(ctx);
   // "A stream sync is performed before the copy is initiated."

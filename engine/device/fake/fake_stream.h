@@ -91,6 +91,8 @@ CUresult synchronize_context(CUcontext ctx);
 // "API synchronization behavior"); a download, and an upload from pinned memory, return
 // once done. Neither is counted by pdkvFakeCopyCount nor subject to the test modes.
 CUresult copy_sync(CUcontext ctx, const CopyDesc& copy, bool pageable_upload);
+// Forgets ctx's sticky error (the fake's own tests only: a real context stays failed).
+void clear_context_error(CUcontext ctx);
 
 // Checks the copy's shape, poisons a host destination in poison mode, and enqueues it.
 CUresult enqueue_copy(CUstream_st* stream, const CopyDesc& copy);
