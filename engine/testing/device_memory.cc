@@ -148,6 +148,14 @@ long fake_device_copy_count() {
   auto fn = symbol<long (*)()>("pdkvFakeCopyCount");
   return fn != nullptr ? fn() : -1;
 }
+Result<void*> create_polling_event() {
+  auto create = symbol<PFN_cuEventCreate>("cuEventCreate");
+  if (create == nullptr) return failed_precondition("driver has no cuEventCreate");
+  CUevent event = nullptr;
+  PDKV_RETURN_IF_ERROR(check(create(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+  return static_cast<void*>(event);
+}
+
 long fake_device_spin_waits() {
   auto fn = symbol<long (*)()>("pdkvFakeSpinWaits");
   return fn != nullptr ? fn() : -1;

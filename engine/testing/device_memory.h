@@ -48,6 +48,12 @@ class DeviceBuffer {
   bool mapped_pieces_ = false;  // freed with cuMemUnmap + cuMemAddressFree
 };
 
+// An event made the way pdkv made them before it used blocking-sync events (timing off,
+// nothing else): cuEventSynchronize on it polls a core. The benchmark's baseline for the
+// waiting threads' CPU; destroy it with DeviceDriver::destroy_event. The calling thread
+// must be bound to the device.
+Result<void*> create_polling_event();
+
 // The fake driver's test controls (engine/device/fake/), when the loaded driver is the
 // fake; each returns false (and does nothing) on a real driver.
 bool fake_device_set_copy_delay_us(unsigned us);

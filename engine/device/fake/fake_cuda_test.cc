@@ -622,7 +622,7 @@ TEST_F(FakeCudaTest, PageableUploadLandsAfterItReturns) {
 }
 
 // Waiting on an event made without CU_EVENT_BLOCKING_SYNC polls a core for the whole
-// wait; with it the thread sleeps. Measured as the waiting thread's CPU time.
+// wait; with it the thread sleeps. The fake counts each kind of wait.
 TEST_F(FakeCudaTest, OnlyBlockingSyncEventsSleepThroughAWait) {
   const size_t n = 4096;
   CUdeviceptr dev = alloc(n);
@@ -658,10 +658,9 @@ TEST_F(FakeCudaTest, OnlyBlockingSyncEventsSleepThroughAWait) {
       wait_cpu_ms(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING, &spins, &sleeps);
   EXPECT_EQ(spins, 0);
   EXPECT_EQ(sleeps, 1);
-  // 100 ms of waiting: a sleeping wait costs next to nothing; a spinning one a good share
-  // of it even on a loaded machine (only the bound is asserted, never a timing).
-  EXPECT_LT(sleeping, 10.0);
-  EXPECT_GT(spinning, sleeping);
+  // The CPU each wait cost is printed, not asserted (pdkv bench engine --memory device
+  // measures it): a machine's load decides how much a spinning thread gets.
+  std::printf("100 ms wait: %.1f ms CPU spinning, %.1f ms sleeping\n", spinning, sleeping);
   f_->cuStreamDestroy_v2(s);
   f_->cuMemFreeHost(pinned);
   f_->cuMemFree_v2(dev);
