@@ -227,7 +227,8 @@ TEST(DeviceStaging, ScatteredPiecesAreBatchedCopies) {
   for (uint64_t i = 0; i < kPieces; ++i) {
     // Every other slot, so no two pieces are adjacent on either side.
     const uint64_t src = 2 * from[i] * kPiece, dst = 2 * to[i] * kPiece;
-    blocks.push_back(WriteBlock{(*buffer)->addr() + src, peer.process->remote_base() + dst, kPiece});
+    blocks.push_back(
+        WriteBlock{(*buffer)->addr() + src, peer.process->remote_base() + dst, kPiece});
     std::memcpy(model.data() + dst, source.data() + src, kPiece);
   }
   testing::fake_device_set_poison(true);
@@ -287,6 +288,52 @@ TEST(DeviceStaging, RunsAcrossTwoAllocationsLandExactly) {
   }
 }
 
+// The child of ASenderStickyErrorEndsTheDevicePathButNotHostMemory: 0 when all held.
+int sender_fault_child() {
+  bool ok = true;
+  auto check = [&ok](bool cond, const std::string& what) {
+    if (!cond) std::fprintf(stderr, "failed: %s\n", what.c_str());
+    ok = ok && cond;
+  };
+  Peer peer = start_peer(-1);
+  auto engine = make_engine();
+  auto buffer = DeviceBuffer::allocate(0, kBytes);
+  check(buffer.ok(), "allocate");
+  const auto source = random_bytes(kBytes, 5);
+  check((*buffer)->upload(0, source.data(), kBytes).ok(), "upload");
+  check(engine->register_memory((*buffer)->addr(), kBytes, MemoryAccess::kLocalReadOnly).ok(),
+        "register device");
+  const auto host = random_bytes(1u << 20, 6);
+  const uint64_t host_addr = reinterpret_cast<uint64_t>(host.data());
+  check(engine->register_memory(host_addr, host.size(), MemoryAccess::kLocalReadOnly).ok(),
+        "register host");
+  const WriteBlock device_block{(*buffer)->addr(), peer.process->remote_base(), 1u << 20};
+  const WriteBlock host_block{host_addr, peer.process->remote_base() + (2u << 20), host.size()};
+  auto session = engine->open_session(peer.process->endpoint());
+  check(session.ok(), "session");
+  check(device_healthy(), "healthy before");
+  check(testing::fake_device_fail_copy_after(1), "inject");
+  Status failed = engine->transfer(*session, std::span(&device_block, 1));
+  check(!failed.ok(), "the faulted batch fails");
+  check(failed.message().find("CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos &&
+            failed.message().find("an illegal memory access was encountered") != std::string::npos,
+        "name and description in: " + failed.to_string());
+  check(!device_healthy(), "unhealthy after");
+  check(device_fault().message().find("CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos,
+        "the fault: " + device_fault().to_string());
+  // No re-staging on a fresh stream can help: the next device batch fails at once.
+  const auto start = std::chrono::steady_clock::now();
+  Status again = engine->transfer(*session, std::span(&device_block, 1));
+  check(!again.ok() && again.message().find("CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos,
+        "the next device batch fails with the same cause: " + again.to_string());
+  check(std::chrono::steady_clock::now() - start < std::chrono::seconds(5), "at once");
+  // Host memory still moves, on the same session.
+  check(engine->transfer(*session, std::span(&host_block, 1)).ok(), "host batch");
+  check(std::memcmp(peer.shared->data() + (2u << 20), host.data(), host.size()) == 0,
+        "host bytes landed");
+  return ok ? 0 : 1;
+}
+
 // A sticky driver error on the sender (an illegal address fails the whole CUDA context,
 // as on a GPU) ends this process's device path for good: the batch that met it fails with
 // the error's name and description, the process reports itself unhealthy, every later
@@ -296,56 +343,7 @@ TEST(DeviceStaging, RunsAcrossTwoAllocationsLandExactly) {
 TEST(DeviceFault, ASenderStickyErrorEndsTheDevicePathButNotHostMemory) {
   if (!on_fake_driver()) GTEST_SKIP() << "injects a fake driver error";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        bool ok = true;
-        auto check = [&ok](bool cond, const std::string& what) {
-          if (!cond) std::fprintf(stderr, "failed: %s\n", what.c_str());
-          ok = ok && cond;
-        };
-        Peer peer = start_peer(-1);
-        auto engine = make_engine();
-        auto buffer = DeviceBuffer::allocate(0, kBytes);
-        check(buffer.ok(), "allocate");
-        const auto source = random_bytes(kBytes, 5);
-        check((*buffer)->upload(0, source.data(), kBytes).ok(), "upload");
-        check(engine->register_memory((*buffer)->addr(), kBytes, MemoryAccess::kLocalReadOnly)
-                  .ok(),
-              "register device");
-        const auto host = random_bytes(1u << 20, 6);
-        const uint64_t host_addr = reinterpret_cast<uint64_t>(host.data());
-        check(engine->register_memory(host_addr, host.size(), MemoryAccess::kLocalReadOnly).ok(),
-              "register host");
-        const WriteBlock device_block{(*buffer)->addr(), peer.process->remote_base(), 1u << 20};
-        const WriteBlock host_block{host_addr, peer.process->remote_base() + (2u << 20),
-                                    host.size()};
-        auto session = engine->open_session(peer.process->endpoint());
-        check(session.ok(), "session");
-        check(device_healthy(), "healthy before");
-        check(testing::fake_device_fail_copy_after(1), "inject");
-        Status failed = engine->transfer(*session, std::span(&device_block, 1));
-        check(!failed.ok(), "the faulted batch fails");
-        check(failed.message().find("CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos &&
-                  failed.message().find("an illegal memory access was encountered") !=
-                      std::string::npos,
-              "name and description in: " + failed.to_string());
-        check(!device_healthy(), "unhealthy after");
-        check(device_fault().message().find("CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos,
-              "the fault: " + device_fault().to_string());
-        // No re-staging on a fresh stream can help: the next device batch fails at once.
-        const auto start = std::chrono::steady_clock::now();
-        Status again = engine->transfer(*session, std::span(&device_block, 1));
-        check(!again.ok() && again.message().find("CUDA_ERROR_ILLEGAL_ADDRESS") !=
-                                 std::string::npos,
-              "the next device batch fails with the same cause: " + again.to_string());
-        check(std::chrono::steady_clock::now() - start < std::chrono::seconds(5), "at once");
-        // Host memory still moves, on the same session.
-        check(engine->transfer(*session, std::span(&host_block, 1)).ok(), "host batch");
-        check(std::memcmp(peer.shared->data() + (2u << 20), host.data(), host.size()) == 0,
-              "host bytes landed");
-        std::exit(ok ? 0 : 1);
-      },
-      ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(std::exit(sender_fault_child()), ::testing::ExitedWithCode(0), "");
 }
 
 // A sticky error on the receiver ends its device path: the batch that met it and every
@@ -390,6 +388,29 @@ TEST(DeviceStaging, WaitsForCopiesSleepInsteadOfSpinning) {
   EXPECT_EQ(testing::fake_device_spin_waits() - spins, 0);
 }
 
+// The child of StridesAboveTheMaxPitchAreSplit: 0 when the bytes landed.
+int max_pitch_child() {
+  setenv("PDKV_FAKE_CUDA_MAX_PITCH", "4096", 1);
+  bool ok = true;
+  Peer peer = start_peer(-1);
+  auto engine = make_engine();
+  auto buffer = DeviceBuffer::allocate(0, kBytes);
+  const auto source = random_bytes(kBytes, 12);
+  ok = ok && buffer.ok() && (*buffer)->upload(0, source.data(), kBytes).ok();
+  ok = ok && engine->register_memory((*buffer)->addr(), kBytes, MemoryAccess::kLocalReadOnly).ok();
+  std::vector<WriteBlock> blocks;
+  std::vector<uint8_t> model(kBytes, 0);
+  for (uint64_t i = 0; i < 512; ++i) {  // 512 B every 8 KiB: pitch 8192 > 4096
+    blocks.push_back(
+        WriteBlock{(*buffer)->addr() + i * 8192, peer.process->remote_base() + i * 8192, 512});
+    std::memcpy(model.data() + i * 8192, source.data() + i * 8192, 512);
+  }
+  Status sent = send(*engine, peer.process->endpoint(), blocks);
+  if (!sent.ok()) std::fprintf(stderr, "send: %s\n", sent.to_string().c_str());
+  ok = ok && sent.ok() && std::memcmp(peer.shared->data(), model.data(), kBytes) == 0;
+  return ok ? 0 : 1;
+}
+
 // A head-split run whose stride exceeds the device's CU_DEVICE_ATTRIBUTE_MAX_PITCH cannot
 // be one 2-D copy (the driver refuses it): pdkv splits it into one batched copy of rows,
 // and the bytes land exactly. The limit is read when the driver loads, so the sender
@@ -397,30 +418,7 @@ TEST(DeviceStaging, WaitsForCopiesSleepInsteadOfSpinning) {
 TEST(DeviceStaging, StridesAboveTheMaxPitchAreSplit) {
   if (!on_fake_driver()) GTEST_SKIP() << "sets the fake driver's max pitch";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        setenv("PDKV_FAKE_CUDA_MAX_PITCH", "4096", 1);
-        bool ok = true;
-        Peer peer = start_peer(-1);
-        auto engine = make_engine();
-        auto buffer = DeviceBuffer::allocate(0, kBytes);
-        const auto source = random_bytes(kBytes, 12);
-        ok = ok && buffer.ok() && (*buffer)->upload(0, source.data(), kBytes).ok();
-        ok = ok && engine->register_memory((*buffer)->addr(), kBytes, MemoryAccess::kLocalReadOnly)
-                       .ok();
-        std::vector<WriteBlock> blocks;
-        std::vector<uint8_t> model(kBytes, 0);
-        for (uint64_t i = 0; i < 512; ++i) {  // 512 B every 8 KiB: pitch 8192 > 4096
-          blocks.push_back(WriteBlock{(*buffer)->addr() + i * 8192,
-                                      peer.process->remote_base() + i * 8192, 512});
-          std::memcpy(model.data() + i * 8192, source.data() + i * 8192, 512);
-        }
-        Status sent = send(*engine, peer.process->endpoint(), blocks);
-        if (!sent.ok()) std::fprintf(stderr, "send: %s\n", sent.to_string().c_str());
-        ok = ok && sent.ok() && std::memcmp(peer.shared->data(), model.data(), kBytes) == 0;
-        std::exit(ok ? 0 : 1);
-      },
-      ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(std::exit(max_pitch_child()), ::testing::ExitedWithCode(0), "");
 }
 
 // A peer killed while device-staged batches are in flight fails them in bounded time; a

@@ -295,7 +295,8 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
     // one fails here, with that error, instead of staging into a dead context.
     if (!device_healthy()) {
       for (const WriteBlock& b : blocks) {
-        if (b.length > 0 && device_regions_.device_of(b.src_addr, b.length) != DeviceRegions::kHost) {
+        if (b.length > 0 &&
+            device_regions_.device_of(b.src_addr, b.length) != DeviceRegions::kHost) {
           return device_fault().with_context("the batch reads device memory");
         }
       }

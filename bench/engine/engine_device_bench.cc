@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -100,7 +100,7 @@ Result<std::pair<double, double>> raw_copy_gbps(size_t bytes) {
 // as pdkv made them before (polling: the driver's default) and with pdkv's own
 // (blocking-sync). A receiver thread waits like this on every slab it refills.
 struct WaitCpu {
-  double polling = 0;   // thread CPU seconds / wall seconds while waiting
+  double polling = 0;  // thread CPU seconds / wall seconds while waiting
   double blocking = 0;
 };
 Result<WaitCpu> wait_cpu_share(size_t bytes, int waits, bool fake) {
@@ -226,25 +226,25 @@ Status run_engine_device_bench(const EngineBenchArgs& args) {
                         fake ? 0.0 : kTarget,
                         host->verified && device->verified,
                         "the same workload host->host, rounds alternating in this run"};
-    j[id] = figure_json(figure, {{"device_rounds", device->gbps},
-                                 {"host_rounds", host->gbps},
-                                 {"raw_d2h_gbps", raw.ok() ? raw->first : 0.0},
-                                 {"raw_h2d_gbps", raw.ok() ? raw->second : 0.0},
-                                 {"driver", engine::device_driver()->description()},
-                                 {"src_memory", args.src_memory},
-                                 {"dst_memory", args.dst_memory},
-                                 {"model", args.model},
-                                 {"tokens", args.tokens},
-                                 {"page", args.page},
-                                 {"head_split", args.head_split},
-                                 {"decode_tp", args.decode_tp},
-                                 {"streams", options.tcp.streams},
-                                 {"blocks", w.blocks.size()},
-                                 {"device_slab_bytes", options.tcp.device_slab_bytes},
-                                 {"device_slabs", options.tcp.device_slabs},
-                                 {"wait_cpu_share_polling", wait_cpu.ok() ? wait_cpu->polling : -1.0},
-                                 {"wait_cpu_share_blocking",
-                                  wait_cpu.ok() ? wait_cpu->blocking : -1.0}});
+    j[id] = figure_json(figure,
+                        {{"device_rounds", device->gbps},
+                         {"host_rounds", host->gbps},
+                         {"raw_d2h_gbps", raw.ok() ? raw->first : 0.0},
+                         {"raw_h2d_gbps", raw.ok() ? raw->second : 0.0},
+                         {"driver", engine::device_driver()->description()},
+                         {"src_memory", args.src_memory},
+                         {"dst_memory", args.dst_memory},
+                         {"model", args.model},
+                         {"tokens", args.tokens},
+                         {"page", args.page},
+                         {"head_split", args.head_split},
+                         {"decode_tp", args.decode_tp},
+                         {"streams", options.tcp.streams},
+                         {"blocks", w.blocks.size()},
+                         {"device_slab_bytes", options.tcp.device_slab_bytes},
+                         {"device_slabs", options.tcp.device_slabs},
+                         {"wait_cpu_share_polling", wait_cpu.ok() ? wait_cpu->polling : -1.0},
+                         {"wait_cpu_share_blocking", wait_cpu.ok() ? wait_cpu->blocking : -1.0}});
     PDKV_RETURN_IF_ERROR(write_json_file(args.json_path, j));
   }
   if (!host->verified || !device->verified) {

@@ -85,9 +85,9 @@ class CudaDriver final : public DeviceDriver {
     // driver, so copy_strided splits it (a context-free query, made once).
     for (int d = 0; d < driver->count_; ++d) {
       int pitch = 0;
-      PDKV_RETURN_IF_ERROR(driver->check(
-          driver->api_.cuDeviceGetAttribute(&pitch, CU_DEVICE_ATTRIBUTE_MAX_PITCH, d),
-          "cuDeviceGetAttribute(MAX_PITCH)"));
+      PDKV_RETURN_IF_ERROR(
+          driver->check(driver->api_.cuDeviceGetAttribute(&pitch, CU_DEVICE_ATTRIBUTE_MAX_PITCH, d),
+                        "cuDeviceGetAttribute(MAX_PITCH)"));
       if (pitch > 0) driver->max_pitch_ = std::min<uint64_t>(driver->max_pitch_, pitch);
     }
     return driver;
@@ -185,9 +185,9 @@ class CudaDriver final : public DeviceDriver {
     CUevent event = nullptr;
     // Blocking sync: a thread waiting in cuEventSynchronize sleeps instead of polling a
     // core for the whole wait (the driver's default).
-    PDKV_RETURN_IF_ERROR(check(api_.cuEventCreate(&event, CU_EVENT_BLOCKING_SYNC |
-                                                              CU_EVENT_DISABLE_TIMING),
-                               "cuEventCreate"));
+    PDKV_RETURN_IF_ERROR(
+        check(api_.cuEventCreate(&event, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING),
+              "cuEventCreate"));
     return static_cast<DeviceEventHandle>(event);
   }
   void destroy_event(DeviceEventHandle event) override {

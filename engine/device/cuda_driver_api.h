@@ -194,7 +194,6 @@ using PFN_cuMemUnmap = CUresult (*)(CUdeviceptr ptr, size_t size);
 using PFN_cuMemSetAccess = CUresult (*)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
                                         size_t count);
 using PFN_cuMemGetAllocationGranularity = CUresult (*)(size_t* granularity,
-                                                       const CUmemAllocationProp* prop,
-                                                       int option);
+                                                       const CUmemAllocationProp* prop, int option);
 
 }  // extern "C"

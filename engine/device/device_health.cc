@@ -34,10 +34,8 @@ bool is_sticky_device_error(int r) {
     case CUDA_ERROR_MISALIGNED_ADDRESS:
     case CUDA_ERROR_INVALID_ADDRESS_SPACE:
     case CUDA_ERROR_INVALID_PC:
-    case CUDA_ERROR_LAUNCH_FAILED:
-      return true;
-    default:
-      return false;
+    case CUDA_ERROR_LAUNCH_FAILED: return true;
+    default: return false;
   }
 }
 

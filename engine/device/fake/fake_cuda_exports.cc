@@ -43,10 +43,11 @@
 //    creates its own; the null stream is refused with CUDA_ERROR_INVALID_VALUE; only the
 //    synchronous copies use the legacy stream internally), no context reset (only the
 //    fake's own tests clear a sticky error, pdkvFakeClearStickyError), no limits on memory,
-//    virtual memory in 2 MiB granules with mapping offsets but no other flags. Its behaviour follows the public reference as far as pdkv relies
-//    on it; where the reference is silent the fake is the stricter choice.
-#include <cstddef>
+//    virtual memory in 2 MiB granules with mapping offsets but no other flags. Its behaviour
+//    follows the public reference as far as pdkv relies on it; where the reference is silent the
+//    fake is the stricter choice.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -71,8 +72,8 @@ CUresult require_handle(const void* handle, CUcontext* ctx) {
 // A destroy or free call still frees what it was given when the context has failed (so a
 // failed process does not leak), and reports the context's error.
 bool freeing_allowed(CUresult r) {
-  return r == CUDA_SUCCESS || (fc::current_context() != nullptr &&
-                               r == fc::current_context()->sticky_error.load());
+  return r == CUDA_SUCCESS ||
+         (fc::current_context() != nullptr && r == fc::current_context()->sticky_error.load());
 }
 
 // Streams and events are used under the context they were created in; any other current

@@ -530,10 +530,10 @@ TEST_F(FakeCudaTest, InjectedFailureFailsTheWholeContext) {
   Gate gate;
   ASSERT_EQ(f_->cuLaunchHostFunc(other, Gate::wait, &gate), CUDA_SUCCESS);
   f_->pdkvFakeFailCopyAfter(2);
-  ASSERT_EQ(f_->cuMemcpyHtoDAsync_v2(dev, host, n, bad), CUDA_SUCCESS);             // 1: runs
-  ASSERT_EQ(f_->cuMemcpyHtoDAsync_v2(dev + n, host, n, bad), CUDA_SUCCESS);         // 2: fails
-  ASSERT_EQ(f_->cuMemcpyHtoDAsync_v2(dev + 2 * n, host, n, other), CUDA_SUCCESS);   // skipped
-  ASSERT_EQ(f_->cuLaunchHostFunc(bad, count_call, &calls), CUDA_SUCCESS);           // skipped
+  ASSERT_EQ(f_->cuMemcpyHtoDAsync_v2(dev, host, n, bad), CUDA_SUCCESS);            // 1: runs
+  ASSERT_EQ(f_->cuMemcpyHtoDAsync_v2(dev + n, host, n, bad), CUDA_SUCCESS);        // 2: fails
+  ASSERT_EQ(f_->cuMemcpyHtoDAsync_v2(dev + 2 * n, host, n, other), CUDA_SUCCESS);  // skipped
+  ASSERT_EQ(f_->cuLaunchHostFunc(bad, count_call, &calls), CUDA_SUCCESS);          // skipped
   ASSERT_EQ(f_->cuEventRecord(bad_done, bad), CUDA_SUCCESS);
   EXPECT_EQ(f_->cuEventSynchronize(bad_done), CUDA_ERROR_ILLEGAL_ADDRESS);
   EXPECT_EQ(f_->pdkvFakeStickyError(0), CUDA_ERROR_ILLEGAL_ADDRESS);

@@ -276,8 +276,7 @@ CUresult map_piece(CUdeviceptr ptr, size_t size, size_t offset,
   Registry& r = registry();
   MutexLock lock(r.mu);
   auto phys = r.physical.find(handle);
-  if (phys == r.physical.end() || offset > phys->second.size ||
-      size > phys->second.size - offset) {
+  if (phys == r.physical.end() || offset > phys->second.size || size > phys->second.size - offset) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   auto res = r.reservations.upper_bound(at);

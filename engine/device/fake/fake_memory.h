@@ -66,7 +66,7 @@ CUresult release_physical(CUmemGenericAllocationHandle handle);
 CUresult map_piece(CUdeviceptr ptr, size_t size, size_t offset,
                    CUmemGenericAllocationHandle handle);
 CUresult unmap_pieces(CUdeviceptr ptr, size_t size);  // whole pieces only
-CUresult set_access(CUdeviceptr ptr, size_t size);     // every piece in the range
+CUresult set_access(CUdeviceptr ptr, size_t size);    // every piece in the range
 
 // The allocation (device or pinned host) containing ptr, anywhere inside it.
 PointerInfo lookup(uintptr_t ptr);

@@ -87,8 +87,7 @@ CUresult execute(Op& op, CUresult sticky) {
   switch (op.kind) {
     case Op::Kind::kCopy: {
       if (sticky != CUDA_SUCCESS) return sticky;
-      unsigned delay =
-          op.staged ? modes().pageable_delay_us.load() : modes().copy_delay_us.load();
+      unsigned delay = op.staged ? modes().pageable_delay_us.load() : modes().copy_delay_us.load();
       if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
       CUresult r = op.inject_failure ? CUDA_ERROR_ILLEGAL_ADDRESS : copy_now(op.copy);
       for (size_t i = 0; i < op.batch.size() && r == CUDA_SUCCESS; ++i) r = copy_now(op.batch[i]);
