@@ -1,7 +1,6 @@
 #include "engine/device/device_health.h"
 
 #include <atomic>
-#include <map>
 
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -14,8 +13,6 @@ struct Health {
   Mutex mu;
   Status fault PDKV_GUARDED_BY(mu);
   std::atomic<bool> healthy{true};
-  std::map<uint64_t, DeviceFaultListener> listeners PDKV_GUARDED_BY(mu);
-  uint64_t next_id PDKV_GUARDED_BY(mu) = 1;
 };
 
 Health& health() {
@@ -49,8 +46,6 @@ void report_device_fault(const Status& fault) {
       "device memory: the CUDA context failed for good ({}); every transfer that needs device "
       "memory fails from now on, host memory still works: restart this process",
       fault.message());
-  // Under the lock: a listener removed after this returns is never called again.
-  for (auto& [id, fn] : h.listeners) fn(fault);
 }
 
 Status device_fault() {
@@ -61,20 +56,5 @@ Status device_fault() {
 }
 
 bool device_healthy() { return health().healthy.load(std::memory_order_acquire); }
-
-uint64_t add_device_fault_listener(DeviceFaultListener fn) {
-  Health& h = health();
-  MutexLock lock(h.mu);
-  const uint64_t id = h.next_id++;
-  if (!h.fault.ok()) fn(h.fault);
-  h.listeners.emplace(id, std::move(fn));
-  return id;
-}
-
-void remove_device_fault_listener(uint64_t id) {
-  Health& h = health();
-  MutexLock lock(h.mu);
-  h.listeners.erase(id);
-}
 
 }  // namespace pdkv::engine

@@ -4,16 +4,13 @@
 // failure or their kind, "any further CUDA work will return the same error" until the
 // process is relaunched. No retry, fresh stream or new batch can help, so the first such
 // error is kept here as the process's device fault: the transfer engine fails every batch
-// that touches device memory with it at once, the KV managers fail every room whose pools
-// are device memory with it, host-memory work goes on, and the fault is reported
-// (metric pdkv_device_healthy, Python pdkv.device_health()) so an orchestrator can
-// replace the process.
+// that reads device memory with it at once, the KV managers fail every room whose pools
+// are device memory with it (their timers look each tick), host-memory work goes on, and
+// the fault is reported (metric pdkv_device_healthy, Python pdkv.device_health()) so an
+// orchestrator can replace the process.
 //
 // Thread safety: all functions may be called from any thread.
 #pragma once
-
-#include <cstdint>
-#include <functional>
 
 #include "common/status.h"
 
@@ -22,20 +19,13 @@ namespace pdkv::engine {
 // Whether a CUresult is one the reference calls fatal to the context.
 bool is_sticky_device_error(int cuda_result);
 
-// Records `fault` as the process's device fault, if none was recorded yet, and calls the
-// listeners with it (on this thread). A fault never clears.
+// Records `fault` as the process's device fault, if none was recorded yet (logged once).
+// A fault never clears.
 void report_device_fault(const Status& fault);
 
 // OK while the device path is healthy; else the first fatal error, as the driver call
 // that met it reported it.
 Status device_fault();
 bool device_healthy();
-
-// Calls fn(fault) once when the fault is recorded (at once, on this thread, when it
-// already was). fn must be quick and must not add or remove listeners. Returns a handle
-// for remove_device_fault_listener, which returns only once fn is not running.
-using DeviceFaultListener = std::function<void(const Status&)>;
-uint64_t add_device_fault_listener(DeviceFaultListener fn);
-void remove_device_fault_listener(uint64_t id);
 
 }  // namespace pdkv::engine
