@@ -12,6 +12,20 @@ namespace {
 
 size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
+// A cuMemAddressReserve range: the device view and the shadow view, both PROT_NONE where
+// nothing is mapped, each followed by a guard page.
+struct Reservation {
+  size_t size = 0;
+  uint8_t* shadow = nullptr;
+};
+
+// A cuMemCreate piece: a memfd, closed at cuMemRelease (the mappings keep the pages).
+struct Physical {
+  int fd = -1;
+  size_t size = 0;
+  CUcontext ctx = nullptr;
+};
+
 struct HostBlock {
   size_t size = 0;
   size_t mapped = 0;
@@ -25,6 +39,9 @@ struct Registry {
   // Keyed by base address; the allocation containing p is the last one with base <= p.
   std::map<uintptr_t, std::shared_ptr<DeviceMapping>> device PDKV_GUARDED_BY(mu);
   std::map<uintptr_t, HostBlock> host PDKV_GUARDED_BY(mu);
+  std::map<uintptr_t, Reservation> reservations PDKV_GUARDED_BY(mu);
+  std::map<CUmemGenericAllocationHandle, Physical> physical PDKV_GUARDED_BY(mu);
+  CUmemGenericAllocationHandle next_handle PDKV_GUARDED_BY(mu) = 1;
 };
 
 Registry& registry() {
@@ -46,6 +63,13 @@ size_t host_size(const HostBlock& b) { return b.size; }
 }  // namespace
 
 DeviceMapping::~DeviceMapping() {
+  if (reservation != 0) {
+    // Back to reserved-but-unmapped: the addresses stay the reservation's.
+    const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED;
+    mmap(shadow, mapped, PROT_NONE, flags, -1, 0);
+    mmap(reinterpret_cast<void*>(base), mapped, PROT_NONE, flags, -1, 0);
+    return;
+  }
   if (shadow != nullptr) munmap(shadow, mapped);
   if (base != 0) munmap(reinterpret_cast<void*>(base), reserved);
 }
@@ -91,7 +115,7 @@ CUresult free_device(CUdeviceptr ptr) {
   Registry& r = registry();
   MutexLock lock(r.mu);
   auto it = r.device.find(static_cast<uintptr_t>(ptr));
-  if (it == r.device.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (it == r.device.end() || it->second->reservation != 0) return CUDA_ERROR_INVALID_VALUE;
   doomed = std::move(it->second);
   r.device.erase(it);
   return CUDA_SUCCESS;
@@ -137,16 +161,189 @@ PointerInfo lookup(uintptr_t ptr) {
   return info;
 }
 
-std::shared_ptr<DeviceMapping> find_device_range(uintptr_t ptr, size_t bytes) {
+DeviceRange find_device_range(uintptr_t ptr, size_t bytes) {
+  DeviceRange range;
   Registry& r = registry();
   MutexLock lock(r.mu);
   auto it = containing(r.device, ptr, device_size);
-  if (it == r.device.end()) return nullptr;
-  const DeviceMapping& m = *it->second;
-  // The whole range must lie in this one allocation: ptr is inside, so only the end can
-  // stray (written to avoid overflow of ptr + bytes).
-  if (bytes > m.size - (ptr - m.base)) return nullptr;
-  return it->second;
+  if (it == r.device.end()) return range;
+  // The range may run on into the next mapped piece of the same reservation (the device
+  // addresses and the shadows are contiguous there), never into another allocation.
+  // Written to avoid overflow of ptr + bytes.
+  size_t left = bytes;
+  uintptr_t at = ptr;
+  while (it != r.device.end() && it->first <= at && it->second->accessible) {
+    const DeviceMapping& m = *it->second;
+    range.pieces.push_back(it->second);
+    const size_t here = m.size - (at - m.base);
+    if (left <= here) return range;
+    if (m.reservation == 0) break;
+    left -= here;
+    at = m.base + m.size;
+    ++it;
+    if (it == r.device.end() || it->first != at || it->second->reservation != m.reservation) break;
+  }
+  range.pieces.clear();
+  return range;
+}
+
+size_t vmm_granularity() { return 2u << 20; }  // what GPUs report today
+
+CUresult reserve_address(size_t size, CUdeviceptr* out) {
+  if (out == nullptr || size == 0 || size % vmm_granularity() != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const size_t page = page_size();
+  const size_t granule = vmm_granularity();
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  // Aligned to the granularity, as the driver's reservations are: over-reserve, then give
+  // back what lies before the aligned start and after the guard page.
+  void* raw = mmap(nullptr, size + page + granule, PROT_NONE, flags, -1, 0);
+  if (raw == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  const auto raw_start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t start = (raw_start + granule - 1) / granule * granule;
+  if (start > raw_start) munmap(raw, start - raw_start);
+  const uintptr_t tail = start + size + page;
+  if (raw_start + size + page + granule > tail) {
+    munmap(reinterpret_cast<void*>(tail), raw_start + size + page + granule - tail);
+  }
+  void* device = reinterpret_cast<void*>(start);
+  void* shadow = mmap(nullptr, size, PROT_NONE, flags, -1, 0);
+  if (shadow == MAP_FAILED) {
+    munmap(device, size + page);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  Registry& r = registry();
+  MutexLock lock(r.mu);
+  r.reservations.emplace(reinterpret_cast<uintptr_t>(device),
+                         Reservation{size, static_cast<uint8_t*>(shadow)});
+  *out = reinterpret_cast<uintptr_t>(device);
+  return CUDA_SUCCESS;
+}
+
+CUresult free_address(CUdeviceptr ptr, size_t size) {
+  Reservation doomed;
+  {
+    Registry& r = registry();
+    MutexLock lock(r.mu);
+    auto it = r.reservations.find(static_cast<uintptr_t>(ptr));
+    if (it == r.reservations.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
+    for (const auto& [base, m] : r.device) {
+      if (m->reservation == it->first) return CUDA_ERROR_INVALID_VALUE;  // still mapped
+    }
+    doomed = it->second;
+    r.reservations.erase(it);
+  }
+  munmap(reinterpret_cast<void*>(ptr), size + page_size());
+  munmap(doomed.shadow, size);
+  return CUDA_SUCCESS;
+}
+
+CUresult create_physical(size_t size, CUcontext ctx, CUmemGenericAllocationHandle* out) {
+  if (out == nullptr || size == 0 || size % vmm_granularity() != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  int fd = memfd_create("pdkv-fake-cuda-piece", MFD_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  Registry& r = registry();
+  MutexLock lock(r.mu);
+  *out = r.next_handle++;
+  r.physical.emplace(*out, Physical{fd, size, ctx});
+  return CUDA_SUCCESS;
+}
+
+CUresult release_physical(CUmemGenericAllocationHandle handle) {
+  Registry& r = registry();
+  MutexLock lock(r.mu);
+  auto it = r.physical.find(handle);
+  if (it == r.physical.end()) return CUDA_ERROR_INVALID_VALUE;
+  close(it->second.fd);
+  r.physical.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult map_piece(CUdeviceptr ptr, size_t size, size_t offset,
+                   CUmemGenericAllocationHandle handle) {
+  const size_t granule = vmm_granularity();
+  const auto at = static_cast<uintptr_t>(ptr);
+  if (size == 0 || size % granule != 0 || offset % granule != 0 || at % granule != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  Registry& r = registry();
+  MutexLock lock(r.mu);
+  auto phys = r.physical.find(handle);
+  if (phys == r.physical.end() || offset > phys->second.size || size > phys->second.size - offset) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto res = r.reservations.upper_bound(at);
+  if (res == r.reservations.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --res;
+  if (at - res->first >= res->second.size || size > res->second.size - (at - res->first)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // Nothing mapped there yet.
+  auto next = r.device.lower_bound(at);
+  if (next != r.device.end() && next->first < at + size) return CUDA_ERROR_INVALID_VALUE;
+  if (auto prev = containing(r.device, at, device_size); prev != r.device.end()) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  uint8_t* shadow = res->second.shadow + (at - res->first);
+  const int fd = phys->second.fd;
+  const auto off = static_cast<off_t>(offset);
+  if (mmap(reinterpret_cast<void*>(at), size, PROT_NONE, MAP_SHARED | MAP_FIXED, fd, off) ==
+          MAP_FAILED ||
+      mmap(shadow, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, off) == MAP_FAILED) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  auto m = std::make_shared<DeviceMapping>();
+  m->base = at;
+  m->size = size;
+  m->mapped = size;
+  m->shadow = shadow;
+  m->ctx = phys->second.ctx;
+  m->reservation = res->first;
+  m->accessible = false;  // until cuMemSetAccess, as with the driver
+  r.device.emplace(at, std::move(m));
+  return CUDA_SUCCESS;
+}
+
+CUresult unmap_pieces(CUdeviceptr ptr, size_t size) {
+  std::vector<std::shared_ptr<DeviceMapping>> doomed;  // unmapped after the lock is dropped
+  const auto at = static_cast<uintptr_t>(ptr);
+  Registry& r = registry();
+  MutexLock lock(r.mu);
+  auto it = r.device.find(at);
+  size_t covered = 0;
+  for (auto p = it; p != r.device.end() && covered < size; ++p) {
+    if (p->first != at + covered || p->second->reservation == 0) return CUDA_ERROR_INVALID_VALUE;
+    covered += p->second->size;
+  }
+  if (it == r.device.end() || covered != size) return CUDA_ERROR_INVALID_VALUE;
+  while (it != r.device.end() && it->first < at + size) {
+    doomed.push_back(std::move(it->second));
+    it = r.device.erase(it);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult set_access(CUdeviceptr ptr, size_t size) {
+  const auto at = static_cast<uintptr_t>(ptr);
+  Registry& r = registry();
+  MutexLock lock(r.mu);
+  size_t covered = 0;
+  for (auto p = r.device.find(at); p != r.device.end() && covered < size; ++p) {
+    if (p->first != at + covered || p->second->reservation == 0) return CUDA_ERROR_INVALID_VALUE;
+    covered += p->second->size;
+  }
+  if (covered != size) return CUDA_ERROR_INVALID_VALUE;
+  for (auto p = r.device.find(at); p != r.device.end() && p->first < at + size; ++p) {
+    p->second->accessible = true;
+  }
+  return CUDA_SUCCESS;
 }
 
 }  // namespace pdkv::fake_cuda
