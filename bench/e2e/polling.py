@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import time
 
+import cpu_cost
+
 ENGINE_TICK_S = 0.002
 SUCCESS, FAILED = 4, 0
 
@@ -54,11 +56,22 @@ class Pacer:
 
 def poll_pass(pending: dict, out: dict) -> None:
     """One pass: moves each terminal object from `pending` to `out[room] = (state, t)`."""
+    t0 = time.thread_time()
     for room in list(pending):
         st = int(pending[room].poll())
         if st == SUCCESS or st == FAILED:
             out[room] = (st, time.monotonic())
             del pending[room]
+    cpu_cost.add_poll_cpu(time.thread_time() - t0)
+
+
+def any_bootstrapping(objs: dict) -> bool:
+    """One pass of the prefill's wait for its pre-allocations (CPU counted as polling)."""
+    t0 = time.thread_time()
+    try:
+        return any(int(o.poll()) == 1 for o in objs.values())  # 1: KVPoll.Bootstrapping
+    finally:
+        cpu_cost.add_poll_cpu(time.thread_time() - t0)
 
 
 def wait_all(objs: dict, timeout: float, mode: str = "engine", sleep_us: float = 50.0) -> dict:
