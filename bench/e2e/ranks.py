@@ -110,9 +110,10 @@ class Rank:
             self.objs[room] = r
         self.put("prepared")
         timeout = self.cfg["timeout"]
-        wait = polling.wait_in_order if self.cfg.get("sequential") else polling.wait_all
-        states = wait(self.objs, timeout, self.cfg.get("decode_poll", "engine"),
-                      self.cfg.get("poll_sleep_us", 50.0))
+        poll_args = (self.cfg.get("decode_poll", "engine"), self.cfg.get("poll_sleep_us", 50.0))
+        states = (polling.wait_in_order(self.objs, timeout, *poll_args)
+                  if self.cfg.get("sequential") else
+                  polling.wait_all(self.objs, timeout, *poll_args, mgr=self.mgr))
         cpu = self.meter.stop()
         ok_rooms = {r for r, (st, _) in states.items() if st == polling.SUCCESS}
         bad = verify_rooms(mem, self.layout, ok_rooms)
@@ -173,7 +174,7 @@ class Rank:
                     time.sleep(rest)  # the rest of the simulated layer's compute
                 self.mgr.mark_layers_ready(1)
             fwd_end = time.monotonic()
-        states = polling.wait_all(self.objs, cfg["timeout"], "engine")
+        states = polling.wait_all(self.objs, cfg["timeout"], "engine", mgr=self.mgr)
         cpu = self.meter.stop()
         self.put("done", {"cpu": cpu,
             "states": {r: st for r, (st, _) in states.items()},

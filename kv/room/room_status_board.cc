@@ -13,6 +13,7 @@ std::shared_ptr<const RoomHandle> RoomStatusBoard::open(uint64_t room, TimePoint
     it->second.expiry_reason = std::move(expiry_reason);
   }
   if (inserted) {
+    it->second.handle->watch(feed_, room);
     it->second.handle->set(it->second.status);
     changed_.notify_all();
   }
