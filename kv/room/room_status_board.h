@@ -169,6 +169,9 @@ class RoomStatusBoard {
   CondVar changed_;
   std::unordered_map<uint64_t, Entry> rooms_ PDKV_GUARDED_BY(mu_);
   const std::shared_ptr<RoomChangeFeed> feed_ = std::make_shared<RoomChangeFeed>();
+  // No armed deadline is earlier (deadlines cleared since may leave it early, which only
+  // costs a scan): expire_overdue() scans the rooms only from then on.
+  TimePoint scan_from_ PDKV_GUARDED_BY(mu_) = TimePoint::max();
 };
 
 }  // namespace pdkv::kv
