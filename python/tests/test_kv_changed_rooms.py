@@ -71,3 +71,17 @@ def test_room_states_answers_each_poll_and_sees_the_end(fast_env, server):  # no
         r2.abort()
         states.forget(r2)
         assert states.poll(r2) == pdkv.KVPoll.Failed
+
+
+def test_metrics_count_the_cpu_of_each_stage_of_a_transfer(fast_env, server):  # noqa: F811
+    with one_to_one(server) as pair:
+        before = pair.prefill.metrics()["cpu_seconds"]
+        assert set(before) == {"control", "planning", "submission", "completion", "api"}
+        src, dst = np.arange(8, dtype=np.int64), np.arange(16, 24, dtype=np.int64)
+        sender, receiver = pair.open_room(3, src, dst)
+        sender.send(src)
+        ended, _ = drain_changes(pair.decode, {3: receiver})
+        assert ended == {3: pdkv.KVPoll.Success}
+        after = pair.decode.metrics()["cpu_seconds"]  # process-wide: both managers' work
+        for stage in ("control", "planning", "submission", "api"):
+            assert after[stage] > before[stage], stage
