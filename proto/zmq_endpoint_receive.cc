@@ -7,6 +7,7 @@
 #include <deque>
 
 #include "common/logging.h"
+#include "common/stage_cpu.h"
 #include "proto/peer_monitor.h"
 #include "proto/zmq_endpoint.h"
 
@@ -38,6 +39,7 @@ class ZmqEndpoint::ReceiveLoop {
           PDKV_LOG_WARN("zmq endpoint {}: poll failed: {}", ep_.endpoint_, zmq_strerror(err));
         continue;
       }
+      const StageCpuScope cpu(CpuStage::kControl);
       // Monitors before commands: a command may remove a monitor and reorder items_.
       for (size_t i = kFirstMonitor; i < items_.size(); ++i) {
         if (items_[i].revents & ZMQ_POLLIN) read_monitor(*monitors_[i - kFirstMonitor]);

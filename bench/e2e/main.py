@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import auth_ab  # noqa: E402
 import baselines  # noqa: E402
+import cpu_cost  # noqa: E402
 import failures  # noqa: E402
 import hybrid_presets  # noqa: E402
 from pdkv.testing.hogs import Hogs  # noqa: E402
@@ -243,6 +244,7 @@ def one_run(pdkv, a, base):
     rr = rrs.get(main_mode)
     extra = dict(p1=base.get("P1", {}).get("value"), layer_ms=a.layer_ms,
                  engine_at_topology=base.get("engine_at_topology", {}).get("value"),
+                 engine_figure=base.get("engine_at_topology"), rooms=max(a.concurrency),
                  decode_tp=a.decode_tp, soak=None, cold=None)
     try:
         if a.case == "latency":
@@ -358,8 +360,12 @@ def finish(a, base, runs, hog_info, interrupted) -> int:
     last = runs[-1] if runs else {}
     extra = {"case": a.case, "args": vars(a), "rows": last.get("rows", []),
              "baselines": base, "rss_per_round": last.get("rss_per_round", []), **hog_info}
+    out = {key: agg, "e2e": extra}
+    if a.case == "scale":
+        out["P13"] = cpu_cost.aggregate(runs)
+        print("P13", {k: v for k, v in out["P13"].items() if k != "runs"})
     if a.json:
-        report.write_json(a.json, {key: agg, "e2e": extra})
+        report.write_json(a.json, out)
     ok = bool(runs) and len(runs) == a.repeat and agg["all_succeeded"] and \
         agg["verified_bytes_ok"] and not broken
     return 0 if ok else 1

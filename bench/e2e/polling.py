@@ -3,10 +3,12 @@
 An engine checks its transfers once per scheduler iteration, not in a tight loop; a bench
 that polls harder than that steals CPU from the transfer it measures (on 2 cores, 1024
 receivers polled every 0.5 ms cost most of a core per decode process). Modes:
-- "engine": one pass over every pending object each ENGINE_TICK_S (a pass over 1024 rooms
-  takes ~0.4 ms of `poll()` calls). A terminal state is timestamped when a pass sees it, so
-  a room's observed end is late by at most one tick plus one pass: the resolution of the
-  scale and soak latencies is ~2-3 ms.
+- "engine": one pass each ENGINE_TICK_S over the pending objects whose status changed
+  since the last pass (KVManager.changed_rooms(); every pending object when it answers
+  None or the library has no such call: a pass over 1024 rooms takes ~0.4 ms of `poll()`
+  calls). A terminal state is timestamped when a pass sees it, so a room's observed end is
+  late by at most one tick plus one pass: the resolution of the scale and soak latencies
+  is ~2-3 ms.
 - "spin": passes back to back (a whole core per polling process).
 - "sleep": a short sleep between passes (sleep_us; the rank lowers its timer slack to
   1 us, so 50 us sleeps ~80 us here instead of ~100 us); it measured lower p50 and p99
@@ -22,6 +24,8 @@ receivers polled every 0.5 ms cost most of a core per decode process). Modes:
 from __future__ import annotations
 
 import time
+
+import cpu_cost
 
 ENGINE_TICK_S = 0.002
 SUCCESS, FAILED = 4, 0
@@ -52,18 +56,46 @@ class Pacer:
             time.sleep(pause)
 
 
-def poll_pass(pending: dict, out: dict) -> None:
-    """One pass: moves each terminal object from `pending` to `out[room] = (state, t)`."""
-    for room in list(pending):
+def changed(mgr):
+    """The rooms of `mgr` to poll now (KVManager.changed_rooms()), or None: poll them all
+    (no manager given, the first call, or a library without the call)."""
+    take = getattr(mgr, "changed_rooms", None)
+    if take is None:
+        return None
+    t0 = time.thread_time()
+    try:
+        return take()
+    finally:
+        cpu_cost.add_poll_cpu(time.thread_time() - t0)
+
+
+def poll_pass(pending: dict, out: dict, rooms=None) -> None:
+    """One pass: moves each terminal object from `pending` to `out[room] = (state, t)`;
+    only those of `rooms` when given (the rooms that changed), else every pending one."""
+    t0 = time.thread_time()
+    for room in (list(pending) if rooms is None else [r for r in rooms if r in pending]):
         st = int(pending[room].poll())
         if st == SUCCESS or st == FAILED:
             out[room] = (st, time.monotonic())
             del pending[room]
+    cpu_cost.add_poll_cpu(time.thread_time() - t0)
 
 
-def wait_all(objs: dict, timeout: float, mode: str = "engine", sleep_us: float = 50.0) -> dict:
+def any_bootstrapping(objs: dict) -> bool:
+    """One pass of the prefill's wait for its pre-allocations (CPU counted as polling)."""
+    t0 = time.thread_time()
+    try:
+        return any(int(o.poll()) == 1 for o in objs.values())  # 1: KVPoll.Bootstrapping
+    finally:
+        cpu_cost.add_poll_cpu(time.thread_time() - t0)
+
+
+def wait_all(objs: dict, timeout: float, mode: str = "engine", sleep_us: float = 50.0,
+             mgr=None) -> dict:
     """Poll until each object is terminal or `timeout` passes; {room: (state, monotonic time
-    it was seen terminal)}; rooms still pending at the timeout keep their last state."""
+    it was seen terminal)}; rooms still pending at the timeout keep their last state.
+    `mgr` (the objects' KVManager), in "engine" mode: each pass polls only the rooms it
+    reports changed (changed())."""
     out, pending = {}, dict(objs)
     deadline = time.monotonic() + timeout
     if mode == "wait":
@@ -74,7 +106,7 @@ def wait_all(objs: dict, timeout: float, mode: str = "engine", sleep_us: float =
                 del pending[room]
     pacer = Pacer(mode, sleep_us)
     while pending and time.monotonic() < deadline:
-        poll_pass(pending, out)
+        poll_pass(pending, out, changed(mgr) if mode == "engine" else None)
         if pending:
             pacer.wait(deadline)
     for room, o in pending.items():

@@ -22,6 +22,7 @@ import numpy as np
 from pdkv.testing import (DEFAULT_LIVENESS, QUIET, apply_settings, pattern, room_timeouts,
                           shuffled_pages)
 
+import cpu_cost
 import failures
 import polling
 import sysutil
@@ -83,6 +84,7 @@ class Rank:
                                   layerwise_interval=cfg.get("layerwise_interval", 0))
         self.order = shuffled_pages(cfg["capacity"], f"{self.role}/{self.rank}")
         self.objs, self.layout = {}, None
+        self.meter = cpu_cost.CpuMeter(self.mgr)  # P13: a round's room work
 
     def put(self, kind, payload=None):
         self.results.put((self.role, self.rank, kind, payload))
@@ -99,6 +101,7 @@ class Rank:
         pages, room_of, idx_of = self.layout
         for b, buf in enumerate(mem.bufs):  # poison: expected + 1
             pattern.fill(buf, b, pages, room_of, idx_of, mem.offsets, delta=1)
+        self.meter.start()
         self.objs = {}
         for k, room in enumerate(rooms):
             r = pdkv.KVReceiver(self.mgr, self.cfg["addr"], room)
@@ -107,9 +110,11 @@ class Rank:
             self.objs[room] = r
         self.put("prepared")
         timeout = self.cfg["timeout"]
-        wait = polling.wait_in_order if self.cfg.get("sequential") else polling.wait_all
-        states = wait(self.objs, timeout, self.cfg.get("decode_poll", "engine"),
-                      self.cfg.get("poll_sleep_us", 50.0))
+        poll_args = (self.cfg.get("decode_poll", "engine"), self.cfg.get("poll_sleep_us", 50.0))
+        states = (polling.wait_in_order(self.objs, timeout, *poll_args)
+                  if self.cfg.get("sequential") else
+                  polling.wait_all(self.objs, timeout, *poll_args, mgr=self.mgr))
+        cpu = self.meter.stop()
         ok_rooms = {r for r, (st, _) in states.items() if st == polling.SUCCESS}
         bad = verify_rooms(mem, self.layout, ok_rooms)
         self.put("done", {
@@ -118,7 +123,8 @@ class Rank:
             "reasons": outcomes(self.objs, states, pdkv, timeout),
             "bad_rooms": bad, "room_bytes": mem.room_bytes(ppr),
             "bytes_ok": len(ok_rooms) == len(rooms) and not bad,
-            "bytes": len(pages) * mem.item * len(mem.bufs), "rss": sysutil.settled_rss_bytes()})
+            "bytes": len(pages) * mem.item * len(mem.bufs), "cpu": cpu,
+            "rss": sysutil.settled_rss_bytes()})
 
     def _prepare_prefill(self, rooms):
         pdkv, mem = self.pdkv, self.mem
@@ -126,6 +132,7 @@ class Rank:
         if not self.cfg.get("layerwise_interval"):
             for b, buf in enumerate(mem.bufs):
                 pattern.fill(buf, b, pages, room_of, idx_of, mem.offsets)
+        self.meter.start()
         self.objs = {}
         for room in rooms:
             s = pdkv.KVSender(self.mgr, self.cfg["addr"], room)
@@ -134,8 +141,7 @@ class Rank:
         # Wait for every pre-allocation so the timed part is the transfer only.
         deadline = time.monotonic() + min(PREALLOC_WAIT_S, self.cfg["timeout"])
         pacer = polling.Pacer("engine")
-        while time.monotonic() < deadline and any(
-                s.poll() == pdkv.KVPoll.Bootstrapping for s in self.objs.values()):
+        while time.monotonic() < deadline and polling.any_bootstrapping(self.objs):
             pacer.wait(deadline)
         self.put("prepared")
 
@@ -168,8 +174,9 @@ class Rank:
                     time.sleep(rest)  # the rest of the simulated layer's compute
                 self.mgr.mark_layers_ready(1)
             fwd_end = time.monotonic()
-        states = polling.wait_all(self.objs, cfg["timeout"], "engine")
-        self.put("done", {
+        states = polling.wait_all(self.objs, cfg["timeout"], "engine", mgr=self.mgr)
+        cpu = self.meter.stop()
+        self.put("done", {"cpu": cpu,
             "states": {r: st for r, (st, _) in states.items()},
             "reasons": outcomes(self.objs, states, pdkv, cfg["timeout"]),
             "send_t": send_t, "forward_end": fwd_end, "rss": sysutil.settled_rss_bytes()})

@@ -7,6 +7,7 @@ the runs (the machine is shared and noisy, one slow run should not set the figur
 worst RSS growth, the lowest P5 sample, sums of failures, and says how many runs failed."""
 from __future__ import annotations
 
+import cpu_cost
 import failures
 import report
 import rounds
@@ -94,8 +95,11 @@ def run_figures(case, rr, log, extra) -> dict:
         checked = bool(extra["soak"]) and fig["verified_rooms"] == want
     else:
         fig = {"latency": lambda: latency_run(rr, extra.get("zmq"), extra.get("cold")),
-               "scale": lambda: scale_run(rr, extra.get("p1"),
-                                           extra.get("engine_at_topology")),
+               "scale": lambda: dict(scale_run(rr, extra.get("p1"),
+                                                extra.get("engine_at_topology")),
+                                     P13=cpu_cost.figure(rr["cpu_rounds"] if rr else [],
+                                                         extra.get("engine_figure"),
+                                                         extra.get("rooms"))),
                "layerwise": lambda: layerwise_run(rr, extra["layer_ms"] * 1000.0)}[case]()
         checked = _complete(rr) and (not extra.get("cold") or _complete(extra["cold"]["rr"]))
         if rr:

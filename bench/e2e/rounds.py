@@ -11,6 +11,7 @@ import signal
 import threading
 
 import cluster
+import cpu_cost
 import report
 
 
@@ -38,7 +39,7 @@ def arm_kill(cl, a):
 def new_result(a) -> dict:
     """What run_rounds fills in as it goes, so an interrupted run keeps its rounds.
     round_figs (one round_figure per timed round) feeds --plot, not the JSON."""
-    return {"rows": [], "round_figs": [], "rss_rounds": [], "rounds_run": 0,
+    return {"rows": [], "round_figs": [], "rss_rounds": [], "cpu_rounds": [], "rounds_run": 0,
             "rounds_planned": len(a.concurrency) * (a.rounds + 1)}
 
 
@@ -62,8 +63,10 @@ def run_rounds(pdkv, a, log, rr: dict, between=None) -> None:
                     room += conc
                     if i and between:
                         between()
-                    s = report.summarize(cl.run_round(rooms, a.timeout), rooms, log,
-                                         sequential=a.sequential)
+                    done = cl.run_round(rooms, a.timeout)
+                    s = report.summarize(done, rooms, log, sequential=a.sequential)
+                    if i and conc == max(a.concurrency):
+                        cpu_cost.add_round(rr["cpu_rounds"], done, conc)  # P13
                     rr["rounds_run"] += 1
                     if i:
                         timed.append(s)

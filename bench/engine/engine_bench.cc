@@ -11,6 +11,7 @@
 
 #include "bench/engine/engine_baselines.h"
 #include "bench/engine/engine_bench_util.h"
+#include "bench/engine/engine_cpu.h"
 #include "bench/engine/engine_iperf.h"
 #include "bench/engine/engine_workload.h"
 #include "common/clock.h"
@@ -95,6 +96,9 @@ Status run_engine_bench(const EngineBenchArgs& args) {
   PDKV_RETURN_IF_ERROR(round_together(links, "warm-up round"));
   std::vector<double> gbps;
   std::printf("%6s %10s %8s\n", "round", "seconds", "GB/s");
+  std::vector<pid_t> receivers;
+  for (const auto& link : links) receivers.push_back(link->peer->pid());
+  const SideCpu cpu_before = side_cpu(receivers);
   for (int r = 0; r < args.rounds; ++r) {
     const TimePoint start = now();
     PDKV_RETURN_IF_ERROR(round_together(links, "timed round"));
@@ -102,6 +106,8 @@ Status run_engine_bench(const EngineBenchArgs& args) {
     gbps.push_back(bytes_per_round / s / kGiga);
     std::printf("%6d %10.4f %8.3f\n", r, s, gbps.back());
   }
+  const SideCpu cpu_after = side_cpu(receivers);
+  const double rounds_run = std::max(1, args.rounds);
   size_t bad_block = w.blocks.size();
   for (auto& link : links) {
     PDKV_ASSIGN_OR_RETURN(bad_block, link->verification_round(w, src, "verification round"));
@@ -165,6 +171,11 @@ Status run_engine_bench(const EngineBenchArgs& args) {
                                  {"blocks", blocks.size()},
                                  {"pairs", args.pairs},
                                  {"bytes_per_round", bytes_per_round}});
+    // Per timed round, each side's processes (engine_cpu.h): what the e2e scale case
+    // subtracts from its managers' CPU (P13).
+    j[id]["cpu_s_per_round"] = {
+        {"sender", (cpu_after.sender_s - cpu_before.sender_s) / rounds_run},
+        {"receiver", (cpu_after.receiver_s - cpu_before.receiver_s) / rounds_run}};
     if (args.backend == "ucx") j["P3"] = j[id];  // the target's key; per-transport key beside it
     PDKV_RETURN_IF_ERROR(write_json_file(args.json_path, j));
   }

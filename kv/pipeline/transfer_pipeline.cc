@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/stage_cpu.h"
+
 namespace pdkv::kv {
 
 namespace {
@@ -164,9 +166,15 @@ std::optional<TimePoint> TransferPipeline::pass(Reports& reports) {
     steps = steps_advanced_;
     steps_advanced_ = false;
   }
-  for (Command& c : commands) apply(c);
-  for (Completion& c : completions) on_completion(c);
-  for (Opened& o : opened) on_opened(o);
+  {
+    const StageCpuScope cpu(CpuStage::kPlanning);
+    for (Command& c : commands) apply(c);
+  }
+  {
+    const StageCpuScope cpu(CpuStage::kCompletion);
+    for (Completion& c : completions) on_completion(c);
+    for (Opened& o : opened) on_opened(o);
+  }
   if (steps || !waiting_steps_.empty()) {
     const int64_t ready = steps_.ready();
     while (!waiting_steps_.empty() && waiting_steps_.begin()->first <= ready) {
@@ -182,8 +190,12 @@ std::optional<TimePoint> TransferPipeline::pass(Reports& reports) {
   std::optional<TimePoint> wake_at;
   for (int round = 0; round < kRoundsPerPass; ++round) {
     const size_t before = ready_.size();
-    plan_ready_rooms();
+    {
+      const StageCpuScope cpu(CpuStage::kPlanning);
+      plan_ready_rooms();
+    }
     wake_at.reset();
+    const StageCpuScope cpu(CpuStage::kSubmission);
     submit_ready_links(now(), &wake_at);
     if (ready_.empty() || ready_.size() == before) break;
   }
@@ -194,6 +206,7 @@ std::optional<TimePoint> TransferPipeline::pass(Reports& reports) {
 
 void TransferPipeline::report(Reports& reports) {
   // Outside every pipeline lock: the hooks may call back into the pipeline.
+  const StageCpuScope cpu(CpuStage::kCompletion);
   for (auto& [room, cause, reason] : reports.failed) hooks_.on_failed(room, cause, reason);
   if (!reports.finished.empty()) hooks_.on_transferred(reports.finished);
 }

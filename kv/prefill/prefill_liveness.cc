@@ -72,13 +72,25 @@ void PrefillManager::timer_loop() {
        .heartbeat = [this] { check_liveness(); }});
 }
 
+void PrefillManager::note_orphan_deadline(TimePoint first_seen) {
+  orphan_scan_from_ = std::min(orphan_scan_from_, first_seen + config_.options.bootstrap_timeout);
+}
+
 void PrefillManager::fail_orphan_rooms() {
   std::vector<uint64_t> orphans;
   {
     MutexLock lock(mu_);
+    // Every tick asks; scanning a thousand rooms each time cost more than their control
+    // messages. Until orphan_scan_from_ no room without a KVSender can be overdue.
+    const TimePoint t = now();
+    if (t < orphan_scan_from_) return;
+    orphan_scan_from_ = TimePoint::max();
     for (const auto& [room, r] : rooms_) {
-      if (!r.sender_open && now() - r.first_seen > config_.options.bootstrap_timeout) {
+      if (r.sender_open) continue;
+      if (t - r.first_seen > config_.options.bootstrap_timeout) {
         orphans.push_back(room);
+      } else {
+        note_orphan_deadline(r.first_seen);
       }
     }
   }

@@ -261,6 +261,8 @@ class PrefillManager final : public RankManager {
   // Fails the rooms that decodes' messages opened and whose KVSender did not come within
   // the bootstrap timeout (without a KVSender a room has no board entry, so no deadline).
   void fail_orphan_rooms() PDKV_EXCLUDES(mu_);
+  // A room without a KVSender, first seen at `first_seen`, may be failed as an orphan then.
+  void note_orphan_deadline(TimePoint first_seen) PDKV_REQUIRES(mu_);
   // Registers this rank with the bootstrap server again every bootstrap_refresh: a
   // restarted server starts empty, and decodes that resolve routes afresh (new ones, or
   // ones that lost this rank) would time out on it. Own thread: a dead server blocks
@@ -279,6 +281,9 @@ class PrefillManager final : public RankManager {
   mutable Mutex mu_;
   std::unordered_map<std::string, DecodePeer> decodes_ PDKV_GUARDED_BY(mu_);
   std::unordered_map<uint64_t, PrefillRoom> rooms_ PDKV_GUARDED_BY(mu_);
+  // No room without a KVSender outlives its bootstrap timeout before this (rooms that got
+  // one since may leave it early, which only costs a scan): fail_orphan_rooms() scans then.
+  TimePoint orphan_scan_from_ PDKV_GUARDED_BY(mu_) = TimePoint::max();
   // Rooms in rooms_ without a KVSender yet: what decodes alone made this rank hold.
   PendingRoomBudget pending_ PDKV_GUARDED_BY(mu_);
   std::set<uint64_t> awaiting_metadata_ PDKV_GUARDED_BY(mu_);

@@ -126,7 +126,10 @@ void PrefillManager::on_pre_allocation(proto::PreAllocation pre) {
         refused = pending.status();
       } else {
         PrefillRoom& r = **pending;
-        if (r.destinations.empty() && !r.sender_open) r.first_seen = now();
+        if (r.destinations.empty() && !r.sender_open) {
+          r.first_seen = now();
+          note_orphan_deadline(r.first_seen);
+        }
         r.required_destinations = plan->pre_allocation().required_dst_info_num;
         peer->last_plan_parts = plan->shared_parts();
         r.destinations[key] = std::make_shared<const DestinationPlan>(std::move(plan).value());
@@ -193,7 +196,10 @@ void PrefillManager::on_abort(const proto::Abort& abort) {
         return;
       }
       PrefillRoom& r = **pending;
-      if (r.first_seen == TimePoint{}) r.first_seen = now();
+      if (r.first_seen == TimePoint{}) {
+        r.first_seen = now();
+        note_orphan_deadline(r.first_seen);
+      }
       if (!r.aborted_early) {
         r.aborted_early = RoomFailure{cause, FailureStage::kBootstrap, std::move(reason)};
       }

@@ -1,5 +1,7 @@
 #include "kv/room/room_status_board.h"
 
+#include <algorithm>
+
 namespace pdkv::kv {
 
 std::shared_ptr<const RoomHandle> RoomStatusBoard::open(uint64_t room, TimePoint deadline,
@@ -11,8 +13,10 @@ std::shared_ptr<const RoomHandle> RoomStatusBoard::open(uint64_t room, TimePoint
     it->second.deadline = deadline;
     it->second.expiry_cause = expiry_cause;
     it->second.expiry_reason = std::move(expiry_reason);
+    scan_from_ = std::min(scan_from_, deadline);
   }
   if (inserted) {
+    it->second.handle->watch(feed_, room);
     it->second.handle->set(it->second.status);
     changed_.notify_all();
   }
@@ -61,6 +65,7 @@ void RoomStatusBoard::set_deadline(uint64_t room, TimePoint deadline, FailureCau
   it->second.deadline = deadline;
   it->second.expiry_cause = expiry_cause;
   it->second.expiry_reason = std::move(expiry_reason);
+  scan_from_ = std::min(scan_from_, deadline);
 }
 
 const RoomStatusBoard::Entry* RoomStatusBoard::find(uint64_t room) const {
@@ -89,7 +94,15 @@ std::optional<RoomState> RoomStatusBoard::state(uint64_t room) const {
 std::vector<uint64_t> RoomStatusBoard::expire_overdue(TimePoint now) {
   std::vector<uint64_t> expired;
   MutexLock lock(mu_);
+  // The timer asks every tick; with a thousand rooms in flight a scan per tick cost more
+  // than a room's own control messages. No deadline is before scan_from_, so until then
+  // nothing can be overdue; the scan below sets it to the earliest deadline it leaves.
+  if (now < scan_from_) return expired;
+  scan_from_ = TimePoint::max();
   for (auto& [room, entry] : rooms_) {
+    if (entry.deadline && !is_terminal(entry.status.state) && *entry.deadline > now) {
+      scan_from_ = std::min(scan_from_, *entry.deadline);
+    }
     if (!entry.deadline || *entry.deadline > now || is_terminal(entry.status.state)) continue;
     entry.status.failure_stage = stage_of(entry.status.state);
     entry.status.state = RoomState::kFailed;

@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "kv/room/failure_cause.h"
+#include "kv/room/room_change_feed.h"
 #include "kv/room/room_state.h"
 
 namespace pdkv::kv {
@@ -61,21 +62,36 @@ class RoomHandle {
   // room's pages as soon as it sees the room end. Balanced calls; from any thread.
   void hold_terminal() {
     MutexLock lock(mu_);
+    const RoomState before = visible().state;
     ++holds_;
+    note_if_changed(before);
   }
   void release_terminal() {
     MutexLock lock(mu_);
+    const RoomState before = visible().state;
     if (holds_ > 0) --holds_;
     if (holds_ == 0) changed_.notify_all();
+    note_if_changed(before);
   }
 
  private:
   friend class RoomStatusBoard;
   void set(const RoomStatus& s) {
     MutexLock lock(mu_);
+    const RoomState before = visible().state;
     status_ = s;
     if (!is_terminal(s.state)) before_terminal_ = s;
     changed_.notify_all();
+    note_if_changed(before);
+  }
+  // Every later change of what status() shows is noted on `feed` as `room`.
+  void watch(std::shared_ptr<RoomChangeFeed> feed, uint64_t room) {
+    MutexLock lock(mu_);
+    feed_ = std::move(feed);
+    room_ = room;
+  }
+  void note_if_changed(RoomState before) const PDKV_REQUIRES(mu_) {
+    if (feed_ && visible().state != before) feed_->note(room_);
   }
   RoomStatus visible() const PDKV_REQUIRES(mu_) {
     if (holds_ > 0 && is_terminal(status_.state)) return before_terminal_;
@@ -86,6 +102,8 @@ class RoomHandle {
   RoomStatus status_ PDKV_GUARDED_BY(mu_);
   RoomStatus before_terminal_ PDKV_GUARDED_BY(mu_);
   int holds_ PDKV_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<RoomChangeFeed> feed_ PDKV_GUARDED_BY(mu_);
+  uint64_t room_ PDKV_GUARDED_BY(mu_) = 0;
 };
 
 class RoomStatusBoard {
@@ -129,6 +147,9 @@ class RoomStatusBoard {
   void erase(uint64_t room);
   size_t size() const;
 
+  // Rooms whose handle's status changed since the last call (RoomChangeFeed::take()).
+  std::optional<std::vector<uint64_t>> changed_rooms() { return feed_->take(); }
+
   // Blocks until the room's state differs from `seen`, the room disappears, or
   // `deadline` passes. Returns the current status (nullopt if the room is gone).
   std::optional<RoomStatus> wait_for_change(uint64_t room, RoomState seen, TimePoint deadline);
@@ -147,6 +168,10 @@ class RoomStatusBoard {
   mutable Mutex mu_;
   CondVar changed_;
   std::unordered_map<uint64_t, Entry> rooms_ PDKV_GUARDED_BY(mu_);
+  const std::shared_ptr<RoomChangeFeed> feed_ = std::make_shared<RoomChangeFeed>();
+  // No armed deadline is earlier (deadlines cleared since may leave it early, which only
+  // costs a scan): expire_overdue() scans the rooms only from then on.
+  TimePoint scan_from_ PDKV_GUARDED_BY(mu_) = TimePoint::max();
 };
 
 }  // namespace pdkv::kv

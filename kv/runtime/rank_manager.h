@@ -17,8 +17,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "engine/transfer_engine.h"
 #include "kv/control/control_channel.h"
@@ -44,6 +46,9 @@ class RankManager {
   // pre-allocation before the room's KVSender puts it on the board).
   size_t active_rooms() const;
   TransferMetricsSnapshot metrics() const { return metrics_.snapshot(); }
+  // Rooms whose poll() may answer differently than at the last call; nullopt: poll every
+  // room (the first call, or too many changed in between). RoomChangeFeed says more.
+  std::optional<std::vector<uint64_t>> changed_rooms() { return board_.changed_rooms(); }
   // Prometheus text of this rank's metrics alone (labelled role, rank); the process's
   // endpoint serves every manager's (MetricsRegistry::process()).
   std::string metrics_text() const;

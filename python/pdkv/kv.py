@@ -319,6 +319,14 @@ class KVManager:
     def active_rooms(self) -> int:
         return self._native.active_rooms()
 
+    def changed_rooms(self) -> Optional[list[int]]:
+        """The rooms whose ``poll()`` may answer differently than when this was last
+        called, each once: a scheduler that checks its transfers every step polls these
+        instead of every room it holds. ``None`` means "poll every room once": the first
+        call (the list starts then), and after more rooms changed in between than the
+        list keeps (65,536). One list per manager, so one caller should take it."""
+        return self._native.changed_rooms()
+
     @property
     def control_endpoint(self) -> str:
         return self._native.control_endpoint
@@ -331,7 +339,9 @@ class KVManager:
         """Figures of this rank: rooms by outcome, failures by cause, bytes, queue depth,
         ``stages`` (stage -> (rooms, seconds)) and ``histograms`` (``stage:<stage>``,
         ``room_bytes``, ``room_blocks`` -> bounds, per-bucket counts with +Inf last,
-        count, sum), all cumulative."""
+        count, sum), all cumulative; ``cpu_seconds`` (stage -> CPU seconds this process
+        spent in control messages, planning, submission, completion and the engine-facing
+        calls, measured with per-thread CPU clocks, summed over its managers)."""
         return self._native.metrics()
 
     def metrics_text(self) -> str:

@@ -25,6 +25,7 @@
 #include "common/log_capture.h"
 #include "common/logging.h"
 #include "common/mutex.h"
+#include "common/stage_cpu.h"
 #include "device_bindings.h"
 #include "engine/backend.h"
 #include "kv/kv_sender.h"
@@ -294,6 +295,11 @@ class NativeManager {
     if (!decode_) throw py::value_error("this is not a decode KVManager (or it was shut down)");
     return *decode_;
   }
+  std::optional<std::vector<uint64_t>> changed_rooms() {
+    return prefill_  ? prefill_->changed_rooms()
+           : decode_ ? decode_->changed_rooms()
+                     : std::optional<std::vector<uint64_t>>{};
+  }
   size_t active_rooms() const {
     return prefill_ ? prefill_->active_rooms() : decode_ ? decode_->active_rooms() : 0;
   }
@@ -481,6 +487,7 @@ PYBIND11_MODULE(_native, m) {
              p.mark_layers_ready(n);
            })
       .def("active_rooms", &NativeManager::active_rooms, py::call_guard<py::gil_scoped_release>())
+      .def("changed_rooms", &NativeManager::changed_rooms, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("control_endpoint", &NativeManager::control_endpoint)
       .def_property_readonly("engine_endpoint", &NativeManager::engine_endpoint)
       .def("metrics",
@@ -493,6 +500,13 @@ PYBIND11_MODULE(_native, m) {
              d["blocks_written"] = s.blocks_written;
              d["failures_by_cause"] = s.failures_by_cause;
              d["queued_chunks"] = s.queued_chunks;
+             // Process-wide CPU seconds per stage of the managers' work (common/stage_cpu.h).
+             py::dict cpu;
+             const auto cpu_s = stage_cpu_seconds();
+             for (size_t i = 0; i < kCpuStages; ++i) {
+               cpu[py::str(std::string(to_string(static_cast<CpuStage>(i))))] = cpu_s[i];
+             }
+             d["cpu_seconds"] = cpu;
              // stage -> (rooms observed, total seconds)
              py::dict stages;
              for (size_t i = 0; i < kv::kRoomStages; ++i) {
@@ -554,6 +568,7 @@ PYBIND11_MODULE(_native, m) {
              Status s;
              {
                py::gil_scoped_release release;
+               const StageCpuScope cpu(CpuStage::kApi);
                s = self.init(n, aux);
              }
              raise_if_error(s);
@@ -575,6 +590,7 @@ PYBIND11_MODULE(_native, m) {
             Status s;
             {
               py::gil_scoped_release release;
+              const StageCpuScope cpu(CpuStage::kApi);
               engine::SourceReady sources;
               if (stream)
                 sources = engine::SourceReady{reinterpret_cast<void*>(*stream), device, {}};
@@ -604,6 +620,7 @@ PYBIND11_MODULE(_native, m) {
              Status s;
              {
                py::gil_scoped_release release;
+               const StageCpuScope cpu(CpuStage::kApi);
                s = self.init(dp);
              }
              raise_if_error(s);
@@ -635,6 +652,7 @@ PYBIND11_MODULE(_native, m) {
             Status s;
             {
               py::gil_scoped_release release;
+              const StageCpuScope cpu(CpuStage::kApi);
               s = self.send_metadata(std::move(req));
             }
             raise_if_error(s);

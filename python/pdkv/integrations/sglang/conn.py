@@ -18,6 +18,7 @@ from sglang.srt.disaggregation.base.conn import (BaseKVBootstrapServer, BaseKVMa
                                                   KVTransferMetric)
 
 import pdkv
+from pdkv.integrations.room_states import RoomStates
 from pdkv.integrations.settings import TransferSettings, make_kv_manager
 from pdkv.integrations.sglang.kvargs import kv_args_and_state
 from pdkv.integrations.sglang.prefill_info import (PrefillInstanceInfo, RoomPlacementReporter,
@@ -76,6 +77,9 @@ class PdkvKVManager(BaseKVManager):
         # Read by sglang's decode scheduler for every request (prefill_info.py).
         self.prefill_info_table: dict[str, PrefillInstanceInfo] = {}
         self.room_placement = RoomPlacementReporter(self.mgr)
+        # sglang polls every queued request every step: answered from the rooms that
+        # changed (room_states.py).
+        self.room_states = RoomStates(self.mgr)
 
     def try_ensure_parallel_info(self, bootstrap_addr: str) -> bool:
         """sglang's decode calls this (one attempt, from its scheduler loop) before it
@@ -160,7 +164,7 @@ class PdkvKVSender(BaseKVSender):
         self._pages_sent += len(kv_indices)
 
     def poll(self) -> int:
-        state = self._sender.poll()
+        state = self.kv_mgr.room_states.poll(self._sender)
         if state in _TERMINAL and self._ended is None:
             self._ended = time.monotonic()
         return int(state)
@@ -180,6 +184,7 @@ class PdkvKVSender(BaseKVSender):
 
     def abort(self):
         self._sender.abort()
+        self.kv_mgr.room_states.forget(self._sender)
 
 
 class PdkvKVReceiver(BaseKVReceiver):
@@ -222,7 +227,7 @@ class PdkvKVReceiver(BaseKVReceiver):
                                      decode_prefix_len=decode_prefix_len, **extra)
 
     def poll(self) -> int:
-        state = self._receiver.poll()
+        state = self.kv_mgr.room_states.poll(self._receiver)
         if state in _TERMINAL:
             self.conclude_state = int(state)
         return int(state)
@@ -237,6 +242,7 @@ class PdkvKVReceiver(BaseKVReceiver):
 
     def abort(self):
         self._receiver.abort()
+        self.kv_mgr.room_states.forget(self._receiver)
         self.conclude_state = int(pdkv.KVPoll.Failed)
 
 

@@ -31,6 +31,7 @@ import pdkv
 from pdkv.integrations import cuda_sync
 from pdkv.integrations.settings import TransferSettings, make_kv_manager
 from pdkv.integrations.memory import caches_memory
+from pdkv.integrations.room_states import RoomStates
 from pdkv.integrations.vllm.kv_args import flat_caches, kv_args_from_caches
 from pdkv.integrations.vllm.layout import RankTopology
 from pdkv.integrations.vllm.metadata import PdkvConnectorMetadata
@@ -66,6 +67,9 @@ class WorkerSide:
         # One /metrics endpoint per process: TP ranks on one host take metrics_port + rank.
         self.mgr = make_kv_manager(args, self._mode, self._settings,
                                    metrics_rank=topology.tp_rank)
+        # get_finished runs every step over every request: it polls only the rooms that
+        # changed (room_states.py).
+        self._states = RoomStates(self.mgr)
         if self.mgr.metrics_port >= 0:
             log.info("pdkv: TP rank %d serves /metrics on port %d", topology.tp_rank,
                      self.mgr.metrics_port)
@@ -105,6 +109,7 @@ class WorkerSide:
                 # The request ended without a hand-off (vLLM freed its blocks already):
                 # fail the room and forget it; it is not reported as finished sending.
                 sender.abort()
+                self._states.forget(sender)
                 del self._senders[chunk.req_id]
             elif chunk.blocks or chunk.state_lists is not None:
                 layerwise = None if (chunk.layerwise and self._settings.layerwise) else False
@@ -137,6 +142,7 @@ class WorkerSide:
         entry = self._receivers.pop(req_id, None)
         if entry is not None:
             entry[0].abort()
+            self._states.forget(entry[0])
             self._aborted_loads[req_id] = entry[0]
         # else: this worker reported it already (the load ended before the abort came);
         # vLLM frees the blocks on that report, so a second one would name a request
@@ -175,18 +181,18 @@ class WorkerSide:
             if req_id not in self._finished_requests:
                 continue  # vLLM frees blocks only of requests it has finished
             sender = self._senders[req_id]
-            if sender.poll() in _TERMINAL:
+            if self._states.poll(sender) in _TERMINAL:
                 self._note_failure(req_id, sender)
                 del self._senders[req_id]
                 self._finished_requests.discard(req_id)
                 sending.add(req_id)
         for req_id, receiver in list(self._aborted_loads.items()):
-            if receiver.poll() in _TERMINAL:
+            if self._states.poll(receiver) in _TERMINAL:
                 del self._aborted_loads[req_id]
                 recving.add(req_id)
         for req_id in list(self._receivers):
             receiver, blocks = self._receivers[req_id]
-            state = receiver.poll()
+            state = self._states.poll(receiver)
             if state in _TERMINAL:
                 if state == pdkv.KVPoll.Failed and blocks:
                     self._load_errors.update(blocks)
