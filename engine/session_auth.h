@@ -51,6 +51,11 @@ inline constexpr AuthChannel kTcpDataChannel{KeyUse::kDataPlane, "pdkv-tcp-recei
 // authenticates a lease session (nor the reverse).
 inline constexpr AuthChannel kLeaseChannel{KeyUse::kLeaseChannel, "pdkv-lease-receiver",
                                            "pdkv-lease-sender"};
+// The path channel (engine/path/path_channel.h), where engines of the automatic transport
+// choice advertise their locality and backends: its own key, so neither of the others'
+// transcripts opens it.
+inline constexpr AuthChannel kPathChannel{KeyUse::kPathChannel, "pdkv-path-receiver",
+                                          "pdkv-path-sender"};
 
 // What the operator should check when a handshake fails; part of every such message.
 inline constexpr std::string_view kSecretMismatchHint =

@@ -20,6 +20,11 @@ std::string RankManager::metrics_text() const {
 
 void RankManager::render_metrics(PrometheusText& out) const {
   render_rank_metrics(out, metrics_, role_, engine_rank_, active_rooms());
+  render_peer_paths(out, role_, engine_rank_, peer_paths());
+}
+
+std::vector<engine::PeerPath> RankManager::peer_paths() const {
+  return engine_ ? engine_->peer_paths() : std::vector<engine::PeerPath>{};
 }
 
 Status RankManager::open_control_channel(const ControlChannelFactory& channels,
