@@ -49,7 +49,6 @@ enum class KeyUse : uint64_t {
   kLeaseChannel = 5,
   kEtcdRoute = 6,
   kTransferParams = 7,
-  kPathChannel = 8,
 };
 
 class ClusterKey {

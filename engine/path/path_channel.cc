@@ -32,11 +32,18 @@ PathServer::~PathServer() {
 }
 
 Result<std::string> PathServer::listen(const std::string& host, int port) {
+  PDKV_ASSIGN_OR_RETURN(std::string endpoint, bind(host, port));
+  start();
+  return endpoint;
+}
+
+Result<std::string> PathServer::bind(const std::string& host, int port) {
   int bound = 0;
   PDKV_ASSIGN_OR_RETURN(listener_, lease::listen_on(host, port, &bound));
-  acceptor_ = std::thread([this] { accept_loop(); });
   return host + ":" + std::to_string(bound);
 }
+
+void PathServer::start() { acceptor_ = std::thread([this] { accept_loop(); }); }
 
 void PathServer::accept_loop() {
   while (!stopping_.load()) {

@@ -54,6 +54,10 @@ class PathServer {
 
   // Binds host:port and starts accepting; returns "host:port".
   Result<std::string> listen(const std::string& host, int port);
+  // The same in two steps, for an owner whose HelloSource needs the endpoint: bind()
+  // returns it, start() accepts (connections queue in the backlog until then).
+  Result<std::string> bind(const std::string& host, int port);
+  void start();
 
  private:
   struct Conn {

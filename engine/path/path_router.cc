@@ -77,7 +77,9 @@ Status PathRouter::start_backends() {
     ctx.options = options.get();
     Result<std::unique_ptr<Backend>> b = make_backend(ctx);
     if (!b.ok()) {
-      if (name == "tcp") return b.status();  // the path every peer can take
+      // tcp is the path every peer can take; a malformed setting is the operator's error,
+      // said at once rather than turned into a slower path.
+      if (name == "tcp" || b.status().code() == StatusCode::kInvalidArgument) return b.status();
       unavailable_.emplace_back(name, b.status().message());
       continue;
     }
@@ -110,7 +112,9 @@ Result<std::string> PathRouter::listen() {
       [this](const PathHello& peer, const PathChoice& choice) {
         record({peer.endpoint, false, false, choice.path, choice.why});
       });
-  PDKV_ASSIGN_OR_RETURN(endpoint_, server_->listen(o.host, o.port));
+  // Bound first, served after: my_hello() reads endpoint_ on the server's threads.
+  PDKV_ASSIGN_OR_RETURN(endpoint_, server_->bind(o.host, o.port));
+  server_->start();
   std::string offered;
   for (const PathOffer& offer : offers_) offered += " " + offer.backend + "@" + offer.endpoint;
   for (const auto& [name, why] : unavailable_)
