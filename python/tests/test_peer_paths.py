@@ -33,7 +33,8 @@ def _buffers(seed=None):
 def prefill_process(addr, require_path, replies):
     try:
         cfg = fast_config(engine_backend="auto", engine_require_path=require_path)
-        with pdkv.KVManager(_args(_buffers(seed=3)), "prefill", addr, config=cfg) as mgr:
+        bufs = _buffers(seed=3)  # alive as long as the manager sends from them
+        with pdkv.KVManager(_args(bufs), "prefill", addr, config=cfg) as mgr:
             replies.put(("ready", mgr.engine_endpoint))
             s = pdkv.KVSender(mgr, addr, 1)
             s.init(PAGES)
