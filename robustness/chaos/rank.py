@@ -193,7 +193,9 @@ def main():
             st = int(rec[0].poll())
             if st != rec[2]:
                 rec[2] = st
-                ev = dict(ev="state", room=room, state=st, since=time.monotonic() - rec[3])
+                # t: when the state was seen, before the byte check below takes its time.
+                seen_at = time.monotonic()
+                ev = dict(ev="state", room=room, state=st, since=seen_at - rec[3], t=seen_at)
                 if st == 0:
                     try:
                         rec[0].failure_exception()
