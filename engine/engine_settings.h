@@ -24,17 +24,17 @@ inline constexpr config::SettingSpec kEngineBackend =
             "endpoint is its path channel). A backend not built into the binary fails start-up "
             "with FailedPrecondition");
 
-inline constexpr std::string_view kEnginePathFloors[] = {"",    "cuda_ipc",   "shm",
-                                                         "ucx", "tcp_staged", "tcp"};
+inline constexpr std::string_view kEnginePathFloors[] = {"cuda_ipc", "shm", "ucx", "tcp_staged",
+                                                         "tcp"};
 
 inline constexpr config::SettingSpec kEngineRequirePath =
-    config::string_setting("PDKV_ENGINE_REQUIRE_PATH", "", kEnginePathFloors)
-        .noted("(none)")
+    config::string_setting("PDKV_ENGINE_REQUIRE_PATH", "tcp", kEnginePathFloors)
         .described(
             "refuse a peer (`open_session` fails with FailedPrecondition naming why each faster "
             "path was impossible) rather than reach it over a path slower than this one, in the "
             "fixed ranking cuda_ipc > shm > ucx > tcp_staged > tcp; e.g. `shm` for a single-host "
-            "deployment that must never fall back to loopback TCP. Empty: any path");
+            "deployment that must never fall back to loopback TCP. `tcp`, the slowest, admits "
+            "every path");
 
 inline constexpr config::SettingSpec kEngineHost =
     config::string_setting("PDKV_ENGINE_HOST", "127.0.0.1")
