@@ -45,7 +45,7 @@ def prefill_process(addr, require_path, replies):
         replies.put(("error", traceback.format_exc()))
 
 
-def run_pair(require_path=""):
+def run_pair(require_path="tcp"):  # tcp: any path
     server = pdkv.BootstrapServer("127.0.0.1", 0)
     addr = f"127.0.0.1:{server.port}"
     replies = CTX.Queue()
