@@ -15,6 +15,7 @@ Result<EngineOptions> EngineOptions::from(const config::Settings& settings,
   EngineOptions o;
   o.settings = settings;
   PDKV_ASSIGN_OR_RETURN(o.backend, config::read<kEngineBackend>(settings));
+  PDKV_ASSIGN_OR_RETURN(o.require_path, config::read<kEngineRequirePath>(settings));
   PDKV_ASSIGN_OR_RETURN(o.host, config::read<kEngineHost>(settings));
   PDKV_ASSIGN_OR_RETURN(int64_t port, config::read<kEnginePort>(settings));
   o.port = static_cast<int>(port);

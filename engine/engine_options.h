@@ -66,8 +66,14 @@ struct TcpOptions {
 };
 
 struct EngineOptions {
-  // "tcp" (default), "shm" (same host), "ucx" (create() says so when UCX is not built in).
-  std::string backend = std::string(kEngineBackend.string_default);
+  // "auto": every backend built in, the fastest path chosen per peer (engine/path/).
+  // "tcp", "shm" (same host), "ucx" (create() says so when UCX is not built in): that
+  // backend alone, for every peer. The environment's default is auto (kEngineBackend);
+  // code that builds this struct directly (tests, benchmarks) names its transport, tcp
+  // unless it says otherwise.
+  std::string backend = "tcp";
+  // Refuse a peer rather than reach it below this path (path_kind.h); empty: any path.
+  std::string require_path;
   // Address the engine listens on and advertises in endpoint(). Peers on other hosts
   // need a routable address here, not the loopback default.
   std::string host = std::string(kEngineHost.string_default);
@@ -90,7 +96,7 @@ struct EngineOptions {
   // options (ShmOptions, UcxOptions) through them, so code-given values reach it too.
   config::Settings settings;
 
-  // Reads PDKV_ENGINE_BACKEND, PDKV_ENGINE_HOST, PDKV_ENGINE_PORT,
+  // Reads PDKV_ENGINE_BACKEND, PDKV_ENGINE_REQUIRE_PATH, PDKV_ENGINE_HOST, PDKV_ENGINE_PORT,
   // PDKV_ENGINE_CONNECT_TIMEOUT_MS, PDKV_TCP_* and PDKV_SECRET_FILE: each from `settings`
   // if set there, else the environment, else the default above (common/config.h).
   // InvalidArgument naming the variable if one is malformed or out of range.

@@ -12,13 +12,29 @@
 
 namespace pdkv::engine {
 
-inline constexpr std::string_view kEngineBackends[] = {"tcp", "shm", "ucx"};
+inline constexpr std::string_view kEngineBackends[] = {"auto", "tcp", "shm", "ucx"};
 
 inline constexpr config::SettingSpec kEngineBackend =
-    config::string_setting("PDKV_ENGINE_BACKEND", "tcp", kEngineBackends)
+    config::string_setting("PDKV_ENGINE_BACKEND", "auto", kEngineBackends)
         .described(
-            "transfer backend of every TransferEngine created from the environment; a backend not "
-            "built into the binary fails start-up with FailedPrecondition");
+            "transfer backend of every TransferEngine created from the environment. `auto` runs "
+            "every backend built in and picks the fastest path per peer from what both engines "
+            "advertise (README, \"Which path when\"); a named backend is the only one used, for "
+            "every peer (every engine of a cluster needs the same choice: an `auto` engine's "
+            "endpoint is its path channel). A backend not built into the binary fails start-up "
+            "with FailedPrecondition");
+
+inline constexpr std::string_view kEnginePathFloors[] = {"cuda_ipc", "shm", "ucx", "tcp_staged",
+                                                         "tcp"};
+
+inline constexpr config::SettingSpec kEngineRequirePath =
+    config::string_setting("PDKV_ENGINE_REQUIRE_PATH", "tcp", kEnginePathFloors)
+        .described(
+            "refuse a peer (`open_session` fails with FailedPrecondition naming why each faster "
+            "path was impossible) rather than reach it over a path slower than this one, in the "
+            "fixed ranking cuda_ipc > shm > ucx > tcp_staged > tcp; e.g. `shm` for a single-host "
+            "deployment that must never fall back to loopback TCP. `tcp`, the slowest, admits "
+            "every path");
 
 inline constexpr config::SettingSpec kEngineHost =
     config::string_setting("PDKV_ENGINE_HOST", "127.0.0.1")

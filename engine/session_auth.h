@@ -51,6 +51,12 @@ inline constexpr AuthChannel kTcpDataChannel{KeyUse::kDataPlane, "pdkv-tcp-recei
 // authenticates a lease session (nor the reverse).
 inline constexpr AuthChannel kLeaseChannel{KeyUse::kLeaseChannel, "pdkv-lease-receiver",
                                            "pdkv-lease-sender"};
+// The path channel (engine/path/path_channel.h), where engines of the automatic transport
+// choice advertise their locality and backends. It shares the lease channel's derived key
+// (both are control channels of the data plane) but not its labels, which every MAC covers:
+// a lease transcript never answers a path handshake, nor the reverse.
+inline constexpr AuthChannel kPathChannel{KeyUse::kLeaseChannel, "pdkv-path-receiver",
+                                          "pdkv-path-sender"};
 
 // What the operator should check when a handshake fails; part of every such message.
 inline constexpr std::string_view kSecretMismatchHint =

@@ -142,6 +142,19 @@ TEST(SessionAuth, ATcpTranscriptNeverAuthenticatesOnTheLeaseChannel) {
   EXPECT_FALSE(reverse.receiver.ok());
 }
 
+TEST(SessionAuth, ALeaseTranscriptNeverAuthenticatesOnThePathChannel) {
+  // Same secret and derived key, other labels: every MAC covers its channel's labels.
+  auto key = key_of(1);
+  Outcome o = run(*key, kLeaseChannel, *key, kPathChannel);
+  EXPECT_EQ(o.sender.code(), StatusCode::kUnauthenticated) << o.sender.to_string();
+  EXPECT_FALSE(o.receiver.ok());
+  Outcome reverse = run(*key, kPathChannel, *key, kLeaseChannel);
+  EXPECT_EQ(reverse.sender.code(), StatusCode::kUnauthenticated);
+  EXPECT_FALSE(reverse.receiver.ok());
+  Outcome same = run(*key, kPathChannel, *key, kPathChannel);
+  EXPECT_TRUE(same.sender.ok() && same.receiver.ok());
+}
+
 // A stranger that recorded a member's hello and proof sends them again to a receiver: the
 // receiver's fresh nonce makes the old proof worthless.
 TEST(SessionAuth, AReplayedTranscriptIsRefused) {

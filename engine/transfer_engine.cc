@@ -1,6 +1,7 @@
 // TransferEngine core: sessions, batch ids and waiting; bytes move in the backend.
 #include "engine/transfer_engine.h"
 
+#include <atomic>
 #include <limits>
 #include <map>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "engine/device/ready_event.h"
 #include "engine/device/registration_check.h"
 #include "engine/memory_registry.h"
+#include "engine/path/path_router.h"
 
 namespace pdkv::engine {
 
@@ -29,27 +31,30 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
       MutexLock lock(sessions_mu_);
       for (auto& s : sessions_) {
         if (s.peer) peers.push_back(std::move(s.peer));
+        if (s.device_peer) peers.push_back(std::move(s.device_peer));
       }
       sessions_.clear();
     }
     peers.clear();
-    backend_.reset();
+    router_.reset();
   }
 
   Status start() {
     registry_.set_require_grants(options_.require_write_grants);
     BackendContext ctx{&options_, &registry_, this, this, &device_regions_};
-    PDKV_ASSIGN_OR_RETURN(backend_, make_backend(ctx));
+    PDKV_ASSIGN_OR_RETURN(router_, PathRouter::create(ctx, [this] {
+                            return device_destinations_.load(std::memory_order_acquire) > 0;
+                          }));
     // Checked before listen(): a backend that cannot run the session handshake would look
-    // authenticated with a secret and not be.
-    if (options_.cluster_key && !backend_->capabilities().authenticates_sessions) {
+    // authenticated with a secret and not be (an automatic engine skips such backends).
+    if (options_.cluster_key && !router_->automatic() &&
+        !router_->backends().front()->capabilities().authenticates_sessions) {
       return failed_precondition("backend '" + options_.backend +
                                  "' does not authenticate its sessions; with a cluster "
                                  "secret (PDKV_SECRET_FILE) use tcp, shm or ucx");
     }
-    PDKV_ASSIGN_OR_RETURN(endpoint_, backend_->listen());
-    PDKV_LOG_INFO("transfer engine: backend {} listening on {}", backend_->capabilities().name,
-                  endpoint_);
+    PDKV_ASSIGN_OR_RETURN(endpoint_, router_->listen());
+    PDKV_LOG_INFO("transfer engine: backend {} listening on {}", router_->name(), endpoint_);
     return Status();
   }
 
@@ -83,7 +88,20 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
     }
   }
 
-  bool carries_notes() const { return backend_->capabilities().carries_notes; }
+  // An automatic engine always runs tcp, which carries notes; whether a session's path
+  // does is carries_notes(session).
+  bool carries_notes() const {
+    for (const auto& b : router_->backends()) {
+      if (b->capabilities().carries_notes) return true;
+    }
+    return false;
+  }
+  bool carries_notes(SessionId id) {
+    MutexLock lock(sessions_mu_);
+    SessionSlot* slot = find_session(id);
+    return slot != nullptr && slot->backend->capabilities().carries_notes;
+  }
+  std::vector<PeerPath> peer_paths() const { return router_->reports(); }
 
   Status register_memory(uint64_t addr, uint64_t length, MemoryAccess access, MemoryKind kind,
                          int device) {
@@ -99,16 +117,24 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
     }
     Status added = register_region(addr, length, access);
     if (!added.ok() && info.kind == MemoryKind::kCuda) device_regions_.remove(addr);
+    if (added.ok() && info.kind == MemoryKind::kCuda && access == MemoryAccess::kPeerWritable) {
+      device_destinations_.fetch_add(1, std::memory_order_acq_rel);
+    }
     return added;
   }
 
   // Whether the backend moves device memory on the side `access` puts this region on.
   Status check_device_support(MemoryAccess access, int device) const {
-    const BackendCapabilities caps = backend_->capabilities();
     const bool destination = access == MemoryAccess::kPeerWritable;
-    if ((destination ? caps.device_destination : caps.device_source) != DeviceSupport::kNone) {
-      return Status();
+    // An automatic engine needs one backend that moves it (tcp stages it); the path
+    // table keeps such memory off the others.
+    for (const auto& b : router_->backends()) {
+      const BackendCapabilities c = b->capabilities();
+      if ((destination ? c.device_destination : c.device_source) != DeviceSupport::kNone) {
+        return Status();
+      }
     }
+    const BackendCapabilities caps = router_->backends().front()->capabilities();
     std::string fix = "use the tcp backend, which stages device memory through pinned host memory";
     if (caps.name == "shm") {
       fix = "process_vm_writev moves host memory only; " + fix +
@@ -141,10 +167,14 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
           fmt::format("register_memory: {:#x}+{} overlaps a read-only region", addr, length));
     }
     PDKV_RETURN_IF_ERROR(registry_.add(addr, length));
-    Status hook = backend_->on_register_memory(addr, length);
-    if (!hook.ok()) {
-      (void)registry_.remove(addr);
-      return hook;
+    const auto& backends = router_->backends();
+    for (size_t i = 0; i < backends.size(); ++i) {
+      Status hook = backends[i]->on_register_memory(addr, length);
+      if (!hook.ok()) {
+        for (size_t j = 0; j < i; ++j) (void)backends[j]->on_unregister_memory(addr, length);
+        (void)registry_.remove(addr);
+        return hook;
+      }
     }
     return Status();
   }
@@ -171,14 +201,24 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
     uint64_t length = 0;
     PDKV_RETURN_IF_ERROR(registry_.remove(addr, &length));
     // After remove(): no write admitted into it is still landing.
+    if (device_regions_.device_of(addr, 1) >= 0) {
+      device_destinations_.fetch_sub(1, std::memory_order_acq_rel);
+    }
     device_regions_.remove(addr);
-    return backend_->on_unregister_memory(addr, length);
+    Status unhooked;
+    for (const auto& b : router_->backends()) {
+      Status st = b->on_unregister_memory(addr, length);
+      if (unhooked.ok()) unhooked = st;
+    }
+    return unhooked;
   }
 
   const DeviceRegions& device_regions() const { return device_regions_; }
 
   Result<SessionId> open_session(const std::string& endpoint) {
-    PDKV_ASSIGN_OR_RETURN(std::unique_ptr<BackendPeer> peer, backend_->connect(endpoint));
+    // The device route is opened only by an engine holding device memory to send.
+    PDKV_ASSIGN_OR_RETURN(PathRouter::Routes routes,
+                          router_->connect(endpoint, !device_regions_.empty()));
     MutexLock lock(sessions_mu_);
     uint32_t index;
     if (!free_sessions_.empty()) {
@@ -189,21 +229,27 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
       sessions_.emplace_back();
     }
     SessionSlot& slot = sessions_[index];
-    slot.peer = std::move(peer);
+    slot.peer = std::move(routes.host.peer);
+    slot.backend = routes.host.backend;
+    slot.device_peer = std::move(routes.device.peer);
+    slot.device_backend = routes.device.backend;
     return SessionId{index, slot.generation};
   }
 
   Status close_session(SessionId id) {
     std::shared_ptr<BackendPeer> peer;
+    std::shared_ptr<BackendPeer> device_peer;
     {
       MutexLock lock(sessions_mu_);
       SessionSlot* slot = find_session(id);
       if (slot == nullptr) return not_found("unknown or closed session");
       peer = std::move(slot->peer);
+      device_peer = std::move(slot->device_peer);
       if (++slot->generation == 0) slot->generation = 1;
       free_sessions_.push_back(id.index);
     }
     peer.reset();  // may join backend threads: outside the lock
+    device_peer.reset();
     return Status();
   }
 
@@ -247,7 +293,8 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
   // is needed (nothing named, or the submitting thread already waited for them because
   // the batch also reads host memory, which the CPU sends, or the backend cannot order on
   // the device).
-  Result<ReadyEvents> source_ready_events(std::span<const WriteBlock> blocks, SourceReady ready) {
+  Result<ReadyEvents> source_ready_events(const Backend& backend,
+                                          std::span<const WriteBlock> blocks, SourceReady ready) {
     ReadyEvents events = std::move(ready.marks);
     if (ready.stream != nullptr) {
       PDKV_ASSIGN_OR_RETURN(std::shared_ptr<const ReadyEvent> event,
@@ -255,7 +302,7 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
       events.push_back(std::move(event));
     }
     if (events.empty()) return events;
-    bool device_only = backend_->capabilities().orders_device_sources;
+    bool device_only = backend.capabilities().orders_device_sources;
     for (size_t i = 0; i < blocks.size() && device_only; ++i) {
       if (blocks[i].length == 0) continue;
       device_only = device_regions_.device_of(blocks[i].src_addr, blocks[i].length) >= 0;
@@ -272,11 +319,23 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
                               std::function<void(Status)> on_done,
                               std::span<const uint8_t> note = {}, SourceReady ready = {}) {
     std::shared_ptr<BackendPeer> peer;
+    Backend* backend = nullptr;
     {
       MutexLock lock(sessions_mu_);
       SessionSlot* slot = find_session(id);
       if (slot == nullptr) return not_found("unknown or closed session");
       peer = slot->peer;
+      backend = slot->backend;
+      // A batch reading device memory takes the device route where one is open.
+      if (slot->device_peer && reads_device_memory(blocks)) {
+        peer = slot->device_peer;
+        backend = slot->device_backend;
+      }
+    }
+    if (!note.empty() && !backend->capabilities().carries_notes) {
+      return failed_precondition("this session's path (" +
+                                 std::string(backend->capabilities().name) +
+                                 ") does not carry batch notes (see carries_notes(session))");
     }
     bool any_bytes = false;
     constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
@@ -301,7 +360,8 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
         }
       }
     }
-    PDKV_ASSIGN_OR_RETURN(ReadyEvents ready_events, source_ready_events(blocks, std::move(ready)));
+    PDKV_ASSIGN_OR_RETURN(ReadyEvents ready_events,
+                          source_ready_events(*backend, blocks, std::move(ready)));
     if (!any_bytes && on_done) {
       on_done(Status());
       return BatchId{};
@@ -314,9 +374,9 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
     }
     const uint64_t token = BatchTable::token_of(batch);
     Status posted = !ready_events.empty()
-                        ? backend_->post_after(*peer, blocks, token, note, std::move(ready_events))
-                    : note.empty() ? backend_->post(*peer, blocks, token)
-                                   : backend_->post_with_note(*peer, blocks, token, note);
+                        ? backend->post_after(*peer, blocks, token, note, std::move(ready_events))
+                    : note.empty() ? backend->post(*peer, blocks, token)
+                                   : backend->post_with_note(*peer, blocks, token, note);
     if (!posted.ok()) {
       // Nothing was posted, so no completion will come: free the slot without reporting
       // (an error return means the callback is never called).
@@ -365,13 +425,25 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
   }
 
   const std::string& endpoint() const { return endpoint_; }
-  std::string_view backend_name() const { return backend_->capabilities().name; }
+  std::string_view backend_name() const { return router_->name(); }
+
+  bool reads_device_memory(std::span<const WriteBlock> blocks) const {
+    if (device_regions_.empty()) return false;
+    for (const WriteBlock& b : blocks) {
+      if (b.length != 0 && device_regions_.device_of(b.src_addr, b.length) >= 0) return true;
+    }
+    return false;
+  }
 
  private:
   struct SessionSlot {
     uint32_t generation = 1;
     // Shared: submit() posts on it outside sessions_mu_ while close_session() may drop it.
     std::shared_ptr<BackendPeer> peer;
+    Backend* backend = nullptr;  // the router's, which outlives every session
+    // The route for batches reading device memory, where it differs (path_router.h).
+    std::shared_ptr<BackendPeer> device_peer;
+    Backend* device_backend = nullptr;
   };
 
   SessionSlot* find_session(SessionId id) PDKV_REQUIRES(sessions_mu_) {
@@ -414,9 +486,9 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
   EngineOptions options_;
   MemoryRegistry registry_;       // peer-writable memory and its grants
   MemoryRegistry read_only_;      // kLocalReadOnly regions: bookkeeping only, never admits
-  DeviceRegions device_regions_;  // which of both are device memory (before backend_)
-  BatchTable batches_;            // declared before backend_: outlives every completion
-  // Also before backend_: its receiving threads deliver notes until it is destroyed.
+  DeviceRegions device_regions_;  // which of both are device memory (before router_)
+  BatchTable batches_;            // declared before router_: outlives every completion
+  // Also before router_: its backends' receiving threads deliver notes until it is destroyed.
   struct NoteSlot {
     NoteHandler handler;
     int running = 0;  // calls inside handler, guarded by note_mu_
@@ -424,7 +496,8 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
   Mutex note_mu_;
   CondVar note_idle_;
   std::shared_ptr<NoteSlot> note_slot_ PDKV_GUARDED_BY(note_mu_);
-  std::unique_ptr<Backend> backend_;
+  std::atomic<int> device_destinations_{0};  // peer-writable device regions registered
+  std::unique_ptr<PathRouter> router_;
   std::string endpoint_;  // immutable after start()
   Mutex ready_mu_;
   std::shared_ptr<ReadyEventPool> ready_pool_ PDKV_GUARDED_BY(ready_mu_);  // made on first use
@@ -490,6 +563,10 @@ Result<std::shared_ptr<const ReadyEvent>> TransferEngine::mark_sources_ready(voi
 }
 
 bool TransferEngine::carries_notes() const { return impl_->carries_notes(); }
+bool TransferEngine::carries_notes(SessionId session) const {
+  return impl_->carries_notes(session);
+}
+std::vector<PeerPath> TransferEngine::peer_paths() const { return impl_->peer_paths(); }
 void TransferEngine::set_note_handler(NoteHandler handler) {
   impl_->set_note_handler(std::move(handler));
 }

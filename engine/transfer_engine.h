@@ -36,6 +36,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "engine/batch_note.h"
@@ -43,6 +44,7 @@
 #include "engine/device/ready_event.h"
 #include "engine/engine_handles.h"
 #include "engine/engine_options.h"
+#include "engine/path/peer_path.h"
 #include "engine/write_block.h"
 #include "engine/write_grant.h"
 
@@ -86,8 +88,10 @@ class TransferEngine {
   TransferEngine(const TransferEngine&) = delete;
   TransferEngine& operator=(const TransferEngine&) = delete;
 
-  // "host:port" peers pass to open_session().
+  // "host:port" peers pass to open_session(): the path channel of an automatic engine
+  // (EngineOptions::backend "auto"), else the backend's own.
   const std::string& endpoint() const;
+  // "auto", or the fixed backend's name.
   std::string_view backend_name() const;
 
   // kPeerWritable: makes [addr, addr+length) writable by peers (under grants when
@@ -126,6 +130,8 @@ class TransferEngine {
 
   // Connects to a peer engine. Unavailable with the cause if it does not answer within
   // options.connect_timeout_ms. Sessions are independent; several to one peer are fine.
+  // An automatic engine picks the fastest path both sides can take (path_router.h) and
+  // logs it once per peer; FailedPrecondition when it is below options.require_path.
   Result<SessionId> open_session(const std::string& peer_endpoint);
   // Fails the session's pending batches with Aborted and frees it. NotFound if stale.
   Status close_session(SessionId session);
@@ -157,8 +163,14 @@ class TransferEngine {
   // SourceReady::marks. The calling thread gets its own current context back.
   // FailedPrecondition without a CUDA driver; the driver's error if recording fails.
   Result<std::shared_ptr<const ReadyEvent>> mark_sources_ready(void* stream, int device);
-  // Whether this engine's backend carries batch notes (tcp does; shm and ucx do not).
+  // Whether some path of this engine carries batch notes (tcp does; shm and ucx do not);
+  // the one-argument form says it for the path `session` took (false for a stale id): a
+  // note submitted on a session whose path does not carry notes is FailedPrecondition.
   bool carries_notes() const;
+  bool carries_notes(SessionId session) const;
+  // Every peer's path and why no faster one was possible: the sessions this engine opened
+  // and the peers that told it how they write into it (path_router.h).
+  std::vector<PeerPath> peer_paths() const;
   // Receives the notes of batches peers wrote into this engine (batch_note.h); replaces
   // the previous handler, an empty one drops notes (the default), and returns once no
   // call of the previous handler is running (so its owner may then go away; never call

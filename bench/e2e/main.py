@@ -11,7 +11,8 @@ decode ranks on loopback), one case at a time (BENCHMARKS.md's targets in parent
   of its KV lands, each layer sent as soon as it is computed;
 - soak (P8): minutes of Poisson arrivals of mixed sizes; failures, throughput, memory.
 
-Run as `build/bin/pdkv bench e2e --case latency|scale|layerwise|soak [...]`; the CLI runs
+Run as `build/bin/pdkv bench e2e --case latency|scale|layerwise|soak|mixed [...]` (mixed:
+mixed.py); the CLI runs
 this copy of the script inside the package (pdkv/_tools/bench/e2e) with the package's parent
 on PYTHONPATH and PDKV_BIN_DIR set to its own directory. Progress: a tqdm bar on a terminal,
 plain lines otherwise (pdkv._progress). --repeat N runs the case N times, each on a fresh
@@ -291,6 +292,11 @@ def _raise_exit(signum, frame):
 
 
 def main():
+    argv = sys.argv[1:]
+    if "--case=mixed" in argv or any(x == "--case" and y == "mixed" for x, y in zip(argv, argv[1:])):
+        import mixed  # P11: its own driver (network namespaces), mixed.py
+        return mixed.main(["--case", "mixed"] + [x for x in argv if x not in ("--case=mixed",)
+                                                 and x not in ("--case", "mixed")])
     a = parse()
     signal.signal(signal.SIGTERM, _raise_exit)
     import pdkv

@@ -45,9 +45,10 @@ class LeaseAuthTransport final : public AuthTransport {
 
 }  // namespace
 
-Status authenticate_to_lease_server(Socket& sock, const ClusterKey& key, int step_timeout_ms) {
+Status authenticate_to_lease_server(Socket& sock, const ClusterKey& key, int step_timeout_ms,
+                                    const AuthChannel& channel) {
   LeaseAuthTransport transport(sock, step_timeout_ms);
-  Status st = authenticate_to_receiver(transport, key, kLeaseChannel);
+  Status st = authenticate_to_receiver(transport, key, channel);
   // Told too, so the receiver's log names the attempt rather than a bare hang-up.
   if (!st.ok() && st.code() != StatusCode::kUnavailable) {
     send_refusal(sock,
@@ -58,9 +59,10 @@ Status authenticate_to_lease_server(Socket& sock, const ClusterKey& key, int ste
   return st;
 }
 
-Status authenticate_lease_client(Socket& sock, const ClusterKey& key, int step_timeout_ms) {
+Status authenticate_lease_client(Socket& sock, const ClusterKey& key, int step_timeout_ms,
+                                 const AuthChannel& channel) {
   LeaseAuthTransport transport(sock, step_timeout_ms);
-  Status st = authenticate_sender(transport, key, kLeaseChannel);
+  Status st = authenticate_sender(transport, key, channel);
   // A hang-up or a stop needs no answer; anything else (a plain hello from a keyless
   // sender, a wrong proof, garbage) is told why.
   if (!st.ok() && st.code() != StatusCode::kUnavailable) {

@@ -29,10 +29,13 @@ namespace pdkv::engine::lease {
 // The lease frame type that carries one handshake step.
 MsgType lease_frame_type(AuthStep step);
 
-Status authenticate_to_lease_server(Socket& sock, const ClusterKey& key, int step_timeout_ms);
+// `channel`: kLeaseChannel, or another channel framed the same way (the path channel).
+Status authenticate_to_lease_server(Socket& sock, const ClusterKey& key, int step_timeout_ms,
+                                    const AuthChannel& channel = kLeaseChannel);
 // Receiver side (LeaseServer), on an accepted connection. On failure it has already told
 // the peer why (best effort); the caller closes the connection.
-Status authenticate_lease_client(Socket& sock, const ClusterKey& key, int step_timeout_ms);
+Status authenticate_lease_client(Socket& sock, const ClusterKey& key, int step_timeout_ms,
+                                 const AuthChannel& channel = kLeaseChannel);
 
 // Best effort: sends kAuthRefused with `reason` (the caller then closes).
 void send_refusal(Socket& sock, std::string_view reason, int timeout_ms);

@@ -198,6 +198,19 @@ Status LeaseServer::handle_lease(Socket& sock, std::span<const uint8_t> payload,
   const std::vector<DstRange>& ranges = req.ranges;
   // Admitted ranges stay pinned until the sender reports the part done: unregister and
   // grant revocation wait for them (memory_registry.h).
+  std::string unwritable_why;
+  if (size_t bad = hooks_->unwritable(ranges, &unwritable_why); bad < ranges.size()) {
+    Grant refused;
+    refused.part_id = part_id;
+    refused.bad_index = static_cast<uint32_t>(bad);
+    refused.first_bad = ranges[bad].addr;
+    refused.regions_epoch = hooks_->regions_epoch();
+    refused.message = "destination [" + std::to_string(ranges[bad].addr) + ", +" +
+                      std::to_string(ranges[bad].length) + ") " + unwritable_why;
+    std::vector<uint8_t> out;
+    encode_grant(refused, &out);
+    return sock.send_frame(MsgType::kGrant, out, now() + Millis(options_.lease_ms));
+  }
   std::vector<MemoryRegistry::WriteRun> runs;
   runs.reserve(ranges.size());
   for (const DstRange& r : ranges) runs.push_back({r.addr, r.length, 1, 0, r.grant});

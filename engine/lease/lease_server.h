@@ -37,6 +37,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,6 +46,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "engine/lease/wire.h"
+#include "engine/memory_registry.h"
 
 namespace pdkv::engine {
 class MemoryRegistry;
@@ -85,6 +87,13 @@ class LeaseServerHooks {
   virtual Status regions_payload(std::vector<uint8_t>* out) = 0;
   // Changes whenever the region set (and thus the rkey table) changes.
   virtual uint64_t regions_epoch() = 0;
+  // The index of the first range this backend cannot write (shm: device memory, which an
+  // automatic engine registers for its tcp path), or ranges.size() when it can write all;
+  // *why says why. Checked before admission, so such a part is refused whole.
+  virtual size_t unwritable(std::span<const DstRange> ranges, std::string* why) {
+    (void)why;
+    return ranges.size();
+  }
 
  protected:
   ~LeaseServerHooks() = default;

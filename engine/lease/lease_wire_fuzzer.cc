@@ -1,4 +1,5 @@
-// libFuzzer target for the lease channel's decoders (wire.h, messages.h): the first
+// libFuzzer target for the lease channel's decoders (wire.h, messages.h) and the path
+// channel's, which share its frames (engine/path/path_messages.h): the first
 // kFrameHeaderBytes are a frame header, the rest is the payload of the type it names,
 // given to that type's decoder. The declared payload size is not matched against the
 // rest (recv_frame reads exactly that many bytes), so mutations that change the length
@@ -13,6 +14,7 @@
 
 #include "engine/lease/messages.h"
 #include "engine/lease/wire.h"
+#include "engine/path/path_messages.h"
 
 namespace {
 
@@ -69,6 +71,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (decode_auth_body(payload, body).ok()) require_equal(body, payload);
       break;
     }
+    case MsgType::kPathHello:
+      round_trip(pdkv::engine::decode_path_hello(payload), payload,
+                 pdkv::engine::encode_path_hello);
+      break;
+    case MsgType::kPathChoice:
+      round_trip(pdkv::engine::decode_path_choice(payload), payload,
+                 pdkv::engine::encode_path_choice);
+      break;
     case MsgType::kAuthRefused: {
       auto reason = decode_auth_refused(payload);
       if (reason.ok()) {

@@ -30,8 +30,9 @@
 
 namespace pdkv::engine::lease {
 
-// 2: lease ranges carry a write grant; 3: the session handshake (kAuth*) and kAuthRefused
-inline constexpr uint8_t kWireVersion = 3;
+// 2: lease ranges carry a write grant; 3: the session handshake (kAuth*) and kAuthRefused;
+// 4: the path channel's kPathHello and kPathChoice (engine/path/path_channel.h)
+inline constexpr uint8_t kWireVersion = 4;
 inline constexpr uint32_t kFrameHeaderBytes = 8;
 inline constexpr uint32_t kMaxPayloadBytes = 64u << 20;
 // What a receiver reads from a peer before it authenticated (the handshake's messages and
@@ -51,8 +52,10 @@ enum class MsgType : uint8_t {
   kAuthChallenge = 10,  // receiver -> sender: its nonce and its proof
   kAuthProof = 11,      // sender -> receiver: the sender's proof
   kAuthRefused = 12,    // either way, then the connection closes: str why
+  kPathHello = 13,      // path channel, both ways: locality, proof slot, offers
+  kPathChoice = 14,     // path channel, sender -> receiver: the path it took and why
 };
-inline constexpr uint8_t kMaxMsgType = 12;
+inline constexpr uint8_t kMaxMsgType = 14;
 
 struct FrameHeader {
   MsgType type = MsgType::kHello;

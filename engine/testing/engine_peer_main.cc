@@ -2,8 +2,10 @@
 // `pdkv bench engine` (engine_peer_process.h; its stdin commands: peer_commands.h).
 // Engine options come from the PDKV_* environment (EngineOptions::from_env), so the
 // parent sets streams and timeouts.
+#include <sched.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -70,6 +72,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pdkv_engine_peer: %s\n", buffer.status().to_string().c_str());
     return 1;
   }
+  // The tests and benchmarks driving this peer build their own EngineOptions, whose
+  // backend is tcp unless they name one: the same default here.
+  ::setenv("PDKV_ENGINE_BACKEND", "tcp", /*overwrite=*/0);
   auto options = EngineOptions::from_env();
   if (!options.ok()) {
     std::fprintf(stderr, "pdkv_engine_peer: %s\n", options.status().to_string().c_str());
@@ -102,6 +107,15 @@ int main(int argc, char** argv) {
                                            device >= 0 ? MemoryKind::kCuda : MemoryKind::kAuto);
     if (!st.ok()) {
       std::fprintf(stderr, "pdkv_engine_peer: %s\n", st.to_string().c_str());
+      return 1;
+    }
+  }
+  // Test-only: "another host" for the path choice. The engine's listeners stay in the
+  // namespace they were bound in (so peers still reach it), while this process (its main
+  // thread, which /proc/<pid>/ns shows) moves to a fresh network namespace.
+  if (const char* v = std::getenv("PDKV_PEER_UNSHARE_NET"); v != nullptr && v[0] == '1') {
+    if (::unshare(CLONE_NEWNET) != 0) {
+      std::fprintf(stderr, "pdkv_engine_peer: unshare(CLONE_NEWNET): %s\n", std::strerror(errno));
       return 1;
     }
   }

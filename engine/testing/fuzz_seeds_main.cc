@@ -10,6 +10,7 @@
 #include "engine/backends/tcp/tcp_frame.h"
 #include "engine/lease/messages.h"
 #include "engine/lease/wire.h"
+#include "engine/path/path_messages.h"
 
 namespace fs = std::filesystem;
 namespace tcp = pdkv::engine::tcp;
@@ -107,6 +108,17 @@ std::vector<std::vector<uint8_t>> lease_seeds() {
   add(MsgType::kAuthProof);
   lease::encode_auth_refused("this endpoint admits cluster members only", &p);
   add(MsgType::kAuthRefused);
+  // The path channel shares these frames (engine/path/path_messages.h).
+  pdkv::engine::PathHello hello;
+  hello.endpoint = "10.0.0.1:5000";
+  hello.locality = {"0c4f8a2e-boot-id", 4026531840, 4026531836, 4242};
+  hello.challenge.fill(0x77);
+  hello.proof_addr = 0x7ffd0000;
+  hello.offers = {{"tcp", "10.0.0.1:5001", true}, {"shm", "10.0.0.1:5002", false}};
+  pdkv::engine::encode_path_hello(hello, &p);
+  add(MsgType::kPathHello);
+  pdkv::engine::encode_path_choice({pdkv::engine::PathKind::kTcp, "shm: different hosts"}, &p);
+  add(MsgType::kPathChoice);
   return s;
 }
 

@@ -43,7 +43,10 @@ void TransferPipeline::submit_link(PeerLink& link, TimePoint at,
     next->id = id;
     next->session = *link.session;
     next->submitted_at = at;
-    if (notes_ && next->note.empty()) attach_statuses(*next);
+    // Per session: an automatic engine's shm path carries no notes (those go the usual way).
+    if (notes_ && next->note.empty() && engine_.carries_notes(next->session)) {
+      attach_statuses(*next);
+    }
     for (const RoomKey& key : next->noted) {
       if (RoomTransfer* r = find_room(key); r != nullptr) {
         const size_t d = dest_index(*r, next->endpoint);

@@ -50,6 +50,22 @@ void render_rank_metrics(PrometheusText& out, const TransferMetrics& metrics, pr
   out.sample("pdkv_active_rooms", labels, static_cast<double>(active_rooms));
 }
 
+void render_peer_paths(PrometheusText& out, proto::Role role, int64_t engine_rank,
+                       const std::vector<engine::PeerPath>& paths) {
+  out.declare("pdkv_peer_path", MetricType::kGauge,
+              "Peers this rank writes to, or is written by, over each transfer path (cuda_ipc > "
+              "shm > ucx > tcp_staged > tcp); why each took its path: the log, or peer_paths().");
+  for (engine::PathKind path : engine::kAllPaths) {
+    double n = 0;
+    for (const engine::PeerPath& p : paths) n += p.path == path ? 1 : 0;
+    out.sample("pdkv_peer_path",
+               {{"role", role == proto::Role::kPrefill ? "prefill" : "decode"},
+                {"rank", std::to_string(engine_rank)},
+                {"path", std::string(engine::path_name(path))}},
+               n);
+  }
+}
+
 namespace {
 
 // The lengths each KV, aux and state buffer is registered with. Memory is registered once

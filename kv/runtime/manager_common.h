@@ -34,6 +34,11 @@ proto::RankIdentity make_rank_identity(proto::Role role, const KvArgs& args,
 void render_rank_metrics(PrometheusText& out, const TransferMetrics& metrics, proto::Role role,
                          int64_t engine_rank, size_t active_rooms);
 
+// pdkv_peer_path{role, rank, path}: how many peers this rank reaches (or is written by)
+// over each path, every path named (0 included) so a slow path shows as a rise.
+void render_peer_paths(PrometheusText& out, proto::Role role, int64_t engine_rank,
+                       const std::vector<engine::PeerPath>& paths);
+
 // The rank that sent `message`, for the messages that name it (every one but
 // TransferStatus, which the decode matches to its room's targets); nullptr otherwise.
 const proto::RankIdentity* sender_of(const proto::Message& message);

@@ -21,6 +21,7 @@ std::string RankManager::metrics_text() const {
 
 void RankManager::render_metrics(PrometheusText& out) const {
   render_rank_metrics(out, metrics_, role_, engine_rank_, active_rooms());
+  render_peer_paths(out, role_, engine_rank_, peer_paths());
   // Per rank, so one process's ranks show it alike; 0 means restart the process.
   out.declare("pdkv_device_healthy", MetricType::kGauge,
               "1 while this process's CUDA device path works; 0 after a sticky driver error "
@@ -36,6 +37,10 @@ Status RankManager::device_fault_for_rooms() const {
     return Status();
   }
   return engine::device_fault();
+}
+
+std::vector<engine::PeerPath> RankManager::peer_paths() const {
+  return engine_ ? engine_->peer_paths() : std::vector<engine::PeerPath>{};
 }
 
 Status RankManager::open_control_channel(const ControlChannelFactory& channels,

@@ -55,6 +55,8 @@ class RankManager {
   void render_metrics(PrometheusText& out) const;
   const std::string& control_endpoint() const { return channel_->endpoint(); }
   const std::string& engine_endpoint() const { return engine_->endpoint(); }
+  // Every peer's transfer path and why no faster one was possible (TransferEngine::peer_paths).
+  std::vector<engine::PeerPath> peer_paths() const;
 
  protected:
   RankManager(proto::Role role, int64_t engine_rank) : role_(role), engine_rank_(engine_rank) {}

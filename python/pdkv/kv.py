@@ -348,6 +348,20 @@ class KVManager:
         """The same metrics in the Prometheus text format (what /metrics serves)."""
         return self._native.metrics_text()
 
+    def peer_paths(self) -> dict:
+        """How bytes travel between this rank and each peer engine: peer endpoint ->
+        ``{"path": "shm", "why": "...", "direction": "to"|"from", "sources": "host"|"device"}``
+        (``to``: this rank writes to the peer; ``from``: the peer writes here). ``path`` is one
+        of cuda_ipc, shm, ucx, tcp_staged, tcp; ``why`` names why each faster path was not
+        possible ("" when none was faster). A peer reached over two routes (batches reading host
+        memory and batches reading device memory) is listed with its host route (docs/API.md)."""
+        out: dict = {}
+        for row in self._native.peer_paths():
+            peer = row.pop("peer")
+            if peer not in out or row["sources"] == "host":
+                out[peer] = row
+        return out
+
     @property
     def metrics_port(self) -> int:
         """Port of this rank's own /metrics endpoint (PDKV_METRICS_PORT), -1 if none."""

@@ -317,6 +317,23 @@ class NativeManager {
   std::string metrics_text() const {
     return prefill_ ? prefill_->metrics_text() : decode_ ? decode_->metrics_text() : "";
   }
+  // peer endpoint -> {"path", "why", "direction", "sources"} rows, one per route.
+  py::list peer_paths() const {
+    std::vector<engine::PeerPath> paths = prefill_  ? prefill_->peer_paths()
+                                          : decode_ ? decode_->peer_paths()
+                                                    : std::vector<engine::PeerPath>{};
+    py::list out;
+    for (const engine::PeerPath& p : paths) {
+      py::dict row;
+      row["peer"] = p.peer;
+      row["path"] = std::string(engine::path_name(p.path));
+      row["why"] = p.why;
+      row["direction"] = p.outgoing ? "to" : "from";
+      row["sources"] = p.device_sources ? "device" : "host";
+      out.append(std::move(row));
+    }
+    return out;
+  }
   int metrics_port() const { return metrics_endpoint_ ? metrics_endpoint_->port() : -1; }
   // Tells the bootstrap server at `address` which DP group serves `room`, signed with this
   // manager's cluster key when it has one (the server refuses unsigned writes then).
@@ -541,6 +558,7 @@ PYBIND11_MODULE(_native, m) {
              return d;
            })
       .def("metrics_text", &NativeManager::metrics_text, py::call_guard<py::gil_scoped_release>())
+      .def("peer_paths", &NativeManager::peer_paths)
       .def_property_readonly("metrics_port", &NativeManager::metrics_port)
       .def(
           "report_room_dp_rank",

@@ -51,7 +51,7 @@ def prefill_process(addr, commands, replies):
     try:
         bufs = _buffers(seed=3)
         with pdkv.KVManager(_args(bufs, 0), "prefill", addr,
-                            config=fast_config(metrics_port=0)) as mgr:
+                            config=fast_config(metrics_port=0, engine_backend="tcp")) as mgr:
             replies.put(("ready", mgr.metrics_port))
             while True:
                 rooms = commands.get(timeout=60)
@@ -188,7 +188,7 @@ def run_round(addr, decodes, commands, replies, rooms):
 def test_endpoints_follow_conventions_and_counters_only_grow(cluster):
     addr, commands, replies, prefill_port = cluster
     bufs0, bufs1 = _buffers(), _buffers()
-    cfg = fast_config(metrics_port=0)
+    cfg = fast_config(metrics_port=0, engine_backend="tcp")
     with pdkv.KVManager(_args(bufs0, 0, 2), "decode", addr, config=cfg) as d0, \
             pdkv.KVManager(_args(bufs1, 1, 2), "decode", addr, config=cfg) as d1:
         # One endpoint per process: the second manager joined the first one's port.
@@ -228,7 +228,8 @@ def test_endpoints_follow_conventions_and_counters_only_grow(cluster):
         assert value(d2_text, "pdkv_room_stage_seconds_count", role="decode", rank="1",
                      stage="end_to_end") == 3
         # Each room has one decode rank, so its Success status rode its last data batch
-        # (PDKV_STATUS_IN_BAND, on by default) and was counted on both sides.
+        # (PDKV_STATUS_IN_BAND, on by default; a tcp path: notes ride tcp only, so these
+        # managers name it) and was counted on both sides.
         assert value(p2, "pdkv_statuses_in_band_total", role="prefill", rank="0") == 5
         assert value(d2_text, "pdkv_statuses_in_band_total", role="decode", rank="0") == 2
         assert value(d2_text, "pdkv_statuses_in_band_total", role="decode", rank="1") == 3
@@ -254,9 +255,9 @@ def test_collector_puts_pdkv_on_the_engines_own_registry(cluster):
     thread.start()
     try:
         bufs0, bufs1 = _buffers(), _buffers()
-        with pdkv.KVManager(_args(bufs0, 0, 2), "decode", addr, config=fast_config()) as d0, \
+        with pdkv.KVManager(_args(bufs0, 0, 2), "decode", addr, config=fast_config(engine_backend="tcp")) as d0, \
                 pdkv.KVManager(_args(bufs1, 1, 2), "decode", addr,
-                               config=fast_config()) as d1:
+                               config=fast_config(engine_backend="tcp")) as d1:
             assert d0.metrics_port == -1  # no pdkv port: the engine's registry serves them
             run_round(addr, {0: (d0, bufs0), 1: (d1, bufs1)}, commands, replies, [21, 22])
             text = scrape(httpd.server_port)

@@ -2,12 +2,14 @@
 
 Runs anywhere the driver puts it (a network namespace via `ip netns exec`, or loopback).
 Commands on stdin: {"op": "rooms", "rooms": [...], "pages": N, "send": bool,
-"abort_on_bytes": [...]}, {"op": "send", "rooms": [...]}, {"op": "check"}, {"op": "quit"}.
+"abort_on_bytes": [...]}, {"op": "send", "rooms": [...]}, {"op": "check"}, {"op": "paths"},
+{"op": "quit"}.
 A decode aborts each room of "abort_on_bytes" as soon as a byte of it landed (a request
 cancelled while its KV is in flight); "send" without "rooms" sends every room held back. Events on stdout: ready (with the
 registered buffers: [address, bytes, page bytes] each), state (room, state, t =
 time.monotonic(), reason, bytes_ok), active (rooms left in the manager's tables), check
-(whether every byte no room of this rank owned still holds its canary).
+(whether every byte no room of this rank owned still holds its canary), paths (the
+manager's peer_paths()).
 
 Each KV buffer is registered between two unregistered guard bands, and cfg "spare" adds
 pages no room ever uses after the rooms' `capacity`: all of them hold a canary pattern from
@@ -26,6 +28,8 @@ import numpy as np
 from pdkv.testing import expected_pages, kv_args_from_buffers, shuffled_pages
 
 SHAPE = dict(layers=2, heads=4, head_dim=64, dtype_bytes=2, page_size=16, capacity=256)
+# A benchmark may ask for larger KV (bench/e2e/mixed.py): JSON of SHAPE's keys.
+SHAPE.update(json.loads(os.environ.get("PDKV_RANK_SHAPE", "{}")))
 
 
 def emit(**ev):
@@ -148,6 +152,8 @@ def main():
             if op == "check":
                 bad = pool.check()
                 emit(ev="check", ok=not bad, bad=bad[:8])
+            if op == "paths":
+                emit(ev="paths", paths=mgr.peer_paths())
             if op == "rooms":
                 n = cmd["pages"]
                 for room in cmd["rooms"]:
@@ -187,7 +193,9 @@ def main():
             st = int(rec[0].poll())
             if st != rec[2]:
                 rec[2] = st
-                ev = dict(ev="state", room=room, state=st, since=time.monotonic() - rec[3])
+                # t: when the state was seen, before the byte check below takes its time.
+                seen_at = time.monotonic()
+                ev = dict(ev="state", room=room, state=st, since=seen_at - rec[3], t=seen_at)
                 if st == 0:
                     try:
                         rec[0].failure_exception()

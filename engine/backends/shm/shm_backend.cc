@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "engine/backends/shm/cma_writer.h"
 #include "engine/backends/shm/shm_settings.h"
+#include "engine/device/device_regions.h"
 #include "engine/lease/lease_server.h"
 #include "engine/lease/leased_peer.h"
 #include "engine/lease/wire.h"
@@ -145,6 +146,18 @@ class ShmBackend final : public Backend, private lease::LeaseServerHooks {
     return failed_precondition("the shm backend has no region table to serve");
   }
   uint64_t regions_epoch() override { return 0; }
+  // An automatic engine registers device memory for its tcp path; CMA cannot write it,
+  // and on a fake device (a memfd) it would write the host mapping behind the driver's back.
+  size_t unwritable(std::span<const DstRange> ranges, std::string* why) override {
+    if (ctx_.device_regions == nullptr || ctx_.device_regions->empty()) return ranges.size();
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      if (ctx_.device_regions->device_of(ranges[i].addr, ranges[i].length) >= 0) {
+        *why = "is device memory, which the shm backend cannot write (its peer must use tcp)";
+        return i;
+      }
+    }
+    return ranges.size();
+  }
 
   const BackendContext ctx_;
   const ShmOptions options_;

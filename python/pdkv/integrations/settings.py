@@ -23,7 +23,7 @@ _ENV_KNOBS = {
     "metrics_port": "PDKV_METRICS_PORT",
     "verify_checksum": "PDKV_VERIFY_CHECKSUM",
 }
-_BACKENDS = ("tcp", "shm", "ucx")
+_BACKENDS = ("auto", "tcp", "shm", "ucx")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +36,7 @@ class TransferSettings:
     """
 
     bootstrap_addr: str
-    backend: str = "tcp"
+    backend: str = "auto"  # the fastest path per peer (README, "Which path when")
     layerwise: bool = False
     local_ip: Optional[str] = None
     knobs: tuple = ()
@@ -56,7 +56,7 @@ class TransferSettings:
             _native.parse_host_port(addr)
         except ValueError as e:
             raise ValueError(f"bootstrap_addr must be 'host:port', got {addr!r}: {e}") from None
-        backend = str(values.get("backend", "tcp"))
+        backend = str(values.get("backend", "auto"))
         if backend not in _BACKENDS:
             raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
         layerwise = values.get("layerwise", False)

@@ -58,7 +58,7 @@ class PdkvKVManager(BaseKVManager):
         self.disaggregation_mode = disaggregation_mode
         self.mode = _mode(disaggregation_mode)
         settings = TransferSettings.from_mapping(
-            {"backend": os.environ.get("PDKV_ENGINE_BACKEND") or "tcp"},
+            {"backend": os.environ.get("PDKV_ENGINE_BACKEND") or "auto"},
             default_bootstrap_addr=own_bootstrap_addr(server_args))
         self.pdkv_args, self.state_layout = kv_args_and_state(args, server_args,
                                                               self.is_mla_backend, self.mode)
