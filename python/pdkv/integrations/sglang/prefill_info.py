@@ -79,8 +79,8 @@ def fetch_prefill_info(bootstrap_addr: str) -> Optional[PrefillInstanceInfo]:
         log.warning("pdkv: parallel info of prefill %s is malformed: %s", bootstrap_addr,
                     str(info)[:200])
         return None
-    stage_kv_buffers = []
-    for stage in range(pp):
+    stage_kv_buffers = []  # read only where a decode of one stage needs them
+    for stage in range(pp if pp > 1 else 0):
         layout = info if stage == 0 else _stage_layout(bootstrap_addr, stage)
         if layout is None:
             return None
