@@ -171,10 +171,16 @@ Status BootstrapClient::register_rank(const PrefillRegistration& reg, TimePoint 
   return r.ok() ? Status() : r.status();
 }
 
+std::string BootstrapClient::stage_query() const {
+  return options_.pp_rank == 0 ? std::string()
+                               : fmt::format("&target_pp_rank={}", options_.pp_rank);
+}
+
 Result<InstanceLayout> BootstrapClient::parallel_info(TimePoint deadline,
                                                       const Interrupt* interrupt) const {
-  PDKV_ASSIGN_OR_RETURN(std::string body, call("GET", "/route?engine_rank=-1&target_dp_group=-1",
-                                               "", true, deadline, interrupt));
+  PDKV_ASSIGN_OR_RETURN(std::string body,
+                        call("GET", "/route?engine_rank=-1&target_dp_group=-1" + stage_query(), "",
+                             true, deadline, interrupt));
   auto l = parse_parallel_info(body);
   if (!l.ok()) return data_loss(l.status().message());
   return l;
@@ -206,8 +212,10 @@ Result<RankEndpoint> BootstrapClient::rank(int64_t dp_group, int64_t tp_rank, Ti
                                            const Interrupt* interrupt) const {
   PDKV_ASSIGN_OR_RETURN(
       std::string body,
-      call("GET", fmt::format("/route?engine_rank={}&target_dp_group={}", tp_rank, dp_group), "",
-           true, deadline, interrupt));
+      call("GET",
+           fmt::format("/route?engine_rank={}&target_dp_group={}", tp_rank, dp_group) +
+               stage_query(),
+           "", true, deadline, interrupt));
   return endpoint_from(json::parse(body, nullptr, false), tp_rank);
 }
 
@@ -215,8 +223,8 @@ Result<std::vector<RankEndpoint>> BootstrapClient::group(int64_t dp_group,
                                                          TimePoint deadline) const {
   PDKV_ASSIGN_OR_RETURN(
       std::string body,
-      call("GET", fmt::format("/route?engine_rank=-1&target_dp_group={}", dp_group), "", true,
-           deadline));
+      call("GET", fmt::format("/route?engine_rank=-1&target_dp_group={}", dp_group) + stage_query(),
+           "", true, deadline));
   json j = json::parse(body, nullptr, false);
   if (!j.is_object() || !j.contains("ranks") || !j["ranks"].is_array()) {
     return data_loss("bootstrap: malformed group answer " + body.substr(0, 200));
@@ -230,9 +238,10 @@ Result<std::vector<RankEndpoint>> BootstrapClient::group(int64_t dp_group,
 }
 
 Status BootstrapClient::deregister(int64_t dp_group, int64_t tp_rank) const {
-  auto r =
-      call("DELETE", fmt::format("/route?engine_rank={}&target_dp_group={}", tp_rank, dp_group), "",
-           false, now() + options_.read_timeout);
+  auto r = call(
+      "DELETE",
+      fmt::format("/route?engine_rank={}&target_dp_group={}", tp_rank, dp_group) + stage_query(),
+      "", false, now() + options_.read_timeout);
   return r.ok() ? Status() : r.status();
 }
 

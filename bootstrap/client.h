@@ -43,6 +43,9 @@ struct ClientOptions {
   std::chrono::milliseconds read_timeout{3000};
   // Set: every request carries a signed X-Pdkv-Auth header (request_auth.h).
   std::shared_ptr<const ClusterKey> cluster_key;
+  // The pipeline stage whose table lookups and removals read (server.h); 0 = the first,
+  // the only one of an instance without pipeline parallelism.
+  int64_t pp_rank = 0;
 };
 
 class BootstrapClient {
@@ -75,6 +78,8 @@ class BootstrapClient {
     std::string body;
     std::string error;  // transport error text when status == 0
   };
+  // "&target_pp_rank=N" for a client of a later pipeline stage, else "".
+  std::string stage_query() const;
   Answer request(const char* method, const std::string& path, const std::string& body,
                  std::chrono::milliseconds read_timeout,
                  const Interrupt* interrupt = nullptr) const;

@@ -139,6 +139,7 @@ void read_layout(FieldReader& f, InstanceLayout* l) {
   l->target_layer_num = f.optional_integer("target_layer_num", 0, 1 << 16, 0);
   l->draft_total_kv_head_num = f.optional_integer("draft_total_kv_head_num", 0, 1 << 20, 0);
   l->draft_head_dim = f.optional_integer("draft_head_dim", 0, 1 << 20, 0);
+  l->pp_size = f.optional_integer("pp_size", 1, kMaxPipelineStages, 1);
   if (!f.status().ok()) return;
   if (l->world_size % l->dp_size != 0) {
     f.fail("dp_size", fmt::format("{} does not divide world_size {}", l->dp_size, l->world_size));
@@ -181,7 +182,8 @@ json layout_json(const InstanceLayout& l) {
               {"is_mla", l.is_mla},
               {"target_layer_num", l.target_layer_num},
               {"draft_total_kv_head_num", l.draft_total_kv_head_num},
-              {"draft_head_dim", l.draft_head_dim}};
+              {"draft_head_dim", l.draft_head_dim},
+              {"pp_size", l.pp_size}};
 }
 
 }  // namespace
@@ -203,9 +205,13 @@ Result<PrefillRegistration> parse_registration(std::string_view body, std::strin
     if (!host.ok()) f.fail("rank_ip", host.message());
   }
   reg.rank_port = f.integer("rank_port", 1, 65535);
+  reg.pp_rank = f.optional_integer("pp_rank", 0, kMaxPipelineStages - 1, 0);
   if (f.status().ok() && reg.engine_rank >= reg.layout.world_size) {
     f.fail("engine_rank",
            fmt::format("{} is not below world_size {}", reg.engine_rank, reg.layout.world_size));
+  }
+  if (f.status().ok() && reg.pp_rank >= reg.layout.pp_size) {
+    f.fail("pp_rank", fmt::format("{} is not below pp_size {}", reg.pp_rank, reg.layout.pp_size));
   }
   if (!f.status().ok()) return f.status();
   return reg;
@@ -221,6 +227,7 @@ std::string registration_to_json(const PrefillRegistration& reg) {
   j["engine_rank"] = reg.engine_rank;
   j["rank_ip"] = reg.rank_ip;
   j["rank_port"] = reg.rank_port;
+  j["pp_rank"] = reg.pp_rank;
   return j.dump();
 }
 
@@ -244,6 +251,7 @@ std::string first_layout_difference(const InstanceLayout& a, const InstanceLayou
   PDKV_CMP(target_layer_num);
   PDKV_CMP(draft_total_kv_head_num);
   PDKV_CMP(draft_head_dim);
+  PDKV_CMP(pp_size);
 #undef PDKV_CMP
   return "";
 }

@@ -24,6 +24,9 @@ inline constexpr size_t kMaxJsonDepth = 8;
 inline constexpr size_t kMaxHostBytes = 255;
 inline constexpr size_t kMaxListEntries = 4096;  // item / unit lengths per buffer kind
 inline constexpr int64_t kMaxWorldSize = 1 << 16;
+// Pipeline stages of one instance: each stage registers its ranks in a table of its own
+// (its layers differ, so its layout does too), named by pp_rank.
+inline constexpr int64_t kMaxPipelineStages = 64;
 
 // Fields that must agree across all ranks of one prefill instance (the reference kept the
 // last writer's, unchecked, so one misconfigured rank silently changed the layout every
@@ -47,6 +50,8 @@ struct InstanceLayout {
   int64_t target_layer_num = 0;
   int64_t draft_total_kv_head_num = 0;
   int64_t draft_head_dim = 0;
+  // Pipeline stages of the instance (1 = none); every stage's ranks agree on it.
+  int64_t pp_size = 1;
 
   int64_t tp_size_per_dp() const { return world_size / dp_size; }
   bool operator==(const InstanceLayout&) const = default;
@@ -57,6 +62,7 @@ struct PrefillRegistration {
   int64_t engine_rank = 0;
   std::string rank_ip;
   int64_t rank_port = 0;  // the rank's ZeroMQ PULL port
+  int64_t pp_rank = 0;    // the pipeline stage whose layers this rank holds
   InstanceLayout layout;
   bool operator==(const PrefillRegistration&) const = default;
 };

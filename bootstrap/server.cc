@@ -55,6 +55,20 @@ bool query_rank(const HttpRequest& req, HttpResponse& res, int64_t* rank, int64_
   return query_int(req, res, "engine_rank", rank) && query_int(req, res, "target_dp_group", group);
 }
 
+// The pipeline stage a GET or DELETE /route names (`target_pp_rank`, sglang's name; absent =
+// stage 0); false once a malformed or out-of-range one was answered 400.
+bool query_stage(const HttpRequest& req, HttpResponse& res, int64_t* stage) {
+  *stage = 0;
+  if (!req.has_param("target_pp_rank")) return true;
+  if (!query_int(req, res, "target_pp_rank", stage)) return false;
+  if (*stage < 0 || *stage >= kMaxPipelineStages) {
+    reply_error(res, 400, "target_pp_rank",
+                fmt::format("{} is not a pipeline stage in [0, {})", *stage, kMaxPipelineStages));
+    return false;
+  }
+  return true;
+}
+
 json endpoint_json(const RankEndpoint& e) {
   return json{{"engine_rank", e.engine_rank},
               {"tp_rank", e.tp_rank},
@@ -134,30 +148,40 @@ void BootstrapServer::install_routes(HttpRouter& h) {
     auto reg = parsed_body(req, res, parse_registration);
     if (!reg.ok()) return;
     bool changed = true;
-    Status st = table_.register_rank(*reg, &changed);
+    // Every stage names the same stage count: a decode counts the stages it receives from.
+    for (int64_t stage = 0; stage < kMaxPipelineStages; ++stage) {
+      auto other = stage_tables_[stage].layout();
+      if (stage != reg->pp_rank && other && other->pp_size != reg->layout.pp_size) {
+        return reply_error(res, 409, "pp_size",
+                           fmt::format("pp_size {} differs from pipeline stage {}'s {}",
+                                       reg->layout.pp_size, stage, other->pp_size));
+      }
+    }
+    Status st = stage_tables_[reg->pp_rank].register_rank(*reg, &changed);
     if (!st.ok()) {
       PDKV_LOG_WARN("bootstrap: refused engine_rank {}: {}", reg->engine_rank, st.message());
       return reply_error(res, http_status_of(st), "", st.message());
     }
     if (changed) {
-      PDKV_LOG_INFO("bootstrap: registered engine_rank {} at {}:{}", reg->engine_rank, reg->rank_ip,
-                    reg->rank_port);
+      PDKV_LOG_INFO("bootstrap: registered engine_rank {} (pipeline stage {}) at {}:{}",
+                    reg->engine_rank, reg->pp_rank, reg->rank_ip, reg->rank_port);
     }
     res.set_content("OK", "text/plain");
   });
   h.on(HttpMethod::kGet, "/route", [this](const HttpRequest& req, HttpResponse& res) {
     if (!admitted(kGet, Access::kRead, req, res)) return;
-    int64_t rank = 0, group = 0;
-    if (!query_rank(req, res, &rank, &group)) return;
+    int64_t rank = 0, group = 0, stage = 0;
+    if (!query_rank(req, res, &rank, &group) || !query_stage(req, res, &stage)) return;
+    const RouteTable& table = stage_tables_[stage];
     if (rank == -1 && group == -1) {
-      auto layout = table_.layout();
+      auto layout = table.layout();
       if (!layout) return reply_error(res, 404, "", "no prefill rank has registered yet");
       std::string body = fmt::format("{{{},\"registered_ranks\":{}}}",
-                                     layout_to_json_fields(*layout), table_.size());
+                                     layout_to_json_fields(*layout), table.size());
       return res.set_content(body, "application/json");
     }
     if (rank == -1) {
-      auto ranks = table_.group(group);
+      auto ranks = table.group(group);
       if (!ranks.ok()) {
         return reply_error(res, http_status_of(ranks.status()), "target_dp_group",
                            ranks.status().message());
@@ -166,7 +190,7 @@ void BootstrapServer::install_routes(HttpRouter& h) {
       for (const auto& e : *ranks) list.push_back(endpoint_json(e));
       return res.set_content(json{{"dp_group", group}, {"ranks", list}}.dump(), "application/json");
     }
-    auto e = table_.lookup(group, rank);
+    auto e = table.lookup(group, rank);
     if (!e.ok()) {
       return reply_error(res, http_status_of(e.status()), "", e.status().message());
     }
@@ -175,9 +199,9 @@ void BootstrapServer::install_routes(HttpRouter& h) {
   });
   h.on(HttpMethod::kDelete, "/route", [this](const HttpRequest& req, HttpResponse& res) {
     if (!admitted(kDelete, Access::kWrite, req, res)) return;
-    int64_t rank = 0, group = 0;
-    if (!query_rank(req, res, &rank, &group)) return;
-    Status st = table_.remove(group, rank);
+    int64_t rank = 0, group = 0, stage = 0;
+    if (!query_rank(req, res, &rank, &group) || !query_stage(req, res, &stage)) return;
+    Status st = stage_tables_[stage].remove(group, rank);
     if (!st.ok()) return reply_error(res, http_status_of(st), "", st.message());
     res.set_content("OK", "text/plain");
   });
@@ -187,7 +211,7 @@ void BootstrapServer::install_routes(HttpRouter& h) {
     if (!entry.ok()) return;
     // Checked against the instance when one registered: a rank outside it would send the
     // decode to a group that does not exist.
-    if (auto layout = table_.layout(); layout) {
+    if (auto layout = stage_tables_[0].layout(); layout) {
       if (auto why = dp_rank_outside(entry->dp_rank, layout->dp_size))
         return reply_error(res, 400, "dp_rank", *why);
     }
@@ -238,7 +262,9 @@ std::string BootstrapServer::metrics_text() const {
   std::string out;
   out += "# HELP pdkv_bootstrap_registered_ranks Prefill ranks currently registered.\n";
   out += "# TYPE pdkv_bootstrap_registered_ranks gauge\n";
-  out += fmt::format("pdkv_bootstrap_registered_ranks {}\n", table_.size());
+  size_t registered = 0;
+  for (const RouteTable& table : stage_tables_) registered += table.size();
+  out += fmt::format("pdkv_bootstrap_registered_ranks {}\n", registered);
   out += "# HELP pdkv_bootstrap_requests_total Requests served, by endpoint.\n";
   out += "# TYPE pdkv_bootstrap_requests_total counter\n";
   for (int i = 0; i < kNumRequestKinds; ++i) {

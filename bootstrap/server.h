@@ -24,6 +24,7 @@
 // idempotent; also run by the destructor) closes the socket and joins.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -72,7 +73,8 @@ class BootstrapServer {
   const std::string& host() const { return host_; }
   void stop();
 
-  const RouteTable& table() const { return table_; }
+  // Pipeline stage 0's table (an instance without pipeline parallelism has only it).
+  const RouteTable& table() const { return stage_tables_[0]; }
   std::string metrics_text() const;
 
  private:
@@ -113,7 +115,9 @@ class BootstrapServer {
   std::string host_;
   int port_ = 0;
   ServerOptions options_;
-  RouteTable table_;
+  // One table per pipeline stage, indexed by pp_rank: a stage's ranks hold other layers,
+  // so each stage agrees on a layout of its own.
+  std::array<RouteTable, kMaxPipelineStages> stage_tables_;
   // A room's DP placement matters only until its decode resolved it (seconds); ten
   // minutes covers any bootstrap timeout. Sized by options.dp_placement_capacity in start().
   std::unique_ptr<RoomDpRanks> room_dp_ranks_;

@@ -58,6 +58,39 @@ TEST_F(ServerTest, RegisterThenLookUp) {
   EXPECT_EQ(raw().Get("/route?engine_rank=0&target_dp_group=9")->status, 400);
 }
 
+TEST_F(ServerTest, PipelineStagesHaveTablesOfTheirOwn) {
+  // Stage 0 holds two KV buffers, stage 1 one: their layouts differ and both register.
+  auto first = sample_registration(3);
+  first.layout.pp_size = 2;
+  auto second = first;
+  second.pp_rank = 1;
+  second.rank_port = 31003;
+  second.layout.kv_item_lens = {4096};
+  second.layout.kv_unit_lens = {256};
+  ASSERT_TRUE(client().register_rank(first, soon()).ok());
+  ASSERT_TRUE(client().register_rank(second, soon()).ok());
+  ClientOptions later;
+  later.pp_rank = 1;
+  const BootstrapClient stage_one("127.0.0.1", server_->port(), later);
+  auto info = stage_one.parallel_info(soon());
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(*info, second.layout);
+  EXPECT_EQ(client().parallel_info(soon())->kv_item_lens, first.layout.kv_item_lens);
+  EXPECT_EQ(stage_one.rank(1, 1, soon())->rank_port, 31003);
+  EXPECT_EQ(client().rank(1, 1, soon())->rank_port, 30003);
+  EXPECT_EQ(raw().Get("/route?engine_rank=1&target_dp_group=1&target_pp_rank=2")->status, 404);
+  EXPECT_EQ(raw().Get("/route?engine_rank=1&target_dp_group=1&target_pp_rank=64")->status, 400);
+  // Every stage names the same stage count, and a stage outside it is refused.
+  auto other_count = second;
+  other_count.layout.pp_size = 3;
+  EXPECT_EQ(put(registration_to_json(other_count)), std::make_pair(409, std::string("pp_size")));
+  auto outside = first;
+  outside.pp_rank = 2;
+  EXPECT_EQ(put(registration_to_json(outside)), std::make_pair(400, std::string("pp_rank")));
+  ASSERT_TRUE(stage_one.deregister(1, 1).ok());
+  EXPECT_EQ(client().rank(1, 1, soon())->rank_port, 30003);  // stage 0's rank stays
+}
+
 TEST_F(ServerTest, LookupSucceedsOnceTheRankRegistersLater) {
   ASSERT_TRUE(client().register_rank(sample_registration(0), soon()).ok());
   std::thread late([this] {

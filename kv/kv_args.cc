@@ -4,6 +4,8 @@
 #include <limits>
 #include <string>
 
+#include "kv/route/stage_address.h"
+
 namespace pdkv::kv {
 namespace {
 
@@ -79,6 +81,25 @@ Status check_state_groups(const KvArgs& a) {
       return invalid_argument("kv_layer_groups holds " + str(g) +
                               "; -1 = chunked pages, else a state group in [0, " + str(max_group) +
                               ")");
+    }
+  }
+  if (a.pp_size < 1 || a.pp_size > kMaxPipelineStages) {
+    return invalid_argument("pp_size must be in [1, " + str(kMaxPipelineStages) + "], got " +
+                            str(a.pp_size));
+  }
+  if (a.pp_rank < 0 || a.pp_rank >= a.pp_size) {
+    return invalid_argument("pp_rank " + str(a.pp_rank) + " is not a stage of pp_size " +
+                            str(a.pp_size));
+  }
+  for (size_t i = 0; i < a.window_state_groups.size(); ++i) {
+    const int64_t g = a.window_state_groups[i];
+    if (g < 0 || g >= a.state_group_count()) {
+      return invalid_argument("window_state_groups holds " + str(g) + "; this rank has " +
+                              str(a.state_group_count()) + " state groups");
+    }
+    if (std::find(a.window_state_groups.begin(), a.window_state_groups.begin() + i, g) !=
+        a.window_state_groups.begin() + i) {
+      return invalid_argument("window_state_groups names group " + str(g) + " twice");
     }
   }
   if (!a.kv_page_strides.empty() && a.kv_page_strides.size() != a.kv_data_ptrs.size()) {

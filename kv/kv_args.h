@@ -6,6 +6,7 @@
 // peer, never about a malformed local description. Value type.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -63,6 +64,17 @@ struct KvArgs {
   // Per KV layer: -1 = the room's chunked pages, g >= 0 = state group g's list names
   // this layer's pages (sliding-window or other per-group page tables). Empty = all -1.
   std::vector<int64_t> kv_layer_groups;
+  // State groups whose lists are sliding-window page lists: the two sides may count the
+  // window differently (sglang's prefill lists the window of its fill ids, which can hold
+  // the token it sampled and so open one more page), so a prefill pairs the leading
+  // min(len) entries of such a group instead of failing the room. Read by the prefill,
+  // which pairs; empty = every group pairs lists of equal length only.
+  std::vector<int64_t> window_state_groups;
+  // Pipeline parallelism: a prefill rank's stage among pp_size (its KV layers are that
+  // stage's only); a decode manager receives from prefill stage pp_rank, whose layers its
+  // buffers are (kv/route/stage_address.h). 1 / 0 = no pipeline parallelism.
+  int64_t pp_size = 1;
+  int64_t pp_rank = 0;
   // Per KV buffer: bytes from page i to page i+1 (0 or empty = its kv_item_lens entry).
   std::vector<uint64_t> kv_page_strides;
   // Per state buffer: bytes from slot i to slot i+1 (0 or empty = its state_item_lens
@@ -99,6 +111,10 @@ struct KvArgs {
     return state_buffer_groups.empty() ? 0 : state_buffer_groups[s];
   }
   bool has_group_kv_layers() const;
+  bool is_window_state_group(int64_t g) const {
+    return std::find(window_state_groups.begin(), window_state_groups.end(), g) !=
+           window_state_groups.end();
+  }
   // Bytes from page i to i+1 of KV buffer b.
   uint64_t kv_page_stride(size_t b) const {
     return kv_page_strides.empty() || kv_page_strides[b] == 0 ? kv_item_lens[b]

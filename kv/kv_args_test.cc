@@ -4,6 +4,8 @@
 
 #include <limits>
 
+#include "kv/route/stage_address.h"
+
 namespace pdkv::kv {
 namespace {
 
@@ -153,6 +155,29 @@ TEST(KvArgsTest, StateGroupsCountCheckAndCompare) {
                       "[0, 2] on prefill but [] "
                       "(default) on decode"),
             std::string::npos);
+}
+
+TEST(KvArgsTest, PipelineStagesAndTheirAddresses) {
+  KvArgs a = two_layer_mha();
+  a.pp_size = 3;
+  a.pp_rank = 2;
+  EXPECT_TRUE(a.validate().ok()) << a.validate().to_string();
+  a.pp_rank = 3;
+  EXPECT_NE(a.validate().message().find("pp_rank 3 is not a stage of pp_size 3"),
+            std::string::npos);
+  a.pp_size = 65;
+  EXPECT_NE(a.validate().message().find("pp_size must be in [1, 64]"), std::string::npos);
+
+  EXPECT_EQ(stage_address("10.0.0.1:8998", 0), "10.0.0.1:8998");
+  EXPECT_EQ(stage_address("10.0.0.1:8998", 2), "10.0.0.1:8998#pp=2");
+  auto split = split_stage_address("[::1]:8998#pp=2");
+  ASSERT_TRUE(split.ok());
+  EXPECT_EQ(split->server, "[::1]:8998");
+  EXPECT_EQ(split->pp_rank, 2);
+  EXPECT_EQ(split_stage_address("h:1")->pp_rank, 0);
+  for (const char* bad : {"h:1#pp=", "h:1#pp=64", "h:1#pp=-1", "h:1#x=1", "h:1#pp=1x"}) {
+    EXPECT_FALSE(split_stage_address(bad).ok()) << bad;
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "kv/decode/decode_manager.h"
 #include "kv/decode/room_grant.h"
 #include "kv/page_ownership.h"
+#include "kv/route/stage_address.h"
 #include "kv/runtime/manager_common.h"
 
 namespace pdkv::kv {
@@ -19,7 +20,9 @@ DecodeManager::Handles DecodeManager::open_room(uint64_t room, const std::string
   DecodeRoom& r = rooms_[room];
   if (!r.metadata) {
     r.metadata = std::make_shared<ReceivedMetadata>();
-    r.bootstrap_addr = bootstrap_addr.empty() ? config_.bootstrap_addr : bootstrap_addr;
+    // A decode manager of pipeline stage pp_rank resolves the room at that stage's address.
+    r.bootstrap_addr = stage_address(
+        bootstrap_addr.empty() ? config_.bootstrap_addr : bootstrap_addr, config_.args.pp_rank);
     r.opened = now();
     r.ticket = random_secret_id();
   }

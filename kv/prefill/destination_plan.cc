@@ -283,9 +283,18 @@ Status DestinationPlan::append_state_blocks(StateSlotLists src,
   const bool copy_state = pre_allocation_.copy_state_buffers && !prefill_->state_data_ptrs.empty();
   std::vector<int64_t> src_pages, dst_pages;  // a group's kept pairs, for its KV layers
   for (size_t g = 0; g < groups; ++g) {
-    const auto src_list = state_list(src, g);
-    const auto dst_list = state_list(dst, g);
+    auto src_list = state_list(src, g);
+    auto dst_list = state_list(dst, g);
     if (src_list.empty() || dst_list.empty()) continue;
+    if (prefill_->is_window_state_group(static_cast<int64_t>(g)) &&
+        src_list.size() != dst_list.size()) {
+      // Both window lists start at the window's first page; the longer one ends past the
+      // shorter one's last page (kv_args.h, window_state_groups), so the pages both hold
+      // are the leading ones.
+      const size_t both = std::min(src_list.size(), dst_list.size());
+      src_list = src_list.first(both);
+      dst_list = dst_list.first(both);
+    }
     auto in_group = [&](const std::string& why) {
       return invalid_argument("state group " + std::to_string(g) + ": " + why);
     };

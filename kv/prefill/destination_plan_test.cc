@@ -395,5 +395,42 @@ TEST(DestinationPlanTest, StateGroupsSplitLayersAndFollowTheLayerRange) {
             std::string::npos);
 }
 
+TEST(DestinationPlanTest, WindowGroupsPairTheLeadingPagesOfListsOfTwoLengths) {
+  KvArgs args = prefill_args();
+  args.kv_layer_ids = {0, 2};
+  args.kv_layer_groups = {-1, 1};  // KV layer 1 (buffers 1, 3): group 1, a window
+  args.state_buffer_groups = {0};
+  args.window_state_groups = {1};
+  ASSERT_TRUE(args.validate().ok()) << args.validate().to_string();
+  auto pre = pre_allocation({1});
+  pre.state_slots = {5, 7, 8};  // group 0: slot 5; group 1: window pages 7, 8
+  pre.state_slot_group_ends = {1, 3};
+  auto plan = DestinationPlan::create(args, decode_registration(), pre);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  const auto group_one_blocks = [&](const std::vector<int64_t>& lists,
+                                    const std::vector<uint32_t>& ends) {
+    std::vector<plan::Block> blocks;
+    const Status s = plan->append_state_blocks(StateSlotLists{lists, ends}, 2, 3, blocks);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    return blocks;
+  };
+  // The prefill lists one page more (its sampled token's): pages 9, 4 go to 7, 8; 6 nowhere.
+  EXPECT_EQ(group_one_blocks({2, 9, 4, 6}, {1, 4}),
+            (std::vector<plan::Block>{{0x200000 + 9 * kItem, 0x20000000 + 7 * kItem, kItem},
+                                      {0x200000 + 4 * kItem, 0x20000000 + 8 * kItem, kItem},
+                                      {0x400000 + 9 * kItem, 0x40000000 + 7 * kItem, kItem},
+                                      {0x400000 + 4 * kItem, 0x40000000 + 8 * kItem, kItem}}));
+  // The decode lists one page more: page 9 goes to 7 and page 8 is written by nobody (no
+  // broadcast of a one-page window).
+  EXPECT_EQ(group_one_blocks({2, 9}, {1, 2}),
+            (std::vector<plan::Block>{{0x200000 + 9 * kItem, 0x20000000 + 7 * kItem, kItem},
+                                      {0x400000 + 9 * kItem, 0x40000000 + 7 * kItem, kItem}}));
+
+  args.window_state_groups = {2};
+  EXPECT_NE(args.validate().message().find("window_state_groups holds 2"), std::string::npos);
+  args.window_state_groups = {1, 1};
+  EXPECT_NE(args.validate().message().find("names group 1 twice"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pdkv::kv

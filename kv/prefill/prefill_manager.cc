@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/logging.h"
+#include "kv/route/stage_address.h"
 #include "kv/runtime/manager_runtime.h"
 
 namespace pdkv::kv {
@@ -30,6 +31,8 @@ Result<std::unique_ptr<PrefillManager>> PrefillManager::create(
 
 Status PrefillManager::start(const ControlChannelFactory& channels) {
   const KvArgs& a = config_.args;
+  // A later pipeline stage registers, and is found, at its stage's address.
+  config_.bootstrap_addr = stage_address(config_.bootstrap_addr, a.pp_rank);
   // A prefill only sends: its engine admits no write from anyone (no grants, ever), and
   // its KV pool is registered for reading only.
   PDKV_ASSIGN_OR_RETURN(engine_, start_rank_engine(config_.engine, config_.options, a,
@@ -74,6 +77,8 @@ Status PrefillManager::start(const ControlChannelFactory& channels) {
   info.layout = a.layout();
   info.kv_item_lens = a.kv_item_lens;
   info.state_item_lens = a.state_item_lens;
+  info.pp_size = a.pp_size;
+  info.pp_rank = a.pp_rank;
   PDKV_RETURN_IF_ERROR(
       directory_
           ->register_prefill_rank(config_.bootstrap_addr, info,

@@ -2,6 +2,7 @@
 
 #include "bootstrap/client.h"
 #include "common/host_port.h"
+#include "kv/route/stage_address.h"
 
 namespace pdkv::kv {
 namespace {
@@ -29,6 +30,7 @@ PrefillRankInfo rank_info_from_layout(const bootstrap::InstanceLayout& l) {
   info.layout.draft_head_dim = static_cast<uint32_t>(l.draft_head_dim);
   info.kv_item_lens = to_unsigned(l.kv_item_lens);
   info.state_item_lens = to_unsigned(l.state_item_lens);
+  info.pp_size = l.pp_size;
   return info;
 }
 
@@ -60,8 +62,10 @@ Result<bootstrap::BootstrapClient> BootstrapRouteDirectory::client(
   // peer that does not accept within this is retried by the next attempt anyway: a
   // connect takes well under a millisecond inside a data centre.
   options.connect_timeout = std::chrono::milliseconds(500);
-  PDKV_ASSIGN_OR_RETURN(auto made,
-                        bootstrap::BootstrapClient::from_address(bootstrap_addr, options));
+  // A later pipeline stage's address reaches the same server, asking for its stage.
+  PDKV_ASSIGN_OR_RETURN(StageAddress stage, split_stage_address(bootstrap_addr));
+  options.pp_rank = stage.pp_rank;
+  PDKV_ASSIGN_OR_RETURN(auto made, bootstrap::BootstrapClient::from_address(stage.server, options));
   // A handful of servers per deployment; the bound only keeps a caller that names many
   // addresses from growing the map (a dropped client just learns its server's id again).
   if (clients_.size() >= kMaxCachedClients) clients_.clear();
@@ -75,7 +79,9 @@ Result<bootstrap::PrefillRegistration> to_registration(const PrefillRankInfo& in
   reg.engine_rank = info.engine_rank;
   reg.rank_ip = host_port.first;
   reg.rank_port = host_port.second;
+  reg.pp_rank = info.pp_rank;
   bootstrap::InstanceLayout& l = reg.layout;
+  l.pp_size = info.pp_size;
   l.world_size = info.tp_size * info.dp_size;
   l.dp_size = info.dp_size;
   l.enable_mla_l1_5_cache = info.enable_mla_l1_5_cache;

@@ -38,6 +38,10 @@ struct PrefillRankInfo {
   proto::KvLayout layout;
   std::vector<uint64_t> kv_item_lens;
   std::vector<uint64_t> state_item_lens;
+  // Pipeline parallelism: the instance's stage count, and the stage this rank serves
+  // (kv/route/stage_address.h: a stage is looked up at its own qualified address).
+  int64_t pp_size = 1;
+  int64_t pp_rank = 0;
 };
 
 // One prefill rank's route as a watching directory saw it change: it appeared, moved to

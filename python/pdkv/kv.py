@@ -84,6 +84,14 @@ _KVARGS_DEFAULTS = {
     # empty = all -1); a room then carries one state_indices list per group.
     "state_buffer_groups": [],
     "kv_layer_groups": [],
+    # State groups holding sliding-window page lists: a prefill pairs the leading
+    # min(len) entries of such a group's two lists instead of failing a length mismatch.
+    "window_state_groups": [],
+    # Pipeline parallelism: a prefill rank's stage (pp_rank of pp_size; its KV layers are
+    # the stage's); a decode manager receives from prefill stage pp_rank into the buffers
+    # of that stage's layers. A later stage is found at its own address (docs/API.md).
+    "pp_size": 1,
+    "pp_rank": 0,
     # Bytes from one page of a KV buffer to the next (empty, or 0 for one = its
     # kv_item_lens entry): FlashInfer keeps K and V of a block side by side.
     "kv_page_strides": [],

@@ -71,6 +71,15 @@ class KVArgs:
     # then carries one state_indices list per group (G = 1 + the highest group).
     state_buffer_groups: list[int]
     kv_layer_groups: list[int]
+    # State groups whose lists are sliding-window page lists: the prefill pairs the
+    # leading min(len) entries of their two lists (the sides may count the window's last
+    # page differently) instead of failing the room. Empty = equal lengths only.
+    window_state_groups: list[int]
+    # Pipeline parallelism (docs/API.md): prefill: this rank's stage of pp_size, its KV
+    # buffers the stage's layers only; decode: the prefill stage this manager receives
+    # from, its KV buffers that stage's layers. 1 / 0 = none.
+    pp_size: int
+    pp_rank: int
     # Per KV buffer: bytes from page i to page i+1 (empty, or 0 for one = its
     # kv_item_lens entry; else >= it). FlashInfer's (blocks, 2, ...) cache: K at base and
     # V at base + half, both with item = half, stride = 2 * half.

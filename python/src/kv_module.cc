@@ -153,6 +153,11 @@ kv::KvArgs to_kv_args(const py::dict& d) {
   if (d.contains("kv_layer_groups")) {
     a.kv_layer_groups = get<std::vector<int64_t>>(d, "kv_layer_groups");
   }
+  if (d.contains("pp_size")) a.pp_size = get<int64_t>(d, "pp_size");
+  if (d.contains("pp_rank")) a.pp_rank = get<int64_t>(d, "pp_rank");
+  if (d.contains("window_state_groups")) {
+    a.window_state_groups = get<std::vector<int64_t>>(d, "window_state_groups");
+  }
   if (d.contains("kv_page_strides")) a.kv_page_strides = get_u64_list(d, "kv_page_strides");
   if (d.contains("state_page_strides")) {
     a.state_page_strides = get_u64_list(d, "state_page_strides");

@@ -13,6 +13,10 @@ With cfg["device"] the KV pools are device pools: pdkv gets fake CUDA memory mir
 the CPU tensors (fake_cuda_tensor.DeviceMirror, GPU rank % 2), labelled "VRAM" and with
 gpu_id set as sglang does; the prefill's forward writes reach the device before it sends,
 and the decode checks what it reads back from its device pools. Aux stays in host memory.
+With cfg["pp"] the prefill runs that many pipeline stages: a rank of stage cfg["stage"]
+holds the global layers cfg["layer_ids"] only (and writes another metadata row than the
+last stage, which must not reach the decode); a decode of cfg["pp"] stages holds its
+stage's layers, a decode of one stage (no "stage") every layer.
 """
 from __future__ import annotations
 
@@ -33,12 +37,14 @@ def nbytes(t) -> int:
 class Pool:
     """Per-layer K/V (or latent) buffers of (POOL_TOKENS + page_size, heads, dim) tokens."""
 
-    def __init__(self, torch, mla: bool, heads: int, page_size: int):
+    def __init__(self, torch, mla: bool, heads: int, page_size: int, layer_ids=None):
         import torch as _t  # noqa: F401
         shape = (POOL_TOKENS + page_size, 1, LATENT) if mla else \
             (POOL_TOKENS + page_size, heads, HEAD_DIM)
         dtype = torch.bfloat16 if mla else torch.float16
-        n = LAYERS if mla else 2 * LAYERS  # k_buffer[0..L) then v_buffer[0..L)
+        self.layer_ids = list(range(LAYERS)) if layer_ids is None else list(layer_ids)
+        layers = len(self.layer_ids)
+        n = layers if mla else 2 * layers  # k_buffer[0..L) then v_buffer[0..L)
         self.bufs = [torch.zeros(shape, dtype=dtype) for _ in range(n)]
         self.output_ids = torch.zeros((AUX_ROWS, 16), dtype=torch.int32)
         self.rooms = torch.zeros((AUX_ROWS, 8), dtype=torch.int64)
@@ -58,7 +64,7 @@ class Pool:
         for m in self.mirrors or ():
             m.download()
 
-    def kv_args(self, KVArgs, engine_rank: int, heads: int, total_heads: int):
+    def kv_args(self, KVArgs, engine_rank: int, heads: int, total_heads: int, stage: int = 0):
         a = KVArgs()
         a.engine_rank = engine_rank
         a.kv_data_ptrs = [b.data_ptr() for b in self.bufs]
@@ -73,7 +79,9 @@ class Pool:
         a.aux_item_lens = [nbytes(self.output_ids[0]), nbytes(self.rooms[0])]
         a.state_data_ptrs = []
         a.kv_head_num, a.total_kv_head_num = heads, total_heads
-        a.page_size, a.system_dp_rank, a.pp_rank = self.page_size, 0, 0
+        a.page_size, a.system_dp_rank, a.pp_rank = self.page_size, 0, stage
+        a.prefill_start_layer = self.layer_ids[0]  # a pipeline stage's first layer
+        a.prefill_end_layer = self.layer_ids[-1] + 1
         return a
 
     def token_locs(self, pages: list[int], n_tokens: int):
@@ -82,7 +90,9 @@ class Pool:
 
 
 def _expected(torch, pool, buf: int, tokens, first_head, n_heads, seed):
-    layer, kv = (buf, 0) if pool.mla else (buf % LAYERS, buf // LAYERS)
+    n = len(pool.layer_ids)
+    layer, kv = (buf, 0) if pool.mla else (buf % n, buf // n)
+    layer = pool.layer_ids[layer]  # the global layer: a pipeline stage holds some only
     if pool.mla:
         return pattern(torch, layer, kv, tokens, 0, 1, LATENT, seed, pool.bufs[buf].dtype)
     return pattern(torch, layer, kv, tokens, first_head, n_heads, HEAD_DIM, seed,
@@ -103,13 +113,16 @@ def _manager(cfg, mode: str):
     host, port = cfg["addr"].split(":")
     server_args = ServerArgs(host=host, disaggregation_bootstrap_port=int(port),
                              disaggregation_mode=mode, tp_size=cfg["tp"],
-                             disaggregation_transfer_backend=backend.value)
+                             disaggregation_transfer_backend=backend.value,
+                             pp_size=cfg.get("pp", 1) if "stage" in cfg else 1)
     first_head, n_heads = heads_of(cfg["rank"], cfg["tp"], cfg["heads"])
-    pool = Pool(torch, cfg["mla"], 1 if cfg["mla"] else n_heads, cfg["page_size"])
+    pool = Pool(torch, cfg["mla"], 1 if cfg["mla"] else n_heads, cfg["page_size"],
+                cfg.get("layer_ids"))
     if cfg.get("device"):
         pool.to_device(cfg["rank"] % 2)
     args = pool.kv_args(get_kv_class(backend, KVClassType.KVARGS), cfg["rank"],
-                        1 if cfg["mla"] else n_heads, 1 if cfg["mla"] else cfg["heads"])
+                        1 if cfg["mla"] else n_heads, 1 if cfg["mla"] else cfg["heads"],
+                        cfg.get("stage", 0))
     assert isinstance(args, KVArgs)
     mgr = get_kv_class(backend, KVClassType.MANAGER)(
         args, DisaggregationMode(mode), server_args, cfg["mla"])
@@ -137,7 +150,7 @@ def prefill_main(cfg, out_q, in_q):
     out_q.put(("ready", cfg["name"]))
     senders, next_page = {}, 1
     for k, (room, n_tokens, seed) in enumerate(cfg["requests"]):
-        s = Sender(mgr, cfg["addr"], room, dest_tp_ranks=[0], pp_rank=0)
+        s = Sender(mgr, cfg["addr"], room, dest_tp_ranks=[0], pp_rank=cfg.get("stage", 0))
         n_pages = -(-n_tokens // pool.page_size)
         pages = list(range(next_page + n_pages - 1, next_page - 1, -1))  # reversed: any order
         next_page += n_pages
@@ -160,8 +173,10 @@ def prefill_main(cfg, out_q, in_q):
                   for i in range(0, len(page_indices), cfg["chunk_pages"])]
         for i, chunk in enumerate(chunks):
             if i == len(chunks) - 1:  # sglang's MetadataBuffers.set_buf before the last send
-                pool.output_ids[aux, 0] = 1000 + room % 1000
-                pool.rooms[aux, 0] = room
+                last_stage = cfg.get("stage", 0) == cfg.get("pp", 1) - 1
+                # Only the last pipeline stage sampled: another stage's row must not land.
+                pool.output_ids[aux, 0] = 1000 + room % 1000 if last_stage else 7
+                pool.rooms[aux, 0] = room if last_stage else 7
             s.send(chunk)
     for room, (s, *_rest) in senders.items():
         state = _poll_until(s, (KVPoll.Success, KVPoll.Failed), 30)
@@ -179,6 +194,10 @@ def decode_main(cfg, out_q, in_q):
     from sglang.srt.disaggregation.utils import KVClassType, get_kv_class
     Receiver = get_kv_class(backend, KVClassType.RECEIVER)
     out_q.put(("ready", cfg["name"]))
+    # sglang's decode asks for the prefill's parallel info (1 s apart) before a receiver.
+    deadline = time.monotonic() + 30
+    while not mgr.try_ensure_parallel_info(cfg["addr"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
     receivers, next_page = {}, 3
     for k, (room, n_tokens, seed) in enumerate(cfg["requests"]):
         r = Receiver(mgr, cfg["addr"], room)

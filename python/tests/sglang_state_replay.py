@@ -136,8 +136,10 @@ def _classes():
         PdkvKVManager, PdkvKVSender, PdkvKVReceiver)
 
 
-def _plan(n_tokens: int, side: str, k: int):
-    """Pages, the window's SWA pages and tokens (the last 2 pages' tokens), the Mamba slot."""
+def _plan(n_tokens: int, side: str, k: int, longer: str = ""):
+    """Pages, the window's SWA pages and tokens (the last 2 pages' tokens), the Mamba slot.
+    ``longer`` ("p" or "d"): that side's window list holds one page more at its end, as
+    sglang's prefill lists when the token it sampled opens a page past the prompt."""
     n_pages = -(-n_tokens // PAGE)
     base = 1 + 5 * k if side == "p" else 12 - 5 * k
     pages = list(range(base, base + n_pages)) if side == "p" else \
@@ -146,6 +148,8 @@ def _plan(n_tokens: int, side: str, k: int):
     window = range(first_window_page * PAGE, n_tokens)
     swa_pages = [POOL_PAGES - 1 - k * 2 - i for i in range(n_pages - first_window_page)] \
         if side == "p" else [1 + 3 * k + i for i in range(n_pages - first_window_page)]
+    if longer == side:
+        swa_pages.append(swa_pages[-1] - 1 if side == "p" else swa_pages[-1] + 1)
     slot = k + 1 if side == "p" else SLOTS - 1 - k
     return pages, swa_pages, window, slot
 
@@ -165,9 +169,12 @@ def prefill_main(cfg, out_q, in_q):
                    dest_tp_ranks=[cfg["rank"]], pp_rank=0)
         assert _poll_until(s, (KVPoll.WaitingForInput, KVPoll.Failed), 30) == \
             KVPoll.WaitingForInput, room
-        pages, swa_pages, window, slot = _plan(n_tokens, "p", k)
+        pages, swa_pages, window, slot = _plan(n_tokens, "p", k, cfg.get("longer", ""))
         s.init(len(pages), k)
         pool.write(pages, n_tokens, swa_pages, window, slot, seed)
+        if cfg.get("longer") == "p":  # the sampled token's page: must not reach the decode
+            for buf in pool.swa:
+                buf[pool.tokens(swa_pages[-1:], PAGE)] = 0xEE
         pool.aux[k, 0] = room
         state = pool.state_indices(pages, swa_pages, slot)
         s.send(np.array(pages[:1], np.int32))
@@ -192,12 +199,16 @@ def decode_main(cfg, out_q, in_q):
         r.init(0)
         assert _poll_until(r, (KVPoll.WaitingForInput, KVPoll.Failed), 30) == \
             KVPoll.WaitingForInput, room
-        pages, swa_pages, window, slot = _plan(n_tokens, "d", k)
+        longer = cfg.get("longer", "")
+        pages, swa_pages, window, slot = _plan(n_tokens, "d", k, longer)
         state = pool.state_indices(pages, swa_pages, slot)
         r.send_metadata(np.array(pages, np.int32), k, state)
         state_end = _poll_until(r, (KVPoll.Success, KVPoll.Failed), 30)
         outcome[room] = dict(pool.check(pages, n_tokens, swa_pages, window, slot, seed),
                              state=int(state_end), aux=int(pool.aux[k, 0]) == room)
+        if longer == "d":  # the page only the decode listed: nothing may have written it
+            outcome[room]["extra_page_untouched"] = all(
+                not buf[pool.tokens(swa_pages[-1:], PAGE)].any() for buf in pool.swa)
     out_q.put(("done", cfg["name"], {"outcome": outcome}))
     wait_stop(in_q)
     mgr.shutdown()

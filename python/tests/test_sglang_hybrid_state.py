@@ -99,18 +99,25 @@ def test_parallel_layouts_pdkv_cannot_place_are_refused():
     a = KVArgs()
     a.engine_rank, a.page_size = 0, 4
     a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens = [buf.ctypes.data], [640], [64]
-    with pytest.raises(ValueError, match="pipeline stage"):
-        kv_args_and_state(a, ServerArgs(pp_size=2), True)
     context_parallel = ServerArgs()
     context_parallel.attn_cp_size = 2  # newer sglang's field
     with pytest.raises(ValueError, match="context-parallel"):
         kv_args_and_state(a, context_parallel, True)
     a.dcp_size = 2
-    with pytest.raises(ValueError, match="context-parallel"):
+    with pytest.raises(ValueError, match="not single tokens"):
         kv_args_and_state(a, ServerArgs(), True)
     a.dcp_size, a.kv_buf_groups = 1, 2
     with pytest.raises(ValueError, match="kv_buf_groups"):
         kv_args_and_state(a, ServerArgs(), True)
+
+
+def test_state_with_pipeline_stages_is_refused():
+    # A stage's state pools hold its own layers; a decode of one stage holds every
+    # layer's state in one pool per kind.
+    from sglang_state_replay import HybridPool
+    pool = HybridPool("mamba", 0, 1)
+    with pytest.raises(ValueError, match="hybrid state .* with pipeline parallelism"):
+        kv_args_and_state(pool.kv_args(KVArgs, StateType), ServerArgs(pp_size=2), False)
 
 
 def test_kvargs_carry_groups_for_a_mamba_swa_rank(monkeypatch):
@@ -137,16 +144,16 @@ def test_kvargs_carry_groups_for_a_mamba_swa_rank(monkeypatch):
     assert not {"state_buffer_groups", "kv_layer_groups", "state_data_ptrs"} & set(fields)
 
 
-def _run(family, p_tp, d_tp):
+def _run(family, p_tp, d_tp, **extra):
     from sglang_state_replay import decode_main, prefill_main
     requests = [(501, 13, 1), (502, 7, 2)]
     with Ranks() as ranks:
         for r in range(p_tp):
             ranks.start(f"p{r}", prefill_main, dict(family=family, rank=r, tp=p_tp,
-                                                    requests=requests))
+                                                    requests=requests, **extra))
         for r in range(d_tp):
             ranks.start(f"d{r}", decode_main, dict(family=family, rank=r, tp=d_tp,
-                                                   requests=requests))
+                                                   requests=requests, **extra))
         ranks.serve_bootstrap()
         ranks.expect("ready", p_tp + d_tp)
         done = {m[1]: m[2]["outcome"] for m in ranks.expect("done", p_tp + d_tp)}
@@ -162,6 +169,27 @@ def _run(family, p_tp, d_tp):
 @pytest.mark.parametrize("p_tp,d_tp", [(2, 1), (1, 2), (2, 2)])
 def test_mamba_slots_and_swa_window_pages_move_across_tp_sizes(p_tp, d_tp):
     _run("mamba_swa", p_tp, d_tp)
+
+
+@pytest.mark.parametrize("longer,p_tp,d_tp", [("p", 1, 1), ("d", 1, 1), ("p", 2, 1),
+                                               ("d", 1, 2)])
+def test_swa_window_lists_of_different_lengths_pair_their_leading_pages(longer, p_tp, d_tp):
+    # sglang's prefill may list one window page more than its decode (the page of the
+    # token it sampled); the room succeeds with the pages both list, the prefill's extra
+    # page (0xEE bytes) reaches no decode page, and a page only the decode lists stays
+    # untouched (sglang_state_replay checks each).
+    _run("mamba_swa", p_tp, d_tp, longer=longer)
+
+
+def test_window_groups_are_the_swa_components():
+    from sglang_state_replay import HybridPool
+    pool = HybridPool("mamba_swa", 0, 1)
+    args, state = kv_args_and_state(pool.kv_args(KVArgs, StateType), ServerArgs(tp_size=1),
+                                    False, "decode")
+    assert state.window_groups == [1] and args.window_state_groups == [1]
+    args.window_state_groups = [2]  # a group the rank does not have
+    with pytest.raises(ValueError, match="window_state_groups holds 2"):
+        pdkv.KVManager(args, "decode", "127.0.0.1:1")
 
 
 @pytest.mark.parametrize("family,tp", [("mamba", 1), ("mamba", 2), ("dsa", 1), ("dsa", 2)])

@@ -88,6 +88,10 @@ def test_a_well_formed_answer_is_taken(hostile):
     b'{"prefill_dp_size": 1.5, "prefill_tp_size": 3, "page_size": 16}',
     b'{"prefill_dp_size": 1, "prefill_tp_size": 1, "page_size": ' + b"9" * 5000 + b"}",
     b"[" * 100000 + b"]" * 100000,                                     # nested too deep
+    b'{"prefill_dp_size": 1, "prefill_tp_size": 1, "page_size": 16, "pp_size": 65}',
+    b'{"prefill_dp_size": 1, "prefill_tp_size": 1, "page_size": 16, "pp_size": "2"}',
+    # two stages, but the same answer for stage 1 lists no KV buffers
+    b'{"prefill_dp_size": 1, "prefill_tp_size": 1, "page_size": 16, "pp_size": 2}',
 ], ids=lambda b: b[:40].decode(errors="replace"))
 def test_a_malformed_answer_is_a_failed_query(hostile, body):
     assert fetch_prefill_info(hostile(_reply(body)).addr) is None

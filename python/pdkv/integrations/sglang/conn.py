@@ -21,6 +21,8 @@ import pdkv
 from pdkv.integrations.room_states import RoomStates
 from pdkv.integrations.settings import TransferSettings, make_kv_manager
 from pdkv.integrations.sglang.kvargs import kv_args_and_state
+from pdkv.integrations.sglang.pipeline import (StagedReceiver, pp_size_of, stage_layer_counts,
+                                               stage_view, without_aux)
 from pdkv.integrations.sglang.prefill_info import (PrefillInstanceInfo, RoomPlacementReporter,
                                                    fetch_prefill_info)
 from pdkv.integrations.sglang.state_layout import check_tp_with_prefill
@@ -60,14 +62,23 @@ class PdkvKVManager(BaseKVManager):
         settings = TransferSettings.from_mapping(
             {"backend": os.environ.get("PDKV_ENGINE_BACKEND") or "auto"},
             default_bootstrap_addr=own_bootstrap_addr(server_args))
-        self.pdkv_args, self.state_layout = kv_args_and_state(args, server_args,
-                                                              self.is_mla_backend, self.mode)
+        # Pipeline stages (pipeline.py): the aux row travels between the last stages only.
+        self.pp_size = pp_size_of(server_args)
+        self.pp_rank = int(getattr(args, "pp_rank", 0) or 0)
+        self.is_last_stage = self.pp_rank == self.pp_size - 1
+        self.pdkv_args, self.state_layout = kv_args_and_state(
+            args if self.is_last_stage else without_aux(args), server_args,
+            self.is_mla_backend, self.mode)
         # One /metrics endpoint per process: a fixed PDKV_METRICS_PORT is offset by the
         # rank's index on the instance (attention TP rank + attention TP size x system
         # DP rank), so the ranks of one host do not clash.
         rank = self.pdkv_args.engine_rank + self.pdkv_args.tp_size * int(
             getattr(args, "system_dp_rank", 0) or 0)
         self.mgr = make_kv_manager(self.pdkv_args, self.mode, settings, metrics_rank=rank)
+        self._settings, self._metrics_rank = settings, rank
+        # A decode of one stage: a pdkv manager per stage of each prefill stage split met.
+        self._stage_managers: dict[tuple, list] = {}
+        self._stage_lock = threading.Lock()
         if self.mgr.metrics_port >= 0:
             log.info("pdkv: rank %d serves /metrics on port %d", rank, self.mgr.metrics_port)
         self.kv_bytes_per_page = sum(self.pdkv_args.kv_item_lens)
@@ -96,8 +107,48 @@ class PdkvKVManager(BaseKVManager):
                                "both must use the same --page-size")
         check_tp_with_prefill(self.state_layout, self.pdkv_args.tp_size, info.attn_tp_size,
                               bootstrap_addr)
+        if info.pp_size != self.pp_size and self.pp_size != 1:
+            raise RuntimeError(f"prefill {bootstrap_addr} has pp_size {info.pp_size}, this "
+                               f"decode {self.pp_size}: a decode's pp_size must be the "
+                               "prefill's or 1, as sglang's disaggregation backends require")
+        if info.pp_size > 1 and self.pp_size == 1:
+            self.stage_managers(info)
         self.prefill_info_table[bootstrap_addr] = info
         return True
+
+    def stage_managers(self, info: PrefillInstanceInfo) -> list:
+        """The pdkv managers of a decode of one stage for a prefill of ``info.pp_size``
+        stages, one per prefill stage, each registering this rank's buffers of that
+        stage's layers (aux with the last); made on first use, kept for the manager's
+        life (one set per stage split met)."""
+        with self._stage_lock:
+            managers = self._stage_managers.get(info.stage_kv_buffers)
+            if managers is not None:
+                return managers
+            is_mla = self.pdkv_args.is_mla
+            counts = stage_layer_counts(info.stage_kv_buffers, is_mla)
+            total = len(self.kv_args.kv_data_ptrs) // (1 if is_mla else 2)
+            if sum(counts) != total:
+                raise RuntimeError(f"the prefill's stages hold {counts} KV layers "
+                                   f"({sum(counts)}), this decode {total}: both must serve "
+                                   "the same model")
+            managers, first = [], 0
+            try:
+                for stage, layers in enumerate(counts):
+                    view = stage_view(self.kv_args, first, layers, is_mla,
+                                      keep_aux=stage == len(counts) - 1)
+                    stage_args, _ = kv_args_and_state(view, self.server_args,
+                                                      self.is_mla_backend, self.mode,
+                                                      stage=(stage, len(counts)))
+                    managers.append(make_kv_manager(stage_args, self.mode, self._settings,
+                                                    metrics_rank=self._metrics_rank))
+                    first += layers
+            except Exception:
+                for m in managers:
+                    m.shutdown()
+                raise
+            self._stage_managers[info.stage_kv_buffers] = managers
+            return managers
 
     def submit_prefill_recompute(self, kv_receiver, payload: dict) -> None:
         """sglang's PD retraction asks the prefill to compute a retracted request again
@@ -114,6 +165,11 @@ class PdkvKVManager(BaseKVManager):
 
     def shutdown(self):
         self.room_placement.close()
+        with self._stage_lock:
+            staged = [m for managers in self._stage_managers.values() for m in managers]
+            self._stage_managers.clear()
+        for m in staged:
+            m.shutdown()
         self.mgr.shutdown()
 
 
@@ -131,7 +187,7 @@ class PdkvKVSender(BaseKVSender):
         # room % dp_size (prefill_info.py); once per DP group, by its first rank. A request
         # that names its prefill DP group tells the decode itself.
         if args.dp_size > 1 and args.engine_rank % args.tp_size == 0 and \
-                not req_has_disagg_prefill_dp_rank:
+                mgr.pp_rank == 0 and not req_has_disagg_prefill_dp_rank:
             mgr.room_placement.report(bootstrap_addr, self.bootstrap_room,
                                       args.engine_rank // args.tp_size)
         self._started = time.monotonic()
@@ -139,7 +195,8 @@ class PdkvKVSender(BaseKVSender):
         self._pages_sent = 0
 
     def init(self, num_kv_indices: int, aux_index: Optional[int] = None):
-        self._sender.init(num_kv_indices, aux_index)
+        # Only the last pipeline stage samples, so only it sends the aux row.
+        self._sender.init(num_kv_indices, aux_index if self.kv_mgr.is_last_stage else None)
 
     def send(self, kv_indices, state_indices: Optional[List] = None,
              token_position_offset: int = 0):
@@ -196,7 +253,14 @@ class PdkvKVReceiver(BaseKVReceiver):
         self.kv_mgr = mgr
         self.bootstrap_room = int(bootstrap_room)
         self.bootstrap_addr = bootstrap_addr
-        self._receiver = pdkv.KVReceiver(mgr.mgr, bootstrap_addr, self.bootstrap_room)
+        # sglang's decode asks try_ensure_parallel_info(addr) before it makes a receiver.
+        info = mgr.prefill_info_table.get(bootstrap_addr)
+        if info is not None and info.pp_size > 1 and mgr.pp_size == 1:
+            # A decode of one stage receives each prefill stage's layers (pipeline.py).
+            self._receiver = StagedReceiver(mgr.stage_managers(info), bootstrap_addr,
+                                            self.bootstrap_room)
+        else:
+            self._receiver = pdkv.KVReceiver(mgr.mgr, bootstrap_addr, self.bootstrap_room)
         self._prefill_dp_rank = prefill_dp_rank
         self._initialised = False
         self.require_staging = False  # read by sglang's decode poll loop: bytes land in place
@@ -223,6 +287,8 @@ class PdkvKVReceiver(BaseKVReceiver):
         if not self._initialised:  # older sglang resolved the route in the constructor
             self.init()
         extra = {} if groups is None else {"state_indices": groups}
+        if not self.kv_mgr.is_last_stage:
+            aux_index = None  # the aux row goes to the last stage, which samples
         self._receiver.send_metadata(kv_indices, aux_index=aux_index,
                                      decode_prefix_len=decode_prefix_len, **extra)
 

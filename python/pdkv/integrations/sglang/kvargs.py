@@ -17,13 +17,17 @@ that disagrees is logged once. The KVArgs then register every buffer as what it 
 (memory_kind "auto") on the device its CUDA buffers share (gpu_id).
 
 Hybrid models' state (Mamba slots, SWA pages, DSA indexer pages) becomes pdkv's state
-groups as state_layout.py describes.
+groups as state_layout.py describes. A pipeline stage's KVArgs list its own layers only;
+the stage travels in ``pp_rank`` / ``pp_size`` (pipeline.py).
 """
 from __future__ import annotations
+
+from typing import Optional
 
 import pdkv
 from pdkv.integrations.memory import pointer_memory
 from pdkv.integrations.sglang.kv_heads import kv_heads
+from pdkv.integrations.sglang.pipeline import pp_size_of
 from pdkv.integrations.sglang.state_layout import StateLayout, state_layout
 
 
@@ -38,21 +42,27 @@ def attention_parallelism(server_args) -> tuple[int, int]:
     return tp, 1
 
 
-def _refuse_unsupported_parallelism(args, server_args) -> None:
-    """What pdkv cannot place yet, refused at start-up with the reason."""
-    if int(getattr(server_args, "pp_size", 1) or 1) != 1:
-        # pdkv registers every prefill rank as holding all of a request's KV layers and
-        # counts a decode rank's sources by TP rank; a PP stage holds only the layers
-        # [prefill_start_layer, prefill_end_layer), so the decode would take one stage's
-        # pages for the whole request.
-        raise ValueError("pdkv's sglang adapter supports pp_size 1 only: a pdkv rank holds "
-                         "every KV layer of a request, a pipeline stage only its own")
-    if int(getattr(args, "dcp_size", 1) or 1) != 1 or \
-            int(getattr(server_args, "attn_cp_size", 1) or 1) != 1:
-        # Context parallelism splits one request's tokens over ranks by position; pdkv
-        # places a chunk by the pages sent before it and ignores token_position_offset.
-        raise ValueError("pdkv's sglang adapter supports dcp_size 1 and attn_cp_size 1 only: "
-                         "context-parallel ranks hold token slices that pdkv does not place")
+def _refuse_unsupported_parallelism(args, server_args, mode: str) -> None:
+    """What pdkv cannot place, refused at start-up with the reason."""
+    if int(getattr(args, "dcp_size", 1) or 1) != 1:
+        # Decode context parallelism stores token loc on DCP rank loc % dcp_size: a page's
+        # tokens are spread over the DCP ranks. sglang's common backend refuses DCP unless a
+        # backend remaps each token (its Mooncake backend has such a relayout); pdkv moves
+        # whole pages or head slices of them, never single tokens, so it refuses too.
+        raise ValueError("pdkv's sglang adapter supports dcp_size 1 only: decode context "
+                         "parallelism keeps token loc on rank loc % dcp_size, and pdkv "
+                         "moves whole pages (or head slices), not single tokens")
+    if int(getattr(server_args, "attn_cp_size", 1) or 1) != 1:
+        if mode == "decode":
+            # sglang's own rank mapping asserts a decode attention CP size of 1.
+            raise ValueError("a decode's attn_cp_size must be 1, as sglang's disaggregation "
+                             "backends require")
+        # A prefill's CP ranks each hold a slice of the request's tokens (or, with the DSA
+        # layer split, of its layers); sglang's backends send from CP rank 0 or gather
+        # from every CP rank, and pdkv registers one rank per attention TP rank.
+        raise ValueError("pdkv's sglang adapter supports attn_cp_size 1 only on a prefill: "
+                         "pdkv registers one rank per attention TP rank and does not gather "
+                         "a request from several context-parallel ranks")
     if getattr(args, "mla_compression_ratios", None):
         # DeepSeek-V4's pools are organised by compression ratio, and their C4/C128 slots
         # are picked by token position (what send()'s token_position_offset is for).
@@ -67,14 +77,15 @@ def kv_args_from_sglang(args, server_args, is_mla: bool, mode: str = "prefill") 
     return kv_args_and_state(args, server_args, is_mla, mode)[0]
 
 
-def kv_args_and_state(args, server_args, is_mla: bool,
-                      mode: str = "prefill") -> tuple[pdkv.KVArgs, StateLayout]:
+def kv_args_and_state(args, server_args, is_mla: bool, mode: str = "prefill",
+                      stage: Optional[tuple[int, int]] = None
+                      ) -> tuple[pdkv.KVArgs, StateLayout]:
     """The rank's pdkv.KVArgs and how its sglang state components map onto pdkv's state
     groups (state_layout.py). ValueError for buffers pdkv cannot move (managed memory;
     without a CUDA driver, anything but host memory, which a decode must be able to
     write), for pools on two GPUs, and for what this adapter does not carry (the state
     types and parallel layouts refused in state_layout.py and above)."""
-    _refuse_unsupported_parallelism(args, server_args)
+    _refuse_unsupported_parallelism(args, server_args, mode)
     ptrs, lens, items = list(args.kv_data_ptrs), list(args.kv_data_lens), list(args.kv_item_lens)
     if not ptrs or not len(ptrs) == len(lens) == len(items):
         raise ValueError("kv_data_ptrs, kv_data_lens and kv_item_lens must be non-empty and "
@@ -85,6 +96,14 @@ def kv_args_and_state(args, server_args, is_mla: bool,
     # records the full pool's kind here; its KV buffers are latent, one per layer.
     is_mla = bool(is_mla) or bool(getattr(args, "is_hybrid_mla_backend", False))
     state = state_layout(args, is_mla, page_size, int(items[0]))
+    # (pp_rank, pp_size): this rank's pipeline stage, or for a decode of one stage the
+    # prefill stage a manager receives from (pipeline.py).
+    pp_rank, pp_size = stage if stage is not None else (
+        int(getattr(args, "pp_rank", 0) or 0), pp_size_of(server_args))
+    if pp_size > 1 and state.groups:
+        raise ValueError("pdkv's sglang adapter does not carry hybrid state (Mamba, SWA, DSA "
+                         "pools) with pipeline parallelism: a stage's state pools hold its "
+                         "own layers, which pdkv does not map onto another stage split")
     writable = mode == "decode"
     mem_kinds = getattr(args, "kv_data_mem_kinds", None)
     memory = pointer_memory("kv_data_ptrs", ptrs, lens, writable=writable,
@@ -105,7 +124,8 @@ def kv_args_and_state(args, server_args, is_mla: bool,
                   aux_data_ptrs=list(getattr(args, "aux_data_ptrs", []) or []),
                   aux_data_lens=list(getattr(args, "aux_data_lens", []) or []),
                   aux_item_lens=list(getattr(args, "aux_item_lens", []) or []),
-                  memory_kind="auto", gpu_id=gpus[0] if gpus else -1)
+                  memory_kind="auto", gpu_id=gpus[0] if gpus else -1,
+                  pp_rank=pp_rank, pp_size=pp_size)
     if is_mla:
         if items[0] % page_size:
             raise ValueError(f"kv_item_lens {items[0]} is not a multiple of page_size")
@@ -138,5 +158,6 @@ def _group_fields(state: StateLayout, full_layers: int) -> dict:
                   state_item_lens=state.state_item_lens)
     if state.needs_groups:
         fields.update(state_buffer_groups=state.state_buffer_groups,
-                      kv_layer_groups=[-1] * full_layers + state.layer_groups)
+                      kv_layer_groups=[-1] * full_layers + state.layer_groups,
+                      window_state_groups=state.window_groups)
     return fields

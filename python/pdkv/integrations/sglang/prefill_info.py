@@ -26,6 +26,7 @@ log = logging.getLogger("pdkv.sglang")
 HTTP_TIMEOUT_S = 2.0
 _MAX_PARALLEL = 1 << 16  # ranks or DP groups of one instance
 _MAX_PAGE_SIZE = 1 << 20  # tokens per page
+_MAX_STAGES = 64  # pipeline stages of one instance (the bootstrap server's bound)
 
 
 @dataclasses.dataclass
@@ -37,34 +38,61 @@ class PrefillInstanceInfo:
     follow_bootstrap_room: bool
     attn_cp_size: int = 1
     pp_size: int = 1
+    # Pipeline stages: the KV buffers each stage's ranks registered, in stage order (what
+    # a decode of one stage maps onto its own layers; pipeline.py).
+    stage_kv_buffers: tuple = ()
 
 
-def fetch_prefill_info(bootstrap_addr: str) -> Optional[PrefillInstanceInfo]:
-    """One attempt (sglang calls this from its scheduler loop, so it must not block long);
-    None while the instance has no rank registered or cannot be reached."""
+def _stage_layout(bootstrap_addr: str, pp_rank: int) -> Optional[dict]:
+    """The parallel info of one pipeline stage (pdkv's GET /route with engine_rank and
+    target_dp_group -1), or None while it has no rank registered or cannot be reached."""
+    stage = f"&target_pp_rank={pp_rank}" if pp_rank else ""
     try:
-        answer = fetch("GET", bootstrap_addr, "/route?engine_rank=-1&target_dp_group=-1",
+        answer = fetch("GET", bootstrap_addr, "/route?engine_rank=-1&target_dp_group=-1" + stage,
                        deadline_s=HTTP_TIMEOUT_S)
     except (FetchError, ValueError) as e:
         log.warning("pdkv: parallel info of prefill %s: %s", bootstrap_addr, e)
         return None
     if answer.status != 200:
-        log.info("pdkv: parallel info of prefill %s not there yet (HTTP %d: %s)",
-                 bootstrap_addr, answer.status, answer.body[:200].decode(errors="replace"))
+        log.info("pdkv: parallel info of prefill %s stage %d not there yet (HTTP %d: %s)",
+                 bootstrap_addr, pp_rank, answer.status,
+                 answer.body[:200].decode(errors="replace"))
+        return None
+    return json_object(answer.body) or {}
+
+
+def fetch_prefill_info(bootstrap_addr: str) -> Optional[PrefillInstanceInfo]:
+    """One attempt (sglang calls this from its scheduler loop, so it must not block long);
+    None while the instance (every pipeline stage of it) has no rank registered or cannot
+    be reached."""
+    info = _stage_layout(bootstrap_addr, 0)
+    if info is None:
         return None
     # Whatever the server answered is checked before sglang's scheduler sees it: a
     # malformed answer is a failed query (None), as upstream treats one, never an
     # exception in the scheduler loop.
-    info = json_object(answer.body) or {}
     dp = positive_int(info.get("prefill_dp_size"), _MAX_PARALLEL)
     tp = positive_int(info.get("prefill_tp_size"), _MAX_PARALLEL)
     page_size = positive_int(info.get("page_size"), _MAX_PAGE_SIZE)
-    if dp is None or tp is None or page_size is None or tp % dp:
+    pp = positive_int(info.get("pp_size", 1), _MAX_STAGES)
+    if dp is None or tp is None or page_size is None or pp is None or tp % dp:
         log.warning("pdkv: parallel info of prefill %s is malformed: %s", bootstrap_addr,
-                    answer.body[:200].decode(errors="replace"))
+                    str(info)[:200])
         return None
+    stage_kv_buffers = []  # read only where a decode of one stage needs them
+    for stage in range(pp if pp > 1 else 0):
+        layout = info if stage == 0 else _stage_layout(bootstrap_addr, stage)
+        if layout is None:
+            return None
+        lens = layout.get("kv_item_lens")
+        if not isinstance(lens, list) or not lens or len(lens) > _MAX_PARALLEL:
+            log.warning("pdkv: parallel info of prefill %s stage %d lists no KV buffers",
+                        bootstrap_addr, stage)
+            return None
+        stage_kv_buffers.append(len(lens))
     return PrefillInstanceInfo(attn_tp_size=tp // dp, dp_size=dp, page_size=page_size,
-                               follow_bootstrap_room=dp == 1)
+                               follow_bootstrap_room=dp == 1, pp_size=pp,
+                               stage_kv_buffers=tuple(stage_kv_buffers))
 
 
 class RoomPlacementReporter:

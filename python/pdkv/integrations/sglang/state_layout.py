@@ -20,7 +20,11 @@ pdkv carries each component as one state group (``pdkv.KVArgs.state_buffer_group
   (every layer's K buffer, then every layer's V buffer; one latent buffer per layer for
   MLA). pdkv registers them as extra KV layers of the group (``kv_layer_groups``), so
   their pages are head-sliced across TP sizes like the full layers; the pages moved are the
-  window pages sglang's prefill lists, paired with the decode's.
+  window pages sglang's prefill lists, paired with the decode's. The two window lists
+  may differ in length: both start at the window's first page, but sglang's prefill counts
+  its fill ids, which can hold the token it sampled and so reach one page further than the
+  decode's prompt. As sglang's Mooncake backend cuts the prefill's list to the decode's
+  length, pdkv pairs the leading min(len) pages (``window_state_groups``).
 - DSA: the NSA/DSA indexer cache (keys with their scales), one buffer per layer, indexed by
   page: whole page slots of the group, replicated to every decode rank like MLA's latent.
 
@@ -60,6 +64,7 @@ class StateLayout:
     state_item_lens: list = dataclasses.field(default_factory=list)
     state_buffer_groups: list = dataclasses.field(default_factory=list)
     group_of_component: list = dataclasses.field(default_factory=list)  # None = no state
+    window_groups: list = dataclasses.field(default_factory=list)  # the SWA components' groups
     conv_shard_blocks: int = 1  # most independently sharded blocks of a Mamba conv tensor
 
     @property
@@ -131,6 +136,7 @@ def state_layout(args, is_mla: bool, page_size: int, kv_item_len: int) -> StateL
         group = out.groups
         out.group_of_component.append(group)
         if name == "swa":
+            out.window_groups.append(group)
             _add_swa_layers(out, args, group, ptrs, lens, items, is_mla, page_size,
                             kv_item_len)
             continue
