@@ -20,7 +20,7 @@ namespace {
 using std::chrono::seconds;
 
 std::unique_ptr<TransferEngine> make_engine(uint64_t stage_max_bytes = 0,
-                                            uint64_t recv_stage_max_bytes = 16384) {
+                                            uint64_t recv_stage_max_bytes = 4096) {
   EngineOptions o;
   o.tcp.streams = 2;
   o.tcp.stage_max_bytes = stage_max_bytes;
@@ -278,7 +278,7 @@ TEST(TransferEngine, SubmitAsyncReportsEveryBatchOnceThroughItsCallback) {
 // multiple of 16 at unaligned addresses), or read straight in. The slots between the pieces are not
 // touched.
 TEST(TransferEngine, StridedSmallPiecesLandExactlyStagedOrRead) {
-  for (uint64_t recv_stage : {uint64_t{0}, uint64_t{16384}, uint64_t{1} << 20}) {
+  for (uint64_t recv_stage : {uint64_t{0}, uint64_t{4096}, uint64_t{1} << 20}) {
     auto sender = make_engine(0, recv_stage);
     auto receiver = make_engine(0, recv_stage);
     auto session = sender->open_session(receiver->endpoint());
