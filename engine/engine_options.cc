@@ -33,6 +33,8 @@ Result<EngineOptions> EngineOptions::from(const config::Settings& settings,
   o.tcp.max_part_entries = static_cast<uint32_t>(entries);
   PDKV_ASSIGN_OR_RETURN(int64_t stage, config::read<kTcpStageMaxBytes>(settings));
   o.tcp.stage_max_bytes = static_cast<uint64_t>(stage);
+  PDKV_ASSIGN_OR_RETURN(int64_t recv_stage, config::read<kTcpRecvStageMaxBytes>(settings));
+  o.tcp.recv_stage_max_bytes = static_cast<uint64_t>(recv_stage);
   PDKV_ASSIGN_OR_RETURN(int64_t inline_bytes, config::read<kTcpInlineWriteBytes>(settings));
   o.tcp.inline_write_max_bytes = static_cast<uint64_t>(inline_bytes);
   PDKV_ASSIGN_OR_RETURN(int64_t conns, config::read<kTcpMaxConnections>(settings));

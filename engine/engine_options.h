@@ -45,6 +45,11 @@ struct TcpOptions {
   // iovecs were as fast or faster even at 512 B (BENCHMARKS.md, "small blocks"). Sender
   // and receiver decide independently (the bytes on the wire are the same either way).
   uint64_t stage_max_bytes = static_cast<uint64_t>(kTcpStageMaxBytes.int_default);
+  // A receiver lands the pieces of strided runs of at most this many bytes through its
+  // staging buffer, copied into place with streaming stores (scatter_copy.h); larger ones,
+  // and single blocks (stage_max_bytes), with readv straight in. 0 = readv only. The
+  // receiver alone decides: the bytes on the wire are the same.
+  uint64_t recv_stage_max_bytes = static_cast<uint64_t>(kTcpRecvStageMaxBytes.int_default);
   // Largest run staged at once (the staging buffer of each stream).
   uint64_t stage_buffer_bytes = 4 << 20;
   // A part of at most this many bytes (header and table included), enqueued while its

@@ -98,6 +98,19 @@ inline constexpr config::SettingSpec kTcpStageMaxBytes =
             "blocks\"). Sender and receiver decide independently: the bytes on the wire are the "
             "same");
 
+inline constexpr config::SettingSpec kTcpRecvStageMaxBytes =
+    config::int_setting("PDKV_TCP_RECV_STAGE_MAX_BYTES", 4096, 0, int64_t{1} << 20)
+        .described(
+            "a receiver lands the pieces of strided runs (head-sliced pages: a TP 4 prefill rank's "
+            "half of each token of a TP 2 decode rank's page) of at most this many bytes by "
+            "reading them from the socket into a per-connection staging buffer 256 KiB at a time "
+            "and copying each into place with streaming stores; larger pieces are read straight "
+            "into place (`readv`). Read straight in, 512 B pieces cost the receiver 1.6 x the "
+            "CPU per byte of 32 KiB blocks (each destination line is read before it is written); "
+            "staged, 0.8 x (BENCHMARKS.md, \"Small pieces\"). Single blocks follow "
+            "`PDKV_TCP_STAGE_MAX_BYTES`. 0 = always `readv`. The sender is unaffected: the bytes "
+            "on the wire are the same");
+
 inline constexpr config::SettingSpec kTcpInlineWriteBytes =
     config::int_setting("PDKV_TCP_INLINE_WRITE_BYTES", int64_t{256} << 10, 0, int64_t{16} << 20)
         .described(

@@ -19,10 +19,12 @@ namespace {
 
 using std::chrono::seconds;
 
-std::unique_ptr<TransferEngine> make_engine(uint64_t stage_max_bytes = 0) {
+std::unique_ptr<TransferEngine> make_engine(uint64_t stage_max_bytes = 0,
+                                            uint64_t recv_stage_max_bytes = 4096) {
   EngineOptions o;
   o.tcp.streams = 2;
   o.tcp.stage_max_bytes = stage_max_bytes;
+  o.tcp.recv_stage_max_bytes = recv_stage_max_bytes;
   auto e = TransferEngine::create(o);
   EXPECT_TRUE(e.ok()) << e.status().to_string();
   return std::move(e).value();
@@ -267,6 +269,46 @@ TEST(TransferEngine, SubmitAsyncReportsEveryBatchOnceThroughItsCallback) {
   EXPECT_EQ(sender->submit_async(*session, bad, [&](Status) { stale_called = true; }).code(),
             StatusCode::kNotFound);
   EXPECT_FALSE(stale_called);
+}
+
+// Head-split pieces (every other slot of a token-major pool, as a TP 4 prefill rank writes a
+// TP 2 decode rank's pages) land exactly whichever way the receiver takes them: through
+// its staging chunks and streaming-store copies (pieces at most recv_stage_max_bytes,
+// runs cut across the 256 KiB chunk boundary, a piece larger than a chunk, pieces of lengths not a
+// multiple of 16 at unaligned addresses), or read straight in. The slots between the pieces are not
+// touched.
+TEST(TransferEngine, StridedSmallPiecesLandExactlyStagedOrRead) {
+  for (uint64_t recv_stage : {uint64_t{0}, uint64_t{4096}, uint64_t{1} << 20}) {
+    auto sender = make_engine(0, recv_stage);
+    auto receiver = make_engine(0, recv_stage);
+    auto session = sender->open_session(receiver->endpoint());
+    ASSERT_TRUE(session.ok());
+    for (size_t piece : {size_t{512}, size_t{300}, size_t{2112}, size_t{20000}, size_t{300000}}) {
+      SCOPED_TRACE(::testing::Message() << "recv_stage " << recv_stage << ", piece " << piece);
+      const size_t tokens = (3 << 20) / piece;  // several chunks, runs cut inside
+      const size_t slot = 2 * piece + 3;        // odd stride: unaligned destinations
+      std::vector<uint8_t> src(tokens * piece), dst(tokens * slot + 64, 0xEE);
+      for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 11 + piece);
+      ASSERT_TRUE(receiver->register_memory(addr(dst.data()), dst.size()).ok());
+      std::vector<WriteBlock> blocks;
+      for (size_t t = 0; t < tokens; ++t) {  // the second half-slot of every token
+        blocks.push_back(WriteBlock{addr(src.data()) + t * piece,
+                                    addr(dst.data()) + 1 + t * slot + piece, piece});
+      }
+      ASSERT_TRUE(sender->transfer(*session, blocks).ok());
+      size_t wrong = 0;
+      for (size_t t = 0; t < tokens; ++t) {
+        const uint8_t* got = dst.data() + 1 + t * slot + piece;
+        if (std::memcmp(got, src.data() + t * piece, piece) != 0) ++wrong;
+        // Before the piece (the slot's first half and the byte of the odd stride) and
+        // after the last one: untouched.
+        for (const uint8_t* g = got - piece - (t == 0 ? 1 : 3); g < got; ++g) wrong += *g != 0xEE;
+      }
+      for (size_t i = 1 + tokens * slot - 3; i < dst.size(); ++i) wrong += dst[i] != 0xEE;
+      EXPECT_EQ(wrong, 0u);
+      ASSERT_TRUE(receiver->unregister_memory(addr(dst.data())).ok());
+    }
+  }
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ const std::vector<SettingsSection>& settings_catalog() {
                   &engine::kTcpMinSplitBytes,
                   &engine::kTcpMaxPartEntries,
                   &engine::kTcpStageMaxBytes,
+                  &engine::kTcpRecvStageMaxBytes,
                   &engine::kTcpInlineWriteBytes,
                   &engine::kTcpMaxConnections,
                   &engine::kTcpDeviceSlabs,

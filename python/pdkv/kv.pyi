@@ -132,6 +132,7 @@ class Config:
     tcp_min_split_bytes: Optional[int]  # PDKV_TCP_MIN_SPLIT_BYTES, default 1048576
     tcp_max_part_entries: Optional[int]  # PDKV_TCP_MAX_PART_ENTRIES, default 1048576
     tcp_stage_max_bytes: Optional[int]  # PDKV_TCP_STAGE_MAX_BYTES, default 0
+    tcp_recv_stage_max_bytes: Optional[int]  # PDKV_TCP_RECV_STAGE_MAX_BYTES, default 4096
     tcp_inline_write_bytes: Optional[int]  # PDKV_TCP_INLINE_WRITE_BYTES, default 262144
     tcp_max_connections: Optional[int]  # PDKV_TCP_MAX_CONNECTIONS, default 512
     tcp_device_slabs: Optional[int]  # PDKV_TCP_DEVICE_SLABS, default 3

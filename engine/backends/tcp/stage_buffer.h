@@ -1,5 +1,5 @@
 // StageBuffer: the grow-only, uninitialised byte buffer the TCP streams stage small
-// entries in (TcpOptions::stage_max_bytes).
+// entries in (TcpOptions::stage_max_bytes, and recv_stage_max_bytes on a receiver).
 //
 // Sized by what a run needs (doubling, so a stream that only ever moves small requests
 // never holds the whole stage_buffer_bytes) and never zero-filled: a std::vector would

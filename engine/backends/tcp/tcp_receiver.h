@@ -4,10 +4,12 @@
 // connection (owns that socket). A connection thread reads a part's header and entry
 // table, admits every entry through the MemoryRegistry (registered memory, and the write
 // grant the entry names: write_grant.h) and pins what it admitted, and only
-// then scatters the payload with readv() straight into the destinations (adjacent
-// destinations share an iovec; IOV_MAX per call), or, for runs of small entries (at most
-// TcpOptions::stage_max_bytes each), reads them into a staging buffer and copies them into
-// place with memcpy. It ACKs the part after its last byte landed (and, if the part
+// then lands the payload: the pieces of strided runs of at most
+// TcpOptions::recv_stage_max_bytes (and single blocks of at most stage_max_bytes) are
+// read 256 KiB at a time into a staging buffer and copied into place
+// with streaming stores (scatter_copy.h: into a cold pool that costs about half of what
+// the kernel's copy of small pieces costs); larger pieces are read with readv() straight
+// into the destinations (adjacent destinations share an iovec; IOV_MAX per call). It ACKs the part after its last byte landed (and, if the part
 // carries its batch's note, after handing the note to the NoteSink: batch_note.h). A part
 // with an entry outside registered memory or its grant is read into a scratch buffer and
 // discarded (not one byte of it reaches memory, its note is not delivered) and ACKed with

@@ -446,6 +446,19 @@ StreamSender::WriteOutcome StreamSender::write_some(bool inline_writer, std::vec
         const PartEntry& en = entries[e];
         if (e != entry_cursor_ && is_staged(en, options_.stage_max_bytes)) break;
         const uint64_t skip = (e == entry_cursor_) ? entry_offset_ : 0;
+        if (en.pieces > 1 && en.src_stride == en.length) {
+          // Source pieces that continue each other (a head-split run read from the
+          // prefill's own pool): the rest of the run is one iovec, however many pieces.
+          auto* base = reinterpret_cast<uint8_t*>(en.src_addr) + skip;
+          const size_t len = en.bytes() - skip;
+          if (n_iov > 0 &&
+              static_cast<uint8_t*>(iov[n_iov - 1].iov_base) + iov[n_iov - 1].iov_len == base) {
+            iov[n_iov - 1].iov_len += len;
+          } else {
+            iov[n_iov++] = iovec{base, len};
+          }
+          continue;
+        }
         uint64_t within = skip % en.length;
         for (uint64_t k = skip / en.length; k < en.pieces && n_iov < kMaxIov; ++k, within = 0) {
           auto* base = reinterpret_cast<uint8_t*>(en.src_addr + k * en.src_stride) + within;
