@@ -2,6 +2,7 @@
 
 #include "common/common_settings.h"
 #include "common/fault_injection_settings.h"
+#include "engine/backends/cuda_ipc/cuda_ipc_settings.h"
 #include "engine/backends/shm/shm_settings.h"
 #include "engine/backends/ucx/ucx_settings.h"
 #include "engine/engine_settings.h"
@@ -14,18 +15,33 @@ namespace pdkv::kv {
 const std::vector<SettingsSection>& settings_catalog() {
   static const std::vector<SettingsSection> catalog = {
       {"common", {&config::kLogLevel, &config::kSecretFile}},
-      {"engine", {&engine::kEngineBackend,        &engine::kEngineHost,
-                  &engine::kEnginePort,           &engine::kEngineConnectTimeoutMs,
-                  &engine::kTcpStreams,           &engine::kTcpIoTimeoutMs,
-                  &engine::kTcpSocketBufferBytes, &engine::kTcpMinSplitBytes,
-                  &engine::kTcpMaxPartEntries,    &engine::kTcpStageMaxBytes,
-                  &engine::kTcpInlineWriteBytes,  &engine::kTcpMaxConnections,
-                  &engine::kTcpDeviceSlabs,       &engine::kTcpDeviceSlabBytes,
-                  &engine::kCudaLibrary,          &engine::kCudaNoBatchedCopies,
-                  &engine::shm::kShmCopyThreads,  &engine::shm::kShmPartBytes,
-                  &engine::shm::kShmIoTimeoutMs,  &engine::ucx::kUcxTls,
-                  &engine::ucx::kUcxErrMode,      &engine::ucx::kUcxIoTimeoutMs,
-                  &engine::ucx::kUcxMaxWorkers,   &engine::ucx::kUcxPartBytes}},
+      {"engine",
+       {&engine::kEngineBackend,
+        &engine::kEngineHost,
+        &engine::kEnginePort,
+        &engine::kEngineConnectTimeoutMs,
+        &engine::kTcpStreams,
+        &engine::kTcpIoTimeoutMs,
+        &engine::kTcpSocketBufferBytes,
+        &engine::kTcpMinSplitBytes,
+        &engine::kTcpMaxPartEntries,
+        &engine::kTcpStageMaxBytes,
+        &engine::kTcpInlineWriteBytes,
+        &engine::kTcpMaxConnections,
+        &engine::kTcpDeviceSlabs,
+        &engine::kTcpDeviceSlabBytes,
+        &engine::kCudaLibrary,
+        &engine::kCudaNoBatchedCopies,
+        &engine::shm::kShmCopyThreads,
+        &engine::shm::kShmPartBytes,
+        &engine::shm::kShmIoTimeoutMs,
+        &engine::ucx::kUcxTls,
+        &engine::ucx::kUcxErrMode,
+        &engine::ucx::kUcxIoTimeoutMs,
+        &engine::ucx::kUcxMaxWorkers,
+        &engine::ucx::kUcxPartBytes,
+        &engine::cuda_ipc::kCudaIpcIoTimeoutMs,
+        &engine::cuda_ipc::kCudaIpcPartBytes}},
       {"control-plane", {&proto::kZmqSndHwm, &proto::kZmqMaxPeers}},
       {"kv-manager",
        {&kBootstrapTimeoutS,

@@ -47,7 +47,8 @@ size_t host_size(const HostBlock& b) { return b.size; }
 
 DeviceMapping::~DeviceMapping() {
   if (shadow != nullptr) munmap(shadow, mapped);
-  if (base != 0) munmap(reinterpret_cast<void*>(base), reserved);
+  if (base != 0 && owns_address) munmap(reinterpret_cast<void*>(base), reserved);
+  if (fd >= 0) close(fd);
 }
 
 CUresult alloc_device(size_t bytes, CUcontext ctx, bool managed, CUdeviceptr* out) {
@@ -76,7 +77,7 @@ CUresult alloc_device(size_t bytes, CUcontext ctx, bool managed, CUdeviceptr* ou
   m->base = reinterpret_cast<uintptr_t>(reserve);
   void* device = mmap(reserve, m->mapped, PROT_NONE, MAP_SHARED | MAP_FIXED, fd, 0);
   void* shadow = mmap(nullptr, m->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);  // the mappings keep the memory
+  m->fd = fd;  // closed with the mapping; IPC exports it
   if (device == MAP_FAILED || shadow == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;  // m unmaps
   m->shadow = static_cast<uint8_t*>(shadow);
   Registry& r = registry();
@@ -95,6 +96,23 @@ CUresult free_device(CUdeviceptr ptr) {
   doomed = std::move(it->second);
   r.device.erase(it);
   return CUDA_SUCCESS;
+}
+
+void add_device_mapping(std::shared_ptr<DeviceMapping> mapping) {
+  Registry& r = registry();
+  MutexLock lock(r.mu);
+  const uintptr_t base = mapping->base;
+  r.device[base] = std::move(mapping);
+}
+
+std::shared_ptr<DeviceMapping> remove_device_mapping(uintptr_t base) {
+  Registry& r = registry();
+  MutexLock lock(r.mu);
+  auto it = r.device.find(base);
+  if (it == r.device.end()) return nullptr;
+  auto mapping = std::move(it->second);
+  r.device.erase(it);
+  return mapping;
 }
 
 CUresult alloc_pinned_host(size_t bytes, CUcontext ctx, void** out) {

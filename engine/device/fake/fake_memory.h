@@ -27,6 +27,11 @@ struct DeviceMapping {
   uint8_t* shadow = nullptr;  // read-write view of the same pages
   CUcontext ctx = nullptr;
   bool managed = false;
+  // The memfd behind both views, kept open so that IPC can export it (fake_ipc.cc).
+  int fd = -1;
+  // False for a piece mapped into a reservation the caller owns (cuMemMap): the device
+  // view is then left to cuMemUnmap / cuMemAddressFree, only the shadow is unmapped here.
+  bool owns_address = true;
   ~DeviceMapping();
 };
 
@@ -44,6 +49,11 @@ CUresult alloc_device(size_t bytes, CUcontext ctx, bool managed, CUdeviceptr* ou
 CUresult free_device(CUdeviceptr ptr);  // ptr must be an allocation's base
 CUresult alloc_pinned_host(size_t bytes, CUcontext ctx, void** out);
 CUresult free_pinned_host(void* ptr);
+
+// Lists a mapping made elsewhere (an opened IPC handle, a cuMemMap piece) as device memory,
+// and takes it out again by its base (null if none is listed there).
+void add_device_mapping(std::shared_ptr<DeviceMapping> mapping);
+std::shared_ptr<DeviceMapping> remove_device_mapping(uintptr_t base);
 
 // The allocation (device or pinned host) containing ptr, anywhere inside it.
 PointerInfo lookup(uintptr_t ptr);
