@@ -19,9 +19,8 @@ Result<std::unique_ptr<Backend>> make_backend(const BackendContext& ctx) {
 #ifdef PDKV_HAVE_UCX
     return ucx::make_ucx_backend(ctx);
 #else
-    return failed_precondition(
-        "engine backend 'ucx' is not built: UCX (libucx-dev) was not "
-        "found when this binary was configured");
+    return failed_precondition("engine backend 'ucx' is not built: UCX (libucx-dev) was not "
+                               "found when this binary was configured");
 #endif
   }
   return invalid_argument("unknown engine backend '" + name +
