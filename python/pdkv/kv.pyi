@@ -109,7 +109,7 @@ class Config:
     Construction checks types and ranges: ValueError naming the field."""
     # BEGIN settings fields (scripts/gen_config_docs.py; edit the C++ specs)
     secret_file: Optional[str]  # PDKV_SECRET_FILE, default ''
-    engine_backend: Optional[str]  # PDKV_ENGINE_BACKEND, default 'tcp' (tcp, shm, ucx)
+    engine_backend: Optional[str]  # PDKV_ENGINE_BACKEND, default 'tcp' (tcp, shm, ucx, cuda_ipc)
     engine_host: Optional[str]  # PDKV_ENGINE_HOST, default '127.0.0.1'
     engine_port: Optional[int]  # PDKV_ENGINE_PORT, default 0
     engine_connect_timeout_ms: Optional[int]  # PDKV_ENGINE_CONNECT_TIMEOUT_MS, default 3000
