@@ -127,7 +127,12 @@ Status run_engine_ipc_bench(const EngineBenchArgs& args) {
     std::printf("%6d %14.3f %16.3f %12ld\n", r, ipc_gbps.back(), base_gbps.back(),
                 copies_per_round.back());
   }
-  PDKV_ASSIGN_OR_RETURN(size_t bad, link->verification_round(w, src, "cuda_ipc verification"));
+  // One more round into a poisoned destination, read back from the receiver's device.
+  std::memset(link->dst->data(), 0xEE, link->dst->size());
+  PDKV_RETURN_IF_ERROR(link->peer->device_upload());
+  PDKV_RETURN_IF_ERROR(link->round("cuda_ipc verification round"));
+  PDKV_RETURN_IF_ERROR(link->peer->device_download());
+  const size_t bad = first_bad_block(w, src.data, link->dst->data());
   const bool verified = bad == w.blocks.size();
   const double value = median(ipc_gbps);
   const double base = median(base_gbps);

@@ -60,14 +60,14 @@ struct Peer {
   std::unique_ptr<EnginePeerProcess> process;
 };
 
-Peer start_peer(bool vmm, std::vector<std::string> env = {}) {
+Peer start_peer(bool vmm, std::vector<std::string> env = {}, int device = 0) {
   Peer p;
   auto shared = GuardedBuffer::create(kBytes);
   EXPECT_TRUE(shared.ok());
   p.shared = std::move(*shared);
   std::memset(p.shared->data(), 0, kBytes);
   env.push_back("PDKV_ENGINE_BACKEND=cuda_ipc");
-  env.push_back("PDKV_PEER_DEVICE=0");
+  env.push_back("PDKV_PEER_DEVICE=" + std::to_string(device));
   if (vmm) env.push_back("PDKV_PEER_DEVICE_VMM=1");
   env.push_back(std::string("PDKV_CUDA_LIBRARY=") + kDriverPath);
   auto process = EnginePeerProcess::start(*p.shared, {PeerRegion{0, kBytes}}, env);
@@ -264,6 +264,32 @@ TEST(CudaIpcStrangers, GetNoHandles) {
   ASSERT_TRUE(member->transfer(*session, blocks).ok());
   ASSERT_TRUE(peer.process->device_download().ok());
   EXPECT_EQ(std::memcmp(peer.shared->data(), src.bytes.data(), 1u << 20), 0);
+}
+
+// Across GPUs: the writer's copies run on its own device into the receiver's device,
+// where the driver reports peer access; where it does not, the pair is refused with the
+// reason (another path must serve it), before any byte moves.
+TEST(CudaIpcPeers, AcrossDevicesWherePeerAccessExists) {
+  if (!on_fake_driver()) GTEST_SKIP() << "needs the fake's two devices and its peer switch";
+  Peer peer = start_peer(false, {}, /*device=*/1);
+  ASSERT_NE(peer.process, nullptr);
+  auto engine = make_engine();
+  Source src = make_source(*engine, 13);
+  std::vector<WriteBlock> blocks = {{src.device->addr(), peer.process->remote_base(), 1u << 20}};
+  {
+    auto session = engine->open_session(peer.process->endpoint());
+    ASSERT_TRUE(session.ok()) << session.status().to_string();
+    ASSERT_TRUE(engine->transfer(*session, blocks).ok());
+    ASSERT_TRUE(peer.process->device_download().ok());
+    EXPECT_EQ(std::memcmp(peer.shared->data(), src.bytes.data(), 1u << 20), 0);
+  }
+  setenv("PDKV_FAKE_CUDA_NO_PEER", "1", 1);
+  auto session = engine->open_session(peer.process->endpoint());
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  Status st = engine->transfer(*session, blocks);
+  unsetenv("PDKV_FAKE_CUDA_NO_PEER");
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.to_string();
+  EXPECT_NE(st.message().find("peer access"), std::string::npos) << st.to_string();
 }
 
 // What the per-peer path selection asks of this backend.
