@@ -131,6 +131,8 @@ class Config:
     ucx_io_timeout_ms: Optional[int]  # PDKV_UCX_IO_TIMEOUT_MS, default 5000
     ucx_max_workers: Optional[int]  # PDKV_UCX_MAX_WORKERS, default 256
     ucx_part_bytes: Optional[int]  # PDKV_UCX_PART_BYTES, default 67108864
+    cuda_ipc_io_timeout_ms: Optional[int]  # PDKV_CUDA_IPC_IO_TIMEOUT_MS, default 5000
+    cuda_ipc_part_bytes: Optional[int]  # PDKV_CUDA_IPC_PART_BYTES, default 268435456
     zmq_sndhwm: Optional[int]  # PDKV_ZMQ_SNDHWM, default 10000
     zmq_max_peers: Optional[int]  # PDKV_ZMQ_MAX_PEERS, default 8192
     bootstrap_timeout_s: Optional[float]  # PDKV_BOOTSTRAP_TIMEOUT_S, default 120.0
