@@ -1,5 +1,6 @@
 #include "engine/backends/cuda_ipc/cuda_ipc_backend.h"
 
+#include <algorithm>
 #include <atomic>
 #include <set>
 #include <thread>
@@ -36,6 +37,8 @@ PathVerdict can_serve(MemoryKind local, MemoryKind peer, bool same_host) {
 }
 
 namespace {
+
+constexpr int kTokenWaitMs = 1000;
 
 // The tokens of live, authenticated lease sessions: what the handle socket serves.
 class TokenBook {
@@ -202,10 +205,13 @@ class CudaIpcBackend final : public Backend, private lease::LeaseServerHooks {
   }
 
   Status serve_one(FdChannel& channel) {
-    PDKV_RETURN_IF_ERROR(channel.set_timeout(options_.io_timeout_ms));
+    // A member sends its token as soon as it connected: a caller that dawdles is a
+    // stranger holding the socket, so it gets at most a second.
+    PDKV_RETURN_IF_ERROR(channel.set_timeout(std::min(options_.io_timeout_ms, kTokenWaitMs)));
     std::vector<uint8_t> request;
     UniqueFd stray;
     PDKV_RETURN_IF_ERROR(channel.receive(&request, &stray));
+    PDKV_RETURN_IF_ERROR(channel.set_timeout(options_.io_timeout_ms));
     std::vector<uint8_t> out;
     const std::string token(request.begin(), request.end());
     if (stray.valid() || request.size() != kTokenBytes || !tokens_.contains(token)) {

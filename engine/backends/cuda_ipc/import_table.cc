@@ -42,7 +42,7 @@ Status ImportTable::replace(uint64_t epoch, std::vector<HandleEntry> entries,
   return Status();
 }
 
-const std::vector<HandleEntry> ImportTable::entries() const {
+std::vector<HandleEntry> ImportTable::entries() const {
   std::vector<HandleEntry> out;
   for (const Imported& p : pieces_) out.push_back(p.entry);
   return out;

@@ -29,7 +29,7 @@ class ImportTable {
   // descriptor; `fds` is indexed like `entries`.
   Status replace(uint64_t epoch, std::vector<HandleEntry> entries, std::vector<UniqueFd> fds);
   uint64_t epoch() const { return epoch_; }
-  const std::vector<HandleEntry> entries() const;
+  std::vector<HandleEntry> entries() const;
 
   // Where [remote, remote + length) is mapped here (0 when no piece holds all of it),
   // mapping its piece for `device` first; *piece_end is the remote end of that piece.
