@@ -72,7 +72,8 @@ Status run_engine_ipc_bench(const EngineBenchArgs& args) {
     return failed_precondition("no device IPC: " + engine::ipc_driver_absent_reason());
   }
   if (args.src_memory != "device" || args.dst_memory != "device") {
-    return invalid_argument("--path cuda_ipc moves device memory to device memory (--memory device)");
+    return invalid_argument(
+        "--path cuda_ipc moves device memory to device memory (--memory device)");
   }
   PDKV_ASSIGN_OR_RETURN(Workload w, bench_workload(args));
   PDKV_ASSIGN_OR_RETURN(engine::EngineOptions options, engine::EngineOptions::from_env());
@@ -141,14 +142,16 @@ Status run_engine_ipc_bench(const EngineBenchArgs& args) {
       "\n| id | cuda_ipc GB/s | DtoD copy GB/s (same run) | ratio | target | driver copies per "
       "round (pieces) | verified |\n|---|---|---|---|---|---|---|\n");
   std::printf("| %s | %.3f | %.3f | %.3f | %s | %ld (%lu: %lu strided, %lu batched) | %s |\n",
-              id.c_str(), value, base, ratio, fake ? "none (fake driver: for the record)" : ">= 0.80",
-              copies_per_round.back(), static_cast<unsigned long>(pieces),
-              static_cast<unsigned long>(strided), static_cast<unsigned long>(batches),
-              verified ? "yes" : "NO");
+              id.c_str(), value, base, ratio,
+              fake ? "none (fake driver: for the record)" : ">= 0.80", copies_per_round.back(),
+              static_cast<unsigned long>(pieces), static_cast<unsigned long>(strided),
+              static_cast<unsigned long>(batches), verified ? "yes" : "NO");
   if (!args.json_path.empty()) {
     nlohmann::json j;
-    const Figure figure{value, base, ratio, fake ? 0.0 : kTarget, verified,
-                        "cuMemcpyDtoDAsync of the same bytes in one process, rounds alternating"};
+    const Figure figure{
+        value,    base,
+        ratio,    fake ? 0.0 : kTarget,
+        verified, "cuMemcpyDtoDAsync of the same bytes in one process, rounds alternating"};
     j[id] = figure_json(figure, {{"ipc_rounds", ipc_gbps},
                                  {"baseline_rounds", base_gbps},
                                  {"driver_copies_per_round", copies_per_round.back()},

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/backends/cuda_ipc/cuda_ipc_backend.h"
@@ -290,6 +291,52 @@ TEST(CudaIpcPeers, AcrossDevicesWherePeerAccessExists) {
   unsetenv("PDKV_FAKE_CUDA_NO_PEER");
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.to_string();
   EXPECT_NE(st.message().find("peer access"), std::string::npos) << st.to_string();
+}
+
+// A source the "forward pass" writes on a side stream, with the send naming only that
+// stream: the writer's copies wait for it on the device (post_after), so the new bytes land.
+// Unnamed, the same send races the write (the fake delays it): what the naming is for.
+TEST(CudaIpcOrdering, ASourceWrittenOnASideStreamIsCopiedAfterIt) {
+  DeviceDriver* driver = device_driver();
+  ASSERT_NE(driver, nullptr);
+  Peer peer = start_peer(false);
+  ASSERT_NE(peer.process, nullptr);
+  auto engine = make_engine();
+  const size_t n = 1u << 20;
+  auto buffer = DeviceBuffer::allocate(0, n);
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_TRUE(engine->register_memory((*buffer)->addr(), n, MemoryAccess::kLocalReadOnly).ok());
+  auto session = engine->open_session(peer.process->endpoint());
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  ASSERT_TRUE(driver->bind_thread(0).ok());
+  auto stream = driver->create_stream();
+  ASSERT_TRUE(stream.ok());
+  const WriteBlock block{(*buffer)->addr(), peer.process->remote_base(), n};
+  static std::vector<uint8_t> fresh;  // read by the fake's stream thread later
+  auto write_then_send = [&](uint64_t seed, bool name_stream) {
+    const std::vector<uint8_t> stale(n, 0x11);
+    EXPECT_TRUE((*buffer)->upload(0, stale.data(), n).ok());
+    fresh = random_bytes(n, seed);
+    EXPECT_TRUE(driver->bind_thread(0).ok());
+    // The "forward pass": 50 ms of work on the side stream, then the write.
+    EXPECT_TRUE(driver
+                    ->call_when_done(
+                        *stream,
+                        [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); },
+                        nullptr)
+                    .ok());
+    EXPECT_TRUE(driver->copy_to_device(*stream, (*buffer)->addr(), fresh.data(), n).ok());
+    const SourceReady ready = name_stream ? SourceReady{*stream, 0, {}} : SourceReady{};
+    EXPECT_TRUE(engine->transfer(*session, std::span(&block, 1), ready).ok());
+    EXPECT_TRUE(driver->sync_stream(*stream).ok());
+    EXPECT_TRUE(peer.process->device_download().ok());
+    return std::memcmp(peer.shared->data(), fresh.data(), n) == 0;
+  };
+  EXPECT_TRUE(write_then_send(21, /*name_stream=*/true));
+  if (on_fake_driver()) {
+    EXPECT_FALSE(write_then_send(22, /*name_stream=*/false)) << "the unordered send raced";
+  }
+  driver->destroy_stream(*stream);
 }
 
 // What the per-peer path selection asks of this backend.
