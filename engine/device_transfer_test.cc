@@ -8,6 +8,8 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "engine/device/device_driver.h"
+#include "engine/device/device_health.h"
 #include "engine/device/device_regions.h"
 #include "engine/testing/device_memory.h"
 #include "engine/testing/engine_peer_process.h"
@@ -224,7 +227,8 @@ TEST(DeviceStaging, ScatteredPiecesAreBatchedCopies) {
   for (uint64_t i = 0; i < kPieces; ++i) {
     // Every other slot, so no two pieces are adjacent on either side.
     const uint64_t src = 2 * from[i] * kPiece, dst = 2 * to[i] * kPiece;
-    blocks.push_back(WriteBlock{(*buffer)->addr() + src, peer.process->remote_base() + dst, kPiece});
+    blocks.push_back(
+        WriteBlock{(*buffer)->addr() + src, peer.process->remote_base() + dst, kPiece});
     std::memcpy(model.data() + dst, source.data() + src, kPiece);
   }
   testing::fake_device_set_poison(true);
@@ -284,34 +288,68 @@ TEST(DeviceStaging, RunsAcrossTwoAllocationsLandExactly) {
   }
 }
 
-// A copy that fails on the sender fails its batch, with the driver's reason; the stream
-// stays up and the next batch on the same session lands.
-TEST(DeviceStaging, SenderCopyErrorFailsOnlyThatBatch) {
-  if (!on_fake_driver()) GTEST_SKIP() << "injects a fake driver error";
+// The child of ASenderStickyErrorEndsTheDevicePathButNotHostMemory: 0 when all held.
+int sender_fault_child() {
+  bool ok = true;
+  auto check = [&ok](bool cond, const std::string& what) {
+    if (!cond) std::fprintf(stderr, "failed: %s\n", what.c_str());
+    ok = ok && cond;
+  };
   Peer peer = start_peer(-1);
   auto engine = make_engine();
   auto buffer = DeviceBuffer::allocate(0, kBytes);
-  ASSERT_TRUE(buffer.ok());
+  check(buffer.ok(), "allocate");
   const auto source = random_bytes(kBytes, 5);
-  ASSERT_TRUE((*buffer)->upload(0, source.data(), kBytes).ok());
-  ASSERT_TRUE(
-      engine->register_memory((*buffer)->addr(), kBytes, MemoryAccess::kLocalReadOnly).ok());
-  const WriteBlock block{(*buffer)->addr(), peer.process->remote_base(), 1u << 20};
+  check((*buffer)->upload(0, source.data(), kBytes).ok(), "upload");
+  check(engine->register_memory((*buffer)->addr(), kBytes, MemoryAccess::kLocalReadOnly).ok(),
+        "register device");
+  const auto host = random_bytes(1u << 20, 6);
+  const uint64_t host_addr = reinterpret_cast<uint64_t>(host.data());
+  check(engine->register_memory(host_addr, host.size(), MemoryAccess::kLocalReadOnly).ok(),
+        "register host");
+  const WriteBlock device_block{(*buffer)->addr(), peer.process->remote_base(), 1u << 20};
+  const WriteBlock host_block{host_addr, peer.process->remote_base() + (2u << 20), host.size()};
   auto session = engine->open_session(peer.process->endpoint());
-  ASSERT_TRUE(session.ok());
-  ASSERT_TRUE(testing::fake_device_fail_copy_after(1));
-  Status failed = engine->transfer(*session, std::span(&block, 1));
-  EXPECT_FALSE(failed.ok());
-  EXPECT_NE(failed.message().find("staging device memory"), std::string::npos)
-      << failed.to_string();
-  testing::fake_device_fail_copy_after(-1);
-  ASSERT_TRUE(engine->transfer(*session, std::span(&block, 1)).ok());
-  EXPECT_EQ(std::memcmp(peer.shared->data(), source.data(), 1u << 20), 0);
+  check(session.ok(), "session");
+  check(device_healthy(), "healthy before");
+  check(testing::fake_device_fail_copy_after(1), "inject");
+  Status failed = engine->transfer(*session, std::span(&device_block, 1));
+  check(!failed.ok(), "the faulted batch fails");
+  check(failed.message().find("CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos &&
+            failed.message().find("an illegal memory access was encountered") != std::string::npos,
+        "name and description in: " + failed.to_string());
+  check(!device_healthy(), "unhealthy after");
+  check(device_fault().message().find("CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos,
+        "the fault: " + device_fault().to_string());
+  // No re-staging on a fresh stream can help: the next device batch fails at once.
+  const auto start = std::chrono::steady_clock::now();
+  Status again = engine->transfer(*session, std::span(&device_block, 1));
+  check(!again.ok() && again.message().find("CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos,
+        "the next device batch fails with the same cause: " + again.to_string());
+  check(std::chrono::steady_clock::now() - start < std::chrono::seconds(5), "at once");
+  // Host memory still moves, on the same session.
+  check(engine->transfer(*session, std::span(&host_block, 1)).ok(), "host batch");
+  check(std::memcmp(peer.shared->data() + (2u << 20), host.data(), host.size()) == 0,
+        "host bytes landed");
+  return ok ? 0 : 1;
 }
 
-// A copy that fails on the receiver fails that batch (its ACK names the device); the
-// connection goes on and the next batch lands.
-TEST(DeviceStaging, ReceiverCopyErrorFailsOnlyThatBatch) {
+// A sticky driver error on the sender (an illegal address fails the whole CUDA context,
+// as on a GPU) ends this process's device path for good: the batch that met it fails with
+// the error's name and description, the process reports itself unhealthy, every later
+// batch reading device memory fails at once with the same cause, and host memory still
+// moves. Runs in a child process of its own: the fault would end the device path of every
+// later test in this one.
+TEST(DeviceFault, ASenderStickyErrorEndsTheDevicePathButNotHostMemory) {
+  if (!on_fake_driver()) GTEST_SKIP() << "injects a fake driver error";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(sender_fault_child()), ::testing::ExitedWithCode(0), "");
+}
+
+// A sticky error on the receiver ends its device path: the batch that met it and every
+// later one into its device memory fail (the ACK carries the driver's error), in bounded
+// time, on a connection that stays in step. The sender's own device path is untouched.
+TEST(DeviceFault, AReceiverStickyErrorFailsEveryLaterBatchIntoItsDeviceMemory) {
   if (!on_fake_driver()) GTEST_SKIP() << "injects a fake driver error";
   Peer peer = start_peer(0, {"PDKV_FAKE_CUDA_FAIL_COPY_AFTER=1"});
   auto engine = make_engine();
@@ -320,11 +358,67 @@ TEST(DeviceStaging, ReceiverCopyErrorFailsOnlyThatBatch) {
                          source.size()};
   auto session = engine->open_session(peer.process->endpoint());
   ASSERT_TRUE(session.ok());
-  Status failed = engine->transfer(*session, std::span(&block, 1));
-  EXPECT_FALSE(failed.ok());
-  EXPECT_NE(failed.message().find("CUDA device 0"), std::string::npos) << failed.to_string();
-  ASSERT_TRUE(engine->transfer(*session, std::span(&block, 1)).ok());
-  EXPECT_EQ(std::memcmp(peer_bytes(peer, true), source.data(), source.size()), 0);
+  for (int i = 0; i < 3; ++i) {
+    Status failed = engine->transfer(*session, std::span(&block, 1));
+    EXPECT_FALSE(failed.ok()) << "batch " << i;
+    EXPECT_NE(failed.message().find("CUDA device 0"), std::string::npos) << failed.to_string();
+    EXPECT_NE(failed.message().find("CUDA_ERROR_ILLEGAL_ADDRESS"), std::string::npos)
+        << failed.to_string();
+  }
+  EXPECT_TRUE(device_healthy());
+}
+
+// Waits on the device path sleep: every event pdkv makes is blocking-sync, and pdkv never
+// calls cuStreamSynchronize (which polls a core) on a transfer, so a device-source
+// transfer with slow copies costs this process no spinning wait.
+TEST(DeviceStaging, WaitsForCopiesSleepInsteadOfSpinning) {
+  if (!on_fake_driver()) GTEST_SKIP() << "counts the fake driver's waits";
+  Peer peer = start_peer(-1);
+  auto engine = make_engine();
+  auto buffer = DeviceBuffer::allocate(0, kBytes);
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_TRUE((*buffer)->upload(0, random_bytes(kBytes, 4).data(), kBytes).ok());
+  ASSERT_TRUE(
+      engine->register_memory((*buffer)->addr(), kBytes, MemoryAccess::kLocalReadOnly).ok());
+  testing::fake_device_set_copy_delay_us(2000);
+  const long spins = testing::fake_device_spin_waits();
+  const WriteBlock block{(*buffer)->addr(), peer.process->remote_base(), kBytes};
+  ASSERT_TRUE(send(*engine, peer.process->endpoint(), std::span(&block, 1)).ok());
+  testing::fake_device_set_copy_delay_us(0);
+  EXPECT_EQ(testing::fake_device_spin_waits() - spins, 0);
+}
+
+// The child of StridesAboveTheMaxPitchAreSplit: 0 when the bytes landed.
+int max_pitch_child() {
+  setenv("PDKV_FAKE_CUDA_MAX_PITCH", "4096", 1);
+  bool ok = true;
+  Peer peer = start_peer(-1);
+  auto engine = make_engine();
+  auto buffer = DeviceBuffer::allocate(0, kBytes);
+  const auto source = random_bytes(kBytes, 12);
+  ok = ok && buffer.ok() && (*buffer)->upload(0, source.data(), kBytes).ok();
+  ok = ok && engine->register_memory((*buffer)->addr(), kBytes, MemoryAccess::kLocalReadOnly).ok();
+  std::vector<WriteBlock> blocks;
+  std::vector<uint8_t> model(kBytes, 0);
+  for (uint64_t i = 0; i < 512; ++i) {  // 512 B every 8 KiB: pitch 8192 > 4096
+    blocks.push_back(
+        WriteBlock{(*buffer)->addr() + i * 8192, peer.process->remote_base() + i * 8192, 512});
+    std::memcpy(model.data() + i * 8192, source.data() + i * 8192, 512);
+  }
+  Status sent = send(*engine, peer.process->endpoint(), blocks);
+  if (!sent.ok()) std::fprintf(stderr, "send: %s\n", sent.to_string().c_str());
+  ok = ok && sent.ok() && std::memcmp(peer.shared->data(), model.data(), kBytes) == 0;
+  return ok ? 0 : 1;
+}
+
+// A head-split run whose stride exceeds the device's CU_DEVICE_ATTRIBUTE_MAX_PITCH cannot
+// be one 2-D copy (the driver refuses it): pdkv splits it into one batched copy of rows,
+// and the bytes land exactly. The limit is read when the driver loads, so the sender
+// runs in a child process started with it.
+TEST(DeviceStaging, StridesAboveTheMaxPitchAreSplit) {
+  if (!on_fake_driver()) GTEST_SKIP() << "sets the fake driver's max pitch";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(max_pitch_child()), ::testing::ExitedWithCode(0), "");
 }
 
 // A peer killed while device-staged batches are in flight fails them in bounded time; a
@@ -423,7 +517,7 @@ TEST(DeviceRegistration, EachMistakeGetsItsOwnClearError) {
   st = engine->register_memory((*device)->addr(), (2 << 20), MemoryAccess::kPeerWritable,
                                MemoryKind::kCuda);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("more than one CUDA allocation"), std::string::npos)
+  EXPECT_NE(st.message().find("runs past the end of its CUDA memory"), std::string::npos)
       << st.to_string();
 
   st = engine->register_memory((*device)->addr(), 1 << 20, MemoryAccess::kPeerWritable,
@@ -458,6 +552,43 @@ TEST(DeviceRegistration, EachMistakeGetsItsOwnClearError) {
   EXPECT_EQ(engine->device_regions().device_of((*device)->addr(), 4096), 0);
   ASSERT_TRUE(engine->unregister_memory((*device)->addr()).ok());
   EXPECT_EQ(engine->device_regions().device_of((*device)->addr(), 4096), DeviceRegions::kHost);
+}
+
+// A tensor in memory mapped piece by piece (PyTorch's expandable segments, any cuMemMap
+// allocator): cuMemGetAddressRange gives one piece, so registration walks the pieces; a
+// range spanning three is accepted as one device region and its bytes move exactly,
+// copies running across the pieces' edges. A range running past the last piece is refused.
+TEST(DeviceRegistration, ARangeSpanningSeveralMappedPiecesIsAccepted) {
+  const size_t piece = 2u << 20;
+  auto buffer = DeviceBuffer::allocate_mapped_pieces(0, piece, 3);
+  if (!buffer.ok() && !on_fake_driver()) GTEST_SKIP() << buffer.status().to_string();
+  ASSERT_TRUE(buffer.ok()) << buffer.status().to_string();
+  const uint64_t base = (*buffer)->addr();
+  auto engine = make_engine();
+  Status past = engine->register_memory(base + piece, 3 * piece, MemoryAccess::kLocalReadOnly,
+                                        MemoryKind::kCuda);
+  EXPECT_EQ(past.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(past.message().find("runs past the end of its CUDA memory"), std::string::npos)
+      << past.to_string();
+  const uint64_t start = base + 4096;  // inside piece 0, ending inside piece 2
+  const uint64_t length = 2 * piece + 8192;
+  ASSERT_TRUE(engine->register_memory(start, length, MemoryAccess::kLocalReadOnly).ok());
+  EXPECT_EQ(engine->device_regions().device_of(start, length), 0);
+  const auto source = random_bytes(3 * piece, 31);
+  ASSERT_TRUE((*buffer)->upload(0, source.data(), 3 * piece).ok());
+  Peer peer = start_peer(-1);
+  // One contiguous run across both edges, and a head-split run across the first edge.
+  std::vector<WriteBlock> blocks = {{start, peer.process->remote_base(), kBytes / 2}};
+  std::vector<uint8_t> model(kBytes, 0);
+  std::memcpy(model.data(), source.data() + 4096, kBytes / 2);
+  for (uint64_t i = 0; i < 256; ++i) {
+    const uint64_t from = piece - 128 * 1024 + i * 1024;
+    const uint64_t to = kBytes / 2 + i * 1024;
+    blocks.push_back(WriteBlock{base + from, peer.process->remote_base() + to, 512});
+    std::memcpy(model.data() + to, source.data() + from, 512);
+  }
+  ASSERT_TRUE(send(*engine, peer.process->endpoint(), blocks).ok());
+  EXPECT_EQ(std::memcmp(peer.shared->data(), model.data(), kBytes), 0);
 }
 
 }  // namespace

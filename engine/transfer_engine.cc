@@ -10,6 +10,7 @@
 #include "common/mutex.h"
 #include "engine/backend.h"
 #include "engine/batch_table.h"
+#include "engine/device/device_health.h"
 #include "engine/device/device_regions.h"
 #include "engine/device/ready_event.h"
 #include "engine/device/registration_check.h"
@@ -290,6 +291,16 @@ class TransferEngine::Impl final : public CompletionSink, public NoteSink {
     }
     // A note needs a part to ride on: nothing to write would deliver it nowhere.
     if (!any_bytes && !note.empty()) return invalid_argument("a batch note needs bytes to write");
+    // After a sticky device error no copy can read device memory again: a batch that needs
+    // one fails here, with that error, instead of staging into a dead context.
+    if (!device_healthy()) {
+      for (const WriteBlock& b : blocks) {
+        if (b.length > 0 &&
+            device_regions_.device_of(b.src_addr, b.length) != DeviceRegions::kHost) {
+          return device_fault().with_context("the batch reads device memory");
+        }
+      }
+    }
     PDKV_ASSIGN_OR_RETURN(ReadyEvents ready_events, source_ready_events(blocks, std::move(ready)));
     if (!any_bytes && on_done) {
       on_done(Status());

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -94,6 +95,64 @@ Result<std::pair<double, double>> raw_copy_gbps(size_t bytes) {
   return std::make_pair(median(d2h), median(h2d));
 }
 
+// The CPU share of a thread waiting, `waits` times, on an event behind a device-to-host
+// copy of `bytes` (on the fake, each copy is also delayed by 20 ms): with an event made
+// as pdkv made them before (polling: the driver's default) and with pdkv's own
+// (blocking-sync). A receiver thread waits like this on every slab it refills.
+struct WaitCpu {
+  double polling = 0;  // thread CPU seconds / wall seconds while waiting
+  double blocking = 0;
+};
+Result<WaitCpu> wait_cpu_share(size_t bytes, int waits, bool fake) {
+  engine::DeviceDriver* driver = engine::device_driver();
+  PDKV_ASSIGN_OR_RETURN(auto device, engine::testing::DeviceBuffer::allocate(0, bytes));
+  PDKV_RETURN_IF_ERROR(driver->bind_thread(0));
+  PDKV_ASSIGN_OR_RETURN(void* pinned, driver->alloc_pinned(bytes));
+  PDKV_ASSIGN_OR_RETURN(engine::DeviceStreamHandle stream, driver->create_stream());
+  if (fake) engine::testing::fake_device_set_copy_delay_us(20000);
+  auto share = [&](engine::DeviceEventHandle event) -> Result<double> {
+    double cpu = 0, wall = 0;
+    for (int i = 0; i < waits; ++i) {
+      PDKV_RETURN_IF_ERROR(driver->copy_to_host(stream, pinned, device->addr(), bytes));
+      PDKV_RETURN_IF_ERROR(driver->record(event, stream));
+      timespec c0{}, c1{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+      const TimePoint start = now();
+      PDKV_RETURN_IF_ERROR(driver->event_wait(event));
+      wall += elapsed_s(start);
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+      cpu += (c1.tv_sec - c0.tv_sec) + (c1.tv_nsec - c0.tv_nsec) / 1e9;
+    }
+    return wall > 0 ? cpu / wall : 0.0;
+  };
+  WaitCpu out;
+  Status st;
+  Result<void*> polling = engine::testing::create_polling_event();
+  if (polling.ok()) {
+    Result<double> s = share(*polling);
+    if (s.ok()) out.polling = *s;
+    st = s.status();
+    driver->destroy_event(*polling);
+  } else {
+    st = polling.status();
+  }
+  if (st.ok()) {
+    Result<engine::DeviceEventHandle> blocking = driver->create_event();
+    st = blocking.status();
+    if (blocking.ok()) {
+      Result<double> s = share(*blocking);
+      if (s.ok()) out.blocking = *s;
+      st = s.status();
+      driver->destroy_event(*blocking);
+    }
+  }
+  if (fake) engine::testing::fake_device_set_copy_delay_us(0);
+  driver->destroy_stream(stream);
+  driver->free_pinned(pinned);
+  PDKV_RETURN_IF_ERROR(st);
+  return out;
+}
+
 }  // namespace
 
 Status run_engine_device_bench(const EngineBenchArgs& args) {
@@ -142,6 +201,13 @@ Status run_engine_device_bench(const EngineBenchArgs& args) {
   PDKV_ASSIGN_OR_RETURN(host->verified, verify(*host, w, src));
   PDKV_ASSIGN_OR_RETURN(device->verified, verify(*device, w, src));
   Result<std::pair<double, double>> raw = raw_copy_gbps(std::min<size_t>(src.size, 256u << 20));
+  Result<WaitCpu> wait_cpu = wait_cpu_share(std::min<size_t>(src.size, 256u << 20), 10, fake);
+  if (wait_cpu.ok()) {
+    std::printf(
+        "waiting thread's CPU share while a copy runs: %.1f %% with a polling event (the "
+        "driver's default), %.1f %% with pdkv's blocking-sync event\n",
+        100 * wait_cpu->polling, 100 * wait_cpu->blocking);
+  }
   const double host_gbps = median(host->gbps);
   const double device_gbps = median(device->gbps);
   const double ratio = device_gbps / host_gbps;
@@ -160,22 +226,25 @@ Status run_engine_device_bench(const EngineBenchArgs& args) {
                         fake ? 0.0 : kTarget,
                         host->verified && device->verified,
                         "the same workload host->host, rounds alternating in this run"};
-    j[id] = figure_json(figure, {{"device_rounds", device->gbps},
-                                 {"host_rounds", host->gbps},
-                                 {"raw_d2h_gbps", raw.ok() ? raw->first : 0.0},
-                                 {"raw_h2d_gbps", raw.ok() ? raw->second : 0.0},
-                                 {"driver", engine::device_driver()->description()},
-                                 {"src_memory", args.src_memory},
-                                 {"dst_memory", args.dst_memory},
-                                 {"model", args.model},
-                                 {"tokens", args.tokens},
-                                 {"page", args.page},
-                                 {"head_split", args.head_split},
-                                 {"decode_tp", args.decode_tp},
-                                 {"streams", options.tcp.streams},
-                                 {"blocks", w.blocks.size()},
-                                 {"device_slab_bytes", options.tcp.device_slab_bytes},
-                                 {"device_slabs", options.tcp.device_slabs}});
+    j[id] = figure_json(figure,
+                        {{"device_rounds", device->gbps},
+                         {"host_rounds", host->gbps},
+                         {"raw_d2h_gbps", raw.ok() ? raw->first : 0.0},
+                         {"raw_h2d_gbps", raw.ok() ? raw->second : 0.0},
+                         {"driver", engine::device_driver()->description()},
+                         {"src_memory", args.src_memory},
+                         {"dst_memory", args.dst_memory},
+                         {"model", args.model},
+                         {"tokens", args.tokens},
+                         {"page", args.page},
+                         {"head_split", args.head_split},
+                         {"decode_tp", args.decode_tp},
+                         {"streams", options.tcp.streams},
+                         {"blocks", w.blocks.size()},
+                         {"device_slab_bytes", options.tcp.device_slab_bytes},
+                         {"device_slabs", options.tcp.device_slabs},
+                         {"wait_cpu_share_polling", wait_cpu.ok() ? wait_cpu->polling : -1.0},
+                         {"wait_cpu_share_blocking", wait_cpu.ok() ? wait_cpu->blocking : -1.0}});
     PDKV_RETURN_IF_ERROR(write_json_file(args.json_path, j));
   }
   if (!host->verified || !device->verified) {

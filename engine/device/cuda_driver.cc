@@ -12,6 +12,7 @@
 #include "common/mutex.h"
 #include "engine/device/cuda_driver_api.h"
 #include "engine/device/device_driver.h"
+#include "engine/device/device_health.h"
 #include "engine/engine_settings.h"
 
 namespace pdkv::engine {
@@ -23,6 +24,8 @@ constexpr int kMaxDevices = 64;
 struct CudaApi {
   PFN_cuInit cuInit = nullptr;
   PFN_cuGetErrorString cuGetErrorString = nullptr;
+  PFN_cuGetErrorName cuGetErrorName = nullptr;
+  PFN_cuDeviceGetAttribute cuDeviceGetAttribute = nullptr;
   PFN_cuDeviceGetCount cuDeviceGetCount = nullptr;
   PFN_cuDeviceGet cuDeviceGet = nullptr;
   PFN_cuDevicePrimaryCtxRetain cuDevicePrimaryCtxRetain = nullptr;
@@ -57,6 +60,8 @@ struct BatchArrays {
   std::vector<size_t> sizes;
 };
 thread_local BatchArrays t_batch;
+// The rows of a strided copy whose pitch the device refuses, as one batch.
+thread_local std::vector<CopyPiece> t_rows;
 
 // The context this thread last bound through a driver (copy threads bind once).
 thread_local CUcontext t_bound_context = nullptr;
@@ -76,6 +81,15 @@ class CudaDriver final : public DeviceDriver {
     PDKV_RETURN_IF_ERROR(driver->check(driver->api_.cuDeviceGetCount(&count), "cuDeviceGetCount"));
     if (count <= 0) return unavailable(path + " reports no CUDA device");
     driver->count_ = std::min(count, kMaxDevices);
+    // The smallest maximum pitch of any device: a 2-D copy above it is refused by the
+    // driver, so copy_strided splits it (a context-free query, made once).
+    for (int d = 0; d < driver->count_; ++d) {
+      int pitch = 0;
+      PDKV_RETURN_IF_ERROR(
+          driver->check(driver->api_.cuDeviceGetAttribute(&pitch, CU_DEVICE_ATTRIBUTE_MAX_PITCH, d),
+                        "cuDeviceGetAttribute(MAX_PITCH)"));
+      if (pitch > 0) driver->max_pitch_ = std::min<uint64_t>(driver->max_pitch_, pitch);
+    }
     return driver;
   }
 
@@ -169,8 +183,11 @@ class CudaDriver final : public DeviceDriver {
   }
   Result<DeviceEventHandle> create_event() override {
     CUevent event = nullptr;
+    // Blocking sync: a thread waiting in cuEventSynchronize sleeps instead of polling a
+    // core for the whole wait (the driver's default).
     PDKV_RETURN_IF_ERROR(
-        check(api_.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+        check(api_.cuEventCreate(&event, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING),
+              "cuEventCreate"));
     return static_cast<DeviceEventHandle>(event);
   }
   void destroy_event(DeviceEventHandle event) override {
@@ -187,6 +204,14 @@ class CudaDriver final : public DeviceDriver {
                  "cuMemcpyHtoDAsync");
   }
   Status copy_strided(DeviceStreamHandle stream, const StridedCopy& c) override {
+    if (c.src_pitch > max_pitch_ || c.dst_pitch > max_pitch_) {
+      // No 2-D copy may have this pitch: the rows go as one batched copy instead.
+      t_rows.clear();
+      for (uint64_t r = 0; r < c.rows; ++r) {
+        t_rows.push_back(CopyPiece{c.dst + r * c.dst_pitch, c.src + r * c.src_pitch, c.width});
+      }
+      return copy_batch(stream, t_rows, c.to_device);
+    }
     CUDA_MEMCPY2D p{};
     if (c.to_device) {
       p.srcMemoryType = CU_MEMORYTYPE_HOST;
@@ -267,8 +292,14 @@ class CudaDriver final : public DeviceDriver {
     return check(api_.cuLaunchHostFunc(static_cast<CUstream>(stream), fn, user),
                  "cuLaunchHostFunc");
   }
+  // Through a blocking-sync event: cuStreamSynchronize polls a core under the primary
+  // context's default scheduling.
   Status sync_stream(DeviceStreamHandle stream) override {
-    return check(api_.cuStreamSynchronize(static_cast<CUstream>(stream)), "cuStreamSynchronize");
+    PDKV_ASSIGN_OR_RETURN(DeviceEventHandle event, create_event());
+    Status st = record(event, stream);
+    if (st.ok()) st = event_wait(event);
+    destroy_event(event);
+    return st;
   }
 
  private:
@@ -289,6 +320,8 @@ class CudaDriver final : public DeviceDriver {
 #define PDKV_RESOLVE(name) PDKV_RETURN_IF_ERROR(resolve(&api_.name, #name))
     PDKV_RESOLVE(cuInit);
     PDKV_RESOLVE(cuGetErrorString);
+    PDKV_RESOLVE(cuGetErrorName);
+    PDKV_RESOLVE(cuDeviceGetAttribute);
     PDKV_RESOLVE(cuDeviceGetCount);
     PDKV_RESOLVE(cuDeviceGet);
     PDKV_RESOLVE(cuDevicePrimaryCtxRetain);
@@ -327,15 +360,28 @@ class CudaDriver final : public DeviceDriver {
     return Status();
   }
 
+  // "cuMemcpy2DAsync failed: CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was
+  // encountered; CUresult 700)". A context-fatal error becomes the process's device
+  // fault (device_health.h).
   Status check(CUresult result, const char* call) const {
     if (result == CUDA_SUCCESS) return Status();
+    const char* name = nullptr;
     const char* text = nullptr;
+    if (api_.cuGetErrorName == nullptr || api_.cuGetErrorName(result, &name) != CUDA_SUCCESS ||
+        name == nullptr) {
+      name = "an unknown CUDA error";
+    }
     if (api_.cuGetErrorString == nullptr || api_.cuGetErrorString(result, &text) != CUDA_SUCCESS ||
         text == nullptr) {
-      text = "unknown CUDA error";
+      text = "no description";
     }
-    const std::string message =
-        std::string(call) + " failed: " + text + " (CUresult " + std::to_string(result) + ")";
+    const std::string message = std::string(call) + " failed: " + name + " (" + text +
+                                "; CUresult " + std::to_string(result) + ")";
+    if (is_sticky_device_error(result)) {
+      Status fault = internal_error(message);
+      report_device_fault(fault);
+      return fault;
+    }
     if (result == CUDA_ERROR_OUT_OF_MEMORY) return unavailable(message);
     if (result == CUDA_ERROR_INVALID_VALUE || result == CUDA_ERROR_INVALID_DEVICE) {
       return invalid_argument(message);
@@ -366,6 +412,7 @@ class CudaDriver final : public DeviceDriver {
   void* const lib_;
   const std::string description_;
   int count_ = 0;
+  uint64_t max_pitch_ = UINT64_MAX;
   CudaApi api_;
   mutable std::array<std::once_flag, kMaxDevices> context_once_;
   mutable std::array<CUcontext, kMaxDevices> contexts_{};

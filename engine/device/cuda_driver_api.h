@@ -36,6 +36,15 @@ inline constexpr CUresult CUDA_ERROR_INVALID_CONTEXT = 201;
 inline constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
 inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 inline constexpr CUresult CUDA_ERROR_ILLEGAL_ADDRESS = 700;
+// The errors the reference calls fatal to the context: "any further CUDA work will return
+// the same error" until the process is relaunched (cuda_driver.cc: is_sticky_error).
+inline constexpr CUresult CUDA_ERROR_LAUNCH_TIMEOUT = 702;
+inline constexpr CUresult CUDA_ERROR_HARDWARE_STACK_ERROR = 714;
+inline constexpr CUresult CUDA_ERROR_ILLEGAL_INSTRUCTION = 715;
+inline constexpr CUresult CUDA_ERROR_MISALIGNED_ADDRESS = 716;
+inline constexpr CUresult CUDA_ERROR_INVALID_ADDRESS_SPACE = 717;
+inline constexpr CUresult CUDA_ERROR_INVALID_PC = 718;
+inline constexpr CUresult CUDA_ERROR_LAUNCH_FAILED = 719;
 inline constexpr CUresult CUDA_ERROR_UNKNOWN = 999;
 
 // CUmemorytype.
@@ -54,8 +63,14 @@ inline constexpr CUpointer_attribute CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;  /
 // Flags.
 inline constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x1;
 inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
+inline constexpr unsigned CU_EVENT_BLOCKING_SYNC = 0x1;  // cuEventSynchronize sleeps, not spins
 inline constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
 inline constexpr unsigned CU_MEM_ATTACH_GLOBAL = 0x1;
+
+// CUdevice_attribute.
+using CUdevice_attribute = int;
+// The largest pitch (bytes) a 2-D copy may have; a larger one is CUDA_ERROR_INVALID_VALUE.
+inline constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_MAX_PITCH = 11;
 
 // CUDA_MEMCPY2D (the _v2 layout): a copy of Height rows of WidthInBytes bytes, row i at
 // src + srcY*srcPitch + srcXInBytes + i*srcPitch (and likewise for dst).
@@ -93,15 +108,46 @@ struct CUmemcpyAttributes {
 };
 enum : int { CU_MEMCPY_SRC_ACCESS_ORDER_STREAM = 0x1 };
 
+// The virtual memory management API (cuMemAddressReserve / cuMemCreate / cuMemMap), as
+// PyTorch's expandable segments use it: one address range, several physical pieces mapped
+// into it. Only tests allocate this way; pdkv meets such memory at registration.
+using CUmemGenericAllocationHandle = unsigned long long;
+inline constexpr int CU_MEM_ALLOCATION_TYPE_PINNED = 0x1;
+inline constexpr int CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR =
+    0x1;  // a bit of requestedHandleTypes
+inline constexpr int CU_MEM_LOCATION_TYPE_DEVICE = 0x1;
+inline constexpr int CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 0x3;
+inline constexpr int CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0x0;
+struct CUmemAllocationProp {
+  int type;                  // CUmemAllocationType
+  int requestedHandleTypes;  // CUmemAllocationHandleType (a bit mask)
+  CUmemLocation location;
+  void* win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+};
+struct CUmemAccessDesc {
+  CUmemLocation location;
+  int flags;  // CUmemAccess_flags
+};
+
 // Signatures, as function-pointer types (the loader resolves each by name).
 using PFN_cuInit = CUresult (*)(unsigned flags);
 using PFN_cuGetErrorString = CUresult (*)(CUresult error, const char** text);
+using PFN_cuGetErrorName = CUresult (*)(CUresult error, const char** name);
 using PFN_cuDeviceGetCount = CUresult (*)(int* count);
 using PFN_cuDeviceGet = CUresult (*)(CUdevice* device, int ordinal);
+using PFN_cuDeviceGetAttribute = CUresult (*)(int* value, CUdevice_attribute attribute,
+                                              CUdevice device);
 using PFN_cuDevicePrimaryCtxRetain = CUresult (*)(CUcontext* ctx, CUdevice device);
 using PFN_cuDevicePrimaryCtxRelease_v2 = CUresult (*)(CUdevice device);
 using PFN_cuCtxSetCurrent = CUresult (*)(CUcontext ctx);
 using PFN_cuCtxGetCurrent = CUresult (*)(CUcontext* ctx);
+using PFN_cuCtxSynchronize = CUresult (*)();
 using PFN_cuPointerGetAttributes = CUresult (*)(unsigned count, CUpointer_attribute* attributes,
                                                 void** data, CUdeviceptr ptr);
 using PFN_cuMemGetAddressRange_v2 = CUresult (*)(CUdeviceptr* base, size_t* size, CUdeviceptr ptr);
@@ -138,6 +184,19 @@ using PFN_cuMemAllocManaged = CUresult (*)(CUdeviceptr* ptr, size_t bytes, unsig
 using PFN_cuMemFree_v2 = CUresult (*)(CUdeviceptr ptr);
 using PFN_cuMemcpyHtoD_v2 = CUresult (*)(CUdeviceptr dst, const void* src, size_t bytes);
 using PFN_cuMemcpyDtoH_v2 = CUresult (*)(void* dst, CUdeviceptr src, size_t bytes);
+using PFN_cuMemAddressReserve = CUresult (*)(CUdeviceptr* ptr, size_t size, size_t alignment,
+                                             CUdeviceptr addr, unsigned long long flags);
+using PFN_cuMemAddressFree = CUresult (*)(CUdeviceptr ptr, size_t size);
+using PFN_cuMemCreate = CUresult (*)(CUmemGenericAllocationHandle* handle, size_t size,
+                                     const CUmemAllocationProp* prop, unsigned long long flags);
+using PFN_cuMemRelease = CUresult (*)(CUmemGenericAllocationHandle handle);
+using PFN_cuMemMap = CUresult (*)(CUdeviceptr ptr, size_t size, size_t offset,
+                                  CUmemGenericAllocationHandle handle, unsigned long long flags);
+using PFN_cuMemUnmap = CUresult (*)(CUdeviceptr ptr, size_t size);
+using PFN_cuMemSetAccess = CUresult (*)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
+                                        size_t count);
+using PFN_cuMemGetAllocationGranularity = CUresult (*)(size_t* granularity,
+                                                       const CUmemAllocationProp* prop, int option);
 
 // --- Same-host device IPC (engine/device/cuda_ipc_driver.h) ---------------------------------
 // Exporting device memory to another process and mapping it there: the legacy IPC handles
@@ -160,47 +219,10 @@ struct CUuuid {
   char bytes[16];
 };
 
-using CUmemGenericAllocationHandle = unsigned long long;
-inline constexpr int CU_MEM_ALLOCATION_TYPE_PINNED = 0x1;
-inline constexpr int CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1;
-inline constexpr int CU_MEM_LOCATION_TYPE_DEVICE = 0x1;
-inline constexpr int CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 0x3;
-inline constexpr int CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0x0;
-
-struct CUmemAllocationProp {
-  int type;                  // CUmemAllocationType
-  int requestedHandleTypes;  // CUmemAllocationHandleType (a bit mask)
-  CUmemLocation location;
-  void* win32HandleMetaData;
-  struct {
-    unsigned char compressionType;
-    unsigned char gpuDirectRDMACapable;
-    unsigned short usage;
-    unsigned char reserved[4];
-  } allocFlags;
-};
-struct CUmemAccessDesc {
-  CUmemLocation location;
-  int flags;  // CUmemAccess_flags
-};
-
 using PFN_cuIpcGetMemHandle = CUresult (*)(CUipcMemHandle* handle, CUdeviceptr ptr);
 using PFN_cuIpcOpenMemHandle_v2 = CUresult (*)(CUdeviceptr* ptr, CUipcMemHandle handle,
                                                unsigned flags);
 using PFN_cuIpcCloseMemHandle = CUresult (*)(CUdeviceptr ptr);
-using PFN_cuMemCreate = CUresult (*)(CUmemGenericAllocationHandle* handle, size_t size,
-                                     const CUmemAllocationProp* prop, unsigned long long flags);
-using PFN_cuMemRelease = CUresult (*)(CUmemGenericAllocationHandle handle);
-using PFN_cuMemGetAllocationGranularity = CUresult (*)(size_t* granularity,
-                                                       const CUmemAllocationProp* prop, int option);
-using PFN_cuMemAddressReserve = CUresult (*)(CUdeviceptr* ptr, size_t size, size_t alignment,
-                                             CUdeviceptr addr, unsigned long long flags);
-using PFN_cuMemAddressFree = CUresult (*)(CUdeviceptr ptr, size_t size);
-using PFN_cuMemMap = CUresult (*)(CUdeviceptr ptr, size_t size, size_t offset,
-                                  CUmemGenericAllocationHandle handle, unsigned long long flags);
-using PFN_cuMemUnmap = CUresult (*)(CUdeviceptr ptr, size_t size);
-using PFN_cuMemSetAccess = CUresult (*)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
-                                        size_t count);
 using PFN_cuMemRetainAllocationHandle = CUresult (*)(CUmemGenericAllocationHandle* handle,
                                                      void* addr);
 using PFN_cuMemExportToShareableHandle = CUresult (*)(void* shareable,

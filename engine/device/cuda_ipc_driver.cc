@@ -12,6 +12,7 @@
 
 #include "common/logging.h"
 #include "engine/device/cuda_driver_api.h"
+#include "engine/device/device_health.h"
 #include "engine/engine_settings.h"
 
 namespace pdkv::engine {
@@ -19,6 +20,7 @@ namespace {
 
 struct IpcApi {
   PFN_cuGetErrorString cuGetErrorString = nullptr;
+  PFN_cuGetErrorName cuGetErrorName = nullptr;
   PFN_cuDeviceGet cuDeviceGet = nullptr;
   PFN_cuDeviceGetCount cuDeviceGetCount = nullptr;
   PFN_cuMemGetAddressRange_v2 cuMemGetAddressRange_v2 = nullptr;
@@ -240,6 +242,7 @@ class CudaIpcDriver final : public IpcDriver {
   Status resolve_all() {
 #define PDKV_RESOLVE(name) PDKV_RETURN_IF_ERROR(resolve(&api_.name, #name))
     PDKV_RESOLVE(cuGetErrorString);
+    PDKV_RESOLVE(cuGetErrorName);
     PDKV_RESOLVE(cuDeviceGet);
     PDKV_RESOLVE(cuDeviceGetCount);
     PDKV_RESOLVE(cuMemGetAddressRange_v2);
@@ -274,14 +277,28 @@ class CudaIpcDriver final : public IpcDriver {
     return Status();
   }
 
+  // "cuMemMap failed: CUDA_ERROR_INVALID_VALUE (invalid argument; CUresult 1)", as
+  // cuda_driver.cc words it. A context-fatal error (a copy into an opened peer's memory
+  // that met an illegal address) becomes the process's device fault (device_health.h).
   Status check(CUresult result, const char* call) const {
     if (result == CUDA_SUCCESS) return Status();
+    const char* name = nullptr;
     const char* text = nullptr;
-    if (api_.cuGetErrorString(result, &text) != CUDA_SUCCESS || text == nullptr) {
-      text = "unknown CUDA error";
+    if (api_.cuGetErrorName == nullptr || api_.cuGetErrorName(result, &name) != CUDA_SUCCESS ||
+        name == nullptr) {
+      name = "an unknown CUDA error";
     }
-    std::string message =
-        std::string(call) + " failed: " + text + " (CUresult " + std::to_string(result) + ")";
+    if (api_.cuGetErrorString == nullptr || api_.cuGetErrorString(result, &text) != CUDA_SUCCESS ||
+        text == nullptr) {
+      text = "no description";
+    }
+    std::string message = std::string(call) + " failed: " + name + " (" + text + "; CUresult " +
+                          std::to_string(result) + ")";
+    if (is_sticky_device_error(result)) {
+      Status fault = internal_error(std::move(message));
+      report_device_fault(fault);
+      return fault;
+    }
     if (result == CUDA_ERROR_OUT_OF_MEMORY) return unavailable(std::move(message));
     if (result == CUDA_ERROR_PEER_ACCESS_UNSUPPORTED || result == CUDA_ERROR_NOT_SUPPORTED) {
       return failed_precondition(std::move(message));

@@ -7,6 +7,16 @@
 namespace pdkv::engine {
 namespace {
 
+// Mapped pieces a registration may span before it is refused: a 2 MiB-granular
+// expandable segment of 256 GiB is 131072 pieces; anything larger is not a KV cache.
+constexpr uint64_t kMaxPieces = 1u << 17;
+
+// cuMemGetAddressRange gives the mapped piece holding an address, not the allocation: a
+// tensor in memory mapped piece by piece (PyTorch's expandable segments, any cuMemMap
+// allocator) spans several pieces that sit back to back in one address range. So the
+// range is walked piece by piece; each must be device memory of the same device, start
+// where the previous one ended, and not be managed. The answer's allocation is the
+// union of the pieces: one stretch of device addresses that copies may run across.
 Result<PointerInfo> check_device_range(DeviceDriver& driver, uint64_t addr, uint64_t length,
                                        int device) {
   PDKV_ASSIGN_OR_RETURN(PointerInfo info, driver.query_pointer(addr));
@@ -27,13 +37,29 @@ Result<PointerInfo> check_device_range(DeviceDriver& driver, uint64_t addr, uint
     return invalid_argument(fmt::format("register_memory: {} lives on CUDA device {}, not {}",
                                         range, info.device, device));
   }
-  const uint64_t end = info.allocation_base + info.allocation_size;
-  if (addr < info.allocation_base || length > end - addr) {
-    return invalid_argument(fmt::format(
-        "register_memory: {} spans more than one CUDA allocation (the one at {:#x} has {} "
-        "bytes): register each allocation separately",
-        range, info.allocation_base, info.allocation_size));
+  if (addr < info.allocation_base || addr - info.allocation_base >= info.allocation_size) {
+    return internal_error(fmt::format("register_memory: {} reports the range {:#x}+{} for {:#x}",
+                                      driver.description(), info.allocation_base,
+                                      info.allocation_size, addr));
   }
+  uint64_t end = info.allocation_base + info.allocation_size;  // of the pieces so far
+  for (uint64_t pieces = 1; length > end - addr; ++pieces) {
+    Result<PointerInfo> next = driver.query_pointer(end);
+    if (!next.ok()) return next.status();
+    const bool joins = next->kind == MemoryKind::kCuda && !next->managed &&
+                       next->device == info.device && next->allocation_base == end &&
+                       next->allocation_size > 0;
+    if (!joins || pieces >= kMaxPieces) {
+      return invalid_argument(fmt::format(
+          "register_memory: {} runs past the end of its CUDA memory at {:#x} (the {} mapped "
+          "piece(s) from {:#x} end there and {}): register each allocation separately",
+          range, end, pieces, info.allocation_base,
+          pieces >= kMaxPieces ? "there are too many pieces"
+                               : "no device memory of the same device follows"));
+    }
+    end += next->allocation_size;
+  }
+  info.allocation_size = end - info.allocation_base;
   return info;
 }
 

@@ -58,18 +58,69 @@ Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::allocate(int device, size_t 
   return std::unique_ptr<DeviceBuffer>(new DeviceBuffer(ptr, bytes, device));
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (auto free_fn = symbol<PFN_cuMemFree_v2>("cuMemFree_v2"); free_fn && bound(device_).ok()) {
-    (void)free_fn(addr_);
+Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::allocate_mapped_pieces(int device,
+                                                                           size_t piece_bytes,
+                                                                           size_t pieces) {
+  PDKV_RETURN_IF_ERROR(bound(device));
+  auto reserve = symbol<PFN_cuMemAddressReserve>("cuMemAddressReserve");
+  auto create = symbol<PFN_cuMemCreate>("cuMemCreate");
+  auto map = symbol<PFN_cuMemMap>("cuMemMap");
+  auto release = symbol<PFN_cuMemRelease>("cuMemRelease");
+  auto access = symbol<PFN_cuMemSetAccess>("cuMemSetAccess");
+  if (!reserve || !create || !map || !release || !access) {
+    return failed_precondition("driver has no virtual memory management API");
   }
+  const size_t bytes = piece_bytes * pieces;
+  CUdeviceptr base = 0;
+  PDKV_RETURN_IF_ERROR(check(reserve(&base, bytes, 0, 0, 0), "cuMemAddressReserve"));
+  // Owned from here: the destructor unmaps whatever was mapped and frees the range.
+  std::unique_ptr<DeviceBuffer> buffer(new DeviceBuffer(base, bytes, device));
+  buffer->mapped_pieces_ = true;
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, device};
+  // Exportable to another process (the cuda_ipc path), as PyTorch's expandable segments ask.
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  for (size_t i = 0; i < pieces; ++i) {
+    CUmemGenericAllocationHandle handle = 0;
+    PDKV_RETURN_IF_ERROR(check(create(&handle, piece_bytes, &prop, 0), "cuMemCreate"));
+    Status mapped = check(map(base + i * piece_bytes, piece_bytes, 0, handle, 0), "cuMemMap");
+    (void)release(handle);  // the mapping keeps the memory
+    PDKV_RETURN_IF_ERROR(mapped);
+  }
+  CUmemAccessDesc rw{};
+  rw.location = {CU_MEM_LOCATION_TYPE_DEVICE, device};
+  rw.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  PDKV_RETURN_IF_ERROR(check(access(base, bytes, &rw, 1), "cuMemSetAccess"));
+  return buffer;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (!bound(device_).ok()) return;
+  if (mapped_pieces_) {
+    auto unmap = symbol<PFN_cuMemUnmap>("cuMemUnmap");
+    auto free_range = symbol<PFN_cuMemAddressFree>("cuMemAddressFree");
+    if (unmap && free_range) {
+      (void)unmap(addr_, size_);
+      (void)free_range(addr_, size_);
+    }
+    return;
+  }
+  if (auto free_fn = symbol<PFN_cuMemFree_v2>("cuMemFree_v2"); free_fn) (void)free_fn(addr_);
 }
 
 Status DeviceBuffer::upload(size_t offset, const void* src, size_t bytes) {
   if (offset > size_ || bytes > size_ - offset) return out_of_range("upload past the buffer");
   PDKV_RETURN_IF_ERROR(bound(device_));
   auto copy = symbol<PFN_cuMemcpyHtoD_v2>("cuMemcpyHtoD_v2");
-  if (copy == nullptr) return failed_precondition("driver has no cuMemcpyHtoD_v2");
-  return check(copy(addr_ + offset, src, bytes), "cuMemcpyHtoD_v2");
+  auto sync = symbol<PFN_cuCtxSynchronize>("cuCtxSynchronize");
+  if (copy == nullptr || sync == nullptr) {
+    return failed_precondition("driver has no cuMemcpyHtoD_v2 or cuCtxSynchronize");
+  }
+  PDKV_RETURN_IF_ERROR(check(copy(addr_ + offset, src, bytes), "cuMemcpyHtoD_v2"));
+  // From pageable memory the copy returns once the source is staged; pdkv's streams are
+  // non-blocking, so nothing orders their reads after it: wait until it landed.
+  return check(sync(), "cuCtxSynchronize");
 }
 
 Status DeviceBuffer::download(size_t offset, void* dst, size_t bytes) const {
@@ -98,6 +149,27 @@ bool fake_device_fail_copy_after(long n) {
 long fake_device_copy_count() {
   auto fn = symbol<long (*)()>("pdkvFakeCopyCount");
   return fn != nullptr ? fn() : -1;
+}
+Result<void*> create_polling_event() {
+  auto create = symbol<PFN_cuEventCreate>("cuEventCreate");
+  if (create == nullptr) return failed_precondition("driver has no cuEventCreate");
+  CUevent event = nullptr;
+  PDKV_RETURN_IF_ERROR(check(create(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+  return static_cast<void*>(event);
+}
+
+long fake_device_spin_waits() {
+  auto fn = symbol<long (*)()>("pdkvFakeSpinWaits");
+  return fn != nullptr ? fn() : -1;
+}
+long fake_device_blocking_waits() {
+  auto fn = symbol<long (*)()>("pdkvFakeBlockingWaits");
+  return fn != nullptr ? fn() : -1;
+}
+bool fake_device_set_max_pitch(size_t bytes) {
+  auto fn = symbol<void (*)(size_t)>("pdkvFakeSetMaxPitch");
+  if (fn != nullptr) fn(bytes);
+  return fn != nullptr;
 }
 int fake_device_context_created(int device) {
   auto fn = symbol<int (*)(int)>("pdkvFakeContextCreated");

@@ -89,7 +89,8 @@ int main(int argc, char** argv) {
   // regions are registered there (as cuda memory) and UPLOAD / DOWNLOAD copy between them.
   std::unique_ptr<testing::DeviceBuffer> device_buffer;
   // PDKV_PEER_DEVICE_VMM=1 (test-only): that device memory is one cuMemCreate piece
-  // (vmm_buffer.h), as PyTorch's expandable segments allocate it.
+  // (vmm_buffer.h); =pieces: 2 MiB pieces mapped back to back into one reserved range, as
+  // PyTorch's expandable segments grow (a region then spans several pieces).
   std::unique_ptr<testing::VmmBuffer> vmm_buffer;
   uint64_t base = (*buffer)->addr();
   const char* vmm = std::getenv("PDKV_PEER_DEVICE_VMM");
@@ -102,7 +103,11 @@ int main(int argc, char** argv) {
     vmm_buffer = std::move(*allocated);
     base = vmm_buffer->addr();
   } else if (device >= 0) {
-    auto allocated = testing::DeviceBuffer::allocate(device, size);
+    const bool pieces = vmm != nullptr && std::strcmp(vmm, "pieces") == 0;
+    const size_t piece = 2u << 20;
+    auto allocated = pieces ? testing::DeviceBuffer::allocate_mapped_pieces(
+                                  device, piece, (size + piece - 1) / piece)
+                            : testing::DeviceBuffer::allocate(device, size);
     if (!allocated.ok()) {
       std::fprintf(stderr, "pdkv_engine_peer: %s\n", allocated.status().to_string().c_str());
       return 1;

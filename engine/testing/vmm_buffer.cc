@@ -90,7 +90,11 @@ Status VmmBuffer::upload(size_t offset, const void* src, size_t bytes) {
   if (offset > size_ || bytes > size_ - offset) return out_of_range("upload past the buffer");
   PDKV_RETURN_IF_ERROR(bound(device_));
   PDKV_SYMBOL(cuMemcpyHtoD_v2);
-  return check(cuMemcpyHtoD_v2(addr_ + offset, src, bytes), "cuMemcpyHtoD_v2");
+  PDKV_SYMBOL(cuCtxSynchronize);
+  PDKV_RETURN_IF_ERROR(check(cuMemcpyHtoD_v2(addr_ + offset, src, bytes), "cuMemcpyHtoD_v2"));
+  // From pageable memory the copy returns once the source is staged; pdkv's streams are
+  // non-blocking, so nothing orders their reads after it: wait until it landed.
+  return check(cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
 Status VmmBuffer::download(size_t offset, void* dst, size_t bytes) const {

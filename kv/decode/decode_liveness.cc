@@ -61,7 +61,11 @@ void DecodeManager::timer_loop() {
       runtime_, board_, config_.options.heartbeat_interval,
       {.overdue = [this](uint64_t room, FailureCause cause,
                          const std::string& reason) { fail_room(room, cause, reason, true); },
-       .tick = [this] { resend_unacknowledged(); },
+       .tick =
+           [this] {
+             resend_unacknowledged();
+             fail_rooms_on_device_fault();
+           },
        .heartbeat = [this] { heartbeat(); }});
 }
 

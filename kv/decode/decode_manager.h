@@ -298,6 +298,8 @@ class DecodeManager final : public RankManager {
                  std::optional<FailureStage> stage = std::nullopt) PDKV_EXCLUDES(mu_);
   void drop_room(uint64_t room) PDKV_REQUIRES(mu_);
   void fail_open_rooms() PDKV_EXCLUDES(mu_);  // shutdown
+  // After a sticky device error (device_fault_for_rooms), every room: by the timer.
+  void fail_rooms_on_device_fault() PDKV_EXCLUDES(mu_);
   // Revokes the room's write grant, if it has one, before its end is published: until
   // the writes admitted under it have landed, the room's handle keeps its end hidden.
   // `end` kCompleted only when the room succeeded: a prefill retrying a batch whose

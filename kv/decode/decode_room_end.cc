@@ -89,6 +89,20 @@ void DecodeManager::fail_room(uint64_t room, FailureCause cause, const std::stri
   flush(out);
 }
 
+void DecodeManager::fail_rooms_on_device_fault() {
+  const Status fault = device_fault_for_rooms();
+  if (fault.ok()) return;
+  std::vector<uint64_t> open;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [room, r] : rooms_) open.push_back(room);
+  }
+  for (uint64_t room : open) {
+    fail_room(room, FailureCause::kDeviceFault,
+              "this decode's device memory cannot be written any more: " + fault.message(), true);
+  }
+}
+
 void DecodeManager::fail_open_rooms() {
   std::vector<uint64_t> open;
   {

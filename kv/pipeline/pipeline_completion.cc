@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "engine/device/device_health.h"
 #include "kv/pipeline/transfer_pipeline.h"
 #include "kv/pipeline/transfer_retry.h"
 
@@ -150,16 +151,27 @@ void TransferPipeline::handle_batch_failure(PeerLink& link, WriteBatch batch,
   // Counted against the endpoint, one room the decode cancelled mid-transfer would fail
   // every other room pending to it for the cooldown, and a registration naming another
   // decode's engine endpoint could do that to it at will.
-  if (classify_batch_failure(status) == BatchFailure::kPeerLost) {
+  // After a context-fatal device error (engine/device/device_health.h) a rank holding
+  // device memory fails its batches for that reason, whatever the call that met it was
+  // (a connection its broken staging closed included): not the decode's fault, so its
+  // breaker stays closed.
+  const Status fault = engine_.device_regions().empty() ? Status() : engine::device_fault();
+  const bool device_dead = !fault.ok() && classify_batch_failure(status) != BatchFailure::kRefused;
+  if (!device_dead && classify_batch_failure(status) == BatchFailure::kPeerLost) {
     failed_peers_.mark_failed(batch.endpoint, batch.submitted_at);
   }
-  const FailureCause cause = cause_of_batch_failure(status);
+  const FailureCause cause =
+      device_dead ? FailureCause::kDeviceFault : cause_of_batch_failure(status);
+  const std::string why = device_dead
+                              ? "this process's device path failed for good: " + fault.message() +
+                                    " (the batch: " + status.to_string() + ")"
+                              : status.to_string();
   for (const RoomKey& k : keys) {
     const RoomTransfer* r = find_room(k);
     if (r == nullptr) continue;
     fail(k.room, cause,
          "failed to send KV of room " + std::to_string(k.room) + " to decode " +
-             decode_name(*r, batch.endpoint) + ": " + status.to_string());
+             decode_name(*r, batch.endpoint) + ": " + why);
   }
 }
 

@@ -67,6 +67,7 @@ void PrefillManager::timer_loop() {
              resend_statuses();
              expire_metadata_waits();
              fail_orphan_rooms();
+             fail_rooms_on_device_fault();
            },
        .heartbeat = [this] { check_liveness(); }});
 }

@@ -116,6 +116,20 @@ void PrefillManager::shutdown() {
   pipeline_.reset();
 }
 
+void PrefillManager::fail_rooms_on_device_fault() {
+  const Status fault = device_fault_for_rooms();
+  if (fault.ok()) return;
+  std::vector<uint64_t> open;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [room, r] : rooms_) open.push_back(room);
+  }
+  for (uint64_t room : open) {
+    fail_room(room, FailureCause::kDeviceFault,
+              "this prefill's device memory cannot be read any more: " + fault.message());
+  }
+}
+
 void PrefillManager::fail_open_rooms() {
   std::vector<uint64_t> open;
   {

@@ -221,6 +221,8 @@ class PrefillManager final : public RankManager {
   // `stage` unset: the stage of the room's state (RoomStatusBoard::fail).
   void fail_room(uint64_t room, FailureCause cause, const std::string& reason,
                  std::optional<FailureStage> stage = std::nullopt) PDKV_EXCLUDES(mu_);
+  // After a sticky device error (device_fault_for_rooms), every room: by the timer.
+  void fail_rooms_on_device_fault() PDKV_EXCLUDES(mu_);
   void drop_room(uint64_t room) PDKV_REQUIRES(mu_);
   // The room's entry for a message of `decode` holding `bytes` there (pending_room_budget.h):
   // a room whose KVSender is open is not charged; otherwise the budget is, and past one of

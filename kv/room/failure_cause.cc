@@ -20,6 +20,7 @@ std::string_view to_string(FailureCause cause) {
     case FailureCause::kBootstrapFailed: return "bootstrap_failed";
     case FailureCause::kShutdown: return "shutdown";
     case FailureCause::kUnauthenticated: return "unauthenticated";
+    case FailureCause::kDeviceFault: return "device_fault";
   }
   return "internal";
 }

@@ -37,8 +37,10 @@ enum class FailureCause : uint8_t {
                            // while the room bootstrapped (etcd: the rank left the registry)
   kShutdown = 14,          // this rank's manager shut down with the room open
   kUnauthenticated = 15,   // the peer refused our control handshake: cluster secrets differ
+  kDeviceFault = 16,       // this process's CUDA context failed for good (an illegal address,
+                           // a launch failure): its device memory cannot be moved any more
 };
-inline constexpr uint8_t kMaxFailureCause = 15;
+inline constexpr uint8_t kMaxFailureCause = 16;
 
 // The room's progress when it failed. Derived from its state (RoomState) unless the
 // failing code knows better (kCompletion: every byte was written already).

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "engine/device/device_health.h"
 #include "kv/runtime/manager_common.h"
 
 namespace pdkv::kv {
@@ -20,6 +21,21 @@ std::string RankManager::metrics_text() const {
 
 void RankManager::render_metrics(PrometheusText& out) const {
   render_rank_metrics(out, metrics_, role_, engine_rank_, active_rooms());
+  // Per rank, so one process's ranks show it alike; 0 means restart the process.
+  out.declare("pdkv_device_healthy", MetricType::kGauge,
+              "1 while this process's CUDA device path works; 0 after a sticky driver error "
+              "(an illegal address, a launch failure) failed its context for good");
+  out.sample("pdkv_device_healthy",
+             {{"role", role_ == proto::Role::kPrefill ? "prefill" : "decode"},
+              {"rank", std::to_string(engine_rank_)}},
+             engine::device_healthy() ? 1.0 : 0.0);
+}
+
+Status RankManager::device_fault_for_rooms() const {
+  if (engine::device_healthy() || engine_ == nullptr || engine_->device_regions().empty()) {
+    return Status();
+  }
+  return engine::device_fault();
 }
 
 Status RankManager::open_control_channel(const ControlChannelFactory& channels,

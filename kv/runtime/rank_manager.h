@@ -67,6 +67,10 @@ class RankManager {
   proto::Ping probe(PeerLiveness& liveness) const;
   // This rank's Pong to `ping`.
   proto::Pong pong_to(const proto::Ping& ping) const;
+  // The process's device fault when this rank's engine holds device memory (its rooms all
+  // need the device path, which a sticky driver error ended for good), else OK: the
+  // managers' timers fail every room with it (FailureCause::kDeviceFault) on each tick.
+  Status device_fault_for_rooms() const;
   // Answers a peer's Ping on the control channel (a lost Pong is only logged: the peer
   // probes again).
   void answer_ping(const proto::Ping& ping);

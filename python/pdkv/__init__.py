@@ -15,7 +15,7 @@ cmake/PdkvVersion.cmake).
 from pdkv._version import LEASE_WIRE_VERSION, PROTOCOL_VERSION, TCP_WIRE_VERSION, __version__
 
 _KV_NAMES = ("KVPoll", "KVArgs", "KVTransferError", "BootstrapServer", "KVManager", "KVSender",
-             "KVReceiver")
+             "KVReceiver", "device_health")
 # Explicit PDKV_* settings for a KVManager (pdkv.config, made from the native catalog).
 _CONFIG_NAMES = ("Config",)
 # Pure Python (no native module): why and where a room failed (KVTransferError.cause/.stage).

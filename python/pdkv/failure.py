@@ -31,6 +31,7 @@ class FailureCause(enum.IntEnum):
     BootstrapFailed = 13  # the registry had no usable route, or it vanished while bootstrapping
     Shutdown = 14         # this rank's KVManager shut down with the room open
     Unauthenticated = 15  # the peer refused our control handshake: cluster secrets differ
+    DeviceFault = 16      # this process's CUDA context failed for good (pdkv.device_health())
 
     @property
     def label(self) -> str:

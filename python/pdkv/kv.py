@@ -18,7 +18,16 @@ from pdkv.failure import FailureCause, FailureStage
 from pdkv.poll import KVPoll
 
 __all__ = ["KVPoll", "KVArgs", "DLPackTensor", "KVTransferError", "FailureCause", "FailureStage",
-           "BootstrapServer", "Config", "KVManager", "KVSender", "KVReceiver"]
+           "BootstrapServer", "Config", "KVManager", "KVSender", "KVReceiver", "device_health"]
+
+
+def device_health() -> dict:
+    """Whether this process can still move device memory: ``{"healthy": bool, "reason":
+    str}``. A sticky CUDA error (an illegal address, a launch failure: the driver fails
+    every later call in the context) makes it ``healthy=False`` for the rest of the
+    process, with that error as ``reason``; rooms on device memory then fail with
+    ``FailureCause.DeviceFault`` and host-memory rooms go on. Restart the process."""
+    return dict(_native.device_health())
 
 
 class KVTransferError(RuntimeError):

@@ -16,6 +16,8 @@ _Mask = Union[np.ndarray, Sequence[bool], None]
 # state_indices: one list (at most one state group), or one list per state group.
 _StateIndices = Union[np.ndarray, Sequence[int], Sequence[Union[np.ndarray, Sequence[int]]], None]
 
+def device_health() -> dict: ...
+
 class KVTransferError(RuntimeError):
     """failure_exception() sets all of room, reason, cause and stage; constructed
     directly, cause defaults to Internal and stage to None."""

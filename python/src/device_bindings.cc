@@ -4,6 +4,7 @@
 
 #include "dlpack_reader.h"
 #include "engine/device/device_driver.h"
+#include "engine/device/device_health.h"
 
 namespace py = pybind11;
 
@@ -50,9 +51,20 @@ py::tuple dlpack_buffer(py::object obj) {
   return py::make_tuple(b.ptr, b.nbytes, std::string(engine::to_string(b.kind)), b.device);
 }
 
+py::dict device_health() {
+  const Status fault = engine::device_fault();
+  py::dict out;
+  out["healthy"] = fault.ok();
+  out["reason"] = fault.ok() ? std::string() : fault.message();
+  return out;
+}
+
 }  // namespace
 
 void add_device_functions(py::module_& m) {
+  m.def("device_health", &device_health,
+        "{healthy, reason}: healthy is False for good once a sticky CUDA error (an illegal "
+        "address, a launch failure) failed this process's context; reason is that error.");
   m.def("memory_info", &memory_info, py::arg("ptr"),
         "What the device driver says `ptr` is: {kind: 'host'|'cuda', device, managed, "
         "allocation_base, allocation_size}; host when the process has no driver.");

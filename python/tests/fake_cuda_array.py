@@ -142,6 +142,9 @@ class FakeCudaArray:
         buf = (ctypes.c_char * view.nbytes).from_buffer_copy(view)
         _bind(self._lib, self.device)
         _check(self._lib.cuMemcpyHtoD_v2(self.ptr + offset, buf, view.nbytes), "cuMemcpyHtoD_v2")
+        # From pageable memory the driver returns once the source is staged, before the
+        # bytes land; pdkv's non-blocking streams are not ordered after it.
+        _check(self._lib.cuCtxSynchronize(), "cuCtxSynchronize")
 
     def download(self, nbytes: Optional[int] = None, offset: int = 0) -> bytes:
         """The device's bytes from `offset` (all of them by default)."""

@@ -184,10 +184,10 @@ def pages_for(rooms: list, room: int, rank: int, n: int, capacity: int, side: st
     return order[k * n:(k + 1) * n].astype(np.int64)
 
 
-def apply_env(env, role_env=None):
+def apply_env(env, role_env=None, rank_env=None):
     """FAST_TIMEOUTS, then the scenario's `env`, then `role_env`: one side only (e.g. a
-    checksum only the decode checks)."""
-    apply_settings(FAST_TIMEOUTS, env, role_env)
+    checksum only the decode checks), then `rank_env`: one rank of that side."""
+    apply_settings(FAST_TIMEOUTS, env, role_env, rank_env)
 
 
 def wait_inactive(mgr, timeout: float = 5.0) -> int:
@@ -222,7 +222,8 @@ def report_crash(results, role: str, cfg: dict) -> None:
 def prefill_main(cfg: dict, results, go, stop):
     """One prefill rank: waits for `go`, sends its rooms, reports, stays until `stop`."""
     try:
-        apply_env(cfg.get("env"), cfg.get("prefill_env"))
+        apply_env(cfg.get("env"), cfg.get("prefill_env"),
+                  cfg.get("prefill_env_by_rank", {}).get(cfg["engine_rank"]))
         import pdkv
         shape = cfg["shape"]
         tp, dp, rank = cfg["tp"], cfg["dp"], cfg["engine_rank"]
@@ -294,7 +295,8 @@ def prefill_main(cfg: dict, results, go, stop):
         report_and_stay(results, "prefill", rank,
                         {"states": out, "reasons": reasons, "causes": causes,
                          "active": mgr.active_rooms(), "metrics": mgr.metrics(),
-                         "metrics_text": scrape(mgr)}, mgr, stop)
+                         "metrics_text": scrape(mgr), "health": pdkv.device_health(),
+                         "rank_metrics_text": mgr.metrics_text()}, mgr, stop)
     except Exception:
         report_crash(results, "prefill", cfg)
 
@@ -352,7 +354,9 @@ def decode_main(cfg: dict, results, go, stop):
         report_and_stay(results, "decode", rank,
                         {"states": out, "bytes_ok": ok, "meta": meta, "reasons": reasons,
                          "causes": causes, "elapsed": elapsed, "active": mgr.active_rooms(),
-                         "metrics": mgr.metrics(), "metrics_text": scrape(mgr)}, mgr, stop)
+                         "metrics": mgr.metrics(), "metrics_text": scrape(mgr),
+                         "health": pdkv.device_health(),
+                         "rank_metrics_text": mgr.metrics_text()}, mgr, stop)
     except Exception:
         report_crash(results, "decode", cfg)
 

@@ -182,6 +182,37 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaIpcBytes,
                                                               Shape::kHeadSplit)),
                          case_name);
 
+// The receiver's region spans four 2 MiB pieces mapped back to back into one reserved
+// range (PyTorch's expandable segments): cuMemGetAddressRange gives one piece, so the
+// export walks the region piece by piece, each with its own file-descriptor handle, and
+// the writer maps all four. Pages scattered over the whole region land exactly.
+TEST(CudaIpcPieces, ARegionSpanningSeveralMappedPiecesIsExportedPieceByPiece) {
+  ASSERT_NE(device_driver(), nullptr) << device_driver_absent_reason();
+  Peer peer = start_peer(false, {"PDKV_PEER_DEVICE_VMM=pieces"});
+  ASSERT_NE(peer.process, nullptr);
+  auto engine = make_engine();
+  ASSERT_NE(engine, nullptr);
+  Source src = make_source(*engine, 47);
+  const uint64_t page = 32768;
+  const uint64_t pages = kBytes / page;
+  std::vector<uint64_t> slots(pages);
+  for (uint64_t i = 0; i < pages; ++i) slots[i] = i;
+  std::shuffle(slots.begin(), slots.end(), std::mt19937_64(11));
+  std::vector<WriteBlock> blocks;
+  std::vector<uint8_t> model(kBytes, 0);
+  for (uint64_t i = 0; i < pages; ++i) {
+    blocks.push_back(WriteBlock{src.device->addr() + i * page,
+                                peer.process->remote_base() + slots[i] * page, page});
+    std::memcpy(model.data() + slots[i] * page, src.bytes.data() + i * page, page);
+  }
+  auto session = engine->open_session(peer.process->endpoint());
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  ASSERT_TRUE(engine->transfer(*session, blocks).ok());
+  ASSERT_TRUE(peer.process->device_download().ok());
+  EXPECT_EQ(std::memcmp(peer.shared->data(), model.data(), kBytes), 0);
+  (void)engine->close_session(*session);
+}
+
 // A member writes only into what the receiver granted its room: a part naming one range
 // outside the grant is refused before any copy, so not even its good pieces land.
 TEST(CudaIpcGrants, WritesOutsideTheGrantAreRefusedBeforeAnyCopy) {

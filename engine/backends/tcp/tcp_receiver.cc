@@ -218,6 +218,7 @@ Status TcpReceiver::scatter_device(int fd, ReceiveBuffers& buf, int device, int 
   for (const PayloadRun& r : buf.device_runs) total += r.bytes();
   PayloadCursor cursor;
   bool issued_any = false;
+  size_t last_slab = 0;
   for (uint64_t off = 0, k = 0; off < total; ++k) {
     if (!copy_error->ok()) {
       // The rest of the payload is still read, so the connection stays in step, but it
@@ -240,11 +241,14 @@ Status TcpReceiver::scatter_device(int fd, ReceiveBuffers& buf, int device, int 
     if (issued.ok()) issued = driver->record(ring->event(s), ring->stream());
     if (!issued.ok()) *copy_error = issued;
     issued_any = true;
+    last_slab = s;
     off += n;
   }
-  // Applied means landed: the ACK waits for the last copies.
+  // Applied means landed: the ACK waits for the last copies. The last slab's event was
+  // recorded after everything issued on the stream (a blocking-sync event: this thread
+  // sleeps through the wait instead of polling a core).
   if (copy_error->ok() && issued_any) {
-    Status synced = driver->sync_stream(ring->stream());
+    Status synced = driver->event_wait(ring->event(last_slab));
     if (!synced.ok()) *copy_error = synced;
   }
   if (!copy_error->ok() && ring != nullptr) ring->mark_broken();

@@ -11,8 +11,22 @@
 //  - pdkv binds each thread to the registered device's primary context: every allocation,
 //    copy, stream and event call without a current context fails with
 //    CUDA_ERROR_INVALID_CONTEXT, and pdkvFakeContextCreated() says which devices got one.
-//  - pdkv handles driver errors: PDKV_FAKE_CUDA_FAIL_COPY_AFTER fails one copy, and that
-//    stream's error is sticky afterwards, as the driver's is.
+//  - pdkv handles driver errors: PDKV_FAKE_CUDA_FAIL_COPY_AFTER fails one copy with
+//    CUDA_ERROR_ILLEGAL_ADDRESS, and, as the reference says of that error, the whole
+//    context is failed afterwards: every later call needing it returns the same error,
+//    on every stream and thread, and no copy or host function runs any more.
+//  - pdkv synchronises after a synchronous upload from pageable memory before a
+//    non-blocking stream reads the bytes: such an upload returns once its source is
+//    staged and lands later (PDKV_FAKE_CUDA_PAGEABLE_DELAY_US, default 1 ms).
+//  - pdkv's waits sleep: cuEventSynchronize on an event made without
+//    CU_EVENT_BLOCKING_SYNC, and cuStreamSynchronize, spin a core as the driver does by
+//    default; pdkvFakeSpinWaits() / pdkvFakeBlockingWaits() count each kind.
+//  - pdkv splits 2-D copies whose pitch exceeds CU_DEVICE_ATTRIBUTE_MAX_PITCH
+//    (PDKV_FAKE_CUDA_MAX_PITCH): the fake refuses them with CUDA_ERROR_INVALID_VALUE.
+//  - pdkv registers memory made of several mapped pieces (cuMemAddressReserve +
+//    cuMemCreate + cuMemMap, as PyTorch's expandable segments): cuMemGetAddressRange
+//    gives the mapped piece, not the reservation.
+//  - error messages carry both cuGetErrorName and cuGetErrorString, which differ.
 //  - pdkv merges strided runs into 2-D copies and scattered pieces into batched copies:
 //    pdkvFakeCopyCount() counts driver copies (a batch counts once).
 //  - copies stay inside one allocation: a range that strays out is CUDA_ERROR_ILLEGAL_ADDRESS,
@@ -25,10 +39,14 @@
 //    the pointer up", pageable host memory is accepted as is, a pinned host pointer is not
 //    accepted as a device address, and managed memory is only a flag (it is no more
 //    CPU-accessible than device memory).
-//  - the driver's own quirks: no peer access, no default (null) stream (pdkv always creates
-//    its own; the null stream is refused with CUDA_ERROR_INVALID_VALUE), no context reset,
-//    no limits on memory. Its behaviour follows the public reference as far as pdkv relies
-//    on it; where the reference is silent the fake is the stricter choice.
+//  - the driver's own quirks: no peer access, no default (null) stream handle (pdkv always
+//    creates its own; the null stream is refused with CUDA_ERROR_INVALID_VALUE; only the
+//    synchronous copies use the legacy stream internally), no context reset (only the
+//    fake's own tests clear a sticky error, pdkvFakeClearStickyError), no limits on memory,
+//    virtual memory in 2 MiB granules with mapping offsets but no other flags. Its behaviour
+//    follows the public reference as far as pdkv relies on it; where the reference is silent the
+//    fake is the stricter choice.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -49,6 +67,13 @@ namespace {
 CUresult require_handle(const void* handle, CUcontext* ctx) {
   if (CUresult r = fc::require_context(ctx); r != CUDA_SUCCESS) return r;
   return handle == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+// A destroy or free call still frees what it was given when the context has failed (so a
+// failed process does not leak), and reports the context's error.
+bool freeing_allowed(CUresult r) {
+  return r == CUDA_SUCCESS ||
+         (fc::current_context() != nullptr && r == fc::current_context()->sticky_error.load());
 }
 
 // Streams and events are used under the context they were created in; any other current
@@ -86,23 +111,61 @@ fc::CopySide side(unsigned type, const void* host, CUdeviceptr device, size_t x,
 
 PDKV_FAKE_EXPORT CUresult cuInit(unsigned flags) { return fc::init(flags); }
 
+namespace {
+struct ErrorText {
+  CUresult code;
+  const char* name;
+  const char* description;
+};
+// Names as cuda.h spells them; descriptions in the driver's words where pdkv's tests or
+// users read them (the fake's own, never parsed by pdkv).
+constexpr ErrorText kErrors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {fc::kErrorInvalidHandle, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+     "an illegal memory access was encountered"},
+    {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+    // The inter-process calls' (fake_ipc.cc, fake_vmm_exports.cc).
+    {CUDA_ERROR_ALREADY_MAPPED, "CUDA_ERROR_ALREADY_MAPPED", "resource already mapped"},
+    {CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
+     "peer access is not supported between these two devices"},
+    {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+     "peer access is already enabled"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+};
+const ErrorText* error_text(CUresult error) {
+  for (const ErrorText& e : kErrors) {
+    if (e.code == error) return &e;
+  }
+  return nullptr;
+}
+}  // namespace
+
+// Both leave *text untouched on an unknown code and return CUDA_ERROR_INVALID_VALUE, as
+// the reference says.
 PDKV_FAKE_EXPORT CUresult cuGetErrorString(CUresult error, const char** text) {
   if (text == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  switch (error) {
-    case CUDA_SUCCESS: *text = "CUDA_SUCCESS"; return CUDA_SUCCESS;
-    case CUDA_ERROR_INVALID_VALUE: *text = "CUDA_ERROR_INVALID_VALUE"; return CUDA_SUCCESS;
-    case CUDA_ERROR_OUT_OF_MEMORY: *text = "CUDA_ERROR_OUT_OF_MEMORY"; return CUDA_SUCCESS;
-    case CUDA_ERROR_NOT_INITIALIZED: *text = "CUDA_ERROR_NOT_INITIALIZED"; return CUDA_SUCCESS;
-    case CUDA_ERROR_NO_DEVICE: *text = "CUDA_ERROR_NO_DEVICE"; return CUDA_SUCCESS;
-    case CUDA_ERROR_INVALID_DEVICE: *text = "CUDA_ERROR_INVALID_DEVICE"; return CUDA_SUCCESS;
-    case CUDA_ERROR_INVALID_CONTEXT: *text = "CUDA_ERROR_INVALID_CONTEXT"; return CUDA_SUCCESS;
-    case fc::kErrorInvalidHandle: *text = "CUDA_ERROR_INVALID_HANDLE"; return CUDA_SUCCESS;
-    case CUDA_ERROR_NOT_FOUND: *text = "CUDA_ERROR_NOT_FOUND"; return CUDA_SUCCESS;
-    case CUDA_ERROR_NOT_READY: *text = "CUDA_ERROR_NOT_READY"; return CUDA_SUCCESS;
-    case CUDA_ERROR_ILLEGAL_ADDRESS: *text = "CUDA_ERROR_ILLEGAL_ADDRESS"; return CUDA_SUCCESS;
-    case CUDA_ERROR_UNKNOWN: *text = "CUDA_ERROR_UNKNOWN"; return CUDA_SUCCESS;
-    default: *text = "unknown error"; return CUDA_ERROR_INVALID_VALUE;
-  }
+  const ErrorText* e = error_text(error);
+  if (e == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *text = e->description;
+  return CUDA_SUCCESS;
+}
+
+PDKV_FAKE_EXPORT CUresult cuGetErrorName(CUresult error, const char** name) {
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const ErrorText* e = error_text(error);
+  if (e == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *name = e->name;
+  return CUDA_SUCCESS;
 }
 
 PDKV_FAKE_EXPORT CUresult cuDeviceGetCount(int* count) {
@@ -117,6 +180,17 @@ PDKV_FAKE_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (fc::primary_context(ordinal) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+// Only CU_DEVICE_ATTRIBUTE_MAX_PITCH (PDKV_FAKE_CUDA_MAX_PITCH, default 2^31 - 1).
+PDKV_FAKE_EXPORT CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute,
+                                               CUdevice device) {
+  if (!fc::initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (fc::primary_context(device) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  if (attribute != CU_DEVICE_ATTRIBUTE_MAX_PITCH) return CUDA_ERROR_INVALID_VALUE;
+  *value = static_cast<int>(std::min<size_t>(fc::modes().max_pitch.load(), 2147483647));
   return CUDA_SUCCESS;
 }
 
@@ -146,6 +220,12 @@ PDKV_FAKE_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
   if (ctx != nullptr && !fc::is_context(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   fc::set_current_context(ctx);
   return CUDA_SUCCESS;
+}
+
+PDKV_FAKE_EXPORT CUresult cuCtxSynchronize() {
+  CUcontext ctx;
+  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
+  return fc::synchronize_context(ctx);
 }
 
 PDKV_FAKE_EXPORT CUresult cuCtxGetCurrent(CUcontext* ctx) {
@@ -204,8 +284,10 @@ PDKV_FAKE_EXPORT CUresult cuMemHostAlloc(void** ptr, size_t bytes, unsigned flag
 
 PDKV_FAKE_EXPORT CUresult cuMemFreeHost(void* ptr) {
   CUcontext ctx;
-  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
-  return fc::free_pinned_host(ptr);
+  CUresult r = fc::require_context(&ctx);
+  if (!freeing_allowed(r)) return r;
+  CUresult freed = fc::free_pinned_host(ptr);
+  return r != CUDA_SUCCESS ? r : freed;
 }
 
 PDKV_FAKE_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned flags) {
@@ -217,9 +299,10 @@ PDKV_FAKE_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned flags) {
 
 PDKV_FAKE_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
   CUcontext ctx;
-  if (CUresult r = require_handle(stream, &ctx); r != CUDA_SUCCESS) return r;
+  CUresult r = require_handle(stream, &ctx);
+  if (!freeing_allowed(r) || stream == nullptr) return r;
   fc::destroy_stream(stream);
-  return CUDA_SUCCESS;
+  return r;
 }
 
 PDKV_FAKE_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
@@ -242,6 +325,7 @@ PDKV_FAKE_EXPORT CUresult cuEventCreate(CUevent* event, unsigned flags) {
   if (CUresult r = require_handle(event, &ctx); r != CUDA_SUCCESS) return r;
   auto* e = new CUevent_st();
   e->ctx = ctx;
+  e->flags = flags;
   *event = e;
   return CUDA_SUCCESS;
 }
@@ -249,9 +333,10 @@ PDKV_FAKE_EXPORT CUresult cuEventCreate(CUevent* event, unsigned flags) {
 // A record still queued holds its own marker, so destroying a pending event is safe.
 PDKV_FAKE_EXPORT CUresult cuEventDestroy_v2(CUevent event) {
   CUcontext ctx;
-  if (CUresult r = require_handle(event, &ctx); r != CUDA_SUCCESS) return r;
+  CUresult r = require_handle(event, &ctx);
+  if (!freeing_allowed(r) || event == nullptr) return r;
   delete event;
-  return CUDA_SUCCESS;
+  return r;
 }
 
 PDKV_FAKE_EXPORT CUresult cuEventRecord(CUevent event, CUstream stream) {
@@ -290,6 +375,9 @@ PDKV_FAKE_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src,
 
 PDKV_FAKE_EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* copy, CUstream stream) {
   if (copy == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // A pitch above CU_DEVICE_ATTRIBUTE_MAX_PITCH is refused, whatever the height.
+  const size_t max_pitch = fc::modes().max_pitch.load();
+  if (copy->srcPitch > max_pitch || copy->dstPitch > max_pitch) return CUDA_ERROR_INVALID_VALUE;
   fc::CopyDesc c;
   c.src = side(copy->srcMemoryType, copy->srcHost, copy->srcDevice, copy->srcXInBytes, copy->srcY,
                copy->srcPitch);
@@ -349,24 +437,34 @@ PDKV_FAKE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* ptr, size_t bytes, unsi
 
 PDKV_FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
   CUcontext ctx;
-  if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
-  return fc::free_device(ptr);
+  CUresult r = fc::require_context(&ctx);
+  if (!freeing_allowed(r)) return r;
+  CUresult freed = fc::free_device(ptr);
+  return r != CUDA_SUCCESS ? r : freed;
 }
 
-// The synchronous copies run on the caller's thread at once (tests' set-up and read-back);
-// they bypass the test modes and the copy count.
+// The synchronous copies, in the legacy default stream's order (fake_stream.h:
+// copy_sync): from pageable memory an upload returns before its bytes land, so a reader
+// on a non-blocking stream (all of pdkv's) must synchronise first (cuCtxSynchronize).
+// They bypass the test modes and the copy count.
 PDKV_FAKE_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
   CUcontext ctx;
   if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
-  return fc::copy_now(linear_copy(CU_MEMORYTYPE_HOST, reinterpret_cast<uintptr_t>(src),
-                                  CU_MEMORYTYPE_DEVICE, static_cast<uintptr_t>(dst), bytes));
+  const auto from = reinterpret_cast<uintptr_t>(src);
+  const bool pageable = fc::lookup(from).kind != fc::PointerKind::kPinnedHost;
+  return fc::copy_sync(ctx,
+                       linear_copy(CU_MEMORYTYPE_HOST, from, CU_MEMORYTYPE_DEVICE,
+                                   static_cast<uintptr_t>(dst), bytes),
+                       pageable && bytes > 0);
 }
 
 PDKV_FAKE_EXPORT CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
   CUcontext ctx;
   if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
-  return fc::copy_now(linear_copy(CU_MEMORYTYPE_DEVICE, static_cast<uintptr_t>(src),
-                                  CU_MEMORYTYPE_HOST, reinterpret_cast<uintptr_t>(dst), bytes));
+  return fc::copy_sync(ctx,
+                       linear_copy(CU_MEMORYTYPE_DEVICE, static_cast<uintptr_t>(src),
+                                   CU_MEMORYTYPE_HOST, reinterpret_cast<uintptr_t>(dst), bytes),
+                       false);
 }
 
 // --- Test controls (also set from the environment at the first cuInit, fake_state.cc)
@@ -388,3 +486,28 @@ PDKV_FAKE_EXPORT void pdkvFakeFailCopyAfter(long n) {
 // Async copies the stream threads took up (a 2-D copy is one; an injected failure counts; a
 // copy skipped because its stream had already failed does not). Synchronous copies do not.
 PDKV_FAKE_EXPORT long pdkvFakeCopyCount(void) { return fc::modes().copies_executed.load(); }
+
+PDKV_FAKE_EXPORT void pdkvFakeSetMaxPitch(size_t bytes) {
+  fc::modes().max_pitch.store(bytes > 0 ? bytes : fc::kDefaultMaxPitch);
+}
+
+PDKV_FAKE_EXPORT void pdkvFakeSetPageableDelayUs(unsigned us) {
+  fc::modes().pageable_delay_us.store(us);
+}
+
+// Waits that spun (an event without CU_EVENT_BLOCKING_SYNC, cuStreamSynchronize) and waits
+// that slept (a blocking-sync event), counted only when the call had to wait at all.
+PDKV_FAKE_EXPORT long pdkvFakeSpinWaits(void) { return fc::modes().spin_waits.load(); }
+PDKV_FAKE_EXPORT long pdkvFakeBlockingWaits(void) { return fc::modes().blocking_waits.load(); }
+
+// The context's sticky error, or CUDA_SUCCESS.
+PDKV_FAKE_EXPORT CUresult pdkvFakeStickyError(int device) {
+  CUctx_st* primary = fc::primary_context(device);
+  return primary != nullptr ? primary->sticky_error.load() : CUDA_ERROR_INVALID_DEVICE;
+}
+
+// For the fake's own tests, which share one process: a real driver has no way back from
+// a sticky error but a new process.
+PDKV_FAKE_EXPORT void pdkvFakeClearStickyError(int device) {
+  if (CUctx_st* primary = fc::primary_context(device)) fc::clear_context_error(primary);
+}

@@ -5,12 +5,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -31,6 +33,18 @@ struct Fake {
 #define PDKV_FAKE_FNS(X) \
   X(cuInit) \
   X(cuGetErrorString) \
+  X(cuGetErrorName) \
+  X(cuDeviceGetAttribute) \
+  X(cuCtxSynchronize) \
+  X(cuMemAddressReserve) \
+  X(cuMemAddressFree) \
+  X(cuMemCreate) \
+  X(cuMemRelease) \
+  X(cuMemMap) \
+  X(cuMemUnmap) \
+  X(cuMemSetAccess) \
+  X(cuMemGetAllocationGranularity) \
+  X(cuMemcpyBatchAsync_v2) \
   X(cuDeviceGetCount) \
   X(cuDeviceGet) \
   X(cuDevicePrimaryCtxRetain) \
@@ -66,6 +80,12 @@ struct Fake {
   void (*pdkvFakeSetPoison)(int) = nullptr;
   void (*pdkvFakeFailCopyAfter)(long) = nullptr;
   long (*pdkvFakeCopyCount)() = nullptr;
+  void (*pdkvFakeSetMaxPitch)(size_t) = nullptr;
+  void (*pdkvFakeSetPageableDelayUs)(unsigned) = nullptr;
+  long (*pdkvFakeSpinWaits)() = nullptr;
+  long (*pdkvFakeBlockingWaits)() = nullptr;
+  CUresult (*pdkvFakeStickyError)(int) = nullptr;
+  void (*pdkvFakeClearStickyError)(int) = nullptr;
 };
 
 template <typename T>
@@ -93,6 +113,12 @@ const Fake& fake() {
     PDKV_FAKE_RESOLVE(pdkvFakeSetPoison)
     PDKV_FAKE_RESOLVE(pdkvFakeFailCopyAfter)
     PDKV_FAKE_RESOLVE(pdkvFakeCopyCount)
+    PDKV_FAKE_RESOLVE(pdkvFakeSetMaxPitch)
+    PDKV_FAKE_RESOLVE(pdkvFakeSetPageableDelayUs)
+    PDKV_FAKE_RESOLVE(pdkvFakeSpinWaits)
+    PDKV_FAKE_RESOLVE(pdkvFakeBlockingWaits)
+    PDKV_FAKE_RESOLVE(pdkvFakeStickyError)
+    PDKV_FAKE_RESOLVE(pdkvFakeClearStickyError)
     int count = 0;
     f->count_before_init = f->cuDeviceGetCount(&count);
     if (f->cuInit(0) != CUDA_SUCCESS) std::abort();
@@ -141,6 +167,10 @@ class FakeCudaTest : public ::testing::Test {
     f_->pdkvFakeSetCopyDelayUs(0);
     f_->pdkvFakeSetPoison(0);
     f_->pdkvFakeFailCopyAfter(-1);
+    f_->pdkvFakeSetMaxPitch(0);
+    f_->pdkvFakeSetPageableDelayUs(1000);
+    // Only the fake's own tests may do this: a real context stays failed.
+    f_->pdkvFakeClearStickyError(0);
     f_->cuCtxSetCurrent(nullptr);
     f_->cuDevicePrimaryCtxRelease_v2(0);
   }
@@ -164,6 +194,12 @@ class FakeCudaTest : public ::testing::Test {
     CUevent e = nullptr;
     EXPECT_EQ(f_->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
     return e;
+  }
+  // A synchronous upload that has landed on return (the driver's, from pageable memory,
+  // has not: it needs the context synchronised).
+  void upload(CUdeviceptr dev, const void* src, size_t bytes) {
+    ASSERT_EQ(f_->cuMemcpyHtoD_v2(dev, src, bytes), CUDA_SUCCESS);
+    ASSERT_EQ(f_->cuCtxSynchronize(), CUDA_SUCCESS);
   }
   std::vector<uint8_t> read_back(CUdeviceptr p, size_t bytes) {
     std::vector<uint8_t> v(bytes);
@@ -207,14 +243,25 @@ TEST_F(FakeCudaTest, DevicesAndInitialisation) {
   EXPECT_EQ(current, ctx_);
 }
 
-TEST_F(FakeCudaTest, ErrorStrings) {
+// The name is the enumerator, the string a description, as with the driver: a message
+// that shows one of them only is caught by the other differing.
+TEST_F(FakeCudaTest, ErrorNamesAndDescriptionsDiffer) {
+  const char* name = nullptr;
   const char* text = nullptr;
+  EXPECT_EQ(f_->cuGetErrorName(CUDA_ERROR_NOT_READY, &name), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "CUDA_ERROR_NOT_READY");
   EXPECT_EQ(f_->cuGetErrorString(CUDA_ERROR_NOT_READY, &text), CUDA_SUCCESS);
-  EXPECT_STREQ(text, "CUDA_ERROR_NOT_READY");
+  EXPECT_STREQ(text, "device not ready");
+  EXPECT_EQ(f_->cuGetErrorName(CUDA_ERROR_ILLEGAL_ADDRESS, &name), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "CUDA_ERROR_ILLEGAL_ADDRESS");
   EXPECT_EQ(f_->cuGetErrorString(CUDA_ERROR_ILLEGAL_ADDRESS, &text), CUDA_SUCCESS);
-  EXPECT_STREQ(text, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  EXPECT_STREQ(text, "an illegal memory access was encountered");
+  // Unknown: an error, and the pointer left as it was.
+  text = name = "untouched";
   EXPECT_EQ(f_->cuGetErrorString(12345, &text), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_STREQ(text, "unknown error");
+  EXPECT_EQ(f_->cuGetErrorName(12345, &name), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_STREQ(text, "untouched");
+  EXPECT_STREQ(name, "untouched");
 }
 
 TEST_F(FakeCudaTest, ContextCreatedOnlyOnTheRetainedDevice) {
@@ -291,7 +338,7 @@ TEST_F(FakeCudaTest, StridedTwoDimensionalCopies) {
   std::vector<uint8_t> host = pattern(hpitch * 6, 3);
   CUdeviceptr dev = alloc(dpitch * 8);
   std::vector<uint8_t> zeros(dpitch * 8, 0);
-  ASSERT_EQ(f_->cuMemcpyHtoD_v2(dev, zeros.data(), zeros.size()), CUDA_SUCCESS);
+  upload(dev, zeros.data(), zeros.size());
   CUstream s = stream();
   long copies = f_->pdkvFakeCopyCount();
 
@@ -437,7 +484,7 @@ TEST_F(FakeCudaTest, PoisonFillsAHostDestinationUntilTheCopyRuns) {
   const size_t n = 2048;
   std::vector<uint8_t> data = pattern(n, 11);
   CUdeviceptr dev = alloc(n);
-  ASSERT_EQ(f_->cuMemcpyHtoD_v2(dev, data.data(), n), CUDA_SUCCESS);
+  upload(dev, data.data(), n);
   uint8_t* pinned = alloc_host(n);
   std::memset(pinned, 0, n);
   f_->pdkvFakeSetPoison(1);
@@ -464,59 +511,246 @@ void count_call(void* counter) {
   ++*static_cast<int*>(counter);
 }
 
-TEST_F(FakeCudaTest, InjectedFailureIsStickyOnItsStreamOnly) {
+// An illegal address is fatal to the whole context, as the reference says: "any further
+// CUDA work will return the same error". Other streams, the synchronous copies and new
+// allocations all fail from then on; destroying what exists still frees it.
+TEST_F(FakeCudaTest, InjectedFailureFailsTheWholeContext) {
   const size_t n = 512;
   CUdeviceptr dev = alloc(4 * n);
   std::vector<uint8_t> zeros(4 * n, 0);
-  ASSERT_EQ(f_->cuMemcpyHtoD_v2(dev, zeros.data(), zeros.size()), CUDA_SUCCESS);
+  upload(dev, zeros.data(), zeros.size());
   uint8_t* host = alloc_host(n);
   std::memset(host, 0x3C, n);
   CUstream bad = stream();
-  CUstream good = stream();
+  CUstream other = stream();
   CUevent bad_done = event();
-  CUevent good_done = event();
+  CUevent other_done = event();
   int calls = 0;
+  // The other stream is held by a gate until the fault happened, so its copy comes after.
+  Gate gate;
+  ASSERT_EQ(f_->cuLaunchHostFunc(other, Gate::wait, &gate), CUDA_SUCCESS);
   f_->pdkvFakeFailCopyAfter(2);
-  ASSERT_EQ(f_->cuMemcpyHtoDAsync_v2(dev, host, n, bad), CUDA_SUCCESS);           // 1: runs
-  ASSERT_EQ(f_->cuMemcpyHtoDAsync_v2(dev + n, host, n, bad), CUDA_SUCCESS);       // 2: fails
-  ASSERT_EQ(f_->cuMemcpyHtoDAsync_v2(dev + 2 * n, host, n, good), CUDA_SUCCESS);  // 3: runs
-  ASSERT_EQ(f_->cuMemcpyHtoDAsync_v2(dev + 3 * n, host, n, bad), CUDA_SUCCESS);   // skipped
-  ASSERT_EQ(f_->cuLaunchHostFunc(bad, count_call, &calls), CUDA_SUCCESS);         // skipped
+  ASSERT_EQ(f_->cuMemcpyHtoDAsync_v2(dev, host, n, bad), CUDA_SUCCESS);            // 1: runs
+  ASSERT_EQ(f_->cuMemcpyHtoDAsync_v2(dev + n, host, n, bad), CUDA_SUCCESS);        // 2: fails
+  ASSERT_EQ(f_->cuMemcpyHtoDAsync_v2(dev + 2 * n, host, n, other), CUDA_SUCCESS);  // skipped
+  ASSERT_EQ(f_->cuLaunchHostFunc(bad, count_call, &calls), CUDA_SUCCESS);          // skipped
   ASSERT_EQ(f_->cuEventRecord(bad_done, bad), CUDA_SUCCESS);
-  ASSERT_EQ(f_->cuEventRecord(good_done, good), CUDA_SUCCESS);
   EXPECT_EQ(f_->cuEventSynchronize(bad_done), CUDA_ERROR_ILLEGAL_ADDRESS);
-  EXPECT_EQ(f_->cuEventQuery(bad_done), CUDA_ERROR_ILLEGAL_ADDRESS);
-  EXPECT_EQ(f_->cuStreamSynchronize(bad), CUDA_ERROR_ILLEGAL_ADDRESS);
-  EXPECT_EQ(f_->cuEventSynchronize(good_done), CUDA_SUCCESS);
-  EXPECT_EQ(f_->cuStreamSynchronize(good), CUDA_SUCCESS);
+  EXPECT_EQ(f_->pdkvFakeStickyError(0), CUDA_ERROR_ILLEGAL_ADDRESS);
+  gate.release();
+  // Every call that needs the context now fails with the same error, whatever it names.
+  CUdeviceptr more = 0;
+  CUstream fresh = nullptr;
+  std::vector<uint8_t> back(4 * n, 0xFF);
+  EXPECT_EQ(f_->cuStreamSynchronize(other), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(f_->cuEventRecord(other_done, other), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(f_->cuMemAlloc_v2(&more, 64), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(f_->cuStreamCreate(&fresh, CU_STREAM_NON_BLOCKING), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(f_->cuMemcpyDtoH_v2(back.data(), dev, 4 * n), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(f_->cuMemcpyHtoDAsync_v2(dev, host, n, other), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(f_->cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
   EXPECT_EQ(calls, 0);
-  std::vector<uint8_t> got = read_back(dev, 4 * n);
-  EXPECT_EQ(std::vector<uint8_t>(got.begin(), got.begin() + n), std::vector<uint8_t>(n, 0x3C));
-  EXPECT_EQ(std::vector<uint8_t>(got.begin() + n, got.begin() + 2 * n), std::vector<uint8_t>(n, 0));
-  EXPECT_EQ(std::vector<uint8_t>(got.begin() + 2 * n, got.begin() + 3 * n),
-            std::vector<uint8_t>(n, 0x3C));
-  EXPECT_EQ(std::vector<uint8_t>(got.begin() + 3 * n, got.end()), std::vector<uint8_t>(n, 0));
-  // Still failed later: the error is sticky.
-  ASSERT_EQ(f_->cuEventRecord(bad_done, bad), CUDA_SUCCESS);
-  EXPECT_EQ(f_->cuEventSynchronize(bad_done), CUDA_ERROR_ILLEGAL_ADDRESS);
-  f_->cuEventDestroy_v2(bad_done);
-  f_->cuEventDestroy_v2(good_done);
-  f_->cuStreamDestroy_v2(bad);
-  f_->cuStreamDestroy_v2(good);
-  f_->cuMemFreeHost(host);
-  f_->cuMemFree_v2(dev);
+  // Another thread bound to the same context sees it too.
+  CUresult elsewhere = CUDA_SUCCESS;
+  std::thread([&] {
+    f_->cuCtxSetCurrent(ctx_);
+    CUdeviceptr p = 0;
+    elsewhere = f_->cuMemAlloc_v2(&p, 64);
+  }).join();
+  EXPECT_EQ(elsewhere, CUDA_ERROR_ILLEGAL_ADDRESS);
+  // Destroying still frees, and reports the error.
+  EXPECT_EQ(f_->cuEventDestroy_v2(bad_done), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(f_->cuEventDestroy_v2(other_done), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(f_->cuStreamDestroy_v2(bad), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(f_->cuStreamDestroy_v2(other), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(f_->cuMemFreeHost(host), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(f_->cuMemFree_v2(dev), CUDA_ERROR_ILLEGAL_ADDRESS);
+  // What landed before the fault did; nothing after it.
+  f_->pdkvFakeClearStickyError(0);
 }
 
+// An asynchronous copy out of its allocation faults the context; a synchronous one is
+// checked before it runs and refused as an invalid value.
 TEST_F(FakeCudaTest, CopyOutsideOneAllocationIsAnIllegalAddress) {
   CUdeviceptr dev = alloc(1000);
   std::vector<uint8_t> host(64, 1);
+  EXPECT_EQ(f_->cuMemcpyHtoD_v2(dev + 990, host.data(), 20), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(f_->cuMemcpyHtoD_v2(dev + 990, host.data(), 10), CUDA_SUCCESS);
   CUstream s = stream();
   ASSERT_EQ(f_->cuMemcpyHtoDAsync_v2(dev + 990, host.data(), 20, s), CUDA_SUCCESS);
   EXPECT_EQ(f_->cuStreamSynchronize(s), CUDA_ERROR_ILLEGAL_ADDRESS);
-  EXPECT_EQ(f_->cuMemcpyHtoD_v2(dev + 990, host.data(), 20), CUDA_ERROR_ILLEGAL_ADDRESS);
-  EXPECT_EQ(f_->cuMemcpyHtoD_v2(dev + 990, host.data(), 10), CUDA_SUCCESS);
+  EXPECT_EQ(f_->pdkvFakeStickyError(0), CUDA_ERROR_ILLEGAL_ADDRESS);
   f_->cuStreamDestroy_v2(s);
   f_->cuMemFree_v2(dev);
+}
+
+// A synchronous upload from pageable memory returns once its source is staged; the bytes
+// land later. The caller may reuse its buffer at once; a reader on a non-blocking stream
+// that does not synchronise reads the old bytes; cuCtxSynchronize (or the next
+// synchronous copy, in the legacy stream's order) waits for it.
+TEST_F(FakeCudaTest, PageableUploadLandsAfterItReturns) {
+  const size_t n = 4096;
+  CUdeviceptr dev = alloc(n);
+  const std::vector<uint8_t> old(n, 0x11);
+  upload(dev, old.data(), n);
+  f_->pdkvFakeSetPageableDelayUs(200000);
+  std::vector<uint8_t> fresh = pattern(n, 5);
+  const std::vector<uint8_t> expected = fresh;
+  ASSERT_EQ(f_->cuMemcpyHtoD_v2(dev, fresh.data(), n), CUDA_SUCCESS);
+  std::fill(fresh.begin(), fresh.end(), 0);  // staged: reusing the source changes nothing
+  uint8_t* pinned = alloc_host(n);
+  CUstream s = stream();
+  ASSERT_EQ(f_->cuMemcpyDtoHAsync_v2(pinned, dev, n, s), CUDA_SUCCESS);
+  ASSERT_EQ(f_->cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(std::vector<uint8_t>(pinned, pinned + n), old) << "the upload landed at once";
+  ASSERT_EQ(f_->cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(f_->cuMemcpyDtoHAsync_v2(pinned, dev, n, s), CUDA_SUCCESS);
+  ASSERT_EQ(f_->cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(std::vector<uint8_t>(pinned, pinned + n), expected);
+  // A synchronous download is ordered after the upload without any explicit sync.
+  const std::vector<uint8_t> third(n, 0x33);
+  ASSERT_EQ(f_->cuMemcpyHtoD_v2(dev, third.data(), n), CUDA_SUCCESS);
+  EXPECT_EQ(read_back(dev, n), third);
+  // From pinned memory the upload is synchronous.
+  f_->pdkvFakeSetPageableDelayUs(10000000);
+  std::memset(pinned, 0x44, n);
+  ASSERT_EQ(f_->cuMemcpyHtoD_v2(dev, pinned, n), CUDA_SUCCESS);
+  EXPECT_EQ(read_back(dev, n), std::vector<uint8_t>(n, 0x44));
+  f_->cuStreamDestroy_v2(s);
+  f_->cuMemFreeHost(pinned);
+  f_->cuMemFree_v2(dev);
+}
+
+// Waiting on an event made without CU_EVENT_BLOCKING_SYNC polls a core for the whole
+// wait; with it the thread sleeps. The fake counts each kind of wait.
+TEST_F(FakeCudaTest, OnlyBlockingSyncEventsSleepThroughAWait) {
+  const size_t n = 4096;
+  CUdeviceptr dev = alloc(n);
+  uint8_t* pinned = alloc_host(n);
+  CUstream s = stream();
+  auto wait_cpu_ms = [&](unsigned flags, long* spins, long* sleeps) {
+    CUevent e = nullptr;
+    EXPECT_EQ(f_->cuEventCreate(&e, flags), CUDA_SUCCESS);
+    Gate gate;
+    EXPECT_EQ(f_->cuLaunchHostFunc(s, Gate::wait, &gate), CUDA_SUCCESS);
+    EXPECT_EQ(f_->cuMemcpyDtoHAsync_v2(pinned, dev, n, s), CUDA_SUCCESS);
+    EXPECT_EQ(f_->cuEventRecord(e, s), CUDA_SUCCESS);
+    std::thread opener([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      gate.release();
+    });
+    const long spin0 = f_->pdkvFakeSpinWaits(), sleep0 = f_->pdkvFakeBlockingWaits();
+    timespec a{}, b{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    EXPECT_EQ(f_->cuEventSynchronize(e), CUDA_SUCCESS);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    opener.join();
+    *spins = f_->pdkvFakeSpinWaits() - spin0;
+    *sleeps = f_->pdkvFakeBlockingWaits() - sleep0;
+    f_->cuEventDestroy_v2(e);
+    return (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+  };
+  long spins = 0, sleeps = 0;
+  const double spinning = wait_cpu_ms(CU_EVENT_DISABLE_TIMING, &spins, &sleeps);
+  EXPECT_EQ(spins, 1);
+  EXPECT_EQ(sleeps, 0);
+  const double sleeping =
+      wait_cpu_ms(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING, &spins, &sleeps);
+  EXPECT_EQ(spins, 0);
+  EXPECT_EQ(sleeps, 1);
+  // The CPU each wait cost is printed, not asserted (pdkv bench engine --memory device
+  // measures it): a machine's load decides how much a spinning thread gets.
+  std::printf("100 ms wait: %.1f ms CPU spinning, %.1f ms sleeping\n", spinning, sleeping);
+  f_->cuStreamDestroy_v2(s);
+  f_->cuMemFreeHost(pinned);
+  f_->cuMemFree_v2(dev);
+}
+
+// CU_DEVICE_ATTRIBUTE_MAX_PITCH: a 2-D copy with a larger pitch is refused.
+TEST_F(FakeCudaTest, TwoDimensionalCopiesAboveTheMaxPitchAreRefused) {
+  int pitch = 0;
+  ASSERT_EQ(f_->cuDeviceGetAttribute(&pitch, CU_DEVICE_ATTRIBUTE_MAX_PITCH, 0), CUDA_SUCCESS);
+  EXPECT_EQ(pitch, 2147483647);
+  f_->pdkvFakeSetMaxPitch(4096);
+  ASSERT_EQ(f_->cuDeviceGetAttribute(&pitch, CU_DEVICE_ATTRIBUTE_MAX_PITCH, 0), CUDA_SUCCESS);
+  EXPECT_EQ(pitch, 4096);
+  EXPECT_EQ(f_->cuDeviceGetAttribute(&pitch, CU_DEVICE_ATTRIBUTE_MAX_PITCH, 99),
+            CUDA_ERROR_INVALID_DEVICE);
+  CUdeviceptr dev = alloc(64 * 1024);
+  std::vector<uint8_t> host(64 * 1024, 7);
+  CUstream s = stream();
+  auto copy = [&](size_t dst_pitch) {
+    CUDA_MEMCPY2D c{};
+    c.srcMemoryType = CU_MEMORYTYPE_HOST;
+    c.srcHost = host.data();
+    c.srcPitch = 256;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = dev;
+    c.dstPitch = dst_pitch;
+    c.WidthInBytes = 256;
+    c.Height = 4;
+    return f_->cuMemcpy2DAsync_v2(&c, s);
+  };
+  EXPECT_EQ(copy(4096), CUDA_SUCCESS);
+  EXPECT_EQ(copy(8192), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(f_->cuStreamSynchronize(s), CUDA_SUCCESS);  // a refused call faults nothing
+  f_->cuStreamDestroy_v2(s);
+  f_->cuMemFree_v2(dev);
+}
+
+// Memory mapped piece by piece into one reserved range (PyTorch's expandable segments):
+// each piece is its own range for cuMemGetAddressRange; a copy may run across
+// neighbouring pieces; memory is inaccessible until cuMemSetAccess; unmapped addresses
+// are no device memory any more.
+TEST_F(FakeCudaTest, MappedPiecesOfOneReservation) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  size_t granule = 0;
+  ASSERT_EQ(f_->cuMemGetAllocationGranularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+            CUDA_SUCCESS);
+  ASSERT_GT(granule, 0u);
+  const size_t size = 3 * granule;
+  CUdeviceptr base = 0;
+  ASSERT_EQ(f_->cuMemAddressReserve(&base, size, 0, 0, 0), CUDA_SUCCESS);
+  for (size_t i = 0; i < 3; ++i) {
+    CUmemGenericAllocationHandle h = 0;
+    ASSERT_EQ(f_->cuMemCreate(&h, granule, &prop, 0), CUDA_SUCCESS);
+    ASSERT_EQ(f_->cuMemMap(base + i * granule, granule, 0, h, 0), CUDA_SUCCESS);
+    EXPECT_EQ(f_->cuMemMap(base + i * granule, granule, 0, h, 0), CUDA_ERROR_INVALID_VALUE);
+    ASSERT_EQ(f_->cuMemRelease(h), CUDA_SUCCESS);  // the mapping keeps the memory
+  }
+  CUdeviceptr piece = 0;
+  size_t piece_size = 0;
+  ASSERT_EQ(f_->cuMemGetAddressRange_v2(&piece, &piece_size, base + granule + 5), CUDA_SUCCESS);
+  EXPECT_EQ(piece, base + granule);
+  EXPECT_EQ(piece_size, granule);
+  EXPECT_EQ(permissions_of(static_cast<uintptr_t>(base + granule)).substr(0, 3), "---");
+  // Not accessible before cuMemSetAccess.
+  std::vector<uint8_t> data = pattern(2 * granule, 9);
+  CUstream s = stream();
+  EXPECT_EQ(f_->cuMemcpyHtoD_v2(base, data.data(), 64), CUDA_ERROR_INVALID_VALUE);
+  CUmemAccessDesc rw{};
+  rw.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  rw.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  ASSERT_EQ(f_->cuMemSetAccess(base, size, &rw, 1), CUDA_SUCCESS);
+  // Across the edge of pieces 0 and 1, and 1 and 2, asynchronously.
+  uint8_t* pinned = alloc_host(2 * granule);
+  std::memcpy(pinned, data.data(), 2 * granule);
+  ASSERT_EQ(f_->cuMemcpyHtoDAsync_v2(base + granule / 2, pinned, 2 * granule, s), CUDA_SUCCESS);
+  ASSERT_EQ(f_->cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(read_back(base + granule / 2, 2 * granule), data);
+  // Unmapping the middle piece leaves a hole no copy may cross.
+  ASSERT_EQ(f_->cuMemUnmap(base + granule, granule), CUDA_SUCCESS);
+  EXPECT_EQ(f_->cuMemGetAddressRange_v2(&piece, &piece_size, base + granule), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(f_->cuMemcpyHtoD_v2(base + granule / 2, data.data(), granule),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(f_->cuMemAddressFree(base, size), CUDA_ERROR_INVALID_VALUE);  // still mapped
+  ASSERT_EQ(f_->cuMemUnmap(base, granule), CUDA_SUCCESS);
+  ASSERT_EQ(f_->cuMemUnmap(base + 2 * granule, granule), CUDA_SUCCESS);
+  EXPECT_EQ(f_->cuMemAddressFree(base, size), CUDA_SUCCESS);
+  f_->cuStreamDestroy_v2(s);
+  f_->cuMemFreeHost(pinned);
 }
 
 TEST_F(FakeCudaTest, ThreadWithoutAContextGetsInvalidContext) {

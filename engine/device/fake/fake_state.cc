@@ -43,6 +43,10 @@ void init_once() {
   if (env_long("PDKV_FAKE_CUDA_POISON", 0) != 0) m.poison.store(true);
   long fail = env_long("PDKV_FAKE_CUDA_FAIL_COPY_AFTER", -1);
   if (fail > 0) m.fail_countdown.store(fail);
+  long pitch = env_long("PDKV_FAKE_CUDA_MAX_PITCH", 0);
+  if (pitch > 0) m.max_pitch.store(static_cast<size_t>(pitch));
+  long pageable = env_long("PDKV_FAKE_CUDA_PAGEABLE_DELAY_US", -1);
+  if (pageable >= 0) m.pageable_delay_us.store(static_cast<unsigned>(pageable));
   g_initialized.store(true, std::memory_order_release);
 }
 
@@ -78,7 +82,12 @@ CUresult require_context(CUcontext* ctx) {
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (t_current == nullptr || t_current->refcount.load() <= 0) return CUDA_ERROR_INVALID_CONTEXT;
   *ctx = t_current;
-  return CUDA_SUCCESS;
+  return t_current->sticky_error.load();
+}
+
+void poison_context(CUcontext ctx, CUresult error) {
+  CUresult none = CUDA_SUCCESS;
+  ctx->sticky_error.compare_exchange_strong(none, error);
 }
 
 Modes& modes() {

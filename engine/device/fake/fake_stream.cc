@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <utility>
 
 #include "engine/device/fake/fake_memory.h"
@@ -27,8 +28,18 @@ CondVar& marker_cv() {
 // it lies in (held so that cuMemFree_v2 cannot unmap it mid-copy).
 struct Resolved {
   uint8_t* ptr = nullptr;
-  std::shared_ptr<DeviceMapping> holder;
+  DeviceRange holder;
 };
+
+// Every stream, so that cuCtxSynchronize can wait for a context's (leaked with the rest).
+struct StreamList {
+  Mutex mu;
+  std::set<CUstream_st*> all PDKV_GUARDED_BY(mu);
+};
+StreamList& streams() {
+  static StreamList* list = new StreamList();
+  return *list;
+}
 
 size_t extent(const CopyDesc& c, const CopySide& side) {
   if (c.width == 0 || c.height == 0) return 0;
@@ -47,8 +58,9 @@ CUresult resolve(const CopySide& side, size_t bytes, Resolved* out) {
   }
   if (type == CU_MEMORYTYPE_DEVICE) {
     out->holder = find_device_range(side.addr, bytes);
-    if (out->holder == nullptr) return CUDA_ERROR_ILLEGAL_ADDRESS;
-    out->ptr = out->holder->shadow + (side.addr - out->holder->base);
+    if (out->holder.pieces.empty()) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    const DeviceMapping& first = *out->holder.pieces.front();
+    out->ptr = first.shadow + (side.addr - first.base);
     return CUDA_SUCCESS;
   }
   if (is_device_address(side.addr)) return CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -75,11 +87,11 @@ CUresult execute(Op& op, CUresult sticky) {
   switch (op.kind) {
     case Op::Kind::kCopy: {
       if (sticky != CUDA_SUCCESS) return sticky;
-      unsigned delay = modes().copy_delay_us.load();
+      unsigned delay = op.staged ? modes().pageable_delay_us.load() : modes().copy_delay_us.load();
       if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
       CUresult r = op.inject_failure ? CUDA_ERROR_ILLEGAL_ADDRESS : copy_now(op.copy);
       for (size_t i = 0; i < op.batch.size() && r == CUDA_SUCCESS; ++i) r = copy_now(op.batch[i]);
-      modes().copies_executed.fetch_add(1);
+      if (!op.staged) modes().copies_executed.fetch_add(1);
       return r;
     }
     case Op::Kind::kRecord: {
@@ -117,9 +129,12 @@ void worker_loop(CUstream_st* s) {
       op = std::move(s->queue.front());
       s->queue.pop_front();
       s->busy = true;
-      sticky = s->error;
+      // The stream's own fault, else its context's: after a fault anywhere in the context
+      // no copy or host function runs on any of its streams.
+      sticky = s->error != CUDA_SUCCESS ? s->error : s->ctx->sticky_error.load();
     }
     CUresult result = execute(op, sticky);
+    if (result != CUDA_SUCCESS && op.kind == Op::Kind::kCopy) poison_context(s->ctx, result);
     op = Op();  // drop the allocation and marker it held before saying "done"
     MutexLock lock(s->mu);
     if (s->error == CUDA_SUCCESS) s->error = result;
@@ -151,10 +166,18 @@ CUstream_st* create_stream(CUcontext ctx) {
   auto* s = new CUstream_st();
   s->ctx = ctx;
   s->worker = std::thread(worker_loop, s);
+  StreamList& list = streams();
+  MutexLock lock(list.mu);
+  list.all.insert(s);
   return s;
 }
 
 void destroy_stream(CUstream_st* s) {
+  {
+    StreamList& list = streams();
+    MutexLock lock(list.mu);
+    list.all.erase(s);
+  }
   {
     MutexLock lock(s->mu);
     s->stopping = true;
@@ -164,11 +187,89 @@ void destroy_stream(CUstream_st* s) {
   delete s;
 }
 
-CUresult synchronize_stream(CUstream_st* s) {
+namespace {
+bool idle(CUstream_st* s) PDKV_REQUIRES(s->mu) { return s->queue.empty() && !s->busy; }
+
+CUresult wait_idle(CUstream_st* s) {
   MutexLock lock(s->mu);
-  wait_until_true(s->cv, s->mu,
-                  [s]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return s->queue.empty() && !s->busy; });
+  wait_until_true(s->cv, s->mu, [s]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return idle(s); });
   return s->error;
+}
+
+// The context's legacy default stream, made at first use and never destroyed.
+CUstream_st* legacy_stream(CUcontext ctx) {
+  CUstream_st* s = ctx->legacy_stream.load();
+  if (s != nullptr) return s;
+  static Mutex* mu = new Mutex();
+  MutexLock lock(*mu);
+  s = ctx->legacy_stream.load();
+  if (s == nullptr) {
+    s = new CUstream_st();
+    s->ctx = ctx;
+    s->worker = std::thread(worker_loop, s);
+    s->worker.detach();  // lives as long as the process, like the context
+    ctx->legacy_stream.store(s);
+  }
+  return s;
+}
+}  // namespace
+
+CUresult synchronize_stream(CUstream_st* s) {
+  // The driver's default scheduling polls a stream to completion: a busy core, which is
+  // what pdkv avoids by waiting on blocking-sync events instead.
+  bool waited = false;
+  for (;;) {
+    {
+      MutexLock lock(s->mu);
+      if (idle(s)) {
+        if (waited) modes().spin_waits.fetch_add(1);
+        return s->error;
+      }
+    }
+    waited = true;
+    std::this_thread::yield();
+  }
+}
+
+CUresult synchronize_context(CUcontext ctx) {
+  if (CUstream_st* legacy = ctx->legacy_stream.load()) (void)wait_idle(legacy);
+  // Under the list's lock, so no stream is destroyed while waited for.
+  StreamList& list = streams();
+  MutexLock lock(list.mu);
+  for (CUstream_st* s : list.all) {
+    if (s->ctx == ctx) (void)wait_idle(s);
+  }
+  return ctx->sticky_error.load();
+}
+
+void clear_context_error(CUcontext ctx) {
+  ctx->sticky_error.store(CUDA_SUCCESS);
+  if (CUstream_st* legacy = ctx->legacy_stream.load()) {
+    MutexLock lock(legacy->mu);
+    legacy->error = CUDA_SUCCESS;
+  }
+}
+
+CUresult copy_sync(CUcontext ctx, const CopyDesc& c, bool pageable_upload) {
+  CUstream_st* legacy = legacy_stream(ctx);
+  // "A stream sync is performed before the copy is initiated."
+  if (CUresult r = wait_idle(legacy); r != CUDA_SUCCESS) return r;
+  if (!pageable_upload) {
+    // Checked before it runs; an out-of-range synchronous copy is refused, not a fault.
+    CUresult r = copy_now(c);
+    return r == CUDA_ERROR_ILLEGAL_ADDRESS ? CUDA_ERROR_INVALID_VALUE : r;
+  }
+  if (find_device_range(c.dst.addr, c.width).pieces.empty()) return CUDA_ERROR_INVALID_VALUE;
+  Op op;
+  op.kind = Op::Kind::kCopy;
+  op.staged = std::make_shared<std::vector<uint8_t>>(
+      reinterpret_cast<const uint8_t*>(c.src.addr),
+      reinterpret_cast<const uint8_t*>(c.src.addr) + c.width);
+  op.copy = c;
+  op.copy.src.addr = reinterpret_cast<uintptr_t>(op.staged->data());
+  op.copy.src.pitch = c.width;
+  push(legacy, std::move(op));
+  return CUDA_SUCCESS;
 }
 
 namespace {
@@ -255,10 +356,27 @@ CUresult query_event(CUevent_st* event) {
 CUresult synchronize_event(CUevent_st* event) {
   std::shared_ptr<Marker> m = latest(event);
   if (m == nullptr) return CUDA_SUCCESS;
-  MutexLock lock(marker_mutex());
-  wait_until_true(marker_cv(), marker_mutex(),
-                  [&m]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return m->reached; });
-  return m->error;
+  if ((event->flags & CU_EVENT_BLOCKING_SYNC) != 0) {
+    MutexLock lock(marker_mutex());
+    if (!m->reached) modes().blocking_waits.fetch_add(1);
+    wait_until_true(marker_cv(), marker_mutex(),
+                    [&m]() PDKV_NO_THREAD_SAFETY_ANALYSIS { return m->reached; });
+    return m->error;
+  }
+  // Without CU_EVENT_BLOCKING_SYNC the driver polls: the waiting thread keeps a core busy
+  // for as long as the wait lasts.
+  bool waited = false;
+  for (;;) {
+    {
+      MutexLock lock(marker_mutex());
+      if (m->reached) {
+        if (waited) modes().spin_waits.fetch_add(1);
+        return m->error;
+      }
+    }
+    waited = true;
+    std::this_thread::yield();
+  }
 }
 
 }  // namespace pdkv::fake_cuda

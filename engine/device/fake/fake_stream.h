@@ -46,6 +46,9 @@ struct Op {
   CopyDesc copy;
   std::vector<CopyDesc> batch;  // a batched copy: these too, after `copy` (one driver call)
   bool inject_failure = false;
+  // A synchronous upload from pageable memory: its source was staged here (the caller may
+  // reuse its buffer at once), it lands after the pageable delay, and it is not counted.
+  std::shared_ptr<std::vector<uint8_t>> staged;
   std::shared_ptr<Marker> marker;
   CUhostFn fn = nullptr;
   void* user_data = nullptr;
@@ -68,6 +71,7 @@ struct CUstream_st {
 
 struct CUevent_st {
   CUcontext ctx = nullptr;
+  unsigned flags = 0;  // CU_EVENT_BLOCKING_SYNC: cuEventSynchronize sleeps instead of spinning
   pdkv::Mutex mu;
   std::shared_ptr<pdkv::fake_cuda::Marker> latest PDKV_GUARDED_BY(mu);  // null: never recorded
 };
@@ -76,7 +80,19 @@ namespace pdkv::fake_cuda {
 
 CUstream_st* create_stream(CUcontext ctx);
 void destroy_stream(CUstream_st* stream);  // runs what is queued, then joins the thread
+// Waits as the driver does by default for a stream: spinning (counted as a spin wait).
 CUresult synchronize_stream(CUstream_st* stream);
+// Waits for everything queued in ctx (every stream, the legacy one too), sleeping.
+CUresult synchronize_context(CUcontext ctx);
+
+// The synchronous copies (cuMemcpyHtoD_v2 / cuMemcpyDtoH_v2), in the order of ctx's legacy
+// default stream: each first waits for the uploads queued there before it. An upload from
+// pageable memory stages its source and returns before its bytes land (the reference's
+// "API synchronization behavior"); a download, and an upload from pinned memory, return
+// once done. Neither is counted by pdkvFakeCopyCount nor subject to the test modes.
+CUresult copy_sync(CUcontext ctx, const CopyDesc& copy, bool pageable_upload);
+// Forgets ctx's sticky error (the fake's own tests only: a real context stays failed).
+void clear_context_error(CUcontext ctx);
 
 // Checks the copy's shape, poisons a host destination in poison mode, and enqueues it.
 CUresult enqueue_copy(CUstream_st* stream, const CopyDesc& copy);
