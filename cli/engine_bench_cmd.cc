@@ -5,6 +5,7 @@
 #include "bench/engine/engine_bench.h"
 #include "bench/engine/engine_device_bench.h"
 #include "bench/engine/engine_hybrid_bench.h"
+#include "bench/engine/engine_ipc_bench.h"
 #include "bench/engine/engine_hybrid_workload.h"
 #include "cli/commands.h"
 
@@ -80,10 +81,22 @@ void add_engine_bench_command(CLI::App& bench) {
                   "nothing about a GPU)")
       ->check(CLI::IsMember({"cuda", "fake"}))
       ->option_text("DRIVER [cuda]");
+  cmd->add_option("--path", args->path,
+                  "cuda_ipc: device memory to device memory of a process on this host through "
+                  "CUDA IPC handles and device-to-device copies, against the driver's own "
+                  "device-to-device copy in one process (P10 with --device cuda, P10f with "
+                  "--device fake)")
+      ->check(CLI::IsMember({"cuda_ipc"}));
+  cmd->add_option("--peer-device", args->peer_device,
+                  "with --path cuda_ipc: the receiver's device (another GPU: across GPUs)")
+      ->check(CLI::Range(0, 63))
+      ->capture_default_str();
   cmd->callback([args] {
     const bool device = args->src_memory == "device" || args->dst_memory == "device";
     const bool hybrid = pdkv::bench::is_hybrid_preset(args->model);
+    const bool ipc = args->path == "cuda_ipc";
     pdkv::Status st = args->auth_ab ? pdkv::bench::run_engine_auth_ab(*args)
+                      : ipc         ? pdkv::bench::run_engine_ipc_bench(*args)
                       : device      ? pdkv::bench::run_engine_device_bench(*args)
                       : hybrid      ? pdkv::bench::run_engine_hybrid_bench(*args)
                                     : pdkv::bench::run_engine_bench(*args);

@@ -12,7 +12,7 @@
 
 namespace pdkv::engine {
 
-inline constexpr std::string_view kEngineBackends[] = {"auto", "tcp", "shm", "ucx"};
+inline constexpr std::string_view kEngineBackends[] = {"auto", "tcp", "shm", "ucx", "cuda_ipc"};
 
 inline constexpr config::SettingSpec kEngineBackend =
     config::string_setting("PDKV_ENGINE_BACKEND", "auto", kEngineBackends)

@@ -2,6 +2,7 @@
 
 #include "common/common_settings.h"
 #include "common/fault_injection_settings.h"
+#include "engine/backends/cuda_ipc/cuda_ipc_settings.h"
 #include "engine/backends/shm/shm_settings.h"
 #include "engine/backends/ucx/ucx_settings.h"
 #include "engine/engine_settings.h"
@@ -39,7 +40,9 @@ const std::vector<SettingsSection>& settings_catalog() {
                   &engine::ucx::kUcxErrMode,
                   &engine::ucx::kUcxIoTimeoutMs,
                   &engine::ucx::kUcxMaxWorkers,
-                  &engine::ucx::kUcxPartBytes}},
+                  &engine::ucx::kUcxPartBytes,
+                  &engine::cuda_ipc::kCudaIpcIoTimeoutMs,
+                  &engine::cuda_ipc::kCudaIpcPartBytes}},
       {"control-plane", {&proto::kZmqSndHwm, &proto::kZmqMaxPeers}},
       {"kv-manager",
        {&kBootstrapTimeoutS,

@@ -2,7 +2,8 @@
 # The device-memory check on a real CUDA machine, in one command (under 8 minutes):
 # builds what it needs, runs the device tests against the real driver, moves bytes
 # GPU->GPU, GPU->host and host->GPU between two processes over loopback tcp with every
-# byte checked, writes the benchmark table (P9 and its mixed pairs), and, where python3
+# byte checked, writes the benchmark table (P9 and its mixed pairs; P10: GPU->GPU between
+# two processes over CUDA IPC, on one GPU and, where two are visible, across GPUs), and, where python3
 # has torch with CUDA, moves torch CUDA tensors registered through DLPack between two
 # processes, with the source written on a side stream that the send only names.
 #
@@ -64,13 +65,18 @@ cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" -DPDKV_BUILD_PYTHON=OFF \
   > "$out/configure.log"
 step "building"
-cmake --build "$build" -j"$(nproc)" --target engine_device_test pdkv_engine_peer pdkv_fake_cuda pdkv \
+cmake --build "$build" -j"$(nproc)" --target engine_device_test engine_cuda_ipc_test \
+  pdkv_engine_peer pdkv_fake_cuda pdkv \
   > "$out/build.log"
 
 step "device tests against the real driver (libcuda.so.1)"
 PDKV_TEST_CUDA_LIBRARY=libcuda.so.1 PDKV_BIN_DIR="$build/bin" \
   timeout 180 "$build/bin/engine_device_test" --gtest_output="json:$out/device_test.json" \
   2>&1 | tee "$out/device_test.log" | grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|FAILED"
+step "cuda_ipc tests against the real driver (two processes, mapped IPC handles)"
+PDKV_TEST_CUDA_LIBRARY=libcuda.so.1 PDKV_BIN_DIR="$build/bin" \
+  timeout 180 "$build/bin/engine_cuda_ipc_test" --gtest_output="json:$out/cuda_ipc_test.json" \
+  2>&1 | tee "$out/cuda_ipc_test.log" | grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|FAILED" || true
 
 step "benchmarks (the host arm of each runs in the same process, rounds alternating)"
 bench() {
@@ -83,6 +89,19 @@ bench p9_h2d --src-memory host --dst-memory device
 bench p9_d2h --src-memory device --dst-memory host
 # Heterogeneous TP's head slices (512 B pieces): strided copies, not a driver call a piece.
 bench p9_head_split --memory device --tokens 16384 --decode-tp 2 --head-split 2
+step "P10: GPU->GPU between two processes over CUDA IPC, against cuMemcpyDtoDAsync in one"
+ipc() {
+  local name=$1; shift
+  timeout 120 "$build/bin/pdkv" bench engine --device cuda --memory device --path cuda_ipc \
+    --rounds 6 --json "$out/$name.json" "$@" 2>&1 | tee "$out/$name.log" | grep -E "^\| P10" || true
+}
+ipc p10 --model llama3-8b --tokens 4096 --page 16
+ipc p10_page1 --model llama3-8b --tokens 4096 --page 1
+ipc p10_head_split --model llama3-8b --tokens 4096 --page 16 --head-split 2
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l || echo 1)
+if ((gpus >= 2)); then
+  ipc p10_across_gpus --model llama3-8b --tokens 4096 --page 16 --peer-device 1
+fi
 step "torch CUDA tensors through DLPack: GPU->GPU behind a named side stream, host->GPU"
 py=$(command -v python3 || true)
 if [[ -n "$py" ]] && "$py" -c 'import sys, numpy, torch; sys.exit(0 if torch.cuda.is_available() else 1)' \

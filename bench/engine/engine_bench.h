@@ -44,6 +44,10 @@ struct EngineBenchArgs {
   std::string src_memory = "host";
   std::string dst_memory = "host";
   std::string device_driver = "cuda";
+  // "cuda_ipc": device memory moves over the same-host device path (engine_ipc_bench.h);
+  // empty: over --backend.
+  std::string path;
+  int peer_device = 0;  // with --path cuda_ipc: the receiver's device
 };
 
 // Prints the table to stdout, writes the JSON if asked. Returns OK only if the run

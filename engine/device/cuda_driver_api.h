@@ -113,12 +113,14 @@ enum : int { CU_MEMCPY_SRC_ACCESS_ORDER_STREAM = 0x1 };
 // into it. Only tests allocate this way; pdkv meets such memory at registration.
 using CUmemGenericAllocationHandle = unsigned long long;
 inline constexpr int CU_MEM_ALLOCATION_TYPE_PINNED = 0x1;
+inline constexpr int CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR =
+    0x1;  // a bit of requestedHandleTypes
 inline constexpr int CU_MEM_LOCATION_TYPE_DEVICE = 0x1;
 inline constexpr int CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 0x3;
 inline constexpr int CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0x0;
 struct CUmemAllocationProp {
   int type;                  // CUmemAllocationType
-  int requestedHandleTypes;  // CUmemAllocationHandleType
+  int requestedHandleTypes;  // CUmemAllocationHandleType (a bit mask)
   CUmemLocation location;
   void* win32HandleMetaData;
   struct {
@@ -195,5 +197,44 @@ using PFN_cuMemSetAccess = CUresult (*)(CUdeviceptr ptr, size_t size, const CUme
                                         size_t count);
 using PFN_cuMemGetAllocationGranularity = CUresult (*)(size_t* granularity,
                                                        const CUmemAllocationProp* prop, int option);
+
+// --- Same-host device IPC (engine/device/cuda_ipc_driver.h) ---------------------------------
+// Exporting device memory to another process and mapping it there: the legacy IPC handles
+// of cuMemAlloc-style allocations, the POSIX file-descriptor handles of the virtual-memory
+// API (cuMemCreate allocations), peer access between two devices, and the device-to-device
+// copies the writer issues into what it mapped.
+inline constexpr CUresult CUDA_ERROR_ALREADY_MAPPED = 208;
+inline constexpr CUresult CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217;
+inline constexpr CUresult CUDA_ERROR_INVALID_HANDLE = 400;
+inline constexpr CUresult CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704;
+inline constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
+
+inline constexpr size_t CU_IPC_HANDLE_SIZE = 64;
+struct CUipcMemHandle {
+  char reserved[CU_IPC_HANDLE_SIZE];
+};
+inline constexpr unsigned CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1;
+
+struct CUuuid {
+  char bytes[16];
+};
+
+using PFN_cuIpcGetMemHandle = CUresult (*)(CUipcMemHandle* handle, CUdeviceptr ptr);
+using PFN_cuIpcOpenMemHandle_v2 = CUresult (*)(CUdeviceptr* ptr, CUipcMemHandle handle,
+                                               unsigned flags);
+using PFN_cuIpcCloseMemHandle = CUresult (*)(CUdeviceptr ptr);
+using PFN_cuMemRetainAllocationHandle = CUresult (*)(CUmemGenericAllocationHandle* handle,
+                                                     void* addr);
+using PFN_cuMemExportToShareableHandle = CUresult (*)(void* shareable,
+                                                      CUmemGenericAllocationHandle handle,
+                                                      int handle_type, unsigned long long flags);
+using PFN_cuMemImportFromShareableHandle = CUresult (*)(CUmemGenericAllocationHandle* handle,
+                                                        void* os_handle, int handle_type);
+using PFN_cuDeviceCanAccessPeer = CUresult (*)(int* can_access, CUdevice device, CUdevice peer);
+using PFN_cuCtxEnablePeerAccess = CUresult (*)(CUcontext peer, unsigned flags);
+using PFN_cuDeviceGetUuid_v2 = CUresult (*)(CUuuid* uuid, CUdevice device);
+using PFN_cuMemcpyDtoDAsync_v2 = CUresult (*)(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                                              CUstream stream);
+// --- end of same-host device IPC ------------------------------------------------------------
 
 }  // extern "C"

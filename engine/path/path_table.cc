@@ -97,6 +97,7 @@ Result<PathDecision> choose_path(const PathInputs& in, std::optional<PathKind> f
 PathKind fixed_backend_path(std::string_view backend, bool device_memory) {
   if (backend == "shm") return PathKind::kShm;
   if (backend == "ucx") return PathKind::kUcx;
+  if (backend == "cuda_ipc") return PathKind::kCudaIpc;
   return device_memory ? PathKind::kTcpStaged : PathKind::kTcp;
 }
 

@@ -51,7 +51,8 @@ struct PathRow {
   std::optional<std::string> (*why_not)(const PathInputs& in);
 };
 
-// Fastest first. cuda_ipc has no row until its backend exists.
+// Fastest first. cuda_ipc has no row yet: its backend runs only when named
+// (PDKV_ENGINE_BACKEND=cuda_ipc), not in the automatic choice.
 std::span<const PathRow> path_table();
 
 struct PathDecision {

@@ -79,6 +79,8 @@ Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::allocate_mapped_pieces(int d
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, device};
+  // Exportable to another process (the cuda_ipc path), as PyTorch's expandable segments ask.
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   for (size_t i = 0; i < pieces; ++i) {
     CUmemGenericAllocationHandle handle = 0;
     PDKV_RETURN_IF_ERROR(check(create(&handle, piece_bytes, &prop, 0), "cuMemCreate"));

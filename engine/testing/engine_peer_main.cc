@@ -19,6 +19,7 @@
 #include "engine/testing/engine_peer_process.h"
 #include "engine/testing/guarded_buffer.h"
 #include "engine/testing/peer_commands.h"
+#include "engine/testing/vmm_buffer.h"
 #include "engine/transfer_engine.h"
 
 using namespace pdkv;
@@ -92,9 +93,26 @@ int main(int argc, char** argv) {
   // With PDKV_PEER_DEVICE, one device allocation as large as the shared buffer mirrors it: the
   // regions are registered there (as cuda memory) and UPLOAD / DOWNLOAD copy between them.
   std::unique_ptr<testing::DeviceBuffer> device_buffer;
+  // PDKV_PEER_DEVICE_VMM=1 (test-only): that device memory is one cuMemCreate piece
+  // (vmm_buffer.h); =pieces: 2 MiB pieces mapped back to back into one reserved range, as
+  // PyTorch's expandable segments grow (a region then spans several pieces).
+  std::unique_ptr<testing::VmmBuffer> vmm_buffer;
   uint64_t base = (*buffer)->addr();
-  if (device >= 0) {
-    auto allocated = testing::DeviceBuffer::allocate(device, size);
+  const char* vmm = std::getenv("PDKV_PEER_DEVICE_VMM");
+  if (device >= 0 && vmm != nullptr && vmm[0] == '1') {
+    auto allocated = testing::VmmBuffer::allocate(device, size);
+    if (!allocated.ok()) {
+      std::fprintf(stderr, "pdkv_engine_peer: %s\n", allocated.status().to_string().c_str());
+      return 1;
+    }
+    vmm_buffer = std::move(*allocated);
+    base = vmm_buffer->addr();
+  } else if (device >= 0) {
+    const bool pieces = vmm != nullptr && std::strcmp(vmm, "pieces") == 0;
+    const size_t piece = 2u << 20;
+    auto allocated = pieces ? testing::DeviceBuffer::allocate_mapped_pieces(
+                                  device, piece, (size + piece - 1) / piece)
+                            : testing::DeviceBuffer::allocate(device, size);
     if (!allocated.ok()) {
       std::fprintf(stderr, "pdkv_engine_peer: %s\n", allocated.status().to_string().c_str());
       return 1;
@@ -137,11 +155,13 @@ int main(int argc, char** argv) {
         break;
       case testing::PeerVerb::kUpload:
       case testing::PeerVerb::kDownload: {
-        Status st = device_buffer == nullptr
+        const bool up = command->verb == testing::PeerVerb::kUpload;
+        Status st = vmm_buffer != nullptr ? (up ? vmm_buffer->upload(0, (*buffer)->data(), size)
+                                                : vmm_buffer->download(0, (*buffer)->data(), size))
+                    : device_buffer == nullptr
                         ? failed_precondition("this peer has no device buffer (--device)")
-                    : command->verb == testing::PeerVerb::kUpload
-                        ? device_buffer->upload(0, (*buffer)->data(), size)
-                        : device_buffer->download(0, (*buffer)->data(), size);
+                    : up ? device_buffer->upload(0, (*buffer)->data(), size)
+                         : device_buffer->download(0, (*buffer)->data(), size);
         std::cout << (st.ok() ? "OK" : "ERR " + st.to_string()) << std::endl;
         break;
       }

@@ -121,7 +121,7 @@ class Config:
     Construction checks types and ranges: ValueError naming the field."""
     # BEGIN settings fields (scripts/gen_config_docs.py; edit the C++ specs)
     secret_file: Optional[str]  # PDKV_SECRET_FILE, default ''
-    engine_backend: Optional[str]  # PDKV_ENGINE_BACKEND, default 'auto' (auto, tcp, shm, ucx)
+    engine_backend: Optional[str]  # PDKV_ENGINE_BACKEND, default 'auto' (auto, tcp, shm, ucx, cuda_ipc)
     engine_require_path: Optional[str]  # PDKV_ENGINE_REQUIRE_PATH, default 'tcp' (cuda_ipc, shm, ucx, tcp_staged, tcp)
     engine_host: Optional[str]  # PDKV_ENGINE_HOST, default '127.0.0.1'
     engine_port: Optional[int]  # PDKV_ENGINE_PORT, default 0
@@ -145,6 +145,8 @@ class Config:
     ucx_io_timeout_ms: Optional[int]  # PDKV_UCX_IO_TIMEOUT_MS, default 5000
     ucx_max_workers: Optional[int]  # PDKV_UCX_MAX_WORKERS, default 256
     ucx_part_bytes: Optional[int]  # PDKV_UCX_PART_BYTES, default 67108864
+    cuda_ipc_io_timeout_ms: Optional[int]  # PDKV_CUDA_IPC_IO_TIMEOUT_MS, default 5000
+    cuda_ipc_part_bytes: Optional[int]  # PDKV_CUDA_IPC_PART_BYTES, default 268435456
     zmq_sndhwm: Optional[int]  # PDKV_ZMQ_SNDHWM, default 10000
     zmq_max_peers: Optional[int]  # PDKV_ZMQ_MAX_PEERS, default 8192
     bootstrap_timeout_s: Optional[float]  # PDKV_BOOTSTRAP_TIMEOUT_S, default 120.0

@@ -1,14 +1,50 @@
 #include "engine/device/fake/fake_memory.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
+#include <string>
 
 #include "common/mutex.h"
+#include "engine/device/fake/fake_state.h"
 
 namespace pdkv::fake_cuda {
+
+// A cuMemCreate (or imported) allocation: a memfd, closed with the last reference (its
+// handle's, or a mapped piece's: cuMemRelease while mapped keeps the pages).
+struct Physical {
+  int fd = -1;
+  size_t size = 0;
+  CUcontext ctx = nullptr;
+  bool exportable = false;
+  ~Physical() {
+    if (fd >= 0) close(fd);
+  }
+};
+
 namespace {
+
+// A physical allocation's memfd is named after its device, so that a process importing
+// the descriptor learns where the memory lives ("/memfd:pdkv-fake-cuda-piece-d3 (deleted)").
+constexpr const char* kPieceName = "pdkv-fake-cuda-piece-d";
+
+int memfd_device(int fd) {
+  char path[64];
+  char name[256];
+  std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  const ssize_t n = readlink(path, name, sizeof name - 1);
+  if (n <= 0) return -1;
+  name[n] = '\0';
+  const char* at = std::strstr(name, kPieceName);
+  if (at == nullptr) return -1;
+  return std::atoi(at + std::strlen(kPieceName));
+}
 
 size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
@@ -19,11 +55,11 @@ struct Reservation {
   uint8_t* shadow = nullptr;
 };
 
-// A cuMemCreate piece: a memfd, closed at cuMemRelease (the mappings keep the pages).
-struct Physical {
-  int fd = -1;
-  size_t size = 0;
-  CUcontext ctx = nullptr;
+// A handle to a physical allocation and its references (cuMemCreate, cuMemImport...,
+// cuMemRetainAllocationHandle each add one; cuMemRelease drops one).
+struct HandleEntry {
+  std::shared_ptr<Physical> physical;
+  int refs = 0;
 };
 
 struct HostBlock {
@@ -40,7 +76,7 @@ struct Registry {
   std::map<uintptr_t, std::shared_ptr<DeviceMapping>> device PDKV_GUARDED_BY(mu);
   std::map<uintptr_t, HostBlock> host PDKV_GUARDED_BY(mu);
   std::map<uintptr_t, Reservation> reservations PDKV_GUARDED_BY(mu);
-  std::map<CUmemGenericAllocationHandle, Physical> physical PDKV_GUARDED_BY(mu);
+  std::map<CUmemGenericAllocationHandle, HandleEntry> handles PDKV_GUARDED_BY(mu);
   CUmemGenericAllocationHandle next_handle PDKV_GUARDED_BY(mu) = 1;
 };
 
@@ -72,6 +108,7 @@ DeviceMapping::~DeviceMapping() {
   }
   if (shadow != nullptr) munmap(shadow, mapped);
   if (base != 0) munmap(reinterpret_cast<void*>(base), reserved);
+  if (fd >= 0) close(fd);
 }
 
 CUresult alloc_device(size_t bytes, CUcontext ctx, bool managed, CUdeviceptr* out) {
@@ -100,7 +137,7 @@ CUresult alloc_device(size_t bytes, CUcontext ctx, bool managed, CUdeviceptr* ou
   m->base = reinterpret_cast<uintptr_t>(reserve);
   void* device = mmap(reserve, m->mapped, PROT_NONE, MAP_SHARED | MAP_FIXED, fd, 0);
   void* shadow = mmap(nullptr, m->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);  // the mappings keep the memory
+  m->fd = fd;  // closed with the mapping; IPC exports it
   if (device == MAP_FAILED || shadow == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;  // m unmaps
   m->shadow = static_cast<uint8_t*>(shadow);
   Registry& r = registry();
@@ -119,6 +156,23 @@ CUresult free_device(CUdeviceptr ptr) {
   doomed = std::move(it->second);
   r.device.erase(it);
   return CUDA_SUCCESS;
+}
+
+void add_device_mapping(std::shared_ptr<DeviceMapping> mapping) {
+  Registry& r = registry();
+  MutexLock lock(r.mu);
+  const uintptr_t base = mapping->base;
+  r.device[base] = std::move(mapping);
+}
+
+std::shared_ptr<DeviceMapping> remove_device_mapping(uintptr_t base) {
+  Registry& r = registry();
+  MutexLock lock(r.mu);
+  auto it = r.device.find(base);
+  if (it == r.device.end()) return nullptr;
+  auto mapping = std::move(it->second);
+  r.device.erase(it);
+  return mapping;
 }
 
 CUresult alloc_pinned_host(size_t bytes, CUcontext ctx, void** out) {
@@ -239,30 +293,83 @@ CUresult free_address(CUdeviceptr ptr, size_t size) {
   return CUDA_SUCCESS;
 }
 
-CUresult create_physical(size_t size, CUcontext ctx, CUmemGenericAllocationHandle* out) {
+CUresult create_physical(size_t size, CUcontext ctx, bool exportable,
+                         CUmemGenericAllocationHandle* out) {
   if (out == nullptr || size == 0 || size % vmm_granularity() != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  int fd = memfd_create("pdkv-fake-cuda-piece", MFD_CLOEXEC);
-  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    close(fd);
+  auto p = std::make_shared<Physical>();
+  const std::string name = kPieceName + std::to_string(ctx->device);
+  p->fd = memfd_create(name.c_str(), MFD_CLOEXEC);
+  if (p->fd < 0 || ftruncate(p->fd, static_cast<off_t>(size)) != 0) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  p->size = size;
+  p->ctx = ctx;
+  p->exportable = exportable;
   Registry& r = registry();
   MutexLock lock(r.mu);
   *out = r.next_handle++;
-  r.physical.emplace(*out, Physical{fd, size, ctx});
+  r.handles.emplace(*out, HandleEntry{std::move(p), 1});
   return CUDA_SUCCESS;
 }
 
 CUresult release_physical(CUmemGenericAllocationHandle handle) {
   Registry& r = registry();
   MutexLock lock(r.mu);
-  auto it = r.physical.find(handle);
-  if (it == r.physical.end()) return CUDA_ERROR_INVALID_VALUE;
-  close(it->second.fd);
-  r.physical.erase(it);
+  auto it = r.handles.find(handle);
+  if (it == r.handles.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (--it->second.refs == 0) r.handles.erase(it);  // mapped pieces keep the memory
+  return CUDA_SUCCESS;
+}
+
+CUresult retain_physical(uintptr_t addr, CUmemGenericAllocationHandle* out) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Registry& r = registry();
+  MutexLock lock(r.mu);
+  auto it = containing(r.device, addr, device_size);
+  if (it == r.device.end() || it->second->physical == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // The handle it was mapped from, one more reference (a released one is listed anew).
+  HandleEntry& entry = r.handles[it->second->handle];
+  if (entry.physical == nullptr) entry.physical = it->second->physical;
+  ++entry.refs;
+  *out = it->second->handle;
+  return CUDA_SUCCESS;
+}
+
+CUresult export_physical(CUmemGenericAllocationHandle handle, int* fd_out) {
+  if (fd_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Registry& r = registry();
+  MutexLock lock(r.mu);
+  auto it = r.handles.find(handle);
+  if (it == r.handles.end()) return CUDA_ERROR_INVALID_HANDLE;
+  // Only an allocation created asking for this handle type can be exported as one.
+  if (!it->second.physical->exportable) return CUDA_ERROR_NOT_SUPPORTED;
+  const int fd = fcntl(it->second.physical->fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  *fd_out = fd;
+  return CUDA_SUCCESS;
+}
+
+CUresult import_physical(int fd, CUmemGenericAllocationHandle* out) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  struct stat st {};
+  const int device = fd < 0 ? -1 : memfd_device(fd);
+  CUctx_st* ctx = device < 0 ? nullptr : primary_context(device);
+  if (ctx == nullptr || fstat(fd, &st) != 0 || st.st_size <= 0 ||
+      static_cast<size_t>(st.st_size) % vmm_granularity() != 0) {
+    return CUDA_ERROR_INVALID_HANDLE;  // not a handle this driver exported
+  }
+  auto p = std::make_shared<Physical>();
+  p->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);  // the caller still owns (and closes) its fd
+  if (p->fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  p->size = static_cast<size_t>(st.st_size);
+  p->ctx = ctx;
+  p->exportable = true;
+  Registry& r = registry();
+  MutexLock lock(r.mu);
+  *out = r.next_handle++;
+  r.handles.emplace(*out, HandleEntry{std::move(p), 1});
   return CUDA_SUCCESS;
 }
 
@@ -275,10 +382,10 @@ CUresult map_piece(CUdeviceptr ptr, size_t size, size_t offset,
   }
   Registry& r = registry();
   MutexLock lock(r.mu);
-  auto phys = r.physical.find(handle);
-  if (phys == r.physical.end() || offset > phys->second.size || size > phys->second.size - offset) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
+  auto entry = r.handles.find(handle);
+  if (entry == r.handles.end()) return CUDA_ERROR_INVALID_VALUE;
+  const std::shared_ptr<Physical>& phys = entry->second.physical;
+  if (offset > phys->size || size > phys->size - offset) return CUDA_ERROR_INVALID_VALUE;
   auto res = r.reservations.upper_bound(at);
   if (res == r.reservations.begin()) return CUDA_ERROR_INVALID_VALUE;
   --res;
@@ -292,7 +399,7 @@ CUresult map_piece(CUdeviceptr ptr, size_t size, size_t offset,
     return CUDA_ERROR_INVALID_VALUE;
   }
   uint8_t* shadow = res->second.shadow + (at - res->first);
-  const int fd = phys->second.fd;
+  const int fd = phys->fd;
   const auto off = static_cast<off_t>(offset);
   if (mmap(reinterpret_cast<void*>(at), size, PROT_NONE, MAP_SHARED | MAP_FIXED, fd, off) ==
           MAP_FAILED ||
@@ -304,7 +411,9 @@ CUresult map_piece(CUdeviceptr ptr, size_t size, size_t offset,
   m->size = size;
   m->mapped = size;
   m->shadow = shadow;
-  m->ctx = phys->second.ctx;
+  m->ctx = phys->ctx;
+  m->physical = phys;
+  m->handle = handle;
   m->reservation = res->first;
   m->accessible = false;  // until cuMemSetAccess, as with the driver
   r.device.emplace(at, std::move(m));
@@ -330,13 +439,18 @@ CUresult unmap_pieces(CUdeviceptr ptr, size_t size) {
   return CUDA_SUCCESS;
 }
 
-CUresult set_access(CUdeviceptr ptr, size_t size) {
+CUresult set_access(CUdeviceptr ptr, size_t size, const int* devices, size_t count) {
   const auto at = static_cast<uintptr_t>(ptr);
   Registry& r = registry();
   MutexLock lock(r.mu);
   size_t covered = 0;
   for (auto p = r.device.find(at); p != r.device.end() && covered < size; ++p) {
     if (p->first != at + covered || p->second->reservation == 0) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; ++i) {
+      if (!peer_capable(devices[i], p->second->ctx->device)) {
+        return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+      }
+    }
     covered += p->second->size;
   }
   if (covered != size) return CUDA_ERROR_INVALID_VALUE;

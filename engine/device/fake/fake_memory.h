@@ -25,6 +25,9 @@
 
 namespace pdkv::fake_cuda {
 
+// A cuMemCreate allocation (defined in fake_memory.cc).
+struct Physical;
+
 // One device allocation. Destroying it unmaps both views; copies in flight hold a
 // shared_ptr, so cuMemFree_v2 during a copy leaves the pages mapped until the copy ends.
 struct DeviceMapping {
@@ -35,10 +38,17 @@ struct DeviceMapping {
   uint8_t* shadow = nullptr;  // read-write view of the same pages
   CUcontext ctx = nullptr;
   bool managed = false;
+  // The memfd behind both views of a cuMemAlloc allocation or an opened IPC handle, kept
+  // open so that IPC can export it (fake_ipc.cc); -1 for a mapped piece.
+  int fd = -1;
   // A piece mapped into a reservation (cuMemMap): unmapping puts PROT_NONE back over both
   // views instead of giving the addresses away, and copies need cuMemSetAccess first.
   uintptr_t reservation = 0;  // the reservation's base; 0 for cuMemAlloc memory
   bool accessible = true;
+  // For a piece: the physical memory mapped (kept while mapped, even once released) and the
+  // handle it was mapped from (cuMemRetainAllocationHandle hands that back).
+  std::shared_ptr<Physical> physical;
+  CUmemGenericAllocationHandle handle = 0;
   ~DeviceMapping();
 };
 
@@ -57,16 +67,34 @@ CUresult free_device(CUdeviceptr ptr);  // ptr must be an allocation's base
 CUresult alloc_pinned_host(size_t bytes, CUcontext ctx, void** out);
 CUresult free_pinned_host(void* ptr);
 
+// Lists a mapping made elsewhere (an opened IPC handle) as device memory, and takes it
+// out again by its base (null if none is listed there).
+void add_device_mapping(std::shared_ptr<DeviceMapping> mapping);
+std::shared_ptr<DeviceMapping> remove_device_mapping(uintptr_t base);
+
 // The virtual memory API (see above). Sizes and addresses in whole granules.
 size_t vmm_granularity();
 CUresult reserve_address(size_t size, CUdeviceptr* out);
 CUresult free_address(CUdeviceptr ptr, size_t size);  // nothing may be mapped in it
-CUresult create_physical(size_t size, CUcontext ctx, CUmemGenericAllocationHandle* out);
-CUresult release_physical(CUmemGenericAllocationHandle handle);
+// `exportable`: created asking for a POSIX file-descriptor handle.
+CUresult create_physical(size_t size, CUcontext ctx, bool exportable,
+                         CUmemGenericAllocationHandle* out);
+CUresult release_physical(CUmemGenericAllocationHandle handle);  // one reference
 CUresult map_piece(CUdeviceptr ptr, size_t size, size_t offset,
                    CUmemGenericAllocationHandle handle);
 CUresult unmap_pieces(CUdeviceptr ptr, size_t size);  // whole pieces only
-CUresult set_access(CUdeviceptr ptr, size_t size);    // every piece in the range
+// Every piece in the range, for each of `devices` (which must reach the pieces' device).
+CUresult set_access(CUdeviceptr ptr, size_t size, const int* devices, size_t count);
+
+// Handles across processes: a new reference to the handle the piece at addr was mapped
+// from; a dup of the allocation's memfd (the caller owns it); a new handle for a memfd
+// another process exported (fd stays the caller's).
+CUresult retain_physical(uintptr_t addr, CUmemGenericAllocationHandle* out);
+CUresult export_physical(CUmemGenericAllocationHandle handle, int* fd_out);
+CUresult import_physical(int fd, CUmemGenericAllocationHandle* out);
+
+// Whether `device` may reach memory on `peer` (fake_ipc.cc: PDKV_FAKE_CUDA_NO_PEER).
+bool peer_capable(int device, int peer);
 
 // The allocation (device or pinned host) containing ptr, anywhere inside it.
 PointerInfo lookup(uintptr_t ptr);

@@ -1,8 +1,11 @@
 // The fake driver's virtual memory management exports (cuMemAddressReserve, cuMemCreate,
 // cuMemMap, cuMemSetAccess and their undoing), as PyTorch's expandable segments use them:
 // one reserved address range, several physical pieces mapped into it (fake_memory.h says
-// how the fake keeps them). Same conventions as fake_cuda_exports.cc.
+// how the fake keeps them); and the POSIX file-descriptor handles that carry a cuMemCreate
+// allocation to another process (a dup of its memfd, sent over a Unix socket with
+// SCM_RIGHTS as the driver's are). Same conventions as fake_cuda_exports.cc.
 #include <cstddef>
+#include <cstdint>
 
 #include "engine/device/cuda_driver_api.h"
 #include "engine/device/fake/fake_memory.h"
@@ -16,7 +19,9 @@ PDKV_FAKE_EXPORT CUresult cuMemGetAllocationGranularity(size_t* granularity,
                                                         const CUmemAllocationProp* prop,
                                                         int option) {
   if (!fc::initialized()) return CUDA_ERROR_NOT_INITIALIZED;
-  if (granularity == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (granularity == nullptr || prop == nullptr || option < 0 || option > 1) {
+    return CUDA_ERROR_INVALID_VALUE;  // minimum (0) or recommended (1)
+  }
   *granularity = fc::vmm_granularity();
   return CUDA_SUCCESS;
 }
@@ -46,7 +51,9 @@ PDKV_FAKE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size
   }
   CUctx_st* owner = fc::primary_context(prop->location.id);
   if (owner == nullptr) return CUDA_ERROR_INVALID_DEVICE;
-  return fc::create_physical(size, owner, handle);
+  const bool exportable =
+      (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
+  return fc::create_physical(size, owner, exportable, handle);
 }
 
 PDKV_FAKE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
@@ -69,18 +76,43 @@ PDKV_FAKE_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   return fc::unmap_pieces(ptr, size);
 }
 
-// Read-write access for a device, the only kind the fake grants.
+// Read-write access for a device, the only kind the fake grants; a device reaches memory
+// on another one only where peer access is possible (fake_ipc.cc).
 PDKV_FAKE_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
                                          size_t count) {
   CUcontext ctx;
   if (CUresult r = fc::require_context(&ctx); r != CUDA_SUCCESS) return r;
-  if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (desc == nullptr || count == 0 || count > 64) return CUDA_ERROR_INVALID_VALUE;
+  int devices[64];
   for (size_t i = 0; i < count; ++i) {
     if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
         fc::primary_context(desc[i].location.id) == nullptr ||
         desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
       return CUDA_ERROR_INVALID_VALUE;
     }
+    devices[i] = desc[i].location.id;
   }
-  return fc::set_access(ptr, size);
+  return fc::set_access(ptr, size, devices, count);
+}
+
+PDKV_FAKE_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle,
+                                                      void* addr) {
+  if (!fc::initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  return fc::retain_physical(reinterpret_cast<uintptr_t>(addr), handle);
+}
+
+PDKV_FAKE_EXPORT CUresult cuMemExportToShareableHandle(void* shareable,
+                                                       CUmemGenericAllocationHandle handle,
+                                                       int handle_type, unsigned long long flags) {
+  if (!fc::initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (shareable == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (handle_type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  return fc::export_physical(handle, static_cast<int*>(shareable));
+}
+
+PDKV_FAKE_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle,
+                                                         void* os_handle, int handle_type) {
+  if (!fc::initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (handle_type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  return fc::import_physical(static_cast<int>(reinterpret_cast<intptr_t>(os_handle)), handle);
 }

@@ -23,7 +23,7 @@ _ENV_KNOBS = {
     "metrics_port": "PDKV_METRICS_PORT",
     "verify_checksum": "PDKV_VERIFY_CHECKSUM",
 }
-_BACKENDS = ("auto", "tcp", "shm", "ucx")
+_BACKENDS = ("auto", "tcp", "shm", "ucx", "cuda_ipc")
 
 
 @dataclasses.dataclass(frozen=True)
