@@ -15,11 +15,12 @@ namespace pdkv::engine {
 inline constexpr std::string_view kEngineBackends[] = {"auto", "tcp", "shm", "ucx", "cuda_ipc"};
 
 inline constexpr config::SettingSpec kEngineBackend =
-    config::string_setting("PDKV_ENGINE_BACKEND", "auto", kEngineBackends)
+    config::string_setting("PDKV_ENGINE_BACKEND", "tcp", kEngineBackends)
         .described(
             "transfer backend of every TransferEngine created from the environment. `auto` runs "
             "every backend built in and picks the fastest path per peer from what both engines "
-            "advertise (README, \"Which path when\"); a named backend is the only one used, for "
+            "advertise (README, \"Which path when\"; opt-in until its path channel bounds "
+            "connections as the tcp listener does); a named backend is the only one used, for "
             "every peer (every engine of a cluster needs the same choice: an `auto` engine's "
             "endpoint is its path channel). A backend not built into the binary fails start-up "
             "with FailedPrecondition");

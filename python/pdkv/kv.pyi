@@ -121,7 +121,7 @@ class Config:
     Construction checks types and ranges: ValueError naming the field."""
     # BEGIN settings fields (scripts/gen_config_docs.py; edit the C++ specs)
     secret_file: Optional[str]  # PDKV_SECRET_FILE, default ''
-    engine_backend: Optional[str]  # PDKV_ENGINE_BACKEND, default 'auto' (auto, tcp, shm, ucx, cuda_ipc)
+    engine_backend: Optional[str]  # PDKV_ENGINE_BACKEND, default 'tcp' (auto, tcp, shm, ucx, cuda_ipc)
     engine_require_path: Optional[str]  # PDKV_ENGINE_REQUIRE_PATH, default 'tcp' (cuda_ipc, shm, ucx, tcp_staged, tcp)
     engine_host: Optional[str]  # PDKV_ENGINE_HOST, default '127.0.0.1'
     engine_port: Optional[int]  # PDKV_ENGINE_PORT, default 0

@@ -108,7 +108,6 @@ std::vector<uint64_t> hex_numbers(const std::string& text) {
 json raw_write(const AttackOptions& o) {
   json report{{"attack", "raw_write"}, {"dst", o.dst}, {"length", o.length}, {"grant", o.grant}};
   engine::EngineOptions eo;
-  eo.backend = "auto";  // the victims' engines are automatic (their endpoint: the path channel)
   eo.cluster_key = o.key;
   eo.connect_timeout_ms = kConnectTimeoutMs;
   eo.tcp.streams = 1;

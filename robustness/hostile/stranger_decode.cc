@@ -46,7 +46,6 @@ Result<std::unique_ptr<StrangerDecode>> StrangerDecode::start(const AttackOption
     s->buffers_.emplace_back(options.shape.buffer_bytes(), 0);
   }
   engine::EngineOptions eo;
-  eo.backend = "auto";  // as a real decode's engine, from the environment's default
   eo.cluster_key = options.key;
   PDKV_ASSIGN_OR_RETURN(s->engine_, engine::TransferEngine::create(eo));
   for (auto& b : s->buffers_) {

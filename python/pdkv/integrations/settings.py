@@ -36,7 +36,7 @@ class TransferSettings:
     """
 
     bootstrap_addr: str
-    backend: str = "auto"  # the fastest path per peer (README, "Which path when")
+    backend: str = "tcp"  # "auto": the fastest path per peer (README, "Which path when")
     layerwise: bool = False
     local_ip: Optional[str] = None
     knobs: tuple = ()
@@ -56,7 +56,7 @@ class TransferSettings:
             _native.parse_host_port(addr)
         except ValueError as e:
             raise ValueError(f"bootstrap_addr must be 'host:port', got {addr!r}: {e}") from None
-        backend = str(values.get("backend", "auto"))
+        backend = str(values.get("backend", "tcp"))
         if backend not in _BACKENDS:
             raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
         layerwise = values.get("layerwise", False)

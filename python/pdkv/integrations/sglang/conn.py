@@ -60,7 +60,7 @@ class PdkvKVManager(BaseKVManager):
         self.disaggregation_mode = disaggregation_mode
         self.mode = _mode(disaggregation_mode)
         settings = TransferSettings.from_mapping(
-            {"backend": os.environ.get("PDKV_ENGINE_BACKEND") or "auto"},
+            {"backend": os.environ.get("PDKV_ENGINE_BACKEND") or "tcp"},
             default_bootstrap_addr=own_bootstrap_addr(server_args))
         # Pipeline stages (pipeline.py): the aux row travels between the last stages only.
         self.pp_size = pp_size_of(server_args)
@@ -293,7 +293,12 @@ class PdkvKVReceiver(BaseKVReceiver):
                                      decode_prefix_len=decode_prefix_len, **extra)
 
     def poll(self) -> int:
-        state = self.kv_mgr.room_states.poll(self._receiver)
+        if isinstance(self._receiver, StagedReceiver):
+            # Its rooms live on the stage managers, whose changes the rank's own feed does
+            # not report: a kept state would never be refreshed.
+            state = self._receiver.poll()
+        else:
+            state = self.kv_mgr.room_states.poll(self._receiver)
         if state in _TERMINAL:
             self.conclude_state = int(state)
         return int(state)
@@ -308,7 +313,8 @@ class PdkvKVReceiver(BaseKVReceiver):
 
     def abort(self):
         self._receiver.abort()
-        self.kv_mgr.room_states.forget(self._receiver)
+        if not isinstance(self._receiver, StagedReceiver):
+            self.kv_mgr.room_states.forget(self._receiver)
         self.conclude_state = int(pdkv.KVPoll.Failed)
 
 
