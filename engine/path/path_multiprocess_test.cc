@@ -193,7 +193,8 @@ TEST(PathChoice, PeerLyingAboutItsHostCannotGetShm) {
   ::kill(bystander, SIGKILL);
   ::waitpid(bystander, nullptr, 0);
   ASSERT_TRUE(session.ok()) << session.status().to_string();
-  const PeerPath* p = outgoing_path(engine->peer_paths(), *liar_endpoint);
+  const std::vector<PeerPath> p_paths = engine->peer_paths();
+  const PeerPath* p = outgoing_path(p_paths, *liar_endpoint);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->path, PathKind::kTcp);
   EXPECT_NE(p->why.find("proof failed"), std::string::npos) << p->why;
